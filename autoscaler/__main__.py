@@ -1,0 +1,4 @@
+from autoscaler.cli import main
+import sys
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""Per-pod annotations tidal honours, with Luna's spellings accepted as aliases.
+
+Luna users can move to tidal without editing workloads: every ``tidal.dev/x`` annotation is also read as
+``node.elotl.co/x`` (instance selection) or ``pod.elotl.co/x`` (pod behaviour). tidal's spelling wins when both
+are present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+INSTANCE_OFFERINGS = "tidal.dev/instance-offerings"
+INSTANCE_GPU_SKUS = "tidal.dev/instance-gpu-skus"
+INSTANCE_FAMILY_INCLUSIONS = "tidal.dev/instance-family-inclusions"
+INSTANCE_FAMILY_EXCLUSIONS = "tidal.dev/instance-family-exclusions"
+INSTANCE_TYPE_REGEXP = "tidal.dev/instance-type-regexp"
+INSTANCE_MAX_COST = "tidal.dev/instance-max-cost"
+INSTANCE_PARTIAL_GPU = "tidal.dev/instance-partial-gpu"
+IGNORE = "tidal.dev/ignore"
+DO_NOT_EVICT = "tidal.dev/do-not-evict"
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+_LUNA_PREFIX = {
+    INSTANCE_OFFERINGS: "node.elotl.co/",
+    INSTANCE_GPU_SKUS: "node.elotl.co/",
+    INSTANCE_FAMILY_INCLUSIONS: "node.elotl.co/",
+    INSTANCE_FAMILY_EXCLUSIONS: "node.elotl.co/",
+    INSTANCE_TYPE_REGEXP: "node.elotl.co/",
+    INSTANCE_MAX_COST: "node.elotl.co/",
+    IGNORE: "pod.elotl.co/",
+    DO_NOT_EVICT: "pod.elotl.co/",
+}
+
+INSTANCE_ANNOTATIONS = (
+    INSTANCE_OFFERINGS,
+    INSTANCE_GPU_SKUS,
+    INSTANCE_FAMILY_INCLUSIONS,
+    INSTANCE_FAMILY_EXCLUSIONS,
+    INSTANCE_TYPE_REGEXP,
+    INSTANCE_MAX_COST,
+    INSTANCE_PARTIAL_GPU,
+)
+
+
+def alias(name: str) -> str | None:
+    """Luna's spelling of a tidal annotation, if it has one."""
+    prefix = _LUNA_PREFIX.get(name)
+    return prefix + name.split("/", 1)[1] if prefix else None
+
+
+def lookup(annotations: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    """``(spelling found, value)`` for a tidal annotation or its Luna alias; ``None`` when absent."""
+    if name in annotations:
+        return name, annotations[name]
+    other = alias(name)
+    if other and other in annotations:
+        return other, annotations[other]
+    return None
+
+
+def is_true(annotations: Mapping[str, str], name: str) -> bool:
+    """A boolean annotation set to ``"true"`` (case-insensitive) under either spelling."""
+    found = lookup(annotations, name)
+    return found is not None and found[1].strip().lower() == "true"
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """``"a, b,c"`` → ``("a", "b", "c")``."""
+    return tuple(part.strip() for part in value.split(",") if part.strip())

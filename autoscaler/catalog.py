@@ -1,0 +1,128 @@
+"""Instance catalogs: offerings read from a CSV file (the offline source and every provider's fallback).
+
+The columns are those of the shared instance catalog (cloud, region, instance_type, vcpu, memory_mib,
+gpu_count, gpu_model, gpu_memory_mib, arch, on_demand_usd_per_hour, spot_usd_per_hour, …, optional zone and
+max_pods). Rows of other clouds and regions are left out; a row without a zone stands for every zone.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from autoscaler.model import ON_DEMAND, SPOT, Arch, Offering
+
+REQUIRED_COLUMNS = (
+    "cloud",
+    "region",
+    "instance_type",
+    "vcpu",
+    "memory_mib",
+    "gpu_count",
+    "arch",
+    "on_demand_usd_per_hour",
+)
+
+
+class CatalogError(ValueError):
+    """A catalog file that cannot be read; the message names the file, line and column."""
+
+
+def _number(row: Mapping[str, str], column: str, where: str, *, integer: bool = False,
+            default: float | None = None) -> float:
+    raw = (row.get(column) or "").strip()
+    if not raw:
+        if default is not None:
+            return default
+        raise CatalogError(f"{where}: {column} is empty")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CatalogError(f"{where}: {column}: {raw!r} is not a number") from None
+    if value != value or value < 0 or value == float("inf"):
+        raise CatalogError(f"{where}: {column}: {raw!r} is not a non-negative number")
+    if integer and value != int(value):
+        raise CatalogError(f"{where}: {column}: {raw!r} is not a whole number")
+    return value
+
+
+def offerings_from_rows(
+    rows: Iterable[Mapping[str, str]],
+    *,
+    cloud: str,
+    region: str,
+    zones: Sequence[str] = (),
+    max_pods: int = 110,
+    source: str = "catalog",
+    price_source: str = "catalog file",
+) -> list[Offering]:
+    """Offerings (one per zone and capacity type with a price) from catalog rows of ``cloud``/``region``."""
+    out: list[Offering] = []
+    for line, row in enumerate(rows, start=2):
+        if (row.get("cloud") or "").strip() != cloud or (row.get("region") or "").strip() != region:
+            continue
+        where = f"{source}:{line}"
+        instance_type = (row.get("instance_type") or "").strip()
+        if not instance_type:
+            raise CatalogError(f"{where}: instance_type is empty")
+        try:
+            arch = Arch.parse(row.get("arch") or "x86_64")
+        except ValueError as err:
+            raise CatalogError(f"{where}: arch: {err}") from None
+        gpu_count = int(_number(row, "gpu_count", where, integer=True, default=0))
+        fraction = _number(row, "gpu_fraction", where, default=float(gpu_count))
+        prices = {
+            ON_DEMAND: _number(row, "on_demand_usd_per_hour", where, default=-1),
+            SPOT: _number(row, "spot_usd_per_hour", where, default=-1),
+        }
+        zone = (row.get("zone") or "").strip()
+        row_zones = [zone] if zone else (list(zones) or [""])
+        base = {
+            "instance_type": instance_type,
+            "vcpu": int(_number(row, "vcpu", where, integer=True)),
+            "memory_mib": int(_number(row, "memory_mib", where)),
+            "gpu_count": gpu_count,
+            "gpu_model": (row.get("gpu_model") or "").strip() if gpu_count else "",
+            "gpu_vendor": (row.get("gpu_vendor") or ("NVIDIA" if gpu_count else "")).strip(),
+            "gpu_memory_mib": int(_number(row, "gpu_memory_mib", where, default=0)),
+            "gpu_fraction": fraction,
+            "arch": arch,
+            "max_pods": int(_number(row, "max_pods", where, integer=True, default=max_pods)),
+            "region": region,
+        }
+        for capacity_type, price in prices.items():
+            if price < 0:
+                continue
+            for z in row_zones:
+                out.append(Offering(zone=z, capacity_type=capacity_type, price=price,
+                                    price_source=price_source, **base))  # type: ignore[arg-type]
+    return out
+
+
+def read_catalog_csv(
+    path: str | os.PathLike[str],
+    *,
+    cloud: str,
+    region: str,
+    zones: Sequence[str] = (),
+    max_pods: int = 110,
+) -> list[Offering]:
+    """Read a catalog CSV; raise :class:`CatalogError` with file and line on bad input."""
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = reader.fieldnames or []
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            if missing:
+                raise CatalogError(f"{p}: missing columns {', '.join(missing)}")
+            return offerings_from_rows(
+                reader, cloud=cloud, region=region, zones=zones, max_pods=max_pods, source=str(p),
+                price_source=f"catalog file {p.name}",
+            )
+    except OSError as err:
+        raise CatalogError(f"{p}: {err.strerror or err}") from None
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise CatalogError(f"{p}: not a CSV file ({err})") from None

@@ -1,0 +1,103 @@
+"""The ``tidal`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+
+from autoscaler.catalog import CatalogError, read_catalog_csv
+from autoscaler.config import ConfigError, load_config
+from autoscaler.planning import plan
+from autoscaler.quantity import QuantityError
+from autoscaler.render import plan_to_json, plan_to_table
+from autoscaler.snapshot import SnapshotError, load_snapshot
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(ValueError):
+    """A command-line argument that is wrong; printed as one line."""
+
+
+def _version() -> str:
+    try:
+        return version("tidal-autoscaler")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_time_arg(text: str) -> float:
+    """``--now`` in RFC 3339 (``2026-11-20T10:00:00Z``) → epoch seconds."""
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tidal", description="Queue-aware, cost-aware cluster autoscaler for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"tidal {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="offline dry run: what tidal would launch and remove for a snapshot")
+    p.add_argument("--snapshot", action="append", required=True, metavar="FILE",
+                   help="Kubernetes List document (YAML or JSON); repeatable")
+    p.add_argument("--catalog", required=True, metavar="CSV", help="instance catalog CSV")
+    p.add_argument("--config", metavar="FILE", help="tidal configuration YAML")
+    p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
+    p.add_argument("--output", choices=("table", "json"), default="table")
+    return parser
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    now = parse_time_arg(args.now) if args.now else datetime.now(timezone.utc).timestamp()
+    snapshot, skipped = load_snapshot(args.snapshot)
+    offerings = read_catalog_csv(
+        args.catalog, cloud=config.cloud, region=config.region, zones=config.zones,
+        max_pods=config.max_pods_per_node,
+    )
+    if not offerings:
+        raise CatalogError(f"{args.catalog}: no rows for cloud {config.cloud!r} region {config.region!r}")
+    result = plan(snapshot, offerings, config, now)
+    if args.output == "json":
+        doc = plan_to_json(result)
+        doc["skippedObjects"] = dict(sorted(skipped.items()))
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(plan_to_table(result, config))
+        if skipped:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
+            print(f"(skipped objects of other kinds: {kinds})")
+    return 0
+
+
+COMMANDS = {"plan": cmd_plan}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tidal`` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, ConfigError, SnapshotError, CatalogError, QuantityError) as err:
+        print(f"tidal: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Which pending pods need new capacity, and a named reason for every one that does not.
+
+KAI writes the same ``PodScheduled=False/Unschedulable`` condition for "no capacity" and for "the queue is over
+its quota or limit"; ``pendingPodReasonRegexp`` tells them apart by message, and the KAI Queue objects (when the
+snapshot has them) catch what a regexp cannot: a pod whose queue would exceed its GPU limit never counts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler import annotations as ann
+from autoscaler.config import Config
+from autoscaler.fit import AnnotationError, Constraints, pod_constraints
+from autoscaler.kube.convert import POD_GROUP_ANNOTATION
+from autoscaler.model import Pod, PodGroup, Queue, Snapshot
+
+QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
+
+
+class Reason(enum.StrEnum):
+    """Why a pending pod does not count as demand."""
+
+    BOUND = "bound"
+    TERMINATING = "terminating"
+    GATED = "gated"
+    NOT_OPTED_IN = "not-opted-in"
+    IGNORED = "ignored"
+    OTHER_SCHEDULER = "other-scheduler"
+    DAEMONSET = "daemonset"
+    NO_CONDITION = "no-condition"
+    REASON_MISMATCH = "reason-mismatch"
+    QUEUE_LIMIT = "queue-limit"
+    GANG_INCOMPLETE = "gang-incomplete"
+    BAD_ANNOTATION = "bad-annotation"
+    FITS_EXISTING = "fits-existing"
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    pod: str
+    reason: Reason
+    detail: str
+    node: str = ""  # for FITS_EXISTING: the node whose room the pod will use
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """Pods that get capacity all together or not at all."""
+
+    key: str  # namespace/podgroup
+    min_member: int
+    pods: tuple[Pod, ...]
+
+
+@dataclass(slots=True)
+class Demand:
+    """Counted pods (singles and gangs), their constraints, and why the rest were left out."""
+
+    singles: list[Pod] = field(default_factory=list)
+    gangs: list[Gang] = field(default_factory=list)
+    constraints: dict[str, Constraints] = field(default_factory=dict)  # by pod key
+    ignored: list[Ignored] = field(default_factory=list)
+
+    @property
+    def counted(self) -> list[Pod]:
+        return self.singles + [p for g in self.gangs for p in g.pods]
+
+
+def pod_queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
+    """The KAI queue of a pod: its PodGroup's queue, else the queue label."""
+    group_name = pod.annotations.get(POD_GROUP_ANNOTATION)
+    if group_name:
+        group = groups.get((pod.namespace, group_name))
+        if group and group.queue:
+            return group.queue
+    for label in QUEUE_LABELS:
+        if pod.labels.get(label):
+            return pod.labels[label]
+    return ""
+
+
+def _opted_in(pod: Pod, config: Config) -> bool:
+    return all(pod.labels.get(k) == v for k, v in config.labels.items()) and all(
+        pod.annotations.get(k) == v for k, v in config.pod_annotations.items()
+    )
+
+
+def _screen(pod: Pod, config: Config) -> Ignored | None:
+    """The first reason, in a fixed order, that keeps a pending pod out of demand."""
+    key = pod.key
+    if pod.node_name:
+        return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
+    if pod.terminating:
+        return Ignored(key, Reason.TERMINATING, "being deleted")
+    if pod.daemonset:
+        return Ignored(key, Reason.DAEMONSET, f"DaemonSet pod of {pod.owner.name if pod.owner else '?'}")
+    if pod.scheduling_gates:
+        return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
+    if ann.is_true(pod.annotations, ann.IGNORE):
+        return Ignored(key, Reason.IGNORED, "annotated tidal.dev/ignore")
+    if not _opted_in(pod, config):
+        return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
+    if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:
+        return Ignored(key, Reason.OTHER_SCHEDULER, f"scheduler {pod.scheduler_name} is not watched")
+    cond = pod.scheduled
+    if cond is None or cond.status != "False":
+        return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
+    if not config.pending_pod_reason_regexp.search(cond.message):
+        return Ignored(key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}")
+    return None
+
+
+class _QueueBook:
+    """GPUs in use per KAI queue (including children) so that over-limit pods never count."""
+
+    def __init__(self, snapshot: Snapshot, groups: Mapping[tuple[str, str], PodGroup]) -> None:
+        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        self.used: dict[str, int] = defaultdict(int)
+        self.groups = groups
+        for pod in snapshot.pods:
+            if pod.node_name and not pod.finished and pod.requests.gpus:
+                for name in self.lineage(pod_queue(pod, groups)):
+                    self.used[name] += pod.requests.gpus
+
+    def lineage(self, name: str) -> list[str]:
+        chain: list[str] = []
+        while name and name in self.queues and name not in chain:
+            chain.append(name)
+            name = self.queues[name].parent
+        return chain
+
+    def admit(self, queue: str, gpus: int) -> str:
+        """Reserve ``gpus`` in ``queue`` and its parents; an empty string when allowed, else why not."""
+        chain = self.lineage(queue)
+        for name in chain:
+            limit = self.queues[name].gpu.limit
+            if limit is not None and self.used[name] + gpus > limit:
+                return (
+                    f"queue {name} would exceed its GPU limit: {self.used[name]} allocated + {gpus} requested "
+                    f"> limit {limit}"
+                )
+        for name in chain:
+            self.used[name] += gpus
+        return ""
+
+
+def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
+    r = pod.requests
+    return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
+
+
+def select(snapshot: Snapshot, config: Config) -> Demand:
+    """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason."""
+    demand = Demand()
+    groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
+    candidates: list[Pod] = []
+    for pod in snapshot.pods:
+        if pod.phase != "Pending":
+            continue
+        verdict = _screen(pod, config)
+        if verdict:
+            demand.ignored.append(verdict)
+            continue
+        try:
+            demand.constraints[pod.key] = pod_constraints(pod, config)
+        except AnnotationError as err:
+            demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(err)))
+            continue
+        candidates.append(pod)
+    candidates.sort(key=_sort_key)
+
+    members: dict[str, list[Pod]] = defaultdict(list)
+    singles: list[Pod] = []
+    for pod in candidates:
+        group_name = pod.annotations.get(POD_GROUP_ANNOTATION)
+        group = groups.get((pod.namespace, group_name)) if group_name else None
+        if group and group.min_member > 1:
+            members[f"{pod.namespace}/{group.name}"].append(pod)
+        else:
+            singles.append(pod)
+    running = _running_members(snapshot.pods)
+    book = _QueueBook(snapshot, groups)
+
+    # Gangs first in a stable order: the queue book then treats a gang as one request, as KAI does.
+    for key in sorted(members, key=lambda k: _sort_key(members[k][0])):
+        pods = members[key]
+        namespace, name = key.split("/", 1)
+        group = groups[(namespace, name)]
+        have = len(pods) + running.get(key, 0)
+        if have < group.min_member:
+            detail = f"gang {key} has {have} of minMember {group.min_member} pods"
+            demand.ignored.extend(Ignored(p.key, Reason.GANG_INCOMPLETE, detail) for p in pods)
+            continue
+        refusal = book.admit(group.queue, sum(p.requests.gpus for p in pods))
+        if refusal:
+            demand.ignored.extend(Ignored(p.key, Reason.QUEUE_LIMIT, refusal) for p in pods)
+            continue
+        demand.gangs.append(Gang(key, group.min_member, tuple(pods)))
+    for pod in singles:
+        gpus = pod.requests.gpus
+        refusal = book.admit(pod_queue(pod, groups), gpus) if gpus else ""
+        if refusal:
+            demand.ignored.append(Ignored(pod.key, Reason.QUEUE_LIMIT, refusal))
+            continue
+        demand.singles.append(pod)
+    for pod_key in [i.pod for i in demand.ignored]:
+        demand.constraints.pop(pod_key, None)
+    return demand
+
+
+def _running_members(pods: Iterable[Pod]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        group = pod.annotations.get(POD_GROUP_ANNOTATION)
+        if group and pod.node_name and not pod.finished:
+            counts[f"{pod.namespace}/{group}"] += 1
+    return counts
+
+
+def pending_pods(pods: Sequence[Pod]) -> list[Pod]:
+    """Pods in phase Pending (bound or not): the set every verdict accounts for."""
+    return [p for p in pods if p.phase == "Pending"]

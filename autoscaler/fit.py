@@ -1,0 +1,351 @@
+"""Can pod P run on a new node of offering O? Labels, selectors, affinity, taints and annotations.
+
+Resources are checked by the planner against :func:`autoscaler.allocatable.node_allocatable`; this module
+decides which offerings are *eligible* for a pod at all, and why not when none is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoscaler import annotations as ann
+from autoscaler.config import Config
+from autoscaler.model import (
+    CAPACITY_TYPES,
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_CLUSTER,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MODEL,
+    LABEL_INSTANCE_TYPE,
+    LABEL_MANAGED,
+    LABEL_OS,
+    LABEL_REGION,
+    LABEL_ZONE,
+    SPOT,
+    Offering,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
+from autoscaler.resources import AMD_GPU, NVIDIA_GPU
+
+
+class AnnotationError(ValueError):
+    """A pod annotation tidal cannot use; the message names the annotation and its value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Everything about a pod that narrows the offerings it may get (hashable: pods group by it)."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    capacity_types: tuple[str, ...] = ("on-demand",)
+    gpu_skus: tuple[str, ...] = ()
+    family_inclusions: tuple[str, ...] = ()
+    family_exclusions: tuple[str, ...] = ()
+    type_regexp: str = ""
+    max_cost: float | None = None
+    partial_gpu: bool = False
+    gpu_resource: str = ""
+
+    @property
+    def constrained(self) -> bool:
+        """The pod asks for something specific, which Luna serves with a dedicated node."""
+        return bool(
+            self.node_selector
+            or self.affinity
+            or self.gpu_skus
+            or self.family_inclusions
+            or self.family_exclusions
+            or self.type_regexp
+            or self.max_cost is not None
+        )
+
+
+def pod_constraints(pod: Pod, config: Config) -> Constraints:
+    """Read a pod's scheduling constraints and instance annotations; bad annotations raise AnnotationError."""
+    a = pod.annotations
+    capacity_types = config.capacity_types
+    found = ann.lookup(a, ann.INSTANCE_OFFERINGS)
+    if found:
+        values = ann.split_list(found[1])
+        bad = [v for v in values if v not in CAPACITY_TYPES]
+        if bad or not values:
+            raise AnnotationError(
+                f"annotation {found[0]}: {found[1]!r} is not spot, on-demand or spot,on-demand"
+            )
+        capacity_types = tuple(dict.fromkeys(values))
+    gpu_skus = config.gpu_skus
+    found = ann.lookup(a, ann.INSTANCE_GPU_SKUS)
+    if found:
+        gpu_skus = ann.split_list(found[1])
+    inclusions = config.instance_family_inclusions
+    found = ann.lookup(a, ann.INSTANCE_FAMILY_INCLUSIONS)
+    if found:
+        inclusions = ann.split_list(found[1])
+    exclusions = config.instance_family_exclusions
+    found = ann.lookup(a, ann.INSTANCE_FAMILY_EXCLUSIONS)
+    if found:
+        exclusions = ann.split_list(found[1])
+    type_regexp = ""
+    found = ann.lookup(a, ann.INSTANCE_TYPE_REGEXP)
+    if found:
+        try:
+            re.compile(found[1])
+        except re.error as err:
+            raise AnnotationError(f"annotation {found[0]}: invalid regexp {found[1]!r}: {err}") from None
+        type_regexp = found[1]
+    max_cost = None
+    found = ann.lookup(a, ann.INSTANCE_MAX_COST)
+    if found:
+        try:
+            max_cost = float(found[1])
+        except ValueError:
+            max_cost = -1.0
+        if not max_cost > 0 or max_cost != max_cost:
+            raise AnnotationError(f"annotation {found[0]}: {found[1]!r} is not a positive price per hour")
+    pins_type = bool(type_regexp) or LABEL_INSTANCE_TYPE in pod.node_selector or any(
+        r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term
+    )
+    gpu_resource = ""
+    if pod.requests.get(NVIDIA_GPU):
+        gpu_resource = NVIDIA_GPU
+    elif pod.requests.get(AMD_GPU):
+        gpu_resource = AMD_GPU
+    return Constraints(
+        node_selector=tuple(sorted(pod.node_selector.items())),
+        affinity=pod.affinity,
+        tolerations=pod.tolerations,
+        capacity_types=capacity_types,
+        gpu_skus=gpu_skus if gpu_resource else (),
+        family_inclusions=inclusions,
+        family_exclusions=exclusions,
+        type_regexp=type_regexp,
+        max_cost=max_cost,
+        partial_gpu=ann.is_true(a, ann.INSTANCE_PARTIAL_GPU) or pins_type,
+        gpu_resource=gpu_resource,
+    )
+
+
+# --- GPU models -------------------------------------------------------------------------------------
+
+# Names that are the same silicon for scheduling purposes (A10G is AWS's A10; T4g the Graviton-host T4).
+_GPU_ALIASES = {"A10G": "A10", "T4G": "T4", "RTXPROSERVER6000": "RTXPRO6000", "TESLAT4": "T4"}
+_MEM_SUFFIX = re.compile(r"^(?P<model>.+?)[-_ ]?(?P<mem>\d+)\s*G[B]?$", re.IGNORECASE)
+_M_SUFFIX = re.compile(r"^(?P<model>[A-Z]+\d+)M(?P<mem>\d+)$", re.IGNORECASE)
+
+
+def _squash(name: str) -> str:
+    text = name.upper().replace("NVIDIA", "").replace("TESLA", "")
+    text = re.sub(r"[\s\-_]", "", text)
+    return _GPU_ALIASES.get(text, text)
+
+
+@lru_cache(maxsize=4096)
+def parse_gpu_sku(sku: str) -> tuple[str, int | None]:
+    """``"A100-80GB"`` → ``("A100", 80)``; ``"V100M32"`` → ``("V100", 32)``; ``"L4"`` → ``("L4", None)``."""
+    text = sku.strip()
+    for pattern in (_M_SUFFIX, _MEM_SUFFIX):
+        m = pattern.match(text)
+        if m and re.search(r"\d", m.group("model")):
+            return _squash(m.group("model")), int(m.group("mem"))
+    return _squash(text), None
+
+
+def gpu_model_name(model: str) -> str:
+    """The normalised model name used in node labels (``A10G`` → ``A10``, ``H100 NVL`` → ``H100NVL``)."""
+    return parse_gpu_sku(model)[0] if model else ""
+
+
+def gpu_sku_matches(sku: str, offering: Offering) -> bool:
+    """True when the offering's GPU is the model ``sku`` names (memory within ±10% when it names memory)."""
+    if not offering.gpu_model:
+        return False
+    model, mem_gb = parse_gpu_sku(sku)
+    if model != gpu_model_name(offering.gpu_model):
+        return False
+    if mem_gb is None:
+        return True
+    have = offering.gpu_memory_mib / 1024
+    return abs(have - mem_gb) <= 0.1 * mem_gb
+
+
+# --- labels and taints of a new node ----------------------------------------------------------------
+
+_GKE_ACCELERATORS = {
+    "T4": "nvidia-tesla-t4",
+    "V100": "nvidia-tesla-v100",
+    "P100": "nvidia-tesla-p100",
+    "P4": "nvidia-tesla-p4",
+    "L4": "nvidia-l4",
+    "H100": "nvidia-h100-80gb",
+    "H200": "nvidia-h200-141gb",
+    "B200": "nvidia-b200",
+}
+
+
+def node_labels(offering: Offering, config: Config) -> dict[str, str]:
+    """The labels a node launched from ``offering`` will carry (well-known, tidal's, cloud's, configured)."""
+    return dict(_node_labels(offering, config.cloud, config.region, config.cluster_name,
+                             tuple(sorted(config.node_labels.items()))))
+
+
+@lru_cache(maxsize=65536)
+def _node_labels(
+    offering: Offering, cloud: str, region: str, cluster: str, extra: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    labels = {
+        LABEL_INSTANCE_TYPE: offering.instance_type,
+        LABEL_ARCH: offering.arch.value,
+        LABEL_OS: "linux",
+        LABEL_CAPACITY_TYPE: offering.capacity_type,
+        LABEL_MANAGED: "true",
+        LABEL_CLUSTER: cluster,
+        LABEL_REGION: offering.region or region,
+    }
+    if offering.zone:
+        labels[LABEL_ZONE] = offering.zone
+    if offering.gpu_count:
+        labels[LABEL_GPU_MODEL] = gpu_model_name(offering.gpu_model)
+        labels[LABEL_GPU_COUNT] = str(offering.gpu_count)
+        labels["nvidia.com/gpu.present" if offering.gpu_vendor.upper() != "AMD" else "amd.com/gpu.present"] = (
+            "true"
+        )
+    spot = offering.capacity_type == SPOT
+    if cloud == "aws":
+        labels["karpenter.sh/capacity-type"] = offering.capacity_type
+        labels["eks.amazonaws.com/capacityType"] = "SPOT" if spot else "ON_DEMAND"
+    elif cloud == "gcp":
+        labels["cloud.google.com/gke-provisioning"] = "spot" if spot else "standard"
+        if spot:
+            labels["cloud.google.com/gke-spot"] = "true"
+        accel = _GKE_ACCELERATORS.get(gpu_model_name(offering.gpu_model))
+        if gpu_model_name(offering.gpu_model) == "A100":
+            accel = "nvidia-a100-80gb" if offering.gpu_memory_mib > 50 * 1024 else "nvidia-tesla-a100"
+        if accel and offering.gpu_count:
+            labels["cloud.google.com/gke-accelerator"] = accel
+    elif cloud == "azure":
+        labels["kubernetes.azure.com/scalesetpriority"] = "spot" if spot else "regular"
+        if offering.gpu_count:
+            labels["accelerator"] = "nvidia"
+    labels.update(extra)
+    return tuple(sorted(labels.items()))
+
+
+def node_taints(offering: Offering, config: Config) -> tuple[Taint, ...]:
+    """Taints a new node will carry: configured ones, plus the spot taint AKS puts on spot nodes."""
+    taints = tuple(config.node_taints)
+    if config.cloud == "azure" and offering.capacity_type == SPOT:
+        taints += (Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule"),)
+    return taints
+
+
+# --- matching ---------------------------------------------------------------------------------------
+
+
+def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
+    """One node-selector requirement against a label set, with Kubernetes semantics."""
+    value = labels.get(req.key)
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or len(req.values) != 1:
+            return False
+        try:
+            have, want = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def selector_matches(reqs: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
+    return all(requirement_matches(r, labels) for r in reqs)
+
+
+def affinity_matches(terms: Sequence[Sequence[Requirement]], labels: Mapping[str, str]) -> bool:
+    """Required node affinity: any term (OR) whose requirements all hold (AND); no terms = anything."""
+    return not terms or any(selector_matches(term, labels) for term in terms)
+
+
+def tolerates_all(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> bool:
+    """Every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
+    return all(
+        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations) for taint in taints
+    )
+
+
+OfferingFilter = tuple[str, Callable[[Offering], bool]]
+
+
+def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
+    """The pod-level filters, each with the reason it gives when it removes the last offering."""
+    filters: list[OfferingFilter] = [
+        (f"capacity type not in {','.join(c.capacity_types)}", lambda o: o.capacity_type in c.capacity_types),
+    ]
+    if c.gpu_resource:
+        vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
+        filters.append(
+            (f"no offering has {c.gpu_resource}",
+             lambda o: o.gpu_count > 0 and (o.gpu_vendor.upper() or "NVIDIA") == vendor)
+        )
+    if not c.partial_gpu:
+        filters.append(("only partial-GPU sizes fit (annotate tidal.dev/instance-partial-gpu)",
+                        lambda o: not o.partial_gpu))
+    if c.gpu_skus:
+        skus = c.gpu_skus
+        filters.append((f"no offering with GPU model {'|'.join(skus)}",
+                        lambda o: any(gpu_sku_matches(s, o) for s in skus)))
+    if c.family_inclusions:
+        inc = set(c.family_inclusions)
+        filters.append((f"no offering in families {','.join(c.family_inclusions)}", lambda o: o.family in inc))
+    if c.family_exclusions:
+        exc = set(c.family_exclusions)
+        filters.append(("every fitting family is excluded", lambda o: o.family not in exc))
+    if c.type_regexp:
+        pattern = re.compile(c.type_regexp)
+        filters.append((f"no instance type matches {c.type_regexp!r}",
+                        lambda o: pattern.fullmatch(o.instance_type) is not None))
+    if c.max_cost is not None:
+        cap = c.max_cost
+        filters.append((f"no offering at or below {cap}/h", lambda o: o.price <= cap))
+    if c.node_selector:
+        want = c.node_selector
+        filters.append(
+            ("nodeSelector matches no offering",
+             lambda o: all(node_labels(o, config).get(k) == v for k, v in want))
+        )
+    if c.affinity:
+        terms = c.affinity
+        filters.append(("required node affinity matches no offering",
+                        lambda o: affinity_matches(terms, node_labels(o, config))))
+    tols = c.tolerations
+    filters.append(("no offering whose node taints the pod tolerates",
+                    lambda o: tolerates_all(tols, node_taints(o, config))))
+    return filters
+
+
+def eligible_offerings(
+    c: Constraints, offerings: Sequence[Offering], config: Config
+) -> tuple[list[Offering], str]:
+    """Offerings that satisfy the constraints, and the reason of the filter that removed the last one."""
+    remaining = list(offerings)
+    for reason, keep in offering_filters(c, config):
+        remaining = [o for o in remaining if keep(o)]
+        if not remaining:
+            return [], reason
+    return remaining, ""

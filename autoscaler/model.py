@@ -1,0 +1,325 @@
+"""Value types of the decision core: what the cluster looks like and what the cloud offers.
+
+Everything here is an immutable value converted from the wire format at the edge (``kube/convert.py``,
+``providers/*``); the core never sees Kubernetes or cloud SDK objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from autoscaler.resources import EMPTY, GIB, MIB, MILLI, NVIDIA_GPU, Resources
+
+# Labels and annotations tidal owns or honours.
+LABEL_MANAGED = "tidal.dev/managed"
+LABEL_CLUSTER = "tidal.dev/cluster"
+LABEL_CAPACITY_TYPE = "tidal.dev/capacity-type"
+LABEL_GPU_MODEL = "tidal.dev/gpu-model"
+LABEL_GPU_COUNT = "tidal.dev/gpu-count"
+LABEL_LAUNCH_TOKEN = "tidal.dev/launch-token"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_OS = "kubernetes.io/os"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+TAINT_DISRUPTED = "tidal.dev/disrupted"
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+CAPACITY_TYPES = (SPOT, ON_DEMAND)
+
+
+class Arch(enum.StrEnum):
+    """CPU architecture as Kubernetes labels it."""
+
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+    @classmethod
+    def parse(cls, text: str) -> Arch:
+        """Accept catalog spellings (``x86_64``, ``arm64``, ``aarch64``) and Kubernetes ones."""
+        lowered = text.strip().lower()
+        if lowered in ("x86_64", "amd64", "x86-64", "i386"):
+            return cls.AMD64
+        if lowered in ("arm64", "aarch64"):
+            return cls.ARM64
+        raise ValueError(f"unknown architecture {text!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement: ``key operator values`` (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """The Kubernetes toleration rule (empty key with Exists tolerates everything)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A pod's ``PodScheduled`` condition as the scheduler wrote it."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the decision core sees it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    created: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    phase: str = "Pending"
+    scheduling_gates: tuple[str, ...] = ()
+    scheduled: Condition | None = None
+    requests: Resources = EMPTY
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Required node affinity: OR over terms, AND within a term.
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    owner: OwnerRef | None = None
+    priority: int = 0
+    local_storage: bool = False
+    mirror: bool = False
+    terminating: bool = False
+    grace_period_s: int = 30
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, how pods are named in plans and reports."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def daemonset(self) -> bool:
+        return self.owner is not None and self.owner.kind == "DaemonSet"
+
+    @property
+    def pending(self) -> bool:
+        return self.phase == "Pending" and not self.node_name
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A Kubernetes Node."""
+
+    name: str
+    uid: str = ""
+    created: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    provider_id: str = ""
+    unschedulable: bool = False
+    ready: bool = False
+    ready_since: float | None = None
+    deleting: bool = False
+
+    @property
+    def managed(self) -> bool:
+        """Launched by tidal (it labels every node it launches)."""
+        return self.labels.get(LABEL_MANAGED) == "true"
+
+    @property
+    def gpus(self) -> int:
+        return self.allocatable.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget reduced to what scale-down needs."""
+
+    namespace: str
+    name: str
+    selector: tuple[Requirement, ...] | None  # None selects nothing; () selects every pod in the namespace
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    requests: Resources = EMPTY
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A KAI (``scheduling.run.ai/v2alpha2``) PodGroup: a gang of ``min_member`` pods in a queue."""
+
+    namespace: str
+    name: str
+    min_member: int = 1
+    queue: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    quota: int | None = None
+    limit: int | None = None
+    over_quota_weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A KAI Queue, with GPU quota and limit in whole GPUs (-1 in KAI means unlimited, kept as None)."""
+
+    name: str
+    parent: str = ""
+    gpu: QueueLimits = QueueLimits()
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the decision core reads from the cluster at one instant."""
+
+    pods: tuple[Pod, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    pdbs: tuple[DisruptionBudget, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    podgroups: tuple[PodGroup, ...] = ()
+    queues: tuple[Queue, ...] = ()
+
+
+# --- the cloud side ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """One launchable (instance type, zone, capacity type) with its shape and price."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    vcpu: int
+    memory_mib: int
+    price: float
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_vendor: str = ""
+    gpu_memory_mib: int = 0
+    gpu_fraction: float = 0.0
+    arch: Arch = Arch.AMD64
+    max_pods: int = 110
+    region: str = ""
+    available: bool = True
+    price_source: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+
+    @property
+    def family(self) -> str:
+        """Instance family: ``g5`` of ``g5.xlarge``, ``n1`` of ``n1-standard-8``, ``NCasT4_v3`` on Azure."""
+        return instance_family(self.instance_type)
+
+    @property
+    def partial_gpu(self) -> bool:
+        """Exposes a fraction of one physical GPU (AWS g6f, Azure NVads A10, GCP g4-standard-6)."""
+        return self.gpu_count > 0 and 0 < self.gpu_fraction < self.gpu_count
+
+    def capacity(self) -> Resources:
+        """Node capacity as the kubelet would report it (before reservations)."""
+        values = {
+            "cpu": self.vcpu * MILLI,
+            "memory": self.memory_mib * MIB,
+            "pods": self.max_pods * MILLI,
+            "ephemeral-storage": 100 * GIB,
+        }
+        if self.gpu_count:
+            resource = "amd.com/gpu" if self.gpu_vendor.upper() == "AMD" else NVIDIA_GPU
+            values[resource] = self.gpu_count * MILLI
+        return Resources(values)
+
+
+def instance_family(instance_type: str) -> str:
+    """The family part of an instance type name, per each cloud's naming scheme."""
+    if "." in instance_type:  # AWS: g5.xlarge
+        return instance_type.split(".", 1)[0]
+    if instance_type.startswith("Standard_"):  # Azure: Standard_NC4as_T4_v3 -> NCasT4_v3
+        rest = instance_type[len("Standard_") :]
+        head, _, tail = rest.partition("_")
+        letters = "".join(ch for ch in head if not ch.isdigit())
+        return f"{letters}_{tail}" if tail else letters
+    return instance_type.split("-", 1)[0]  # GCP: n1-standard-8 -> n1
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A cloud instance that this cluster's tidal owns, in any state."""
+
+    id: str
+    provider_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    state: str  # pending | running | stopping | terminated
+    launch_token: str = ""
+    created: float = 0.0
+    price: float = 0.0
+    gpu_count: int = 0
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """What the controller asks a provider to launch: one node, any one of ``offerings``, cheapest first."""
+
+    token: str
+    offerings: tuple[Offering, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,61 @@
+"""The pure decision core's entry point: snapshot + offerings + config + now → one plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.config import Config
+from autoscaler.demand import Demand, Ignored, select
+from autoscaler.model import Offering, Snapshot
+from autoscaler.planning.cluster import node_capacity, usage
+from autoscaler.planning.offerings import OfferingIndex
+from autoscaler.planning.plan import Capacity, LaunchPlan, RemovalPlan, Usage
+from autoscaler.planning.scaledown import scale_down
+from autoscaler.planning.scaleup import scale_up
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One reconcile's decisions: launches, removals, and a verdict for every pending pod."""
+
+    demand: Demand
+    launch: LaunchPlan
+    removal: RemovalPlan
+
+    @property
+    def ignored(self) -> list[Ignored]:
+        """Pending pods that need no new node, with why (including those that fit existing room)."""
+        return sorted([*self.demand.ignored, *self.launch.absorbed], key=lambda i: i.pod)
+
+
+def plan(
+    snapshot: Snapshot,
+    offerings: Sequence[Offering],
+    config: Config,
+    now: float,
+    *,
+    launching: Sequence[Capacity] = (),
+    launching_usage: Usage = Usage(),
+    unneeded_since: Mapping[str, float] | None = None,
+) -> Plan:
+    """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
+
+    ``launching`` is capacity the cloud is still bringing up that has no Node yet (the fleet knows it);
+    ``launching_usage`` is what it counts against the limits.
+    """
+    index = OfferingIndex(offerings, config, snapshot.daemonsets)
+    demand = select(snapshot, config)
+    capacity = [*node_capacity(snapshot, index), *launching]
+    base = usage(snapshot)
+    total = Usage(
+        gpus=base.gpus + launching_usage.gpus,
+        cpu_milli=base.cpu_milli + launching_usage.cpu_milli,
+        managed_nodes=base.managed_nodes + launching_usage.managed_nodes,
+    )
+    launch = scale_up(demand, index, capacity=capacity, usage=total)
+    needed = {a.node for a in launch.absorbed}
+    removal = scale_down(snapshot, index, now, unneeded_since=unneeded_since, needed=needed)
+    return Plan(demand, launch, removal)

@@ -1,0 +1,90 @@
+"""The planner's inputs and outputs: what already exists, what to launch, what to remove, and why."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from autoscaler.demand import Ignored
+from autoscaler.model import Offering, Taint
+from autoscaler.resources import Resources
+
+BIN_SELECTION = "bin-selection"
+BIN_PACKING = "bin-packing"
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """A node that exists or is launching, with the room it has left for pending pods."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    free: Resources
+    launching: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the cluster already holds, counted against the limits (existing and launching nodes)."""
+
+    gpus: int = 0
+    cpu_milli: int = 0
+    managed_nodes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One node to launch: the chosen offering, fallbacks for a capacity error, and the pods it is for."""
+
+    offering: Offering
+    pods: tuple[str, ...]
+    mode: str
+    alternatives: tuple[Offering, ...] = ()
+    gang: str = ""
+
+    @property
+    def candidates(self) -> tuple[Offering, ...]:
+        """The offering first, then the fallbacks, in the order a provider should try them."""
+        return (self.offering, *self.alternatives)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    pod: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    launches: tuple[Launch, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
+    absorbed: tuple[Ignored, ...] = ()
+    gpus_before: int = 0
+    gpus_after: int = 0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(sum(launch.offering.price for launch in self.launches), 6)
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    node: str
+    reason: str
+    empty: bool
+    pods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalPlan:
+    removals: tuple[Removal, ...] = ()
+    blocked: tuple[Blocked, ...] = ()
+    # Managed nodes that became unneeded in this snapshot, with the time they were first seen so.
+    unneeded_since: Mapping[str, float] = field(default_factory=dict)

@@ -1,0 +1,155 @@
+"""Scale-down: which nodes tidal launched can go, and what keeps the others.
+
+A node is removable when it has been unneeded for ``nodeUnneededDuration``: empty (only DaemonSet and mirror
+pods), or under-utilised with every pod safe to evict and a place to go on the nodes that stay (the pods are
+re-planned with the same fit rules as scale-up). GPU nodes go all the way to zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from autoscaler import annotations as ann
+from autoscaler.fit import affinity_matches, tolerates_all
+from autoscaler.kube.convert import parse_time
+from autoscaler.model import DisruptionBudget, Node, Pod, Snapshot
+from autoscaler.planning.cluster import node_capacity, pods_by_node, requested
+from autoscaler.planning.offerings import OfferingIndex
+from autoscaler.planning.plan import BIN_PACKING, BIN_SELECTION, Blocked, Capacity, Removal, RemovalPlan
+from autoscaler.fit import requirement_matches
+from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
+
+UNNEEDED_SINCE = "tidal.dev/unneeded-since"
+NODE_MODE = "tidal.dev/node-mode"
+
+
+def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tuple[str, str], int]) -> str:
+    """Why this pod must not be evicted, or an empty string."""
+    a = pod.annotations
+    if ann.is_true(a, ann.DO_NOT_EVICT):
+        found = ann.lookup(a, ann.DO_NOT_EVICT)
+        return f"pod {pod.key} is annotated {found[0] if found else ann.DO_NOT_EVICT}"
+    if a.get(ann.KARPENTER_DO_NOT_DISRUPT, "").lower() == "true":
+        return f"pod {pod.key} is annotated {ann.KARPENTER_DO_NOT_DISRUPT}"
+    safe = a.get(ann.SAFE_TO_EVICT, "").lower()
+    if safe == "false":
+        return f"pod {pod.key} is annotated {ann.SAFE_TO_EVICT}=false"
+    for pdb in pdbs:
+        if pdb.namespace != pod.namespace or pdb.selector is None:
+            continue
+        if all(requirement_matches(r, pod.labels) for r in pdb.selector):
+            key = (pdb.namespace, pdb.name)
+            if evicting.get(key, 0) + 1 > pdb.disruptions_allowed:
+                return f"pod {pod.key} is protected by PodDisruptionBudget {pdb.namespace}/{pdb.name}"
+    if safe == "true":
+        return ""
+    if pod.local_storage:
+        return f"pod {pod.key} has local storage (emptyDir/hostPath)"
+    if pod.owner is None:
+        return f"pod {pod.key} has no controller to recreate it"
+    if pod.namespace == "kube-system":
+        return f"pod {pod.key} is a kube-system pod"
+    return ""
+
+
+def _utilization(node: Node, pods: Sequence[Pod]) -> float:
+    used = requested(pods)
+    alloc = node.allocatable
+    gpu_names = [r for r in GPU_RESOURCES if alloc.get(r)]
+    names = gpu_names or [CPU, MEMORY]
+    return max((used.get(n) / alloc[n] for n in names if alloc.get(n)), default=0.0)
+
+
+def _place(pods: Sequence[Pod], targets: list[Capacity], free: list) -> str:  # type: ignore[type-arg]
+    """Fit ``pods`` onto ``targets`` (first fit); mutate ``free`` only when all fit; else why not."""
+    trial = list(free)
+    for pod in sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key)):
+        for i, cap in enumerate(targets):
+            if (
+                pod.requests.fits_in(trial[i])
+                and all(cap.labels.get(k) == v for k, v in pod.node_selector.items())
+                and affinity_matches(pod.affinity, cap.labels)
+                and tolerates_all(pod.tolerations, cap.taints)
+            ):
+                trial[i] = trial[i] - pod.requests - {"pods": 1000}
+                break
+        else:
+            return f"nowhere to move pod {pod.key}"
+    free[:] = trial
+    return ""
+
+
+def scale_down(
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    now: float,
+    *,
+    unneeded_since: Mapping[str, float] | None = None,
+    needed: Collection[str] = (),
+) -> RemovalPlan:
+    """Removable managed nodes and, for every other managed node, what blocks its removal."""
+    cfg = index.config.scale_down
+    if not cfg.enabled:
+        return RemovalPlan()
+    by_node = pods_by_node(snapshot.pods)
+    since_map = dict(unneeded_since or {})
+    removals: list[Removal] = []
+    blocked: list[Blocked] = []
+    seen: dict[str, float] = {}
+    candidates: list[tuple[float, Node, list[Pod]]] = []
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        if not node.managed or node.deleting:
+            continue
+        if node.name in needed:
+            blocked.append(Blocked(node.name, "pending pods will run here"))
+            continue
+        if not node.ready:
+            continue
+        workload = [p for p in by_node.get(node.name, ()) if not p.daemonset and not p.mirror]
+        util = _utilization(node, workload)
+        mode = node.labels.get(NODE_MODE) or (BIN_SELECTION if node.allocatable.gpus else BIN_PACKING)
+        threshold = (
+            cfg.utilization_threshold_bin_packing if mode == BIN_PACKING else cfg.utilization_threshold_bin_selection
+        )
+        if workload and util >= threshold:
+            blocked.append(Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"))
+            continue
+        candidates.append((util, node, workload))
+
+    removing = {node.name for _, node, _ in candidates}
+    targets = node_capacity(snapshot, index, by_node=by_node, exclude=removing)
+    free = [t.free for t in targets]
+    evicting: dict[tuple[str, str], int] = {}
+    for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
+        since = since_map.get(node.name)
+        if since is None:
+            since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
+        blocker = ""
+        for pod in workload:
+            blocker = _moves_blocker(pod, snapshot.pdbs, evicting)
+            if blocker:
+                break
+        if not blocker and workload:
+            blocker = _place(workload, targets, free)
+        if blocker:
+            blocked.append(Blocked(node.name, blocker))
+            continue
+        seen[node.name] = since
+        waited = now - since
+        if waited < cfg.node_unneeded_duration:
+            blocked.append(Blocked(
+                node.name,
+                f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
+            ))
+            continue
+        for pod in workload:
+            for pdb in snapshot.pdbs:
+                if pdb.namespace == pod.namespace and pdb.selector is not None and all(
+                    requirement_matches(r, pod.labels) for r in pdb.selector
+                ):
+                    evicting[(pdb.namespace, pdb.name)] = evicting.get((pdb.namespace, pdb.name), 0) + 1
+        kind = "empty" if not workload else f"utilization {util:.2f}, {len(workload)} pods can move"
+        removals.append(Removal(node.name, f"{kind}; unneeded for {int(waited)}s", not workload,
+                                tuple(p.key for p in workload)))
+    blocked.sort(key=lambda b: b.node)
+    return RemovalPlan(tuple(removals), tuple(blocked), seen)

@@ -1,0 +1,118 @@
+"""Kubernetes resource quantities, parsed exactly.
+
+A quantity is ``<signed number><suffix>`` where the number may have a decimal point and the suffix is a
+binary SI suffix (Ki … Ei), a decimal SI suffix (n u m "" k M G T P E) or a decimal exponent (e3, E-2).
+Values are kept as :class:`fractions.Fraction` so ``0.1 + 0.2`` style drift never happens; the model then
+stores resources as integer *milli-units* (what the API server itself does for cpu).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+__all__ = [
+    "MAX_MILLI",
+    "QuantityError",
+    "format_cpu",
+    "format_memory",
+    "format_quantity",
+    "parse_quantity",
+    "to_milli",
+]
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY_RE = re.compile(
+    r"^(?P<sign>[+-])?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))$"
+)
+
+# The API server stores quantities as int64 of their scaled form; anything beyond that is not a real request.
+MAX_MILLI = 2**63 - 1
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity, or one out of range."""
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse a Kubernetes quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``2``) into an exact Fraction."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise QuantityError(f"{value!r} is not a quantity")
+        # YAML turns `1.5` into a float; its shortest repr is what the user wrote.
+        return parse_quantity(repr(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity")
+    text = value.strip()
+    match = _QUANTITY_RE.match(text)
+    if match is None:
+        raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 1.5, 16Gi, 1e3)")
+    number = Fraction(match.group("number"))
+    if match.group("binary"):
+        number *= _BINARY[match.group("binary")]
+    elif match.group("exp"):
+        exponent = int(match.group("exp")[1:])
+        if abs(exponent) > 60:
+            raise QuantityError(f"{value!r} is out of range")
+        number *= Fraction(10) ** exponent
+    else:
+        number *= _DECIMAL[match.group("decimal") or ""]
+    if match.group("sign") == "-":
+        number = -number
+    return number
+
+
+def to_milli(value: str | int | float, *, field: str = "quantity") -> int:
+    """Parse a quantity into integer milli-units, rounding up as the API server does; reject out-of-range."""
+    try:
+        q = parse_quantity(value)
+    except QuantityError as err:
+        raise QuantityError(f"{field}: {err}") from None
+    milli = q * 1000
+    rounded = milli.numerator // milli.denominator
+    if rounded != milli:
+        rounded += 1
+    if abs(rounded) > MAX_MILLI:
+        raise QuantityError(f"{field}: {value!r} is out of range")
+    return rounded
+
+
+def format_quantity(milli: int) -> str:
+    """Format milli-units in the shortest exact decimal form (``1500`` → ``"1500m"``, ``2000`` → ``"2"``)."""
+    if milli % 1000:
+        return f"{milli}m"
+    return str(milli // 1000)
+
+
+def format_cpu(milli: int) -> str:
+    """Format a cpu amount for people: ``"500m"``, ``"2"``."""
+    return format_quantity(milli)
+
+
+def format_memory(milli: int) -> str:
+    """Format a byte amount (given in milli-bytes) with the largest exact binary suffix."""
+    value = milli // 1000
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = _BINARY[suffix]
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    if value >= 2**30:
+        return f"{value / 2**30:.1f}Gi"
+    return str(value)

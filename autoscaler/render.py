@@ -1,0 +1,96 @@
+"""A plan as people read it (a table) and as programs read it (one JSON object)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from autoscaler.config import Config
+from autoscaler.planning import Plan
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """The ``tidal plan --output json`` document."""
+    return {
+        "launches": [
+            {
+                "instanceType": la.offering.instance_type,
+                "zone": la.offering.zone,
+                "capacityType": la.offering.capacity_type,
+                "pricePerHour": la.offering.price,
+                "gpus": la.offering.gpu_count,
+                "gpuModel": la.offering.gpu_model,
+                "mode": la.mode,
+                "gang": la.gang,
+                "pods": list(la.pods),
+                "fallbacks": [o.key for o in la.alternatives],
+            }
+            for la in plan.launch.launches
+        ],
+        "unplaced": [{"pod": u.pod, "reason": u.reason} for u in plan.launch.unplaced],
+        "ignored": [{"pod": i.pod, "reason": i.detail, "kind": i.reason.value} for i in plan.ignored],
+        "removals": [{"node": r.node, "reason": r.reason} for r in plan.removal.removals],
+        "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
+        "costPerHour": plan.launch.cost_per_hour,
+        "gpuTotalAfter": plan.launch.gpus_after,
+    }
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return lines
+
+
+def _pods(pods: Sequence[str], limit: int = 4) -> str:
+    shown = ", ".join(pods[:limit])
+    return f"{shown} (+{len(pods) - limit} more)" if len(pods) > limit else shown
+
+
+def plan_to_table(plan: Plan, config: Config) -> str:
+    """What a person reads first: launches with prices, then why other pods wait, then scale-down."""
+    launches = plan.launch.launches
+    counted = len(plan.demand.counted)
+    limit = "none" if config.cluster_gpu_limit is None else str(config.cluster_gpu_limit)
+    out = [
+        f"{counted} pods need capacity, {len(plan.ignored)} need no new node, "
+        f"{len(plan.launch.unplaced)} cannot be placed",
+        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h; "
+        f"GPUs {plan.launch.gpus_before} -> {plan.launch.gpus_after} (clusterGPULimit {limit})",
+        "",
+    ]
+    if launches:
+        out += _table(
+            ["INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "GPUS", "MODE", "PODS"],
+            [
+                [
+                    la.offering.instance_type,
+                    la.offering.zone or "-",
+                    la.offering.capacity_type,
+                    f"{la.offering.price:.4f}",
+                    f"{la.offering.gpu_count} {la.offering.gpu_model}".strip(),
+                    la.mode + (f" gang {la.gang}" if la.gang else ""),
+                    _pods(la.pods),
+                ]
+                for la in launches
+            ],
+        )
+        out.append("")
+    if plan.launch.unplaced:
+        out.append("Cannot be placed:")
+        out += _table(["POD", "REASON"], [[u.pod, u.reason] for u in plan.launch.unplaced])
+        out.append("")
+    if plan.ignored:
+        out.append("Pending, but no new node is needed:")
+        out += _table(["POD", "REASON"], [[i.pod, i.detail] for i in plan.ignored])
+        out.append("")
+    if plan.removal.removals:
+        out.append("Remove:")
+        out += _table(["NODE", "REASON"], [[r.node, r.reason] for r in plan.removal.removals])
+        out.append("")
+    if plan.removal.blocked:
+        out.append("Kept:")
+        out += _table(["NODE", "REASON"], [[b.node, b.reason] for b in plan.removal.blocked])
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

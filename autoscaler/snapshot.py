@@ -1,0 +1,109 @@
+"""Cluster snapshots from files: Kubernetes List documents in YAML or JSON (``kubectl get … -o yaml``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autoscaler.kube.convert import (
+    ConversionError,
+    daemonset_from_dict,
+    node_from_dict,
+    pdb_from_dict,
+    pod_from_dict,
+    podgroup_from_dict,
+    queue_from_dict,
+)
+from autoscaler.model import Snapshot
+
+_CONVERTERS = {
+    "Pod": ("pods", pod_from_dict),
+    "Node": ("nodes", node_from_dict),
+    "PodDisruptionBudget": ("pdbs", pdb_from_dict),
+    "DaemonSet": ("daemonsets", daemonset_from_dict),
+    "PodGroup": ("podgroups", podgroup_from_dict),
+    "Queue": ("queues", queue_from_dict),
+}
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be used; the message names the file, position and field."""
+
+
+@dataclass(slots=True)
+class SnapshotBuilder:
+    """Collects objects from several documents into one :class:`Snapshot`."""
+
+    parts: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k, _ in _CONVERTERS.values()})
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def add(self, obj: Mapping[str, Any], where: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise SnapshotError(f"{where}: expected a Kubernetes object, got {type(obj).__name__}")
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise SnapshotError(f"{where}: object has no kind")
+        if kind == "List" or (kind.endswith("List") and "items" in obj):
+            items = obj.get("items") or []
+            if not isinstance(items, list):
+                raise SnapshotError(f"{where}: items is not a list")
+            for i, item in enumerate(items):
+                self.add(item, f"{where}: items[{i}]")
+            return
+        if kind not in _CONVERTERS:
+            self.skipped[kind] += 1
+            return
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            raise SnapshotError(f"{where}: {kind} has no metadata.name")
+        target, convert = _CONVERTERS[kind]
+        try:
+            self.parts[target].append(convert(obj))
+        except ConversionError as err:
+            raise SnapshotError(f"{where}: {err}") from None
+
+    def build(self) -> Snapshot:
+        return Snapshot(**{k: tuple(v) for k, v in self.parts.items()})
+
+
+def _documents(text: str, name: str) -> Iterable[Any]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            yield json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SnapshotError(f"{name}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+        return
+    try:
+        yield from yaml.safe_load_all(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "?"
+        raise SnapshotError(f"{name}:{pos}: invalid YAML: {err.problem or err}") from None
+    except yaml.YAMLError as err:
+        raise SnapshotError(f"{name}: invalid YAML: {err}") from None
+
+
+def load_snapshot(paths: Iterable[str | os.PathLike[str]]) -> tuple[Snapshot, Counter[str]]:
+    """Read snapshot files into one Snapshot, with the count of skipped objects by kind."""
+    builder = SnapshotBuilder()
+    for path in paths:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as err:
+            raise SnapshotError(f"{p}: {err.strerror or err}") from None
+        except UnicodeDecodeError:
+            raise SnapshotError(f"{p}: not a text file") from None
+        for n, doc in enumerate(_documents(text, str(p))):
+            if doc is None:
+                continue
+            builder.add(doc, f"{p}: document {n + 1}" if n else str(p))
+    return builder.build(), builder.skipped
