@@ -1,4 +1,5 @@
-from autoscaler.cli import main
 import sys
+
+from autoscaler.cli import main
 
 sys.exit(main())

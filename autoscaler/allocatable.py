@@ -43,9 +43,7 @@ def _aks_cpu_milli(vcpu: int) -> int:
 def _gke_memory_mib(memory_mib: int) -> int:
     if memory_mib < 1024:
         return 255
-    return _tiered(
-        memory_mib, ((4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (0, 0.02))
-    )
+    return _tiered(memory_mib, ((4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (0, 0.02)))
 
 
 def kube_reserved(offering: Offering, cloud: str) -> Resources:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from autoscaler.model import ON_DEMAND, SPOT, Arch, Offering
@@ -30,8 +31,9 @@ class CatalogError(ValueError):
     """A catalog file that cannot be read; the message names the file, line and column."""
 
 
-def _number(row: Mapping[str, str], column: str, where: str, *, integer: bool = False,
-            default: float | None = None) -> float:
+def _number(
+    row: Mapping[str, str], column: str, where: str, *, integer: bool = False, default: float | None = None
+) -> float:
     raw = (row.get(column) or "").strip()
     if not raw:
         if default is not None:
@@ -79,25 +81,28 @@ def offerings_from_rows(
         }
         zone = (row.get("zone") or "").strip()
         row_zones = [zone] if zone else (list(zones) or [""])
-        base = {
-            "instance_type": instance_type,
-            "vcpu": int(_number(row, "vcpu", where, integer=True)),
-            "memory_mib": int(_number(row, "memory_mib", where)),
-            "gpu_count": gpu_count,
-            "gpu_model": (row.get("gpu_model") or "").strip() if gpu_count else "",
-            "gpu_vendor": (row.get("gpu_vendor") or ("NVIDIA" if gpu_count else "")).strip(),
-            "gpu_memory_mib": int(_number(row, "gpu_memory_mib", where, default=0)),
-            "gpu_fraction": fraction,
-            "arch": arch,
-            "max_pods": int(_number(row, "max_pods", where, integer=True, default=max_pods)),
-            "region": region,
-        }
+        template = Offering(
+            instance_type=instance_type,
+            zone="",
+            capacity_type=ON_DEMAND,
+            price=0.0,
+            vcpu=int(_number(row, "vcpu", where, integer=True)),
+            memory_mib=int(_number(row, "memory_mib", where)),
+            gpu_count=gpu_count,
+            gpu_model=(row.get("gpu_model") or "").strip() if gpu_count else "",
+            gpu_vendor=(row.get("gpu_vendor") or ("NVIDIA" if gpu_count else "")).strip(),
+            gpu_memory_mib=int(_number(row, "gpu_memory_mib", where, default=0)),
+            gpu_fraction=fraction,
+            arch=arch,
+            max_pods=int(_number(row, "max_pods", where, integer=True, default=max_pods)),
+            region=region,
+            price_source=price_source,
+        )
         for capacity_type, price in prices.items():
             if price < 0:
                 continue
             for z in row_zones:
-                out.append(Offering(zone=z, capacity_type=capacity_type, price=price,
-                                    price_source=price_source, **base))  # type: ignore[arg-type]
+                out.append(replace(template, zone=z, capacity_type=capacity_type, price=price))
     return out
 
 
@@ -119,7 +124,12 @@ def read_catalog_csv(
             if missing:
                 raise CatalogError(f"{p}: missing columns {', '.join(missing)}")
             return offerings_from_rows(
-                reader, cloud=cloud, region=region, zones=zones, max_pods=max_pods, source=str(p),
+                reader,
+                cloud=cloud,
+                region=region,
+                zones=zones,
+                max_pods=max_pods,
+                source=str(p),
                 price_source=f"catalog file {p.name}",
             )
     except OSError as err:

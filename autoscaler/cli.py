@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 
 from autoscaler.catalog import CatalogError, read_catalog_csv
@@ -42,7 +42,7 @@ def parse_time_arg(text: str) -> float:
     except ValueError:
         raise UsageError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
 
 
@@ -52,8 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="offline dry run: what tidal would launch and remove for a snapshot")
-    p.add_argument("--snapshot", action="append", required=True, metavar="FILE",
-                   help="Kubernetes List document (YAML or JSON); repeatable")
+    p.add_argument(
+        "--snapshot",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="Kubernetes List document (YAML or JSON); repeatable",
+    )
     p.add_argument("--catalog", required=True, metavar="CSV", help="instance catalog CSV")
     p.add_argument("--config", metavar="FILE", help="tidal configuration YAML")
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
@@ -63,10 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    now = parse_time_arg(args.now) if args.now else datetime.now(timezone.utc).timestamp()
+    now = parse_time_arg(args.now) if args.now else datetime.now(UTC).timestamp()
     snapshot, skipped = load_snapshot(args.snapshot)
     offerings = read_catalog_csv(
-        args.catalog, cloud=config.cloud, region=config.region, zones=config.zones,
+        args.catalog,
+        cloud=config.cloud,
+        region=config.region,
+        zones=config.zones,
         max_pods=config.max_pods_per_node,
     )
     if not offerings:

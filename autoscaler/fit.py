@@ -111,8 +111,10 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
             max_cost = -1.0
         if not max_cost > 0 or max_cost != max_cost:
             raise AnnotationError(f"annotation {found[0]}: {found[1]!r} is not a positive price per hour")
-    pins_type = bool(type_regexp) or LABEL_INSTANCE_TYPE in pod.node_selector or any(
-        r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term
+    pins_type = (
+        bool(type_regexp)
+        or LABEL_INSTANCE_TYPE in pod.node_selector
+        or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term)
     )
     gpu_resource = ""
     if pod.requests.get(NVIDIA_GPU):
@@ -193,8 +195,15 @@ _GKE_ACCELERATORS = {
 
 def node_labels(offering: Offering, config: Config) -> dict[str, str]:
     """The labels a node launched from ``offering`` will carry (well-known, tidal's, cloud's, configured)."""
-    return dict(_node_labels(offering, config.cloud, config.region, config.cluster_name,
-                             tuple(sorted(config.node_labels.items()))))
+    return dict(
+        _node_labels(
+            offering,
+            config.cloud,
+            config.region,
+            config.cluster_name,
+            tuple(sorted(config.node_labels.items())),
+        )
+    )
 
 
 @lru_cache(maxsize=65536)
@@ -215,9 +224,9 @@ def _node_labels(
     if offering.gpu_count:
         labels[LABEL_GPU_MODEL] = gpu_model_name(offering.gpu_model)
         labels[LABEL_GPU_COUNT] = str(offering.gpu_count)
-        labels["nvidia.com/gpu.present" if offering.gpu_vendor.upper() != "AMD" else "amd.com/gpu.present"] = (
-            "true"
-        )
+        labels[
+            "nvidia.com/gpu.present" if offering.gpu_vendor.upper() != "AMD" else "amd.com/gpu.present"
+        ] = "true"
     spot = offering.capacity_type == SPOT
     if cloud == "aws":
         labels["karpenter.sh/capacity-type"] = offering.capacity_type
@@ -300,42 +309,68 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
     if c.gpu_resource:
         vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
         filters.append(
-            (f"no offering has {c.gpu_resource}",
-             lambda o: o.gpu_count > 0 and (o.gpu_vendor.upper() or "NVIDIA") == vendor)
+            (
+                f"no offering has {c.gpu_resource}",
+                lambda o: o.gpu_count > 0 and (o.gpu_vendor.upper() or "NVIDIA") == vendor,
+            )
         )
     if not c.partial_gpu:
-        filters.append(("only partial-GPU sizes fit (annotate tidal.dev/instance-partial-gpu)",
-                        lambda o: not o.partial_gpu))
+        filters.append(
+            (
+                "only partial-GPU sizes fit (annotate tidal.dev/instance-partial-gpu)",
+                lambda o: not o.partial_gpu,
+            )
+        )
     if c.gpu_skus:
         skus = c.gpu_skus
-        filters.append((f"no offering with GPU model {'|'.join(skus)}",
-                        lambda o: any(gpu_sku_matches(s, o) for s in skus)))
+        filters.append(
+            (
+                f"no offering with GPU model {'|'.join(skus)}",
+                lambda o: any(gpu_sku_matches(s, o) for s in skus),
+            )
+        )
     if c.family_inclusions:
         inc = set(c.family_inclusions)
-        filters.append((f"no offering in families {','.join(c.family_inclusions)}", lambda o: o.family in inc))
+        filters.append(
+            (f"no offering in families {','.join(c.family_inclusions)}", lambda o: o.family in inc)
+        )
     if c.family_exclusions:
         exc = set(c.family_exclusions)
         filters.append(("every fitting family is excluded", lambda o: o.family not in exc))
     if c.type_regexp:
         pattern = re.compile(c.type_regexp)
-        filters.append((f"no instance type matches {c.type_regexp!r}",
-                        lambda o: pattern.fullmatch(o.instance_type) is not None))
+        filters.append(
+            (
+                f"no instance type matches {c.type_regexp!r}",
+                lambda o: pattern.fullmatch(o.instance_type) is not None,
+            )
+        )
     if c.max_cost is not None:
         cap = c.max_cost
         filters.append((f"no offering at or below {cap}/h", lambda o: o.price <= cap))
     if c.node_selector:
         want = c.node_selector
         filters.append(
-            ("nodeSelector matches no offering",
-             lambda o: all(node_labels(o, config).get(k) == v for k, v in want))
+            (
+                "nodeSelector matches no offering",
+                lambda o: all(node_labels(o, config).get(k) == v for k, v in want),
+            )
         )
     if c.affinity:
         terms = c.affinity
-        filters.append(("required node affinity matches no offering",
-                        lambda o: affinity_matches(terms, node_labels(o, config))))
+        filters.append(
+            (
+                "required node affinity matches no offering",
+                lambda o: affinity_matches(terms, node_labels(o, config)),
+            )
+        )
     tols = c.tolerations
-    filters.append(("no offering whose node taints the pod tolerates",
-                    lambda o: tolerates_all(tols, node_taints(o, config))))
+    filters.append(
+        (
+            "no offering whose node taints the pod tolerates",
+            lambda o: tolerates_all(tols, node_taints(o, config)),
+        )
+    )
     return filters
 
 

@@ -157,8 +157,11 @@ def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
     chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     if chosen is None:
         return None
-    return OwnerRef(kind=str(chosen.get("kind", "")), name=str(chosen.get("name", "")),
-                    controller=bool(chosen.get("controller")))
+    return OwnerRef(
+        kind=str(chosen.get("kind", "")),
+        name=str(chosen.get("name", "")),
+        controller=bool(chosen.get("controller")),
+    )
 
 
 def _pod(obj: Mapping[str, Any]) -> Pod:
@@ -176,7 +179,7 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
             )
     annotations = _str_map(meta, "annotations")
     local = any(
-        "emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory" or "hostPath" in v
+        ("emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory") or "hostPath" in v
         for v in _list(spec, "volumes")
     )
     return Pod(

@@ -10,7 +10,7 @@ from autoscaler.demand import Demand, Ignored, select
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import node_capacity, usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Capacity, LaunchPlan, RemovalPlan, Usage
+from autoscaler.planning.plan import NO_USAGE, Capacity, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 
@@ -38,7 +38,7 @@ def plan(
     now: float,
     *,
     launching: Sequence[Capacity] = (),
-    launching_usage: Usage = Usage(),
+    launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.

@@ -42,12 +42,19 @@ def node_gpus(node: Node) -> int:
 
 def usable(node: Node) -> bool:
     """A node new pods can go to: not cordoned, not being removed."""
-    return not node.unschedulable and not node.deleting and not any(t.key == TAINT_DISRUPTED for t in node.taints)
+    return (
+        not node.unschedulable
+        and not node.deleting
+        and not any(t.key == TAINT_DISRUPTED for t in node.taints)
+    )
 
 
 def node_capacity(
-    snapshot: Snapshot, index: OfferingIndex, *, by_node: Mapping[str, list[Pod]] | None = None,
-    exclude: Iterable[str] = ()
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    *,
+    by_node: Mapping[str, list[Pod]] | None = None,
+    exclude: Iterable[str] = (),
 ) -> list[Capacity]:
     """Room on every usable node; a managed node still starting counts with its offering's allocatable."""
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)

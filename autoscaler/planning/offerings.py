@@ -128,13 +128,21 @@ def _global_filter(offerings: Sequence[Offering], config: Config) -> tuple[list[
     steps: list[tuple[str, object]] = []
     if config.zones:
         zones = set(config.zones)
-        steps.append((f"no offering in zones {','.join(config.zones)}", lambda o: not o.zone or o.zone in zones))
+        steps.append(
+            (f"no offering in zones {','.join(config.zones)}", lambda o: not o.zone or o.zone in zones)
+        )
     archs = set(config.architectures)
-    steps.append((f"no offering with architecture {','.join(config.architectures)}", lambda o: o.arch in archs))
+    steps.append(
+        (f"no offering with architecture {','.join(config.architectures)}", lambda o: o.arch in archs)
+    )
     pattern: re.Pattern[str] | None = config.instance_type_regexp
     if pattern is not None:
-        steps.append((f"no instance type matches instanceTypeRegexp {pattern.pattern!r}",
-                      lambda o: pattern.fullmatch(o.instance_type) is not None))
+        steps.append(
+            (
+                f"no instance type matches instanceTypeRegexp {pattern.pattern!r}",
+                lambda o: pattern.fullmatch(o.instance_type) is not None,
+            )
+        )
     cap = config.max_node_cost_per_hour
     if cap is not None:
         steps.append((f"no offering at or below maxNodeCostPerHour {cap}", lambda o: o.price <= cap))

@@ -33,6 +33,9 @@ class Usage:
     managed_nodes: int = 0
 
 
+NO_USAGE = Usage()
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     """One node to launch: the chosen offering, fallbacks for a capacity error, and the pods it is for."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler import annotations as ann
-from autoscaler.fit import affinity_matches, tolerates_all
+from autoscaler.fit import affinity_matches, requirement_matches, tolerates_all
 from autoscaler.kube.convert import parse_time
 from autoscaler.model import DisruptionBudget, Node, Pod, Snapshot
 from autoscaler.planning.cluster import node_capacity, pods_by_node, requested
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import BIN_PACKING, BIN_SELECTION, Blocked, Capacity, Removal, RemovalPlan
-from autoscaler.fit import requirement_matches
-from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
+from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, Resources
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 NODE_MODE = "tidal.dev/node-mode"
@@ -60,7 +59,7 @@ def _utilization(node: Node, pods: Sequence[Pod]) -> float:
     return max((used.get(n) / alloc[n] for n in names if alloc.get(n)), default=0.0)
 
 
-def _place(pods: Sequence[Pod], targets: list[Capacity], free: list) -> str:  # type: ignore[type-arg]
+def _place(pods: Sequence[Pod], targets: list[Capacity], free: list[Resources]) -> str:
     """Fit ``pods`` onto ``targets`` (first fit); mutate ``free`` only when all fit; else why not."""
     trial = list(free)
     for pod in sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key)):
@@ -109,10 +108,14 @@ def scale_down(
         util = _utilization(node, workload)
         mode = node.labels.get(NODE_MODE) or (BIN_SELECTION if node.allocatable.gpus else BIN_PACKING)
         threshold = (
-            cfg.utilization_threshold_bin_packing if mode == BIN_PACKING else cfg.utilization_threshold_bin_selection
+            cfg.utilization_threshold_bin_packing
+            if mode == BIN_PACKING
+            else cfg.utilization_threshold_bin_selection
         )
         if workload and util >= threshold:
-            blocked.append(Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"))
+            blocked.append(
+                Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
+            )
             continue
         candidates.append((util, node, workload))
 
@@ -137,19 +140,29 @@ def scale_down(
         seen[node.name] = since
         waited = now - since
         if waited < cfg.node_unneeded_duration:
-            blocked.append(Blocked(
-                node.name,
-                f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
-            ))
+            blocked.append(
+                Blocked(
+                    node.name,
+                    f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
+                )
+            )
             continue
         for pod in workload:
             for pdb in snapshot.pdbs:
-                if pdb.namespace == pod.namespace and pdb.selector is not None and all(
-                    requirement_matches(r, pod.labels) for r in pdb.selector
+                if (
+                    pdb.namespace == pod.namespace
+                    and pdb.selector is not None
+                    and all(requirement_matches(r, pod.labels) for r in pdb.selector)
                 ):
                     evicting[(pdb.namespace, pdb.name)] = evicting.get((pdb.namespace, pdb.name), 0) + 1
         kind = "empty" if not workload else f"utilization {util:.2f}, {len(workload)} pods can move"
-        removals.append(Removal(node.name, f"{kind}; unneeded for {int(waited)}s", not workload,
-                                tuple(p.key for p in workload)))
+        removals.append(
+            Removal(
+                node.name,
+                f"{kind}; unneeded for {int(waited)}s",
+                not workload,
+                tuple(p.key for p in workload),
+            )
+        )
     blocked.sort(key=lambda b: b.node)
     return RemovalPlan(tuple(removals), tuple(blocked), seen)

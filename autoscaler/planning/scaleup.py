@@ -27,6 +27,7 @@ from autoscaler.planning.offerings import OfferingIndex, Shape, price_order
 from autoscaler.planning.plan import (
     BIN_PACKING,
     BIN_SELECTION,
+    NO_USAGE,
     Capacity,
     Launch,
     LaunchPlan,
@@ -126,7 +127,9 @@ class _Planner:
         self.usage = usage
         self.budget = _Budget(
             gpus=None if cfg.cluster_gpu_limit is None else max(0, cfg.cluster_gpu_limit - usage.gpus),
-            cpu_milli=None if cfg.cluster_cpu_limit is None else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
+            cpu_milli=None
+            if cfg.cluster_cpu_limit is None
+            else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
             nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
         )
         self.open: dict[_GroupKey, list[_Bin]] = defaultdict(list)
@@ -151,7 +154,9 @@ class _Planner:
             self.cap_match[key] = ok
         return ok
 
-    def _absorb(self, pods: list[Pod], c: Constraints, req: Resources, undo: list[tuple[int, Resources]]) -> list[Pod]:
+    def _absorb(
+        self, pods: list[Pod], c: Constraints, req: Resources, undo: list[tuple[int, Resources]]
+    ) -> list[Pod]:
         remaining = pods
         for i, cap in enumerate(self.caps):
             if not remaining:
@@ -166,7 +171,9 @@ class _Planner:
             where = "launching node" if cap.launching else "node"
             for pod in remaining[:k]:
                 self.absorbed.append(
-                    Ignored(pod.key, Reason.FITS_EXISTING, f"fits free capacity on {where} {cap.name}", cap.name)
+                    Ignored(
+                        pod.key, Reason.FITS_EXISTING, f"fits free capacity on {where} {cap.name}", cap.name
+                    )
                 )
             remaining = remaining[k:]
         return remaining
@@ -233,14 +240,19 @@ class _Planner:
     def _no_fit_reason(self, c: Constraints, req: Resources, mode: str) -> str:
         shapes = [s for ct in c.capacity_types for s in self.index.shapes(c, ct, mode == BIN_PACKING)]
         if not shapes:
-            return "no bin-packing node matches binPackingNode* settings" if mode == BIN_PACKING else "no offerings"
+            return (
+                "no bin-packing node matches binPackingNode* settings"
+                if mode == BIN_PACKING
+                else "no offerings"
+            )
         for name in sorted(req, key=lambda k: (k not in GPU_RESOURCES, k != CPU, k != MEMORY, k)):
             if req[name] > max(s.alloc.get(name, 0) for s in shapes):
                 return f"no offering fits {describe(Resources({name: req[name]}))}"
         return f"no offering fits {describe(req)} together"
 
-    def _open(self, pods: list[Pod], c: Constraints, req: Resources, mode: str, gang: str,
-              bins: list[_Bin]) -> list[Pod]:
+    def _open(
+        self, pods: list[Pod], c: Constraints, req: Resources, mode: str, gang: str, bins: list[_Bin]
+    ) -> list[Pod]:
         group = (c, mode)
         remaining = pods
         while remaining:
@@ -263,8 +275,15 @@ class _Planner:
 
     # -- units -----------------------------------------------------------------------------------------
 
-    def place_class(self, pods: list[Pod], c: Constraints, mode: str, gang: str = "",
-                    bins: list[_Bin] | None = None, undo: list[tuple[int, Resources]] | None = None) -> None:
+    def place_class(
+        self,
+        pods: list[Pod],
+        c: Constraints,
+        mode: str,
+        gang: str = "",
+        bins: list[_Bin] | None = None,
+        undo: list[tuple[int, Resources]] | None = None,
+    ) -> None:
         req = pods[0].requests
         for p in pods:
             self.modes[p.key] = mode
@@ -284,15 +303,15 @@ class _Planner:
         for (c, mode), pods in _classes(list(gang.pods), constraints, self.index).items():
             for same in _by_requests(pods):
                 self.place_class(same, c, mode, gang.key, local[(c, mode)], undo)
-        failed = self.unplaced[mark[2]:]
+        failed = self.unplaced[mark[2] :]
         if not failed:
             for key, bins in local.items():
                 self.open[key].extend(bins)
             return
         why = failed[0].reason
-        del self.bins[mark[0]:]
-        del self.absorbed[mark[1]:]
-        del self.unplaced[mark[2]:]
+        del self.bins[mark[0] :]
+        del self.absorbed[mark[1] :]
+        del self.unplaced[mark[2] :]
         for i, before in reversed(undo):
             self.free[i] = before
         self.budget = budget
@@ -325,10 +344,13 @@ class _Planner:
             o = shape.cheapest
             if price_order(o) >= price_order(best):
                 break
-            if o.gpu_count <= b.offering.gpu_count and b.used.fits_in(shape.alloc):
-                if not limit_cpu or o.vcpu <= b.offering.vcpu:
-                    best = o
-                    break
+            if (
+                o.gpu_count <= b.offering.gpu_count
+                and b.used.fits_in(shape.alloc)
+                and (not limit_cpu or o.vcpu <= b.offering.vcpu)
+            ):
+                best = o
+                break
         alternatives: list[Offering] = []
         for ctype in c.capacity_types:
             for shape in self.index.shapes(c, ctype, packing):
@@ -375,7 +397,7 @@ def scale_up(
     index: OfferingIndex,
     *,
     capacity: Sequence[Capacity] = (),
-    usage: Usage = Usage(),
+    usage: Usage = NO_USAGE,
 ) -> LaunchPlan:
     """Plan the cheapest launches for ``demand``; every counted pod is launched for, absorbed or unplaced."""
     planner = _Planner(index, capacity, usage)

@@ -1,0 +1,228 @@
+"""Planner benchmark: 10,000 pending pods against one region of the shared instance catalog.
+
+Mix: ~60% small CPU pods from 20 deployments, ~30% GPU pods asking for 1–8 GPUs (a third of them pinned to
+a GPU model), ~10% in gangs (KAI PodGroups). Prints pods/s and the plan's cost divided by a lower bound
+(the LP relaxation of the cheapest capacity that holds the same demand, solved with scipy/HiGHS).
+
+    python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autoscaler.catalog import read_catalog_csv  # noqa: E402
+from autoscaler.config import config_from_mapping  # noqa: E402
+from autoscaler.planning import plan  # noqa: E402
+from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
+from autoscaler.snapshot import SnapshotBuilder  # noqa: E402
+
+SHARED_CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "instance_catalog.csv"
+RESULTS = ROOT / "bench" / "results"
+MESSAGE = "0/40 nodes are available: 40 Insufficient nvidia.com/gpu, 12 Insufficient cpu."
+
+
+def _pod(
+    name: str, cpu: str, memory: str, gpu: int, annotations: dict[str, str], created: int
+) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-{name}",
+            "creationTimestamp": f"2026-11-20T{10 + created // 3600:02d}:{created // 60 % 60:02d}:{created % 60:02d}Z",
+            "annotations": annotations,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": name.rsplit("-", 1)[0], "controller": True}],
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": requests}}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": MESSAGE}
+            ],
+        },
+    }
+
+
+def workload(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """The benchmark's pending pods and PodGroups, deterministic for a seed."""
+    rnd = random.Random(seed)
+    objs: list[dict[str, Any]] = []
+    deployments = [
+        (
+            rnd.choice(["100m", "250m", "500m", "1", "1500m"]),
+            rnd.choice(["256Mi", "512Mi", "1Gi", "2Gi", "4Gi"]),
+        )
+        for _ in range(20)
+    ]
+    skus = ["T4", "L4", "A10G", "A100", "H100", "L40S"]
+    n_cpu, n_gpu = int(n * 0.6), int(n * 0.3)
+    for i in range(n_cpu):
+        d = i % 20
+        cpu, mem = deployments[d]
+        objs.append(_pod(f"web{d}-{i}", cpu, mem, 0, {}, i % 3600))
+    for i in range(n_gpu):
+        gpus = rnd.choice([1, 1, 1, 1, 2, 2, 4, 8])
+        ann: dict[str, str] = {"tidal.dev/instance-offerings": rnd.choice(["spot,on-demand", "on-demand"])}
+        if rnd.random() < 0.33:
+            ann["tidal.dev/instance-gpu-skus"] = rnd.choice(skus)
+        objs.append(_pod(f"gpu{gpus}-{i}", str(4 * gpus), f"{16 * gpus}Gi", gpus, ann, i % 3600))
+    made = 0
+    g = 0
+    while made < n - n_cpu - n_gpu:
+        size = min(rnd.choice([2, 4, 8, 16]), n - n_cpu - n_gpu - made)
+        group = f"pg-{g}"
+        objs.append(
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": group, "namespace": "bench"},
+                "spec": {"minMember": size, "queue": "train"},
+            }
+        )
+        ann = {"pod-group-name": group, "tidal.dev/instance-gpu-skus": rnd.choice(["A100", "H100"])}
+        for m in range(size):
+            objs.append(_pod(f"{group}-{m}", "8", "64Gi", 1, ann, g))
+        made += size
+        g += 1
+    return objs
+
+
+def lower_bound(result: Any, index: OfferingIndex, pods: dict[str, Any]) -> float | None:
+    """LP relaxation: fractional nodes of each offering, pods of each class spread fractionally."""
+    try:
+        import numpy as np
+        from scipy.optimize import linprog
+        from scipy.sparse import lil_matrix
+    except ImportError:
+        return None
+    classes: dict[tuple[Any, Any], int] = defaultdict(int)
+    launched = {k for la in result.launch.launches for k in la.pods}
+    for key in launched:
+        p = pods[key]
+        classes[(result.demand.constraints[key], p.requests)] += 1
+    # Zones carry the same price here, so one column per (instance type, capacity type) suffices.
+    columns: dict[tuple[str, str], Any] = {}
+    for o in index.offerings:
+        k = (o.instance_type, o.capacity_type)
+        if k not in columns or o.price < columns[k].price:
+            columns[k] = o
+    offers = sorted(columns.values(), key=lambda o: (o.price, o.instance_type, o.capacity_type))
+    col = {(o.instance_type, o.capacity_type): j for j, o in enumerate(offers)}
+    resources = ["cpu", "memory", "nvidia.com/gpu", "pods"]
+    y_vars: list[tuple[int, int]] = []
+    for ci, (c, _req) in enumerate(classes):
+        eligible, _ = index.eligible(c)
+        for j in sorted({col[(o.instance_type, o.capacity_type)] for o in eligible}):
+            y_vars.append((ci, j))
+    nx = len(offers)
+    nvar = nx + len(y_vars)
+    cost = np.zeros(nvar)
+    cost[:nx] = [o.price for o in offers]
+    a_ub = lil_matrix((nx * len(resources), nvar))
+    b_ub = np.zeros(nx * len(resources))
+    alloc = [index.allocatable(o) for o in offers]
+    class_list = list(classes.items())
+    for v, (ci, j) in enumerate(y_vars):
+        (_, req), _n = class_list[ci]
+        for r, name in enumerate(resources):
+            amount = 1000 if name == "pods" else req.get(name, 0)
+            if amount:
+                a_ub[j * len(resources) + r, nx + v] = amount / 1000
+    for j in range(nx):
+        for r, name in enumerate(resources):
+            a_ub[j * len(resources) + r, j] = -alloc[j].get(name, 0) / 1000
+    a_eq = lil_matrix((len(class_list), nvar))
+    b_eq = np.array([n for _, n in class_list], dtype=float)
+    for v, (ci, _j) in enumerate(y_vars):
+        a_eq[ci, nx + v] = 1
+    res = linprog(
+        cost, A_ub=a_ub.tocsr(), b_ub=b_ub, A_eq=a_eq.tocsr(), b_eq=b_eq, bounds=(0, None), method="highs"
+    )
+    return float(res.fun) if res.success else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--catalog", default=str(SHARED_CATALOG))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-lp", action="store_true")
+    args = parser.parse_args()
+    if not Path(args.catalog).exists():
+        print(f"catalog {args.catalog} not found; skipping", file=sys.stderr)
+        return 0
+    config = config_from_mapping(
+        {
+            "cloud": "aws",
+            "region": "us-east-1",
+            "zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
+            "capacityTypes": ["spot", "on-demand"],
+            "architectures": ["amd64", "arm64"],
+        }
+    )
+    offerings = read_catalog_csv(args.catalog, cloud="aws", region="us-east-1", zones=config.zones)
+    builder = SnapshotBuilder()
+    t0 = time.perf_counter()
+    for obj in workload(args.pods):
+        builder.add(obj, "bench")
+    snap = builder.build()
+    decode_s = time.perf_counter() - t0
+    walls, cpus = [], []
+    result = None
+    for _ in range(args.repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        result = plan(snap, offerings, config, 1_795_168_800.0)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    assert result is not None
+    wall = statistics.median(walls)
+    pods = {p.key: p for p in snap.pods}
+    index = OfferingIndex(offerings, config, snap.daemonsets)
+    bound = None if args.no_lp else lower_bound(result, index, pods)
+    placed = sum(len(la.pods) for la in result.launch.launches)
+    summary = {
+        "benchmark": "plan_scale",
+        "pods": len(snap.pods),
+        "offerings": len(offerings),
+        "launches": len(result.launch.launches),
+        "podsPlaced": placed,
+        "podsUnplaced": len(result.launch.unplaced),
+        "planSecondsMedian": round(wall, 4),
+        "planCpuSecondsMedian": round(statistics.median(cpus), 4),
+        "planSecondsAll": [round(w, 4) for w in walls],
+        "podsPerSecond": round(len(snap.pods) / wall),
+        "decodeSeconds": round(decode_s, 3),
+        "costPerHour": result.launch.cost_per_hour,
+        "lowerBoundPerHour": None if bound is None else round(bound, 4),
+        "costOverLowerBound": None if not bound else round(result.launch.cost_per_hour / bound, 4),
+        "machine": {"python": platform.python_version(), "processor": platform.machine()},
+    }
+    print(json.dumps(summary, indent=2))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "plan_scale.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""`tidal plan`: the offline dry run, its outputs, and one-line errors for bad input."""
+
+import json
+
+import pytest
+import yaml
+
+from autoscaler.cli import main
+from tests.builders import INSUFFICIENT_GPU, node, pod
+
+CATALOG_HEADER = (
+    "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,arch,"
+    "on_demand_usd_per_hour,spot_usd_per_hour,zone\n"
+)
+CATALOG = CATALOG_HEADER + (
+    "aws,us-east-1,m6i.2xlarge,8,32768,0,0,,,,x86_64,0.384,0.169,\n"
+    "aws,us-east-1,g4dn.xlarge,4,16384,1,1,NVIDIA,T4,16384,x86_64,0.526,0.2104,\n"
+    "aws,us-east-1,g5.xlarge,4,16384,1,1,NVIDIA,A10G,24576,x86_64,1.006,0.4527,\n"
+    "gcp,us-central1,g2-standard-4,4,16384,1,1,NVIDIA,L4,24576,x86_64,0.7068,0.2827,\n"
+)
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(name, content):
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+        return str(path)
+
+    catalog = write("catalog.csv", CATALOG)
+    config = write("config.yaml", {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]})
+    return write, catalog, config
+
+
+def run_plan(capsys, *args):
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def items(*objs):
+    return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
+
+
+def test_json_output_has_the_documented_shape(files, capsys):
+    write, catalog, config = files
+    snap = write(
+        "snap.yaml",
+        items(
+            pod("infer-1", gpu=1, cpu="2", memory="8Gi", message=INSUFFICIENT_GPU),
+            pod("web-1", gates=["wait"]),
+        ),
+    )
+    code, out, err = run_plan(
+        capsys,
+        "--snapshot",
+        snap,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--output",
+        "json",
+        "--now",
+        "2026-11-20T10:00:00Z",
+    )
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert {"launches", "unplaced", "ignored", "removals", "blocked", "costPerHour", "gpuTotalAfter"} <= set(
+        doc
+    )
+    launch = doc["launches"][0]
+    assert (
+        launch["instanceType"],
+        launch["zone"],
+        launch["capacityType"],
+        launch["pricePerHour"],
+        launch["gpus"],
+        launch["pods"],
+    ) == ("g4dn.xlarge", "us-east-1a", "on-demand", 0.526, 1, ["default/infer-1"])
+    assert doc["ignored"][0]["pod"] == "default/web-1"
+    assert doc["costPerHour"] == 0.526
+    assert doc["gpuTotalAfter"] == 1
+
+
+def test_the_table_shows_launches_with_prices_then_why_pods_wait(files, capsys):
+    write, catalog, config = files
+    snap = write(
+        "snap.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi"), pod("web-1", gates=["wait"]))
+    )
+    code, out, _ = run_plan(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert code == 0
+    assert out.index("g4dn.xlarge") < out.index("Pending, but no new node is needed:")
+    assert "0.5260" in out
+    assert "scheduling gates wait" in out
+
+
+def test_several_snapshots_and_json_files_combine(files, capsys):
+    write, catalog, config = files
+    nodes = write("nodes.json", json.dumps(items(node("cpu-a"))))
+    pods = write("pods.yaml", items(pod("web-1")))
+    code, out, _ = run_plan(
+        capsys,
+        "--snapshot",
+        nodes,
+        "--snapshot",
+        pods,
+        "--catalog",
+        catalog,
+        "--config",
+        config,
+        "--output",
+        "json",
+    )
+    assert code == 0
+    assert json.loads(out)["ignored"][0]["reason"] == "fits free capacity on node cpu-a"
+
+
+def test_unknown_kinds_are_skipped_and_counted(files, capsys):
+    write, catalog, config = files
+    snap = write(
+        "snap.yaml",
+        items({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}, pod("web-1")),
+    )
+    code, out, _ = run_plan(
+        capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--output", "json"
+    )
+    assert code == 0
+    assert json.loads(out)["skippedObjects"] == {"Deployment": 1}
+
+
+def _error(capsys, *args):
+    code, out, err = run_plan(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    return err.strip()
+
+
+def test_malformed_yaml_names_the_file_line_and_column(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", "apiVersion: v1\nkind: List\nitems:\n  - kind: Pod\n   metadata: {name: x}\n")
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "snap.yaml:5:" in err and "invalid YAML" in err
+
+
+def test_an_object_without_a_name_is_an_error(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items({"apiVersion": "v1", "kind": "Pod", "metadata": {}}))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert err.endswith("items[0]: Pod has no metadata.name")
+
+
+def test_an_absurd_cpu_request_is_an_error_naming_the_pod_and_field(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items(pod("web-1", cpu="1e30")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "Pod default/web-1: spec.containers[0].resources.requests.cpu: '1e30' is out of range" in err
+
+
+def test_a_negative_quantity_is_an_error(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items(pod("web-1", memory="-1Gi")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "'-1Gi' is negative" in err
+
+
+def test_a_document_that_is_not_an_object_is_an_error(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", "- just\n- a list\n")
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "expected a Kubernetes object" in err
+
+
+def test_an_invalid_regexp_in_config_is_an_error_naming_the_key(files, capsys):
+    write, catalog, _ = files
+    config = write(
+        "bad.yaml", {"cloud": "aws", "region": "us-east-1", "pendingPodReasonRegexp": "(Insufficient"}
+    )
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "pendingPodReasonRegexp" in err
+
+
+def test_a_missing_snapshot_file_is_an_error(files, capsys):
+    _, catalog, config = files
+    err = _error(capsys, "--snapshot", "/nonexistent/snap.yaml", "--catalog", catalog, "--config", config)
+    assert "/nonexistent/snap.yaml" in err
+
+
+def test_a_catalog_without_rows_for_the_region_is_an_error(files, capsys):
+    write, _, config = files
+    catalog = write(
+        "other.csv", CATALOG_HEADER + "gcp,us-central1,n2-standard-4,4,16384,0,0,,,,x86_64,0.19,,\n"
+    )
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "no rows for cloud 'aws' region 'us-east-1'" in err
+
+
+def test_a_catalog_with_a_bad_number_names_line_and_column(files, capsys):
+    write, _, config = files
+    catalog = write("bad.csv", CATALOG_HEADER + "aws,us-east-1,m6i.large,two,8192,0,0,,,,x86_64,0.096,,\n")
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert err.endswith("bad.csv:2: vcpu: 'two' is not a number")
+
+
+def test_a_bad_now_is_an_error(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--now", "yesterday")
+    assert "--now: 'yesterday' is not an RFC 3339 time" in err
+
+
+def test_a_missing_required_argument_is_a_one_line_usage_error(capsys):
+    code = main(["plan", "--catalog", "x.csv"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "the following arguments are required: --snapshot" in err

@@ -1,0 +1,182 @@
+"""Every pending pod is either counted as demand or gets exactly one named reason."""
+
+import re
+
+import pytest
+
+from autoscaler.demand import Reason, select
+from tests.builders import (
+    INSUFFICIENT_CPU,
+    INSUFFICIENT_GPU,
+    KAI_NO_CAPACITY,
+    KAI_OVER_LIMIT,
+    node,
+    pod,
+    podgroup,
+    queue,
+    snapshot,
+)
+
+KAI_REGEXP = r"^(?!OverLimit|OverQuota)(?!.*quota).*(Insufficient|No node in the default node-pool|no nodes available|didn't match|untolerated)"
+
+
+def reasons(demand):
+    return {i.pod: i.reason for i in demand.ignored}
+
+
+def test_a_pod_the_scheduler_could_not_place_counts(make_config):
+    demand = select(snapshot(pod("web-1")), make_config())
+    assert [p.key for p in demand.counted] == ["default/web-1"]
+    assert demand.ignored == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"node_name": "node-a"}, Reason.BOUND),
+        ({"gates": ["example.com/quota-check"]}, Reason.GATED),
+        ({"annotations": {"tidal.dev/ignore": "true"}}, Reason.IGNORED),
+        ({"annotations": {"pod.elotl.co/ignore": "true"}}, Reason.IGNORED),
+        ({"scheduler": "volcano"}, Reason.OTHER_SCHEDULER),
+        ({"owner_kind": "DaemonSet"}, Reason.DAEMONSET),
+        ({"message": None}, Reason.NO_CONDITION),
+    ],
+)
+def test_each_pod_that_does_not_count_gets_its_reason(make_config, kwargs, reason):
+    demand = select(snapshot(pod("web-1", **kwargs)), make_config())
+    assert demand.counted == []
+    assert reasons(demand) == {"default/web-1": reason}
+
+
+def test_pods_without_the_opt_in_labels_are_not_counted(make_config):
+    cfg = make_config(labels="team=ml,tier=batch")
+    opted = pod("train-1", labels={"team": "ml", "tier": "batch"})
+    other = pod("web-1", labels={"team": "web"})
+    demand = select(snapshot(opted, other), cfg)
+    assert [p.key for p in demand.counted] == ["default/train-1"]
+    assert reasons(demand) == {"default/web-1": Reason.NOT_OPTED_IN}
+
+
+def test_a_message_that_does_not_match_the_regexp_is_not_counted(make_config):
+    cfg = make_config(pendingPodReasonRegexp=KAI_REGEXP)
+    held = pod("research-1", gpu=2, scheduler="kai-scheduler", message=KAI_OVER_LIMIT)
+    starved = pod("prod-1", gpu=1, scheduler="kai-scheduler", message=KAI_NO_CAPACITY)
+    default = pod("infer-1", gpu=1, message=INSUFFICIENT_GPU)
+    demand = select(snapshot(held, starved, default), cfg)
+    assert sorted(p.key for p in demand.counted) == ["default/infer-1", "default/prod-1"]
+    assert reasons(demand) == {"default/research-1": Reason.REASON_MISMATCH}
+
+
+def test_a_pod_whose_kai_queue_would_exceed_its_gpu_limit_never_counts(make_config):
+    # The message matches (KAI said "no capacity" before the queue filled up), but the Queue says otherwise.
+    running = [
+        pod(
+            f"research-run-{i}",
+            gpu=1,
+            scheduler="kai-scheduler",
+            node_name="gpu-a",
+            labels={"kai.scheduler/queue": "research"},
+            phase="Running",
+        )
+        for i in range(7)
+    ]
+    waiting = [
+        pod(
+            f"research-{i}",
+            gpu=1,
+            scheduler="kai-scheduler",
+            message=KAI_NO_CAPACITY,
+            labels={"kai.scheduler/queue": "research"},
+            created=f"2026-11-20T10:0{i}:00Z",
+        )
+        for i in range(3)
+    ]
+    demand = select(snapshot(queue("research", quota=4, limit=8), *running, *waiting), make_config())
+    assert [p.key for p in demand.counted] == ["default/research-0"]
+    assert reasons(demand) == {
+        "default/research-1": Reason.QUEUE_LIMIT,
+        "default/research-2": Reason.QUEUE_LIMIT,
+    }
+    detail = next(i.detail for i in demand.ignored if i.pod == "default/research-1")
+    assert detail == "queue research would exceed its GPU limit: 8 allocated + 1 requested > limit 8"
+
+
+def test_a_parent_queue_limit_applies_to_its_children(make_config):
+    objs = [
+        queue("org", quota=4, limit=4),
+        queue("team-a", quota=4, limit=8, parent="org"),
+        *[
+            pod(
+                f"a-{i}",
+                gpu=2,
+                scheduler="kai-scheduler",
+                message=KAI_NO_CAPACITY,
+                labels={"kai.scheduler/queue": "team-a"},
+                created=f"2026-11-20T10:0{i}:00Z",
+            )
+            for i in range(3)
+        ],
+    ]
+    demand = select(snapshot(*objs), make_config())
+    assert len(demand.counted) == 2
+    assert "queue org would exceed" in demand.ignored[0].detail
+
+
+def test_gang_members_are_grouped_and_counted_together(make_config):
+    members = [
+        pod(
+            f"llama-{i}",
+            gpu=1,
+            scheduler="kai-scheduler",
+            message=KAI_NO_CAPACITY,
+            annotations={"pod-group-name": "pg-llama"},
+        )
+        for i in range(4)
+    ]
+    demand = select(snapshot(podgroup("pg-llama", min_member=4, queue="prod"), *members), make_config())
+    assert demand.singles == []
+    assert [(g.key, len(g.pods)) for g in demand.gangs] == [("default/pg-llama", 4)]
+
+
+def test_a_gang_with_fewer_pods_than_min_member_waits(make_config):
+    members = [pod(f"llama-{i}", gpu=1, annotations={"pod-group-name": "pg-llama"}) for i in range(3)]
+    demand = select(snapshot(podgroup("pg-llama", min_member=4, queue="prod"), *members), make_config())
+    assert demand.gangs == []
+    assert set(reasons(demand).values()) == {Reason.GANG_INCOMPLETE}
+
+
+def test_a_bad_instance_annotation_is_a_reason_naming_the_annotation_and_value(make_config):
+    bad = pod("web-1", annotations={"tidal.dev/instance-type-regexp": "g5.(xlarge"})
+    demand = select(snapshot(bad), make_config())
+    assert reasons(demand) == {"default/web-1": Reason.BAD_ANNOTATION}
+    assert re.search(
+        r"annotation tidal.dev/instance-type-regexp: invalid regexp 'g5.\(xlarge'", demand.ignored[0].detail
+    )
+
+
+def test_counted_and_ignored_cover_every_pending_pod_and_nothing_else(make_config):
+    pods = [
+        pod("a-1"),
+        pod("b-1", node_name="n"),
+        pod("c-1", gates=["g"]),
+        pod("d-1", phase="Running", node_name="n", message=None),
+    ]
+    demand = select(snapshot(node("n"), *pods), make_config())
+    keys = sorted([p.key for p in demand.counted] + [i.pod for i in demand.ignored])
+    assert keys == ["default/a-1", "default/b-1", "default/c-1"]
+
+
+def test_counted_pods_are_ordered_by_priority_then_size(make_config):
+    pods = [
+        pod("small-1", cpu="1"),
+        pod("gpu-1", gpu=1, message=INSUFFICIENT_GPU),
+        pod("urgent-1", cpu="1", priority=1000),
+    ]
+    demand = select(snapshot(*pods), make_config())
+    assert [p.name for p in demand.counted] == ["urgent-1", "gpu-1", "small-1"]
+
+
+def test_scheduler_message_is_matched_as_written(make_config):
+    cfg = make_config(pendingPodReasonRegexp="Insufficient cpu")
+    demand = select(snapshot(pod("web-1", message=INSUFFICIENT_CPU)), cfg)
+    assert len(demand.counted) == 1

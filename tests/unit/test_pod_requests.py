@@ -1,0 +1,65 @@
+"""A pod's request = max(sum of containers + sidecars, largest init container) + overhead."""
+
+import pytest
+
+from autoscaler.kube.convert import ConversionError, pod_from_dict
+from autoscaler.resources import Resources
+from tests.builders import pod
+
+
+def _requests(**kw):
+    return pod_from_dict(pod("web-1", **kw)).requests
+
+
+def test_sum_of_containers_is_the_request():
+    obj = pod("web-1", cpu="500m", memory="1Gi")
+    obj["spec"]["containers"].append(
+        {"name": "proxy", "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}}
+    )
+    assert pod_from_dict(obj).requests == Resources.parse({"cpu": "750m", "memory": "1152Mi"})
+
+
+def test_a_large_init_container_sets_the_request_when_it_exceeds_the_containers():
+    init = [{"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}]
+    assert _requests(cpu="500m", memory="1Gi", init_containers=init) == Resources.parse(
+        {"cpu": "2", "memory": "1Gi"}
+    )
+
+
+def test_restartable_init_containers_are_added_like_containers():
+    init = [
+        {"name": "log-shipper", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+        {"name": "setup", "resources": {"requests": {"cpu": "1"}}},
+    ]
+    # The sidecar runs next to the app (500m + 100m) and next to the later init container (1 + 100m).
+    assert _requests(cpu="500m", memory=None, init_containers=init) == Resources.parse({"cpu": "1100m"})
+
+
+def test_pod_overhead_is_added():
+    obj = pod("kata-1", cpu="1", memory="1Gi")
+    obj["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    assert pod_from_dict(obj).requests == Resources.parse({"cpu": "1250m", "memory": "1144Mi"})
+
+
+def test_a_limit_without_a_request_counts_as_the_request():
+    assert _requests(cpu="1", memory="1Gi", gpu=2).gpus == 2
+
+
+def test_extended_resources_are_kept():
+    r = _requests(extra_requests={"amd.com/gpu": "1", "hugepages-2Mi": "512Mi"})
+    assert r["amd.com/gpu"] == 1000
+    assert r["hugepages-2Mi"] == 512 * 2**20 * 1000
+
+
+def test_a_negative_request_is_an_error_naming_the_field():
+    obj = pod("bad-1", cpu="-1")
+    with pytest.raises(
+        ConversionError,
+        match=r"Pod default/bad-1: spec.containers\[0\].resources.requests.cpu: '-1' is negative",
+    ):
+        pod_from_dict(obj)
+
+
+def test_an_absurd_request_is_an_error_naming_the_field():
+    with pytest.raises(ConversionError, match=r"requests.cpu: '1e30' is out of range"):
+        pod_from_dict(pod("bad-1", cpu="1e30"))

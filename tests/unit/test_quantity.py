@@ -1,0 +1,61 @@
+from fractions import Fraction
+
+import pytest
+
+from autoscaler.quantity import QuantityError, format_memory, format_quantity, parse_quantity, to_milli
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("1.5", Fraction(3, 2)),
+        ("16Gi", Fraction(16 * 2**30)),
+        ("1e3", Fraction(1000)),
+        ("2k", Fraction(2000)),
+        ("100M", Fraction(100_000_000)),
+        ("0.1", Fraction(1, 10)),
+        ("250u", Fraction(250, 10**6)),
+        ("5n", Fraction(5, 10**9)),
+        ("1.5Ki", Fraction(1536)),
+        ("12E-1", Fraction(6, 5)),
+        (".5", Fraction(1, 2)),
+        ("+3", Fraction(3)),
+        (2, Fraction(2)),
+        (0.25, Fraction(1, 4)),
+    ],
+)
+def test_every_kubernetes_quantity_form_parses_exactly(text, expected):
+    assert parse_quantity(text) == expected
+
+
+def test_decimal_quantities_do_not_drift_like_floats():
+    assert to_milli("0.1") + to_milli("0.2") == to_milli("0.3") == 300
+
+
+@pytest.mark.parametrize("garbage", ["", "abc", "1.2.3", "5 Gi", "Gi", "1GiB", "--1", "1e", "nan", "0x10"])
+def test_garbage_is_rejected_with_the_value_in_the_message(garbage):
+    with pytest.raises(QuantityError, match="is not a quantity"):
+        parse_quantity(garbage)
+
+
+def test_a_quantity_larger_than_the_api_server_can_store_is_out_of_range():
+    with pytest.raises(QuantityError, match=r"resources.requests.cpu: '1e30' is out of range"):
+        to_milli("1e30", field="resources.requests.cpu")
+
+
+def test_sub_milli_amounts_round_up_like_the_api_server():
+    assert to_milli("1u") == 1
+    assert to_milli("1500u") == 2
+
+
+def test_booleans_are_not_quantities():
+    with pytest.raises(QuantityError):
+        parse_quantity(True)
+
+
+def test_formatting_round_trips_whole_and_milli_values():
+    assert format_quantity(1500) == "1500m"
+    assert format_quantity(2000) == "2"
+    assert format_memory(to_milli("16Gi")) == "16Gi"
+    assert format_memory(to_milli("1536Mi")) == "1536Mi"

@@ -1,0 +1,125 @@
+"""Scale-down: which managed nodes go, and what keeps the others."""
+
+from autoscaler.planning import plan
+from tests.builders import aws_offerings, node, pdb, pod, snapshot
+
+NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
+LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
+
+
+def gpu_node(name, **kw):
+    kw.setdefault("annotations", LONG_AGO)
+    return node(name, instance_type="g5.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, **kw)
+
+
+def running(name, node_name, **kw):
+    return pod(name, node_name=node_name, phase="Running", message=None, **kw)
+
+
+def run(make_config, *objs, **cfg):
+    return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
+
+
+def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config):
+    ds_pod = running("nvidia-device-plugin-x1", "gpu-a", owner_kind="DaemonSet", namespace="kube-system")
+    result = run(make_config, gpu_node("gpu-a"), ds_pod)
+    assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]
+    assert result.removal.removals[0].reason == "empty; unneeded for 7200s"
+
+
+def test_an_empty_node_waits_for_node_unneeded_duration(make_config):
+    result = run(make_config, gpu_node("gpu-a", annotations={}))
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 300s")]
+    assert result.removal.unneeded_since == {"gpu-a": NOW}
+
+
+def test_nodes_tidal_did_not_launch_are_never_removed(make_config):
+    result = run(make_config, node("static-a", annotations=LONG_AGO))
+    assert result.removal.removals == ()
+    assert result.removal.blocked == ()
+
+
+def test_a_do_not_evict_pod_keeps_its_node(make_config):
+    guarded = running("train-1", "gpu-a", cpu="100m", annotations={"tidal.dev/do-not-evict": "true"})
+    result = run(make_config, gpu_node("gpu-a"), gpu_node("gpu-b"), guarded)
+    blocked = {b.node: b.reason for b in result.removal.blocked}
+    assert blocked["gpu-a"] == "pod default/train-1 is annotated tidal.dev/do-not-evict"
+    assert [r.node for r in result.removal.removals] == ["gpu-b"]
+
+
+def test_luna_and_cluster_autoscaler_annotations_also_protect(make_config):
+    a = running("a-1", "gpu-a", cpu="100m", annotations={"pod.elotl.co/do-not-evict": "true"})
+    b = running(
+        "b-1", "gpu-b", cpu="100m", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    )
+    result = run(
+        make_config, gpu_node("gpu-a"), gpu_node("gpu-b"), node("big", cpu="32", memory="128Gi"), a, b
+    )
+    assert result.removal.removals == ()
+
+
+def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config):
+    api = running("api-1", "gpu-a", cpu="100m", labels={"app": "api"})
+    result = run(
+        make_config,
+        gpu_node("gpu-a"),
+        node("big", cpu="32", memory="128Gi"),
+        api,
+        pdb("api", match={"app": "api"}, allowed=0),
+    )
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-a", "pod default/api-1 is protected by PodDisruptionBudget default/api")
+    ]
+
+
+def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(make_config):
+    small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
+    cpu_a = node("cpu-a", managed=True, annotations=LONG_AGO)
+    result = run(make_config, cpu_a, node("big", cpu="32", memory="128Gi"), small)
+    assert [(r.node, r.empty, r.pods) for r in result.removal.removals] == [
+        ("cpu-a", False, ("default/web-1",))
+    ]
+
+
+def test_an_underutilised_node_stays_when_its_pods_have_nowhere_to_go(make_config):
+    small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
+    result = run(make_config, node("cpu-a", managed=True, annotations=LONG_AGO), small)
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("cpu-a", "nowhere to move pod default/web-1")
+    ]
+
+
+def test_a_busy_node_is_kept_with_its_utilization(make_config):
+    busy = running("train-1", "gpu-a", gpu=1, cpu="2", memory="8Gi")
+    result = run(make_config, gpu_node("gpu-a"), busy)
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-a", "utilization 1.00 is at or above 0.75 (bin-selection)")
+    ]
+
+
+def test_pods_without_a_controller_or_with_local_storage_are_not_evicted(make_config):
+    bare = running("bare-1", "cpu-a", cpu="100m", owner_kind=None)
+    scratch = running("etl-1", "cpu-b", cpu="100m", volumes=[{"name": "s", "emptyDir": {}}])
+    objs = [
+        node("cpu-a", managed=True, annotations=LONG_AGO),
+        node("cpu-b", managed=True, annotations=LONG_AGO),
+        node("big", cpu="32", memory="128Gi"),
+        bare,
+        scratch,
+    ]
+    blocked = {b.node: b.reason for b in run(make_config, *objs).removal.blocked}
+    assert blocked == {
+        "cpu-a": "pod default/bare-1 has no controller to recreate it",
+        "cpu-b": "pod default/etl-1 has local storage (emptyDir/hostPath)",
+    }
+
+
+def test_a_node_pending_pods_will_use_is_kept(make_config):
+    result = run(make_config, gpu_node("gpu-a"), pod("infer-1", cpu="1", memory="1Gi", gpu=1))
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "pending pods will run here")]
+
+
+def test_scale_down_can_be_disabled(make_config):
+    result = run(make_config, gpu_node("gpu-a"), scaleDown={"enabled": False})
+    assert result.removal.removals == ()
