@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -136,3 +136,49 @@ def read_catalog_csv(
         raise CatalogError(f"{p}: {err.strerror or err}") from None
     except (UnicodeDecodeError, csv.Error) as err:
         raise CatalogError(f"{p}: not a CSV file ({err})") from None
+
+
+class OfferingCatalog:
+    """The provider's offerings, refreshed periodically, with offerings benched after capacity errors.
+
+    A capacity error on one offering must not stop the next reconcile from trying it again forever, nor from
+    falling back at once: it is marked unavailable for ``offeringUnavailableDuration`` and then retried.
+    """
+
+    def __init__(
+        self, fetch: Callable[[], list[Offering]], *, refresh_interval: float, unavailable_for: float
+    ) -> None:
+        self._fetch = fetch
+        self.refresh_interval = refresh_interval
+        self.unavailable_for = unavailable_for
+        self._offerings: list[Offering] = []
+        self._fetched_at: float | None = None
+        self._benched: dict[tuple[str, str, str], float] = {}
+        self.last_error = ""
+
+    def offerings(self, now: float) -> list[Offering]:
+        """Current offerings (the last good list when a refresh fails), benched ones unavailable."""
+        if self._fetched_at is None or now - self._fetched_at >= self.refresh_interval:
+            try:
+                self._offerings = self._fetch()
+                self._fetched_at = now
+                self.last_error = ""
+            except Exception as err:  # a provider failure must not stop planning on the last good list
+                self.last_error = f"{type(err).__name__}: {err}"
+                if self._fetched_at is None:
+                    raise
+        self._benched = {k: until for k, until in self._benched.items() if until > now}
+        if not self._benched:
+            return self._offerings
+        return [
+            replace(o, available=False) if (o.instance_type, o.zone, o.capacity_type) in self._benched else o
+            for o in self._offerings
+        ]
+
+    def bench(self, offerings: Iterable[Offering], now: float) -> None:
+        """Mark offerings unavailable for ``unavailable_for`` seconds."""
+        for o in offerings:
+            self._benched[(o.instance_type, o.zone, o.capacity_type)] = now + self.unavailable_for
+
+    def benched(self, now: float) -> list[str]:
+        return sorted("/".join(k) for k, until in self._benched.items() if until > now)

@@ -331,7 +331,7 @@ class _Planner:
                 found = self._cheapest_for(b)
                 cache[key] = found
             offering, alternatives = found
-            launches.append(Launch(offering, tuple(b.pods), mode, alternatives, b.gang))
+            launches.append(Launch(offering, tuple(sorted(b.pods)), mode, alternatives, b.gang))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
 

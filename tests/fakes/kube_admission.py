@@ -17,8 +17,18 @@ from tests.fakes.kube_store import Store, rfc3339
 
 # Added by the DefaultTolerationSeconds admission plugin to every pod without its own.
 _DEFAULT_TOLERATIONS = (
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
 )
 _SYSTEM_PRIORITY = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
@@ -32,8 +42,50 @@ def _types(registry: ResourceRegistry) -> tuple[ResourceType, ResourceType]:
     return pods, pdbs
 
 
+# Built-in types whose spec/status are Go structs: the real server always serialises them, if only as {}.
+# JSON patches such as `add /spec/taints` rely on the parent existing.
+_STRUCT_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): ("spec", "status"),
+    ("", "nodes"): ("spec", "status"),
+    ("", "namespaces"): ("spec", "status"),
+    ("", "services"): ("spec", "status"),
+    ("", "persistentvolumeclaims"): ("spec", "status"),
+    ("", "persistentvolumes"): ("spec", "status"),
+    ("policy", "poddisruptionbudgets"): ("spec", "status"),
+    ("apps", "daemonsets"): ("spec", "status"),
+    ("apps", "deployments"): ("spec", "status"),
+    ("apps", "replicasets"): ("spec", "status"),
+    ("apps", "statefulsets"): ("spec", "status"),
+    ("batch", "jobs"): ("spec", "status"),
+    ("coordination.k8s.io", "leases"): ("spec",),
+}
+
+
+# Built-in types whose create strategy discards a client-sent status (nodes keep theirs: kubelets send it).
+_STATUS_RESET_ON_CREATE = frozenset(
+    {
+        ("", "pods"),
+        ("policy", "poddisruptionbudgets"),
+        ("apps", "daemonsets"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+    }
+)
+
+
+def prepare_for_create(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Drop what a client may not set on create over the API (in place); direct test setup skips this."""
+    if rt.storage_key in _STATUS_RESET_ON_CREATE or (rt.custom and rt.has_status):
+        obj.pop("status", None)
+
+
 def default_object(rt: ResourceType, obj: dict[str, Any], store: Store, registry: ResourceRegistry) -> None:
     """Apply the defaults and admission mutations the real server applies on create (in place)."""
+    for field in _STRUCT_FIELDS.get(rt.storage_key, ()):
+        if not isinstance(obj.get(field), dict):
+            obj[field] = {}
     if rt.storage_key == ("", "pods"):
         _default_pod(obj, store, registry)
     elif rt.storage_key == ("", "namespaces"):
@@ -55,7 +107,9 @@ def _default_pod(pod: dict[str, Any], store: Store, registry: ResourceRegistry) 
             spec["priority"] = priority
     tolerations = spec.setdefault("tolerations", [])
     for default in _DEFAULT_TOLERATIONS:
-        if not any(t.get("key") == default["key"] and t.get("effect") in (None, "NoExecute") for t in tolerations):
+        if not any(
+            t.get("key") == default["key"] and t.get("effect") in (None, "NoExecute") for t in tolerations
+        ):
             tolerations.append(dict(default))
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         resources = container.setdefault("resources", {})
@@ -84,7 +138,7 @@ def _priority_of(class_name: str | None, store: Store, registry: ResourceRegistr
         found = store.find(classes, None, class_name) if classes else None
         return int(found.get("value", 0)) if found else None
     if classes:
-        for pc in store.list(classes).items:
+        for pc in store.select(classes).items:
             if pc.get("globalDefault"):
                 return int(pc.get("value", 0))
     return 0
@@ -141,9 +195,11 @@ def evict(
         pod = store.get(pods, namespace, name)
         phase = (pod.get("status") or {}).get("phase")
         # Mirrors canIgnorePDB: pods that are not running (or already going) are deleted without a budget check.
-        ignore_pdb = phase in ("Succeeded", "Failed", "Pending") or bool(pod["metadata"].get("deletionTimestamp"))
+        ignore_pdb = phase in ("Succeeded", "Failed", "Pending") or bool(
+            pod["metadata"].get("deletionTimestamp")
+        )
         if not ignore_pdb:
-            budgets = [pdb for pdb in store.list(pdbs, namespace).items if _selects(pdb, pod)]
+            budgets = [pdb for pdb in store.select(pdbs, namespace).items if _selects(pdb, pod)]
             if len(budgets) > 1:
                 message = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
                 return 500, status_object(500, message, reason="")
@@ -197,7 +253,9 @@ def _check_and_decrement(
             f"The disruption budget {pdb_name} needs {int(status.get('desiredHealthy', 0))} healthy pods "
             f"and has {int(status.get('currentHealthy', 0))} currently"
         )
-        raise ApiError(429, PDB_BLOCKED, details={"causes": [{"reason": "DisruptionBudget", "message": cause}]})
+        raise ApiError(
+            429, PDB_BLOCKED, details={"causes": [{"reason": "DisruptionBudget", "message": cause}]}
+        )
     if dry_run:
         return
 
@@ -210,7 +268,12 @@ def _check_and_decrement(
 
 
 def bind(
-    store: Store, registry: ResourceRegistry, namespace: str, name: str, binding: dict[str, Any], dry_run: bool
+    store: Store,
+    registry: ResourceRegistry,
+    namespace: str,
+    name: str,
+    binding: dict[str, Any],
+    dry_run: bool,
 ) -> dict[str, Any]:
     """pods/binding (and the `bindings` collection): set spec.nodeName once, as the scheduler does."""
     pods, _ = _types(registry)
@@ -247,12 +310,12 @@ def sync_pdb_status(store: Store, registry: ResourceRegistry, namespace: str | N
     """Recompute PDB status from the pods, as the disruption controller does (call it when tests need it)."""
     pods, pdbs = _types(registry)
     with store.lock:
-        for pdb in store.list(pdbs, namespace).items:
+        for pdb in store.select(pdbs, namespace).items:
             ns = pdb["metadata"]["namespace"]
             spec = pdb.get("spec") or {}
             covered = [
                 pod
-                for pod in store.list(pods, ns).items
+                for pod in store.select(pods, ns).items
                 if _selects(pdb, pod)
                 and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
                 and not pod["metadata"].get("deletionTimestamp")
@@ -270,6 +333,8 @@ def sync_pdb_status(store: Store, registry: ResourceRegistry, namespace: str | N
                 "type": "DisruptionAllowed",
                 "status": "True" if allowed > 0 else "False",
                 "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                "message": "",
+                "observedGeneration": pdb["metadata"].get("generation", 1),
                 "lastTransitionTime": rfc3339(store.clock()),
             }
             new_status = {

@@ -105,7 +105,9 @@ def already_exists(qualified: str, name: str) -> ApiError:
 def conflict(qualified: str, name: str, why: str) -> ApiError:
     """`Operation cannot be fulfilled on pods "x": <why>`."""
     return ApiError(
-        409, f'Operation cannot be fulfilled on {qualified} "{name}": {why}', details=_details(qualified, name)
+        409,
+        f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+        details=_details(qualified, name),
     )
 
 

@@ -68,7 +68,9 @@ class FaultQueue:
         message: str | None = None,
     ) -> Fault:
         """Queue a fault; returns it so a test can check `fault.hits` afterwards."""
-        fault = Fault(status, count, frozenset(verbs) if verbs is not None else None, resource, retry_after, message)
+        fault = Fault(
+            status, count, frozenset(verbs) if verbs is not None else None, resource, retry_after, message
+        )
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -78,7 +80,9 @@ class FaultQueue:
         with self._lock:
             self._faults.clear()
 
-    def take(self, method: str, verb: str | None, resource: str | None, subresource: str | None) -> Fault | None:
+    def take(
+        self, method: str, verb: str | None, resource: str | None, subresource: str | None
+    ) -> Fault | None:
         """The fault this request must fail with, if any (consumes one use of it)."""
         with self._lock:
             for fault in self._faults:

@@ -52,7 +52,9 @@ def apply_patch(target: dict[str, Any], patch: Any, content_type: str, custom: b
         try:
             result = jsonpatch.apply_patch(target, patch, in_place=False)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}") from exc
+            raise ApiError(
+                422, f"the server rejected our request due to an error in our request: {exc}"
+            ) from exc
         if not isinstance(result, dict):
             raise ApiError(422, "json patch replaced the whole object with a non-object")
         return result
@@ -141,7 +143,11 @@ def _merge_list(current: Any, patch: list[Any], field: str) -> list[Any]:
     result = copy.deepcopy(current)
     for item in patch:
         index = next(
-            (i for i, existing in enumerate(result) if isinstance(existing, dict) and existing.get(key) == item[key]),
+            (
+                i
+                for i, existing in enumerate(result)
+                if isinstance(existing, dict) and existing.get(key) == item[key]
+            ),
             None,
         )
         if _is_delete(item):

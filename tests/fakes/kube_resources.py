@@ -59,7 +59,9 @@ def _rt(
     short_names: tuple[str, ...] = (),
     verbs: tuple[str, ...] = STANDARD_VERBS,
 ) -> ResourceType:
-    return ResourceType(group, version, plural, kind, namespaced, frozenset(subresources), short_names, False, verbs)
+    return ResourceType(
+        group, version, plural, kind, namespaced, frozenset(subresources), short_names, False, verbs
+    )
 
 
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
@@ -83,7 +85,14 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("events.k8s.io", "v1", "events", "Event", True, (), ("ev",)),
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, (), ("sc",)),
-    _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, ("status",)),
+    _rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ("status",),
+    ),
 )
 
 # Subresources that are not plain views of the parent object: their own kind/group in discovery.
@@ -122,7 +131,9 @@ class ResourceRegistry:
     def all(self) -> list[ResourceType]:
         """Every served type, core first."""
         with self._lock:
-            return sorted(self._types.values(), key=lambda rt: (rt.group != "", rt.group, rt.version, rt.plural))
+            return sorted(
+                self._types.values(), key=lambda rt: (rt.group != "", rt.group, rt.version, rt.plural)
+            )
 
     def resolve(self, name: str) -> ResourceType:
         """Find a type by `plural`, `plural.group`, short name or kind, as kubectl does; core wins ties."""
@@ -262,7 +273,12 @@ def crd_object(
     }
     if status_subresource:
         version_entry["subresources"] = {"status": {}}
-    names: dict[str, Any] = {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"}
+    names: dict[str, Any] = {
+        "plural": plural,
+        "singular": kind.lower(),
+        "kind": kind,
+        "listKind": f"{kind}List",
+    }
     if short_names:
         names["shortNames"] = list(short_names)
     return {

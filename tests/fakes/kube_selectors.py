@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.kube_errors import ApiError, bad_request
+from tests.fakes.kube_resources import ResourceType
 
 # Fields the real server accepts in fieldSelector, per (group, plural); metadata.* works everywhere.
 # Asking for any other field is a 400 there, and must be here too or tests would accept broken queries.
@@ -103,7 +104,9 @@ class LabelSelector:
 
 def _split_top_level(text: str) -> list[str]:
     # Commas separate clauses except inside `in (a,b)`.
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -228,6 +231,15 @@ def parse_field_selector(text: str | None, storage_key: tuple[str, str]) -> Fiel
         if not m:
             raise bad_request(f"invalid selector: {text!r}; can't understand {clause!r}")
         if m["path"] not in allowed:
-            raise bad_request(f'field label not supported: {m["path"]}')
+            raise bad_request(f"field label not supported: {m['path']}")
         requirements.append(FieldRequirement(m["path"], m["op"] != "!=", m["value"].strip()))
     return FieldSelector(tuple(requirements))
+
+
+def make_matcher(
+    rt: ResourceType, label_selector: str | None, field_selector: str | None
+) -> Callable[[dict[str, Any]], bool]:
+    """Parse both selectors once (400 on bad syntax) and return a predicate over stored objects."""
+    labels = parse_label_selector(label_selector)
+    fields = parse_field_selector(field_selector, rt.storage_key)
+    return lambda obj: labels.matches((obj.get("metadata") or {}).get("labels")) and fields.matches(obj)

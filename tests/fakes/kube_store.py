@@ -176,7 +176,7 @@ class Store:
         except ApiError:
             return None
 
-    def list(
+    def select(
         self,
         rt: ResourceType,
         namespace: str | None = None,
@@ -259,7 +259,9 @@ class Store:
             if not meta.get("name"):
                 prefix = meta.get("generateName")
                 if not prefix:
-                    raise invalid(rt.kind, "", "metadata.name: Required value: name or generateName is required")
+                    raise invalid(
+                        rt.kind, "", "metadata.name: Required value: name or generateName is required"
+                    )
                 while True:
                     candidate = prefix + "".join(random.choices(_SUFFIX_ALPHABET, k=5))
                     if (ns_key, candidate) not in bucket:
@@ -290,18 +292,22 @@ class Store:
         body: dict[str, Any],
         subresource: str | None = None,
         dry_run: bool = False,
+        whole: bool = False,
     ) -> dict[str, Any]:
-        """PUT: 409 when body's metadata.resourceVersion is stale; status only through the status subresource."""
+        """PUT: 409 when body's metadata.resourceVersion is stale; status only through the status subresource
+        (`whole=True` writes spec and status together, for test setup)."""
         new = copy.deepcopy(body)
         meta = _meta(new)
         if meta.get("name") and meta["name"] != name:
-            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+            raise bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
         with self.lock:
             old = self._require(rt, namespace, name)
             requested_rv = meta.get("resourceVersion")
             if requested_rv and requested_rv != old["metadata"]["resourceVersion"]:
                 raise conflict(rt.qualified, name, STALE_OBJECT)
-            return self._replace(rt, old, self._scope(rt, old, new, subresource), dry_run)
+            return self._replace(rt, old, new if whole else self._scope(rt, old, new, subresource), dry_run)
 
     def patch(
         self,
@@ -410,7 +416,10 @@ class Store:
                     f"Precondition failed: UID in precondition: {preconditions['uid']}, "
                     f"UID in object meta: {old_meta['uid']}",
                 )
-            if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != old_meta["resourceVersion"]:
+            if (
+                preconditions.get("resourceVersion")
+                and preconditions["resourceVersion"] != old_meta["resourceVersion"]
+            ):
                 raise conflict(
                     rt.qualified,
                     name,
@@ -454,7 +463,7 @@ class Store:
         """
         with self.lock:
             if not resource_version or resource_version == "0":
-                page = self.list(rt, namespace, match)
+                page = self.select(rt, namespace, match)
                 return [(ADDED, obj) for obj in page.items], self._rv
             try:
                 start = int(resource_version)

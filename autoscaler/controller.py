@@ -1,0 +1,445 @@
+"""The reconcile: snapshot → demand → plan → act. Only this module acts on the cloud and the cluster.
+
+``reconcile_once`` is the fat, testable step; the daemon wraps it in a thin loop with batching and leader
+election. Events, metrics and log lines go through injected recorders that never fail the loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+import yaml
+
+from autoscaler.catalog import OfferingCatalog
+from autoscaler.cloud import CapacityUnavailable, CloudProvider, ProviderError, QuotaExceeded, Throttled
+from autoscaler.config import Config
+from autoscaler.demand import Reason
+from autoscaler.drain import Drainer, DrainJob, remove_node
+from autoscaler.fleet import Fleet
+from autoscaler.model import (
+    LABEL_CLUSTER,
+    LABEL_LAUNCH_TOKEN,
+    LABEL_MANAGED,
+    Instance,
+    LaunchRequest,
+    Snapshot,
+)
+from autoscaler.planning import Plan, plan
+from autoscaler.planning.plan import Launch
+from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
+
+log = structlog.get_logger("tidal.controller")
+STATUS_CONFIGMAP = "tidal-status"
+NOTIFY_REASONS = {Reason.QUEUE_LIMIT, Reason.BAD_ANNOTATION, Reason.GANG_INCOMPLETE}
+
+
+class ClusterView(Protocol):
+    def snapshot(self) -> Snapshot: ...
+
+
+class Recorder(Protocol):
+    def pod(self, pod: Any, reason: str, message: str, event_type: str = "Normal") -> None: ...
+    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+
+def launch_token(cluster: str, pods: Iterable[str], attempt: int) -> str:
+    """A UUID derived from the pods a launch is for, so a replan after a restart reuses it (and the cloud
+    deduplicates); ``attempt`` moves on once an instance with the previous token has ended."""
+    digest = hashlib.sha256("\n".join([cluster, str(attempt), *sorted(pods)]).encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def unplaced_kind(reason: str) -> str:
+    """A short label value for an unplaced reason."""
+    for prefix, kind in (
+        ("clusterGPULimit", "clusterGPULimit"),
+        ("clusterCPULimit", "clusterCPULimit"),
+        ("maxNodes", "maxNodes"),
+        ("gang", "gang"),
+        ("no offering", "no-offering"),
+    ):
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+@dataclass(slots=True)
+class LaunchOutcome:
+    launch: Launch
+    token: str
+    instance: Instance | None = None
+    error: str = ""
+    capacity_failed: tuple[Any, ...] = ()
+
+
+@dataclass(slots=True)
+class ReconcileResult:
+    """What one reconcile decided and did, for tests, the status ConfigMap and logs."""
+
+    plan: Plan | None = None
+    launched: list[LaunchOutcome] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    drains_started: list[str] = field(default_factory=list)
+    acted: bool = False
+    error: str = ""
+
+
+class Controller:
+    """Observe the cluster and the cloud, decide with the pure core, act through the provider and the API."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        cluster: ClusterView,
+        provider: CloudProvider,
+        actions: Any,
+        events: Recorder,
+        metrics: Any = None,
+        leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+        dry_run: bool = False,
+        drainer: Drainer | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.provider = provider
+        self.actions = actions
+        self.events = events
+        self.metrics = metrics
+        self.leader = leader
+        self.clock = clock
+        self.dry_run = dry_run
+        cfg = config()
+        self.fleet = Fleet(cfg)
+        self.catalog = OfferingCatalog(
+            provider.offerings, refresh_interval=300.0, unavailable_for=cfg.offering_unavailable_duration
+        )
+        self.drainer = drainer
+        self.last: ReconcileResult | None = None
+
+    # -- one step ---------------------------------------------------------------------------------------
+
+    def reconcile_once(self) -> ReconcileResult:
+        """One full reconcile; never raises (errors are reported and the next reconcile starts clean)."""
+        started = time.perf_counter()
+        now = self.clock()
+        result = ReconcileResult()
+        try:
+            self._reconcile(now, result)
+        except Exception as err:  # the loop must survive anything; the error is counted and logged
+            result.error = f"{type(err).__name__}: {err}"
+            log.exception("reconcile_failed")
+        self._metric("observe_reconcile", time.perf_counter() - started, not result.error, now)
+        self.last = result
+        return result
+
+    def _reconcile(self, now: float, result: ReconcileResult) -> None:
+        cfg = self.config()
+        self.fleet.config = cfg
+        self.catalog.unavailable_for = cfg.offering_unavailable_duration
+        snapshot = self.cluster.snapshot()
+        try:
+            instances = self.provider.instances()
+        except ProviderError as err:
+            self._metric("cloud_error", self.provider.name, "instances", type(err).__name__)
+            raise
+        offerings = self.catalog.offerings(now)
+        overdue = self.fleet.observe(instances, snapshot, offerings, now)
+        leading = self.leader()
+        result.acted = leading
+        if leading:
+            self._handle_overdue(overdue, now)
+        decided = self._plan(snapshot, cfg, now)
+        result.plan = decided
+        if leading:
+            result.launched = self._launch_all(decided, cfg, instances, now)
+            if any(o.capacity_failed for o in result.launched):
+                # Capacity errors benched offerings: plan again now so the pods fall back in this reconcile.
+                decided = self._plan(snapshot, cfg, now)
+                result.plan = decided
+                result.launched += self._launch_all(decided, cfg, instances, now)
+            self._scale_down(decided, snapshot, result, now)
+            self._notify(decided, result, snapshot)
+            self._write_status(decided, cfg, now)
+        self._record(decided, snapshot, cfg)
+
+    def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
+        return plan(
+            snapshot,
+            self.catalog.offerings(now),
+            cfg,
+            now,
+            launching=self.fleet.launching_capacity(),
+            launching_usage=self.fleet.launching_usage(),
+        )
+
+    # -- scale-up -------------------------------------------------------------------------------------------
+
+    def _launch_all(
+        self, decided: Plan, cfg: Config, instances: Sequence[Instance], now: float
+    ) -> list[LaunchOutcome]:
+        launches = decided.launch.launches
+        if not launches:
+            return []
+        ended = {i.launch_token for i in instances if i.state == "terminated"}
+        outcomes = []
+        for la in launches:
+            attempt = 0
+            token = launch_token(cfg.cluster_name, la.pods, attempt)
+            while token in ended:
+                attempt += 1
+                token = launch_token(cfg.cluster_name, la.pods, attempt)
+            outcomes.append(LaunchOutcome(la, token))
+        if self.dry_run:
+            for o in outcomes:
+                log.info(
+                    "would_launch",
+                    instance_type=o.launch.offering.instance_type,
+                    zone=o.launch.offering.zone,
+                    capacity_type=o.launch.offering.capacity_type,
+                    price=o.launch.offering.price,
+                    pods=len(o.launch.pods),
+                )
+                self._metric(
+                    "launch",
+                    o.launch.offering.instance_type,
+                    o.launch.offering.zone,
+                    o.launch.offering.capacity_type,
+                    "dry_run",
+                )
+            return outcomes
+        with ThreadPoolExecutor(
+            max_workers=cfg.max_parallel_launches, thread_name_prefix="tidal-launch"
+        ) as pool:
+            list(pool.map(lambda o: self._launch_one(o, cfg), outcomes))
+        for o in outcomes:
+            if o.instance is not None:
+                self.fleet.record_launch(o.token, o.launch.offering, o.launch.pods, o.instance, now)
+            if o.capacity_failed:
+                self.catalog.bench(o.capacity_failed, now)
+        return outcomes
+
+    def _launch_one(self, outcome: LaunchOutcome, cfg: Config) -> None:
+        la = outcome.launch
+        labels = {
+            LABEL_MANAGED: "true",
+            LABEL_CLUSTER: cfg.cluster_name,
+            LABEL_LAUNCH_TOKEN: outcome.token,
+            NODE_MODE: la.mode,
+            **cfg.node_labels,
+        }
+        tags = {
+            LABEL_CLUSTER: cfg.cluster_name,
+            LABEL_MANAGED: "true",
+            LABEL_LAUNCH_TOKEN: outcome.token,
+            **cfg.node_tags,
+        }
+        candidates = tuple(o for o in la.candidates if o.available)
+        request = LaunchRequest(outcome.token, candidates, labels, tuple(cfg.node_taints), tags)
+        o = la.offering
+        try:
+            outcome.instance = self.provider.launch(request)
+            self._metric(
+                "launch",
+                outcome.instance.instance_type,
+                outcome.instance.zone,
+                outcome.instance.capacity_type,
+                "success",
+            )
+            log.info(
+                "launched",
+                instance=outcome.instance.id,
+                instance_type=outcome.instance.instance_type,
+                zone=outcome.instance.zone,
+                capacity_type=outcome.instance.capacity_type,
+                pods=len(la.pods),
+                token=outcome.token,
+            )
+        except CapacityUnavailable as err:
+            outcome.capacity_failed = err.offerings or candidates
+            outcome.error = str(err)
+            self._launch_failed(o, "capacity_unavailable", err)
+        except QuotaExceeded as err:
+            outcome.error = str(err)
+            self._launch_failed(o, "quota_exceeded", err)
+        except Throttled as err:
+            outcome.error = str(err)
+            self._launch_failed(o, "throttled", err)
+        except ProviderError as err:
+            outcome.error = str(err)
+            self._launch_failed(o, "error", err)
+
+    def _launch_failed(self, o: Any, outcome: str, err: Exception) -> None:
+        self._metric("launch", o.instance_type, o.zone, o.capacity_type, outcome)
+        self._metric("cloud_error", self.provider.name, "launch", type(err).__name__)
+        log.warning(
+            "launch_failed",
+            instance_type=o.instance_type,
+            zone=o.zone,
+            capacity_type=o.capacity_type,
+            outcome=outcome,
+            error=str(err),
+        )
+
+    # -- timeouts and orphans ---------------------------------------------------------------------------
+
+    def _handle_overdue(self, overdue: Sequence[Any], now: float) -> None:
+        for item in overdue:
+            m = item.member
+            log.warning("fleet_overdue", member=m.key, reason=item.reason)
+            if self.dry_run:
+                continue
+            try:
+                if item.delete_node and m.node is not None:
+                    self.actions.delete_node(m.node.name)
+                if item.terminate and m.instance is not None:
+                    self.provider.terminate(m.instance)
+                    self._metric("termination", "timeout", "success")
+                if item.bench_offering and m.offering is not None:
+                    self.catalog.bench([m.offering], now)
+            except ProviderError as err:
+                self._metric("cloud_error", self.provider.name, "terminate", type(err).__name__)
+                log.warning("overdue_cleanup_failed", member=m.key, error=str(err))
+
+    # -- scale-down -------------------------------------------------------------------------------------
+
+    def _scale_down(self, decided: Plan, snapshot: Snapshot, result: ReconcileResult, now: float) -> None:
+        cfg = self.config()
+        removal = decided.removal
+        nodes = {n.name: n for n in snapshot.nodes}
+        # Persist "unneeded since" on the Node so every replica (and a restart) counts from the same time.
+        for name, since in removal.unneeded_since.items():
+            node = nodes.get(name)
+            if node is not None and UNNEEDED_SINCE not in node.annotations:
+                self.actions.annotate_node(name, {UNNEEDED_SINCE: _rfc3339(since)})
+        for node in snapshot.nodes:
+            if (
+                node.managed
+                and UNNEEDED_SINCE in node.annotations
+                and node.name not in removal.unneeded_since
+            ):
+                self.actions.annotate_node(node.name, {UNNEEDED_SINCE: None})
+        draining = self.drainer.active() if self.drainer else set()
+        empty_budget = cfg.scale_down.max_empty_bulk_delete
+        for r in removal.removals:
+            if r.node in draining:
+                continue
+            instance = self.fleet.instance_for_node(r.node)
+            if self.dry_run:
+                log.info("would_remove", node=r.node, reason=r.reason)
+                continue
+            if r.empty and empty_budget > 0:
+                empty_budget -= 1
+                try:
+                    self.actions.cordon(r.node)
+                    self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")
+                    remove_node(self.actions, self.provider, r.node, instance)
+                    self._metric("termination", "empty", "success")
+                    result.removed.append(r.node)
+                except ProviderError as err:
+                    self._metric("termination", "empty", "error")
+                    log.warning("remove_failed", node=r.node, error=str(err))
+            elif not r.empty and self.drainer is not None:
+                pods = tuple(p for p in snapshot.pods if p.key in set(r.pods))
+                if self.drainer.submit(DrainJob(r.node, pods, instance, r.reason)):
+                    result.drains_started.append(r.node)
+
+    # -- reporting --------------------------------------------------------------------------------------
+
+    def _notify(self, decided: Plan, result: ReconcileResult, snapshot: Snapshot) -> None:
+        pods = {p.key: p for p in snapshot.pods}
+        for o in result.launched:
+            if o.instance is None and not self.dry_run:
+                continue
+            off = o.launch.offering
+            verb = "would launch" if self.dry_run else "launching"
+            msg = (
+                f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
+                f"${off.price:.4f}/h) for this pod"
+            )
+            for key in o.launch.pods:
+                if key in pods:
+                    self.events.pod(pods[key], "TriggeredScaleUp", msg)
+                    cond = pods[key].scheduled
+                    if cond is not None and cond.last_transition and not self.dry_run:
+                        self._metric("scale_up_latency", max(0.0, self.clock() - cond.last_transition))
+        for u in decided.launch.unplaced:
+            if u.pod in pods:
+                self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
+        for i in decided.demand.ignored:
+            if i.reason in NOTIFY_REASONS and i.pod in pods:
+                self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
+
+    def _record(self, decided: Plan, snapshot: Snapshot, cfg: Config) -> None:
+        if self.metrics is None:
+            return
+        counts: Counter[tuple[str, str]] = Counter()
+        counts.update(("counted", "launching") for la in decided.launch.launches for _ in la.pods)
+        counts.update(("ignored", i.reason.value) for i in decided.ignored)
+        counts.update(("unplaced", unplaced_kind(u.reason)) for u in decided.launch.unplaced)
+        self._metric("set_pending", dict(counts))
+        self._metric("set_nodes", self.fleet.counts())
+        requested = sum(p.requests.gpus for p in snapshot.pods if p.node_name and not p.finished)
+        requested += sum(p.requests.gpus for p in decided.demand.counted)
+        self._metric("set_gpus", decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
+        self._metric("set_cost", self.fleet.cost_per_hour())
+
+    def _write_status(self, decided: Plan, cfg: Config, now: float) -> None:
+        summary = status_summary(decided, self.fleet.counts(), cfg, now, self.catalog.benched(now))
+        try:
+            self.actions.write_status(
+                cfg.leader_election.namespace,
+                STATUS_CONFIGMAP,
+                {"status": yaml.safe_dump(summary, sort_keys=False)},
+            )
+        except Exception as err:  # status is informational; it must not fail the reconcile
+            log.warning("status_write_failed", error=str(err))
+
+    def _metric(self, name: str, *args: Any) -> None:
+        if self.metrics is None:
+            return
+        try:
+            getattr(self.metrics, name)(*args)
+        except Exception:  # metrics never fail the loop
+            log.exception("metric_failed", metric=name)
+
+
+def _rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def status_summary(
+    decided: Plan, fleet: Mapping[str, int], cfg: Config, now: float, benched: Sequence[str]
+) -> dict[str, Any]:
+    """The ``tidal-status`` ConfigMap content, like cluster-autoscaler's status ConfigMap."""
+    ignored = Counter(i.reason.value for i in decided.ignored)
+    return {
+        "time": _rfc3339(now),
+        "cluster": cfg.cluster_name,
+        "pendingPods": {
+            "counted": len(decided.demand.counted),
+            "launchingFor": sum(len(la.pods) for la in decided.launch.launches),
+            "unplaced": len(decided.launch.unplaced),
+            "ignoredByReason": dict(sorted(ignored.items())),
+        },
+        "nodes": dict(fleet),
+        "gpus": {
+            "afterPlan": decided.launch.gpus_after,
+            "limit": "none" if cfg.cluster_gpu_limit is None else cfg.cluster_gpu_limit,
+        },
+        "launches": [
+            f"{la.offering.instance_type}/{la.offering.zone}/{la.offering.capacity_type}"
+            for la in decided.launch.launches
+        ][:50],
+        "removals": [r.node for r in decided.removal.removals][:50],
+        "unavailableOfferings": list(benched)[:50],
+    }

@@ -1,0 +1,1 @@
+"""What tidal tells operators: Prometheus metrics, structured logs, health endpoints and Kubernetes events."""

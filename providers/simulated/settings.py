@@ -1,0 +1,234 @@
+"""The ``simulated:`` configuration section and the catalog it points at, checked once at start.
+
+Every problem a user can cause here (unknown key, bad value, unreadable catalog, a capacity failure that
+matches nothing) is reported as one line naming ``simulated.<key>`` and the value, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoscaler import config_schema as schema
+from autoscaler.catalog import CatalogError, read_catalog_csv
+from autoscaler.config import Config, ConfigError, parse_duration
+from autoscaler.model import CAPACITY_TYPES, Offering
+
+__all__ = ["CapacityRule", "Catalog", "ProviderConfigError", "SimulatedSettings", "load_catalog", "parse_settings"]
+
+SECTION = "simulated"
+
+
+class ProviderConfigError(ConfigError):
+    """A bad ``simulated:`` section; a ValueError (via ConfigError) whose message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRule:
+    """Offerings matching the pattern (None = any) have capacity or not; later rules override earlier ones."""
+
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: str | None = None
+    has_capacity: bool = False
+
+    def matches(self, offering: Offering) -> bool:
+        """Whether the pattern selects ``offering``."""
+        return (
+            (self.instance_type is None or self.instance_type == offering.instance_type)
+            and (self.zone is None or self.zone == offering.zone)
+            and (self.capacity_type is None or self.capacity_type == offering.capacity_type)
+        )
+
+    def covers(self, other: CapacityRule) -> bool:
+        """Whether every offering ``other`` selects is also selected by this rule."""
+        return all(
+            mine is None or mine == theirs
+            for mine, theirs in (
+                (self.instance_type, other.instance_type),
+                (self.zone, other.zone),
+                (self.capacity_type, other.capacity_type),
+            )
+        )
+
+    def describe(self) -> str:
+        """``g5.xlarge/*/spot`` style pattern for logs."""
+        return "/".join(v or "*" for v in (self.instance_type, self.zone, self.capacity_type))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form kept in the state file."""
+        return {
+            "instanceType": self.instance_type,
+            "zone": self.zone,
+            "capacityType": self.capacity_type,
+            "hasCapacity": self.has_capacity,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CapacityRule:
+        """Inverse of :meth:`to_json`."""
+        return cls(data.get("instanceType"), data.get("zone"), data.get("capacityType"), bool(data["hasCapacity"]))
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedSettings:
+    """The validated ``simulated:`` section; durations in seconds."""
+
+    catalog: Path
+    catalog_cloud: str | None = None
+    catalog_region: str | None = None
+    register_nodes: bool = True
+    launch_delay: float = 2.0
+    registration_delay: float = 3.0
+    gpu_ready_delay: float = 5.0
+    capacity_failures: tuple[CapacityRule, ...] = ()
+    quota_gpus: int | None = None
+    state_file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The offerings this simulated cloud sells: one cloud, one region, the configured zones."""
+
+    cloud: str
+    region: str
+    zones: tuple[str, ...]
+    offerings: tuple[Offering, ...]
+
+
+def _duration(value: Any, path: str) -> float:
+    return parse_duration(value, field=path)
+
+
+def _path(value: Any, path: str) -> Path:
+    return Path(os.path.expanduser(schema.text()(value, path)))
+
+
+def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        schema.fail(path, f"{schema.show(value)} is not a list of {{instanceType, zone, capacityType}} maps")
+    fields = {"instanceType": schema.text(), "zone": schema.text(), "capacityType": schema.choice(CAPACITY_TYPES)}
+    rules, errors = [], []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            errors.append(f"{where}: {schema.show(item)} is not a map")
+            continue
+        errors.extend(schema.unknown_keys(item, fields, f"{where}."))
+        got: dict[str, str | None] = {}
+        for key, convert in fields.items():
+            try:
+                got[key] = None if item.get(key) is None else convert(item[key], f"{where}.{key}")
+            except ConfigError as err:
+                errors.extend(err.errors)
+        rules.append(CapacityRule(got["instanceType"], got["zone"], got["capacityType"]))
+    if errors:
+        raise ConfigError(errors)
+    return tuple(rules)
+
+
+_KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "catalog": ("catalog", _path),
+    "catalogCloud": ("catalog_cloud", schema.optional(schema.text())),
+    "catalogRegion": ("catalog_region", schema.optional(schema.text())),
+    "registerNodes": ("register_nodes", schema.boolean),
+    "launchDelay": ("launch_delay", _duration),
+    "registrationDelay": ("registration_delay", _duration),
+    "gpuReadyDelay": ("gpu_ready_delay", _duration),
+    "capacityFailures": ("capacity_failures", _capacity_failures),
+    "quotaGPUs": ("quota_gpus", schema.optional(schema.integer(minimum=0))),
+    "stateFile": ("state_file", schema.optional(_path)),
+}
+
+
+def parse_settings(raw: Mapping[str, Any]) -> SimulatedSettings:
+    """Validate the raw ``simulated:`` map; raise :class:`ProviderConfigError` listing every problem."""
+    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.")
+    values: dict[str, Any] = {}
+    for key, (attr, convert) in _KEYS.items():
+        if key not in raw:
+            continue
+        try:
+            values[attr] = convert(raw[key], f"{SECTION}.{key}")
+        except ConfigError as err:
+            errors.extend(err.errors)
+    if "catalog" not in raw:
+        errors.append(f"{SECTION}.catalog: required (a CSV file of instance types and prices)")
+    if errors:
+        raise ProviderConfigError(errors)
+    return SimulatedSettings(**values)
+
+
+def _pick(wanted: str | None, fallback: str, present: Sequence[str], key: str, what: str, source: str) -> str:
+    """The explicit choice, else the configured one when present, else the only one in the file."""
+    listed = ", ".join(present) or "none"
+    if wanted is not None:
+        if wanted not in present:
+            schema.fail(f"{SECTION}.{key}", f"{wanted!r} has no rows in {source} ({what}s there: {listed})")
+        return wanted
+    if fallback in present:
+        return fallback
+    if len(present) == 1:
+        return present[0]
+    schema.fail(
+        f"{SECTION}.{key}", f"not set, and {source} has rows of several {what}s ({listed}) and none is {fallback!r}"
+    )
+
+
+def default_zones(cloud: str, region: str) -> tuple[str, ...]:
+    """Three zones named as the cloud names them: ``us-east-1a``, ``us-central1-a``, ``eastus-1``."""
+    if cloud == "gcp":
+        return tuple(f"{region}-{z}" for z in "abc")
+    if cloud == "azure":
+        return tuple(f"{region}-{z}" for z in "123")
+    return tuple(f"{region}{z}" for z in "abc")
+
+
+def _read(settings: SimulatedSettings, config: Config) -> Catalog:
+    source = str(settings.catalog)
+    pairs: dict[str, list[str]] = {}
+    try:
+        with settings.catalog.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                cloud, region = (row.get("cloud") or "").strip(), (row.get("region") or "").strip()
+                regions = pairs.setdefault(cloud, [])
+                if region not in regions:
+                    regions.append(region)
+    except OSError as err:
+        schema.fail(f"{SECTION}.catalog", f"{source!r}: {err.strerror or err}")
+    except (UnicodeDecodeError, csv.Error) as err:
+        schema.fail(f"{SECTION}.catalog", f"{source!r} is not a CSV file ({err})")
+    cloud = _pick(settings.catalog_cloud, config.cloud, sorted(pairs), "catalogCloud", "cloud", source)
+    region = _pick(settings.catalog_region, config.region, sorted(pairs[cloud]), "catalogRegion", "region", source)
+    zones = tuple(config.zones) or default_zones(cloud, region)
+    try:
+        offerings = read_catalog_csv(
+            settings.catalog, cloud=cloud, region=region, zones=zones, max_pods=config.max_pods_per_node
+        )
+    except CatalogError as err:
+        schema.fail(f"{SECTION}.catalog", str(err))
+    if config.zones:  # rows that name a zone outside the configured ones are not for sale here
+        offerings = [o for o in offerings if o.zone in zones]
+    zones = tuple(dict.fromkeys([*zones, *(o.zone for o in offerings)]))
+    if not offerings:
+        schema.fail(f"{SECTION}.catalog", f"{source!r} has no offerings for {cloud} {region} in zones {', '.join(zones)}")
+    for i, rule in enumerate(settings.capacity_failures):
+        if not any(rule.matches(o) for o in offerings):
+            schema.fail(f"{SECTION}.capacityFailures[{i}]", f"{rule.describe()} matches no offering in {source!r}")
+    return Catalog(cloud, region, zones, tuple(offerings))
+
+
+def load_catalog(settings: SimulatedSettings, config: Config) -> Catalog:
+    """Read the catalog for the chosen cloud and region; :class:`ProviderConfigError` when it cannot be used."""
+    try:
+        return _read(settings, config)
+    except ProviderConfigError:
+        raise
+    except ConfigError as err:
+        raise ProviderConfigError(err.errors) from None
