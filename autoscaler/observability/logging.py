@@ -97,12 +97,19 @@ def configure_logging(fmt: str = "auto", level: str = "info", *, stream: TextIO 
     ]
     renderer: Processor
     if as_json:
-        final: list[Processor] = [structlog.processors.dict_tracebacks]
+        # Tracebacks without local variables: a frame's locals can hold credentials or whole cloud responses.
+        final: list[Processor] = [
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        ]
         renderer = structlog.processors.JSONRenderer()
     else:
         final = []
         isatty = getattr(out, "isatty", None)
-        renderer = structlog.dev.ConsoleRenderer(colors=bool(callable(isatty) and isatty()))
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=bool(callable(isatty) and isatty()), exception_formatter=structlog.dev.plain_traceback
+        )
 
     structlog.configure(
         processors=[

@@ -201,9 +201,12 @@ class _Planner:
         if not eligible:
             return reason
         fits_somewhere = False
-        for ctype in c.capacity_types:
-            best: tuple[float, tuple[float, str, str, str]] | None = None
-            chosen: tuple[Shape, int] | None = None
+        best: tuple[float, int, tuple[float, str, str, str]] | None = None
+        chosen: tuple[Shape, int] | None = None
+        # Across every capacity type the pod allows, the lowest price per pod placed wins; the pod's order
+        # of preference (spot first, usually) breaks ties. Spot is nearly always the cheaper, but a spot
+        # 8-GPU machine never beats an on-demand 1-GPU one for a 1-GPU pod.
+        for tier, ctype in enumerate(c.capacity_types):
             for shape in self.index.shapes(c, ctype, mode == BIN_PACKING):
                 k = req.times_fits_in(shape.alloc)
                 if k <= 0:
@@ -212,17 +215,15 @@ class _Planner:
                 o = shape.cheapest
                 if not self.budget.allows(o):
                     continue
-                if mode == BIN_PACKING:
-                    chosen = (shape, k)
-                    break
-                per_pod = o.price / min(k, remaining)
-                if best is not None and o.price / remaining >= best[0]:
-                    break  # shapes are in price order: none later can beat the best price per pod
-                score = (per_pod, price_order(o))
+                per_pod = o.price if mode == BIN_PACKING else o.price / min(k, remaining)
+                floor = o.price if mode == BIN_PACKING else o.price / remaining
+                if best is not None and floor > best[0]:
+                    break  # shapes are in price order: none later in this tier can beat the best
+                score = (per_pod, tier, price_order(o))
                 if best is None or score < best:
                     best, chosen = score, (shape, k)
-            if chosen is not None:
-                return chosen
+        if chosen is not None:
+            return chosen
         if fits_somewhere:
             return self._limit_reason()
         return self._no_fit_reason(c, req, mode)
@@ -351,20 +352,17 @@ class _Planner:
             ):
                 best = o
                 break
-        alternatives: list[Offering] = []
-        for ctype in c.capacity_types:
+        alternatives: list[tuple[float, int, Offering]] = []
+        for tier, ctype in enumerate(c.capacity_types):
             for shape in self.index.shapes(c, ctype, packing):
                 o0 = shape.cheapest
                 if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
                     continue
                 if not b.used.fits_in(shape.alloc):
                     continue
-                alternatives.extend(o for o in shape.offerings if o != best)
-                if len(alternatives) >= MAX_ALTERNATIVES:
-                    break
-            if len(alternatives) >= MAX_ALTERNATIVES:
-                break
-        return best, tuple(alternatives[:MAX_ALTERNATIVES])
+                alternatives.extend((o.price, tier, o) for o in shape.offerings if o != best)
+        alternatives.sort(key=lambda a: (a[0], a[1], price_order(a[2])))
+        return best, tuple(a[2] for a in alternatives[:MAX_ALTERNATIVES])
 
 
 def _has_room(b: _Bin) -> bool:

@@ -1,8 +1,10 @@
 """Every pending pod is either counted as demand or gets exactly one named reason."""
 
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from autoscaler.demand import Reason, select
 from tests.builders import (
@@ -17,7 +19,9 @@ from tests.builders import (
     snapshot,
 )
 
-KAI_REGEXP = r"^(?!OverLimit|OverQuota)(?!.*quota).*(Insufficient|No node in the default node-pool|no nodes available|didn't match|untolerated)"
+KAI_REGEXP = yaml.safe_load((Path(__file__).parents[2] / "config/examples/kai.yaml").read_text())[
+    "pendingPodReasonRegexp"
+]
 
 
 def reasons(demand):
