@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 
 from autoscaler.catalog import CatalogError, read_catalog_csv
+from autoscaler.cloud import ProviderError, ProviderNotFound
 from autoscaler.config import ConfigError, load_config
+from autoscaler.kube.client import KubeConfigError
 from autoscaler.planning import plan
 from autoscaler.quantity import QuantityError
 from autoscaler.render import plan_to_json, plan_to_table
@@ -63,7 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="tidal configuration YAML")
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
+
+    r = sub.add_parser("run", help="the autoscaler daemon: watch the cluster, launch and remove nodes")
+    r.add_argument(
+        "--config", metavar="FILE", help="configuration file (the mounted ConfigMap); hot reloaded"
+    )
+    r.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+    )
+    r.add_argument("--dry-run", action="store_true", help="decide and report, but change nothing")
+    r.add_argument("--once", action="store_true", help="one reconcile, then exit")
     return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from autoscaler.daemon import run
+
+    return run(args.config, args.kubeconfig, dry_run=args.dry_run, once=args.once)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -92,7 +110,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan}
+COMMANDS = {"plan": cmd_plan, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except (UsageError, ConfigError, SnapshotError, CatalogError, QuantityError) as err:
+        print(f"tidal: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ProviderNotFound, ProviderError, KubeConfigError, ValueError) as err:
+        # Provider settings, cluster access and cloud errors at start-up: one line, never a traceback.
         print(f"tidal: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

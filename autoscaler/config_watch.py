@@ -54,6 +54,7 @@ class ConfigWatcher:
         self._sleep: Callable[[float], object] = self._stop.wait if sleeper is None else sleeper
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._polling = threading.Lock()
         self._last_error: str | None = None
 
         before = self._hash_or_none()
@@ -73,6 +74,11 @@ class ConfigWatcher:
 
         Content that is unchanged since the last poll, valid or not, is not validated or reported again.
         """
+        # Serialised so a test (or a SIGHUP handler) calling check() cannot race the polling thread.
+        with self._polling:
+            return self._check()
+
+    def _check(self) -> bool:
         before = self._digest()
         if before is None:
             return False

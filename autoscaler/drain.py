@@ -31,7 +31,7 @@ class Actions(Protocol):
 
 
 class Recorder(Protocol):
-    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> None: ...
+    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> object: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,7 +159,9 @@ def _configure_explicit(host: str, token: str | None, ca_cert: str | None) -> ku
     return cfg
 
 
-def _load(source: str, loader: Callable[[kubernetes.client.Configuration], None]) -> kubernetes.client.Configuration:
+def _load(
+    source: str, loader: Callable[[kubernetes.client.Configuration], None]
+) -> kubernetes.client.Configuration:
     cfg = kubernetes.client.Configuration()
     try:
         loader(cfg)

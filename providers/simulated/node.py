@@ -28,7 +28,14 @@ from autoscaler.model import (
 from autoscaler.quantity import format_quantity
 from autoscaler.resources import GPU_RESOURCES, Resources
 
-__all__ = ["KUBELET_VERSION", "NodeRegistrar", "gpu_status", "node_manifest", "not_ready_status", "quantities"]
+__all__ = [
+    "KUBELET_VERSION",
+    "NodeRegistrar",
+    "gpu_status",
+    "node_manifest",
+    "not_ready_status",
+    "quantities",
+]
 
 KUBELET_VERSION = "v1.31.0"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -132,7 +139,10 @@ def node_manifest(
             "capacity": quantities(_without_gpus(capacity)),
             "allocatable": quantities(_without_gpus(allocatable)),
             "conditions": _conditions(now),
-            "addresses": [{"type": "InternalIP", "address": f"10.{ip}"}, {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.{ip}"},
+                {"type": "Hostname", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
                 "architecture": arch,
@@ -217,7 +227,9 @@ class NodeRegistrar:
         if not self.patch_status(name, not_ready_status(now)):
             return False
         try:
-            response = self.core.read_node(name, _preload_content=False, _request_timeout=self.request_timeout)
+            response = self.core.read_node(
+                name, _preload_content=False, _request_timeout=self.request_timeout
+            )
             node = json.loads(response.data)
             taints = list((node.get("spec") or {}).get("taints") or [])
             missing = [t for t in UNREACHABLE_TAINTS if not any(_same_taint(t, have) for have in taints)]

@@ -18,7 +18,14 @@ from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.config import Config, ConfigError, parse_duration
 from autoscaler.model import CAPACITY_TYPES, Offering
 
-__all__ = ["CapacityRule", "Catalog", "ProviderConfigError", "SimulatedSettings", "load_catalog", "parse_settings"]
+__all__ = [
+    "CapacityRule",
+    "Catalog",
+    "ProviderConfigError",
+    "SimulatedSettings",
+    "load_catalog",
+    "parse_settings",
+]
 
 SECTION = "simulated"
 
@@ -71,7 +78,9 @@ class CapacityRule:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CapacityRule:
         """Inverse of :meth:`to_json`."""
-        return cls(data.get("instanceType"), data.get("zone"), data.get("capacityType"), bool(data["hasCapacity"]))
+        return cls(
+            data.get("instanceType"), data.get("zone"), data.get("capacityType"), bool(data["hasCapacity"])
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +122,11 @@ def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
         return ()
     if not isinstance(value, Sequence) or isinstance(value, str):
         schema.fail(path, f"{schema.show(value)} is not a list of {{instanceType, zone, capacityType}} maps")
-    fields = {"instanceType": schema.text(), "zone": schema.text(), "capacityType": schema.choice(CAPACITY_TYPES)}
+    fields = {
+        "instanceType": schema.text(),
+        "zone": schema.text(),
+        "capacityType": schema.choice(CAPACITY_TYPES),
+    }
     rules, errors = [], []
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
@@ -127,7 +140,7 @@ def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
                 got[key] = None if item.get(key) is None else convert(item[key], f"{where}.{key}")
             except ConfigError as err:
                 errors.extend(err.errors)
-        rules.append(CapacityRule(got["instanceType"], got["zone"], got["capacityType"]))
+        rules.append(CapacityRule(got.get("instanceType"), got.get("zone"), got.get("capacityType")))
     if errors:
         raise ConfigError(errors)
     return tuple(rules)
@@ -177,7 +190,8 @@ def _pick(wanted: str | None, fallback: str, present: Sequence[str], key: str, w
     if len(present) == 1:
         return present[0]
     schema.fail(
-        f"{SECTION}.{key}", f"not set, and {source} has rows of several {what}s ({listed}) and none is {fallback!r}"
+        f"{SECTION}.{key}",
+        f"not set, and {source} has rows of several {what}s ({listed}) and none is {fallback!r}",
     )
 
 
@@ -205,7 +219,9 @@ def _read(settings: SimulatedSettings, config: Config) -> Catalog:
     except (UnicodeDecodeError, csv.Error) as err:
         schema.fail(f"{SECTION}.catalog", f"{source!r} is not a CSV file ({err})")
     cloud = _pick(settings.catalog_cloud, config.cloud, sorted(pairs), "catalogCloud", "cloud", source)
-    region = _pick(settings.catalog_region, config.region, sorted(pairs[cloud]), "catalogRegion", "region", source)
+    region = _pick(
+        settings.catalog_region, config.region, sorted(pairs[cloud]), "catalogRegion", "region", source
+    )
     zones = tuple(config.zones) or default_zones(cloud, region)
     try:
         offerings = read_catalog_csv(
@@ -217,10 +233,15 @@ def _read(settings: SimulatedSettings, config: Config) -> Catalog:
         offerings = [o for o in offerings if o.zone in zones]
     zones = tuple(dict.fromkeys([*zones, *(o.zone for o in offerings)]))
     if not offerings:
-        schema.fail(f"{SECTION}.catalog", f"{source!r} has no offerings for {cloud} {region} in zones {', '.join(zones)}")
+        schema.fail(
+            f"{SECTION}.catalog",
+            f"{source!r} has no offerings for {cloud} {region} in zones {', '.join(zones)}",
+        )
     for i, rule in enumerate(settings.capacity_failures):
         if not any(rule.matches(o) for o in offerings):
-            schema.fail(f"{SECTION}.capacityFailures[{i}]", f"{rule.describe()} matches no offering in {source!r}")
+            schema.fail(
+                f"{SECTION}.capacityFailures[{i}]", f"{rule.describe()} matches no offering in {source!r}"
+            )
     return Catalog(cloud, region, zones, tuple(offerings))
 
 

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from autoscaler.cloud import ProviderError
 from autoscaler.model import Arch, Instance, Offering, Taint
-
 from providers.simulated.settings import CapacityRule
 
 __all__ = ["CloudState", "FileStore", "InstanceRecord", "MemoryStore", "StateStore"]
@@ -161,7 +160,11 @@ class FileStore:
             if self._held is not None:  # nested transaction in this thread: same state, outer one writes
                 yield self._held
                 return
-            with open(self.lock_path, "a+b") as lock_file:
+            try:
+                lock_file = open(self.lock_path, "a+b")  # noqa: SIM115 - closed below
+            except OSError as err:
+                raise ProviderError(f"cannot open {str(self.lock_path)!r}: {err.strerror or err}") from None
+            with lock_file:
                 fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
                 try:
                     before, state = self._load()
@@ -188,7 +191,9 @@ class FileStore:
         try:
             state = CloudState.from_json(json.loads(text))
         except (ValueError, KeyError, TypeError) as err:
-            raise ProviderError(f"simulated state file {str(self.path)!r} is not a state document: {err}") from None
+            raise ProviderError(
+                f"simulated state file {str(self.path)!r} is not a state document: {err}"
+            ) from None
         return json.dumps(state.to_json(), sort_keys=True), state
 
     def _store(self, document: str) -> None:

@@ -25,10 +25,17 @@ def api() -> Iterator[FakeApiServer]:
         assert server.server_errors == []
 
 
+def close(api_client: ApiClient) -> None:
+    # ApiClient.close() only stops its thread pool; the urllib3 connections stay open until GC.
+    api_client.close()
+    api_client.rest_client.pool_manager.clear()
+
+
 @pytest.fixture
 def client(api: FakeApiServer) -> Iterator[ApiClient]:
-    with api.api_client() as api_client:
-        yield api_client
+    api_client = api.api_client()
+    yield api_client
+    close(api_client)
 
 
 @pytest.fixture
@@ -408,7 +415,8 @@ def test_binding_assigns_a_node_once(api: FakeApiServer, core: kubernetes.client
 
     # The server answers with a Status that V1Binding cannot deserialise (an upstream client quirk).
     response = core.create_namespaced_pod_binding("p1", NS, binding, _preload_content=False)
-    assert response.status == 201
+    assert (response.status, json.loads(response.data)["status"]) == (201, "Success")
+    response.release_conn()
     with pytest.raises(ApiException) as twice:
         core.create_namespaced_pod_binding("p1", NS, binding, _preload_content=False)
 
@@ -419,7 +427,7 @@ def test_binding_assigns_a_node_once(api: FakeApiServer, core: kubernetes.client
 def test_leader_election_over_the_fake(api: FakeApiServer) -> None:
     from kubernetes.leaderelection import electionconfig, leaderelection
 
-    try:  # LeaseLock appears in clients newer than the one pinned here; ConfigMapLock has the same protocol.
+    try:  # LeaseLock is not in every release (the 37.0.2 wheel lacks it); ConfigMapLock speaks the same protocol.
         from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock as Lock
 
         resource = "leases"
@@ -429,9 +437,10 @@ def test_leader_election_over_the_fake(api: FakeApiServer) -> None:
         resource = "configmaps"
     leading, stopped = threading.Event(), threading.Event()
     Configuration.set_default(api.client_configuration())  # the lock builds its client from the default
+    lock = Lock("tidal-leader", NS, "tidal-a")
     try:
         config = electionconfig.Config(
-            Lock("tidal-leader", NS, "tidal-a"),
+            lock,
             lease_duration=3,
             renew_deadline=2,
             retry_period=1,
@@ -445,8 +454,8 @@ def test_leader_election_over_the_fake(api: FakeApiServer) -> None:
         while not any(r.method == "PUT" for r in api.requests) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any(r.method == "PUT" for r in api.requests), "the leader never renewed"
-        lock = api.get(resource, NS, "tidal-leader")
-        assert lock is not None and "tidal-a" in json.dumps(lock)
+        stored = api.get(resource, NS, "tidal-leader")
+        assert stored is not None and "tidal-a" in json.dumps(stored)
 
         api.faults.push(500, count=1000, resource=resource)  # the API goes away: the leader must step down
         assert stopped.wait(6)
@@ -454,3 +463,4 @@ def test_leader_election_over_the_fake(api: FakeApiServer) -> None:
     finally:
         api.faults.clear()
         Configuration.set_default(None)
+        close(lock.api_instance.api_client)

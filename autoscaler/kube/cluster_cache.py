@@ -1,0 +1,264 @@
+"""The watched picture of the cluster the controller reads: pods, nodes, PDBs, DaemonSets, KAI objects.
+
+KAI Scheduler's PodGroups and Queues are watched only while their CRDs are served: most clusters do not run
+KAI, and a watch on a missing resource would only log 404s. The CRDs are probed again every few minutes, so
+installing (or removing) KAI needs no tidal restart.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+import structlog
+from kubernetes.client.exceptions import ApiException
+
+from autoscaler.kube import convert
+from autoscaler.kube.client import KubeClient, api_error_message
+from autoscaler.kube.informer import DELETED, Informer, ListFn
+from autoscaler.model import Snapshot
+
+__all__ = ["KAI_PODGROUPS", "KAI_QUEUES", "ClusterCache", "CustomKind"]
+
+log = structlog.get_logger(__name__)
+
+Listener = Callable[[str, str, Any, Any], None]
+"""``fn(kind, event_type, old, new)``; kind is one of pods, nodes, pdbs, daemonsets, podgroups, queues."""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomKind:
+    """A custom resource watched only while its group/version serves it."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    convert: Callable[[Mapping[str, Any]], Any]
+
+
+KAI_PODGROUPS = CustomKind(
+    "podgroups", convert.KAI_GROUP, "v2alpha2", "podgroups", True, convert.podgroup_from_dict
+)
+KAI_QUEUES = CustomKind("queues", convert.KAI_GROUP, "v2", "queues", False, convert.queue_from_dict)
+
+
+class ClusterCache:
+    """Informers for everything a Snapshot holds; ``snapshot()`` is an atomic, sorted copy of all of them.
+
+    ``namespace`` limits pods, PDBs, DaemonSets and PodGroups to one namespace (tests, single-tenant setups);
+    with the default None they are watched cluster-wide, which scale-down needs to see every pod on a node.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str | None = None,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        crd_probe_interval: float = 180.0,
+        backoff_base: float = 0.2,
+        backoff_max: float = 30.0,
+        custom_kinds: tuple[CustomKind, ...] = (KAI_PODGROUPS, KAI_QUEUES),
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._options: dict[str, Any] = {
+            "page_size": page_size,
+            "watch_timeout": watch_timeout,
+            "backoff_base": backoff_base,
+            "backoff_max": backoff_max,
+        }
+        self._probe_interval = crd_probe_interval
+        self._custom_kinds = custom_kinds
+        # One lock for every informer: snapshot() then copies all kinds at one instant.
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._stop = threading.Event()
+        self._probed = threading.Event()
+        self._probe_thread: threading.Thread | None = None
+        self._probes = 0
+        core = client.core
+        policy = client.api(kubernetes.client.PolicyV1Api)
+        apps = client.api(kubernetes.client.AppsV1Api)
+        if namespace:
+            pods: ListFn = functools.partial(core.list_namespaced_pod, namespace)
+            pdbs: ListFn = functools.partial(policy.list_namespaced_pod_disruption_budget, namespace)
+            daemonsets: ListFn = functools.partial(apps.list_namespaced_daemon_set, namespace)
+        else:
+            pods = core.list_pod_for_all_namespaces
+            pdbs = policy.list_pod_disruption_budget_for_all_namespaces
+            daemonsets = apps.list_daemon_set_for_all_namespaces
+        self._informers: dict[str, Informer[Any]] = {
+            "pods": self._informer("pods", pods, convert.pod_from_dict),
+            "nodes": self._informer("nodes", core.list_node, convert.node_from_dict),
+            "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_dict),
+            "daemonsets": self._informer("daemonsets", daemonsets, convert.daemonset_from_dict),
+        }
+
+    def _informer(
+        self, kind: str, list_fn: ListFn, conv: Callable[[Mapping[str, Any]], Any]
+    ) -> Informer[Any]:
+        informer: Informer[Any] = Informer(
+            kind, self._client, list_fn, conv, lock=self._lock, **self._options
+        )
+        informer.add_listener(functools.partial(self._dispatch, kind))
+        return informer
+
+    def _custom_list_fn(self, ck: CustomKind) -> ListFn:
+        custom = self._client.api(kubernetes.client.CustomObjectsApi)
+        if not ck.namespaced:
+            return functools.partial(custom.list_cluster_custom_object, ck.group, ck.version, ck.plural)
+        if self._namespace:
+            return functools.partial(
+                custom.list_namespaced_custom_object, ck.group, ck.version, self._namespace, ck.plural
+            )
+        return functools.partial(
+            custom.list_custom_object_for_all_namespaces, ck.group, ck.version, ck.plural
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every informer and the CRD probe (idempotent)."""
+        if self._probe_thread is not None:
+            return
+        self._stop.clear()
+        for informer in list(self._informers.values()):
+            informer.start()
+        self._probe_thread = threading.Thread(target=self._probe_loop, name="crd-probe", daemon=True)
+        self._probe_thread.start()
+
+    def stop(self) -> None:
+        """Stop the probe and every informer."""
+        self._stop.set()
+        if self._probe_thread is not None:
+            self._probe_thread.join(5.0)
+            self._probe_thread = None
+        with self._lock:
+            informers = list(self._informers.values())
+        for informer in informers:
+            informer.stop()
+
+    def has_synced(self) -> bool:
+        """Every watched kind has been listed once (and the CRDs probed once)."""
+        with self._lock:
+            informers = list(self._informers.values())
+        return self._probed.is_set() and all(i.has_synced() for i in informers)
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        """Block until :meth:`has_synced`, at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        if not self._probed.wait(timeout):
+            return False
+        while True:
+            with self._lock:
+                informers = list(self._informers.values())
+            for informer in informers:
+                if not informer.wait_for_sync(max(0.0, deadline - time.monotonic())):
+                    return False
+            if self.has_synced():  # a CRD may have appeared meanwhile: wait for its informer too
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn(kind, event_type, old, new)`` on the informer thread after each cache change."""
+        self._listeners.append(fn)
+
+    def snapshot(self) -> Snapshot:
+        """A consistent copy of every kind, each sorted by (namespace, name) so runs are deterministic."""
+        with self._lock:
+            return Snapshot(
+                pods=tuple(self._items("pods")),
+                nodes=tuple(self._items("nodes")),
+                pdbs=tuple(self._items("pdbs")),
+                daemonsets=tuple(self._items("daemonsets")),
+                podgroups=tuple(self._items("podgroups")),
+                queues=tuple(self._items("queues")),
+            )
+
+    def _items(self, kind: str) -> list[Any]:
+        informer = self._informers.get(kind)
+        return informer.items() if informer is not None else []
+
+    def watched_kinds(self) -> list[str]:
+        """Kinds currently watched (the KAI ones only while their CRDs exist)."""
+        with self._lock:
+            return sorted(self._informers)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per kind: objects, lists, relists, watches, watch_restarts, watch_errors, decode_errors, synced."""
+        with self._lock:
+            informers = dict(self._informers)
+            result = {kind: informer.stats() for kind, informer in informers.items()}
+            result["crd_probe"] = {"probes": self._probes}
+            return result
+
+    # --- internals -------------------------------------------------------------------------------------------
+
+    def _dispatch(self, kind: str, etype: str, old: Any, new: Any) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(kind, etype, old, new)
+            except Exception:
+                log.exception("cluster cache listener failed", kind=kind, event_type=etype)
+
+    def _probe_loop(self) -> None:
+        while not self._stop.is_set():
+            self.probe_custom_kinds()
+            self._probed.set()
+            self._stop.wait(self._probe_interval)
+
+    def _served(self, ck: CustomKind) -> bool | None:
+        """Whether the API server serves the custom kind; None when the probe itself failed."""
+        custom = self._client.api(kubernetes.client.CustomObjectsApi)
+        try:
+            body = self._client.call(custom.get_api_resources, ck.group, ck.version)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            log.warning(
+                "custom resource probe failed",
+                kind=ck.kind,
+                group_version=f"{ck.group}/{ck.version}",
+                status=exc.status,
+                error=api_error_message(exc),
+            )
+            return None
+        except Exception as exc:  # connection trouble: keep the current state, try again next round
+            log.warning("custom resource probe failed", kind=ck.kind, error=type(exc).__name__)
+            return None
+        return any(r.get("name") == ck.plural for r in (body or {}).get("resources") or ())
+
+    def probe_custom_kinds(self) -> None:
+        """Start informers for custom kinds that became served, stop those that went away."""
+        self._probes += 1
+        for ck in self._custom_kinds:
+            served = self._served(ck)
+            if served is None or self._stop.is_set():
+                continue
+            with self._lock:
+                running = self._informers.get(ck.kind)
+            if served and running is None:
+                informer = self._informer(ck.kind, self._custom_list_fn(ck), ck.convert)
+                with self._lock:
+                    self._informers[ck.kind] = informer
+                informer.start()
+                log.info("watching custom resource", kind=ck.kind, group_version=f"{ck.group}/{ck.version}")
+            elif not served and running is not None:
+                with self._lock:
+                    del self._informers[ck.kind]
+                running.stop()
+                for item in running.items():
+                    self._dispatch(ck.kind, DELETED, item, None)
+                log.info("custom resource gone", kind=ck.kind, group_version=f"{ck.group}/{ck.version}")

@@ -1,0 +1,408 @@
+"""SimulatedProvider: an in-memory (or file-shared) cloud that sells the offerings of a catalog CSV.
+
+It behaves like a real provider where tidal can tell the difference: launches are idempotent by token and
+fall back across candidates, capacity and quota failures raise the contract's errors, instances go
+pending → running → (Node registered, Ready) → (GPUs allocatable) on a clock, and a terminated or reclaimed
+instance's Node turns NotReady but stays until tidal deletes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+from autoscaler.allocatable import node_allocatable
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.config import Config
+from autoscaler.model import (
+    LABEL_CLUSTER,
+    LABEL_LAUNCH_TOKEN,
+    LABEL_MANAGED,
+    Instance,
+    LaunchRequest,
+    Offering,
+)
+from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
+from providers.simulated.settings import (
+    SECTION,
+    CapacityRule,
+    ProviderConfigError,
+    load_catalog,
+    parse_settings,
+)
+from providers.simulated.state import (
+    PENDING,
+    RUNNING,
+    TERMINATED,
+    CloudState,
+    FileStore,
+    InstanceRecord,
+    MemoryStore,
+    StateStore,
+)
+
+__all__ = ["TERMINATED_RETENTION", "SimulatedProvider"]
+
+log = structlog.get_logger("tidal.providers.simulated")
+
+TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
+CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
+_REGISTER, _GPUS, _DOWN = "register", "gpus", "down"
+
+
+class SimulatedProvider:
+    """A CloudProvider whose offerings come from a catalog CSV and whose instances exist only here."""
+
+    name = "simulated"
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        kube: NodeRegistrar | None = None,
+        seed: int = 0,
+    ) -> None:
+        """Check the ``simulated:`` section and read the catalog; :class:`ProviderConfigError` if unusable."""
+        self.config = config
+        self.settings = parse_settings(config.providers.get(SECTION) or {})
+        self.catalog = load_catalog(self.settings, config)
+        self.clock = clock
+        self.seed = seed
+        self.kube = kube if self.settings.register_nodes else None
+        self.calls: list[tuple[str, str]] = []
+        self._by_key: dict[str, Offering] = {}
+        for offering in self.catalog.offerings:
+            self._by_key.setdefault(offering.key, offering)
+        self._store: StateStore = MemoryStore()
+        if self.settings.state_file is not None:
+            self._store = FileStore(self.settings.state_file)
+            try:
+                with self._store.transaction():
+                    pass
+            except ProviderError as err:
+                raise ProviderConfigError([f"{SECTION}.stateFile: {err}"]) from None
+        self._lock = threading.Lock()  # calls, injected errors, retry counts
+        self._kube_lock = threading.Lock()  # one thread at a time talks to the API server
+        self._injected: dict[str, list[ProviderError]] = {}
+        self._failures: dict[tuple[str, str], int] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.settings.register_nodes and kube is None:
+            log.info("simulated_nodes_not_registered", reason="no Kubernetes client given")
+
+    # --- the provider contract -------------------------------------------------------------------------
+
+    def offerings(self) -> list[Offering]:
+        """Every catalog offering in the configured zones, ``available=False`` where capacity is failed."""
+        self._enter("offerings", "")
+        with self._store.transaction() as state:
+            return [
+                dataclasses.replace(o, available=self._has_capacity(state, o)) for o in self.catalog.offerings
+            ]
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""
+        keys = ",".join(o.key for o in request.offerings)
+        self._enter("launch", f"token={request.token} offerings={keys}")
+        if not request.token:
+            raise ProviderError("launch request has no idempotency token")
+        if not request.offerings:
+            raise ProviderError(f"launch request {request.token} has no candidate offerings")
+        unknown = [o.key for o in request.offerings if o.key not in self._by_key]
+        if unknown:
+            raise ProviderError(f"launch request {request.token}: not offered here: {', '.join(unknown)}")
+        now = self.clock()
+        quota = self.settings.quota_gpus
+        with self._store.transaction() as state:
+            for record in state.instances.values():
+                if record.cluster == self.config.cluster_name and record.token == request.token:
+                    log.info("launch_repeated", token=request.token, instance=record.id, state=record.state)
+                    return record.instance()
+            gpus_in_use = sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
+            no_capacity, over_quota = [], []
+            for candidate in request.offerings:
+                offering = self._by_key[candidate.key]
+                if not self._has_capacity(state, offering):
+                    no_capacity.append(candidate)
+                elif quota is not None and gpus_in_use + offering.gpu_count > quota:
+                    over_quota.append(candidate)
+                else:
+                    record = self._new_record(state, request, offering, now)
+                    state.instances[record.id] = record
+                    log.info(
+                        "instance_launched",
+                        instance=record.id,
+                        offering=offering.key,
+                        token=request.token,
+                        skipped=len(no_capacity) + len(over_quota),
+                    )
+                    return record.instance()
+        if over_quota:
+            log.info("launch_over_quota", token=request.token, quota_gpus=quota, gpus_in_use=gpus_in_use)
+            raise QuotaExceeded(
+                f"GPU quota of {quota} reached ({gpus_in_use} in use); "
+                f"{', '.join(o.key for o in over_quota)} would exceed it"
+            )
+        log.info("launch_no_capacity", token=request.token, offerings=keys)
+        raise CapacityUnavailable(no_capacity)
+
+    def terminate(self, instance: Instance) -> None:
+        """Terminate; an instance that is already terminated or gone is fine. The Node is left to tidal."""
+        self._enter("terminate", instance.id)
+        with self._store.transaction() as state:
+            record = state.instances.get(instance.id)
+            if record is None:
+                log.debug("terminate_unknown_instance", instance=instance.id)
+                return
+            if record.tags.get(LABEL_CLUSTER) != self.config.cluster_name:
+                raise ProviderError(
+                    f"instance {instance.id} belongs to cluster {record.tags.get(LABEL_CLUSTER)!r}, "
+                    f"not {self.config.cluster_name!r}; not terminating it"
+                )
+            if record.state != TERMINATED:
+                self._end(record, interrupted=False)
+
+    def instances(self) -> list[Instance]:
+        """Instances tagged with this cluster, in any state; terminated ones for 10 minutes."""
+        self._enter("instances", "")
+        with self._store.transaction() as state:
+            records = sorted(state.instances.values(), key=lambda r: (r.created, r.id))
+            return [r.instance() for r in records if r.tags.get(LABEL_CLUSTER) == self.config.cluster_name]
+
+    # --- test hooks ------------------------------------------------------------------------------------
+
+    def fail_capacity(
+        self, instance_type: str | None = None, zone: str | None = None, capacity_type: str | None = None
+    ) -> None:
+        """From now on offerings matching the pattern (None = any) have no capacity."""
+        self._set_capacity(CapacityRule(instance_type, zone, capacity_type, has_capacity=False))
+
+    def restore_capacity(
+        self, instance_type: str | None = None, zone: str | None = None, capacity_type: str | None = None
+    ) -> None:
+        """From now on offerings matching the pattern have capacity again (config failures included)."""
+        self._set_capacity(CapacityRule(instance_type, zone, capacity_type, has_capacity=True))
+
+    def interrupt(self, instance_id: str) -> Instance:
+        """Reclaim an instance as a spot interruption does: terminated now, its Node goes NotReady."""
+        self.advance()
+        with self._store.transaction() as state:
+            record = state.instances.get(instance_id)
+            if record is None:
+                raise KeyError(f"no simulated instance {instance_id!r}")
+            if record.state != TERMINATED:
+                self._end(record, interrupted=True)
+            return record.instance()
+
+    def inject_error(self, method: str, error: ProviderError, count: int = 1) -> None:
+        """Make the next ``count`` calls of a contract method raise ``error`` (e.g. ``Throttled(2.0)``)."""
+        if method not in CONTRACT_METHODS:
+            raise ValueError(f"{method!r} is not one of {', '.join(CONTRACT_METHODS)}")
+        with self._lock:
+            self._injected.setdefault(method, []).extend([error] * count)
+
+    # --- time ------------------------------------------------------------------------------------------
+
+    def advance(self) -> None:
+        """Move time-based state to ``clock()``: pending → running, Node registration, GPUs, NotReady."""
+        now = self.clock()
+        with self._store.transaction() as state:
+            self._progress(state, now)
+            work = self._due(state, now) if self.kube is not None else []
+        if not work or not self._kube_lock.acquire(blocking=False):
+            return  # another thread is already talking to the API server; it or the next advance will do it
+        try:
+            done = [(action, record.id) for action, record in work if self._node_step(action, record, now)]
+        finally:
+            self._kube_lock.release()
+        if done:
+            with self._store.transaction() as state:
+                for action, instance_id in done:
+                    if (record := state.instances.get(instance_id)) is not None:
+                        _record_done(record, action, now)
+
+    def start(self, interval: float = 0.2) -> None:
+        """Run :meth:`advance` every ``interval`` seconds in a daemon thread (for the live daemon)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._run, args=(interval,), name="simulated-cloud", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread started by :meth:`start` and wait for it."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _enter(self, method: str, summary: str) -> None:
+        with self._lock:
+            self.calls.append((method, summary))
+        self.advance()
+        with self._lock:
+            queued = self._injected.get(method)
+            error = queued.pop(0) if queued else None
+        if error is not None:
+            log.info("injected_error", method=method, error=type(error).__name__)
+            raise error
+
+    def _has_capacity(self, state: CloudState, offering: Offering) -> bool:
+        verdict = True
+        for rule in (*self.settings.capacity_failures, *state.capacity_rules):
+            if rule.matches(offering):
+                verdict = rule.has_capacity
+        return verdict
+
+    def _set_capacity(self, rule: CapacityRule) -> None:
+        self.advance()
+        with self._store.transaction() as state:
+            state.set_capacity(rule)
+        log.info("capacity_changed", offerings=rule.describe(), has_capacity=rule.has_capacity)
+
+    def _new_record(
+        self, state: CloudState, request: LaunchRequest, offering: Offering, now: float
+    ) -> InstanceRecord:
+        while True:
+            state.counter += 1
+            digest = hashlib.sha256(f"{self.seed}:{state.counter}".encode()).hexdigest()
+            instance_id = f"sim-{digest[:8]}"
+            if instance_id not in state.instances:
+                break
+        settings = self.settings
+        tags = {
+            **request.tags,
+            LABEL_CLUSTER: self.config.cluster_name,
+            LABEL_MANAGED: "true",
+            LABEL_LAUNCH_TOKEN: request.token,
+        }
+        return InstanceRecord(
+            id=instance_id,
+            cluster=self.config.cluster_name,
+            token=request.token,
+            offering=offering,
+            created=now,
+            running_at=now + settings.launch_delay,
+            register_at=now + settings.launch_delay + settings.registration_delay,
+            gpu_ready_delay=settings.gpu_ready_delay,
+            tags=tags,
+            labels=dict(request.labels),
+            taints=tuple(request.taints),
+            state=RUNNING if settings.launch_delay <= 0 else PENDING,
+        )
+
+    def _end(self, record: InstanceRecord, *, interrupted: bool) -> None:
+        record.state = TERMINATED
+        record.terminated_at = self.clock()
+        record.interrupted = interrupted
+        log.info("instance_terminated", instance=record.id, interrupted=interrupted)
+
+    def _progress(self, state: CloudState, now: float) -> None:
+        for record in list(state.instances.values()):
+            if record.state == PENDING and now >= record.running_at:
+                record.state = RUNNING
+                log.info("instance_running", instance=record.id)
+            elif record.terminated_at is not None and now - record.terminated_at >= TERMINATED_RETENTION:
+                del state.instances[record.id]
+                log.debug("instance_forgotten", instance=record.id)
+
+    def _due(self, state: CloudState, now: float) -> list[tuple[str, InstanceRecord]]:
+        work = []
+        for record in state.instances.values():
+            if record.cluster != self.config.cluster_name:
+                continue  # another cluster's kubelets register with another API server
+            registered = record.registered_at
+            if record.state == RUNNING and registered is None and now >= record.register_at:
+                work.append((_REGISTER, dataclasses.replace(record)))
+            elif (
+                record.state == RUNNING
+                and registered is not None
+                and record.offering.gpu_count
+                and not record.gpus_reported
+                and now >= registered + record.gpu_ready_delay
+            ):
+                work.append((_GPUS, dataclasses.replace(record)))
+            elif record.state == TERMINATED and registered is not None and not record.node_down:
+                work.append((_DOWN, dataclasses.replace(record)))
+        return work
+
+    def _node_step(self, action: str, record: InstanceRecord, now: float) -> bool:
+        """One API write for one node; False (logged, retried on the next advance) when it fails."""
+        assert self.kube is not None
+        offering = record.offering
+        capacity = offering.capacity()
+        allocatable = node_allocatable(offering, self.config.cloud, reserved=self.config.kube_reserved)
+        try:
+            if action == _REGISTER:
+                manifest = node_manifest(
+                    name=record.id,
+                    provider_id=record.provider_id,
+                    instance_type=offering.instance_type,
+                    zone=offering.zone,
+                    region=offering.region or self.catalog.region,
+                    arch=offering.arch.value,
+                    labels=record.labels,
+                    taints=record.taints,
+                    capacity=capacity,
+                    allocatable=allocatable,
+                    now=now,
+                )
+                created = self.kube.create(manifest)
+                log.info("node_registered" if created else "node_already_registered", node=record.id)
+            elif action == _GPUS:
+                found = self.kube.patch_status(record.id, gpu_status(capacity, allocatable))
+                log.info("node_gpus_ready" if found else "node_gone_before_gpus", node=record.id)
+            else:
+                found = self.kube.mark_unreachable(record.id, now)
+                log.info("node_not_ready" if found else "node_already_deleted", node=record.id)
+        except Exception as err:  # any API or transport failure: the next advance tries again
+            with self._lock:
+                attempts = self._failures[(action, record.id)] = (
+                    self._failures.get((action, record.id), 0) + 1
+                )
+            if attempts & (attempts - 1) == 0:  # 1, 2, 4, 8, ... so an outage does not flood the log
+                log.warning(
+                    "node_update_failed",
+                    action=action,
+                    node=record.id,
+                    attempts=attempts,
+                    error=_describe(err),
+                )
+            return False
+        with self._lock:
+            self._failures.pop((action, record.id), None)
+        return True
+
+    def _run(self, interval: float) -> None:
+        while not self._stopping.wait(interval):
+            try:
+                self.advance()
+            except Exception as err:  # keep the simulated cloud running; the next tick tries again
+                log.warning("simulated_advance_failed", error=_describe(err))
+
+
+def _record_done(record: InstanceRecord, action: str, now: float) -> None:
+    if action == _REGISTER and record.registered_at is None:
+        record.registered_at = now
+    elif action == _GPUS:
+        record.gpus_reported = True
+    elif action == _DOWN:
+        record.node_down = True
+
+
+def _describe(err: BaseException) -> str:
+    status = getattr(err, "status", None)
+    reason = getattr(err, "reason", None)
+    if status is not None:
+        return f"{type(err).__name__}: HTTP {status} {reason or ''}".strip()
+    return f"{type(err).__name__}: {err}"

@@ -1,0 +1,182 @@
+"""Stand-ins for kube-scheduler and KAI's queue admission, driving the fake API server.
+
+Each ``step()`` binds pending pods to nodes with room (gangs all-or-nothing) and writes the
+``PodScheduled=False`` messages the real schedulers write when they cannot: kube-scheduler's
+``0/N nodes are available: …`` and KAI's over-limit and no-capacity messages.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+from autoscaler.fit import affinity_matches, tolerates_all
+from autoscaler.kube.convert import node_from_dict, pod_from_dict, podgroup_from_dict, queue_from_dict
+from autoscaler.model import Node, Pod
+from autoscaler.resources import PODS, Resources
+from tests.fakes.kube_apiserver import FakeApiServer
+
+KAI = "kai-scheduler"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SchedulerStandIn:
+    """Binds what fits; explains what does not, in each scheduler's own words."""
+
+    def __init__(
+        self, api: FakeApiServer, *, schedulers: tuple[str, ...] = ("default-scheduler", KAI)
+    ) -> None:
+        self.api = api
+        self.schedulers = schedulers
+        self.bound: list[tuple[str, str]] = []
+
+    def _state(self) -> tuple[list[Node], dict[str, Resources], list[Pod], dict[str, Any]]:
+        nodes = [node_from_dict(n) for n in self.api.list("nodes")]
+        usable = [n for n in nodes if n.ready and not n.unschedulable and not n.deleting]
+        free = {n.name: n.allocatable for n in usable}
+        pending: list[Pod] = []
+        for raw in self.api.list("pods"):
+            pod = pod_from_dict(raw)
+            if pod.node_name and not pod.finished and pod.node_name in free:
+                free[pod.node_name] = free[pod.node_name] - pod.requests - {PODS: 1000}
+            elif not pod.node_name and pod.phase == "Pending" and pod.scheduler_name in self.schedulers:
+                pending.append(pod)
+        pending.sort(key=lambda p: (p.created, p.name))
+        groups = {}
+        try:
+            groups = {(g.namespace, g.name): g for g in map(podgroup_from_dict, self.api.list("podgroups"))}
+        except Exception:  # PodGroup CRD not registered in this test
+            groups = {}
+        return usable, free, pending, groups
+
+    def _fits(self, pod: Pod, node: Node, room: Resources) -> bool:
+        return (
+            (pod.requests + {PODS: 1000}).fits_in(room)
+            and all(node.labels.get(k) == v for k, v in pod.node_selector.items())
+            and affinity_matches(pod.affinity, node.labels)
+            and tolerates_all(pod.tolerations, [t for t in node.taints if t.effect != "PreferNoSchedule"])
+        )
+
+    def _place(self, pods: list[Pod], nodes: list[Node], free: dict[str, Resources]) -> dict[str, str] | None:
+        trial = dict(free)
+        where: dict[str, str] = {}
+        for pod in pods:
+            for node in nodes:
+                if self._fits(pod, node, trial[node.name]):
+                    trial[node.name] = trial[node.name] - pod.requests - {PODS: 1000}
+                    where[pod.key] = node.name
+                    break
+            else:
+                return None
+        free.update(trial)
+        return where
+
+    def _queue_usage(self) -> tuple[dict[str, Any], dict[str, int]]:
+        try:
+            queues = {q.name: q for q in map(queue_from_dict, self.api.list("queues"))}
+        except Exception:
+            return {}, {}
+        used: dict[str, int] = defaultdict(int)
+        for raw in self.api.list("pods"):
+            pod = pod_from_dict(raw)
+            queue = pod.labels.get("kai.scheduler/queue", "")
+            if pod.node_name and not pod.finished and queue:
+                used[queue] += pod.requests.gpus
+        return queues, used
+
+    def step(self) -> int:
+        """One scheduling pass; returns how many pods were bound."""
+        nodes, free, pending, groups = self._state()
+        queues, used = self._queue_usage()
+        units: dict[str, list[Pod]] = {}
+        for pod in pending:
+            group = pod.annotations.get("pod-group-name")
+            key = f"{pod.namespace}/{group}" if group and (pod.namespace, group) in groups else pod.key
+            units.setdefault(key, []).append(pod)
+        bound = 0
+        for key, pods in units.items():
+            group = groups.get(tuple(key.split("/", 1)))  # type: ignore[arg-type]
+            if group is not None and len(pods) < group.min_member:
+                continue
+            kai = pods[0].scheduler_name == KAI
+            gpus = sum(p.requests.gpus for p in pods)
+            queue = pods[0].labels.get("kai.scheduler/queue", "")
+            if kai and queue in queues:
+                limit = queues[queue].gpu.limit
+                if limit is not None and used[queue] + gpus > limit:
+                    msg = (
+                        f"OverLimit: {queue} quota has reached the allowable limit of GPUs. Limit is {limit} GPUs, "
+                        f"currently {used[queue]} GPUs allocated and workload requested {gpus} GPUs."
+                    )
+                    self._unschedulable(pods, msg)
+                    continue
+            where = self._place(pods, nodes, free)
+            if where is None:
+                self._unschedulable(pods, self._why(pods[0], nodes, free, kai))
+                continue
+            for pod in pods:
+                self._bind(pod, where[pod.key])
+                bound += 1
+            if kai and queue:
+                used[queue] += gpus
+        return bound
+
+    def _why(self, pod: Pod, nodes: list[Node], free: dict[str, Resources], kai: bool) -> str:
+        if not nodes:
+            return "no nodes available to schedule pods"
+        if kai:
+            return (
+                "No node in the default node-pool has GPU resources"
+                if pod.requests.gpus
+                else (
+                    f"0/{len(nodes)} nodes are available: {len(nodes)} node(s) didn't have enough resources: CPU cores."
+                )
+            )
+        short = sorted({r for n in nodes for r in (pod.requests + {PODS: 1000}).shortfall(free[n.name])})
+        parts = (
+            ", ".join(f"{len(nodes)} Insufficient {r}" for r in short) or f"{len(nodes)} node(s) didn't match"
+        )
+        return f"0/{len(nodes)} nodes are available: {parts}. preemption: 0/{len(nodes)} nodes are available."
+
+    def _bind(self, pod: Pod, node: str) -> None:
+        self.api.patch("pods", pod.namespace, pod.name, {"spec": {"nodeName": node}})
+        self.api.patch_status(
+            "pods",
+            pod.namespace,
+            pod.name,
+            {
+                "phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()}],
+            },
+        )
+        self.bound.append((pod.key, node))
+
+    def _unschedulable(self, pods: list[Pod], message: str) -> None:
+        for pod in pods:
+            cond = pod.scheduled
+            if cond is not None and cond.status == "False" and cond.message == message:
+                continue
+            self.api.patch_status(
+                "pods",
+                pod.namespace,
+                pod.name,
+                {
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                            "lastTransitionTime": _now(),
+                        }
+                    ],
+                },
+            )
+
+    def finish(self, namespace: str, name: str) -> None:
+        """The pod's containers exited successfully (a Job completed)."""
+        self.api.patch_status("pods", namespace, name, {"phase": "Succeeded"})

@@ -1,0 +1,550 @@
+"""The simulated cloud provider: offerings from a catalog, launches, capacity, quota, lifecycle, config."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.cloud import (
+    CapacityUnavailable,
+    CloudProvider,
+    ProviderError,
+    QuotaExceeded,
+    Throttled,
+    available_providers,
+    load_provider,
+)
+from autoscaler.config import Config, ConfigError
+from autoscaler.model import (
+    LABEL_CLUSTER,
+    LABEL_LAUNCH_TOKEN,
+    LABEL_MANAGED,
+    ON_DEMAND,
+    SPOT,
+    Arch,
+    LaunchRequest,
+    Offering,
+    Taint,
+)
+from providers.simulated import TERMINATED_RETENTION, ProviderConfigError, SimulatedProvider
+
+HEADER = (
+    "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,"
+    "arch,on_demand_usd_per_hour,spot_usd_per_hour,zone"
+)
+ROWS = [
+    "aws,us-east-1,m5.xlarge,4,16384,0,0,,,,x86_64,0.192,0.08,",
+    "aws,us-east-1,g5.xlarge,4,16384,1,1,NVIDIA,A10G,24576,x86_64,1.006,0.45,",
+    "aws,us-east-1,g5.12xlarge,48,196608,4,4,NVIDIA,A10G,98304,x86_64,5.672,,",  # no spot price
+    "aws,us-east-1,m7g.large,2,8192,0,0,,,,arm64,0.0816,0.035,us-east-1b",  # one zone only
+    "aws,us-west-2,m5.xlarge,4,16384,0,0,,,,x86_64,0.192,0.07,",
+    "gcp,us-central1,n1-standard-4,4,15360,0,0,,,,x86_64,0.19,0.04,",
+]
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    path = tmp_path / "catalog.csv"
+    path.write_text("\n".join([HEADER, *ROWS]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sim_config(make_config: Callable[..., Config], catalog: Path) -> Callable[..., Config]:
+    """A Config whose ``simulated:`` section reads the test catalog; keyword args add or override keys."""
+
+    def build(section: dict[str, Any] | None = None, **top: Any) -> Config:
+        simulated = {"catalog": str(catalog), **(section or {})}
+        top.setdefault("zones", ["us-east-1a", "us-east-1b"])
+        return make_config(simulated=simulated, **top)
+
+    return build
+
+
+@pytest.fixture
+def provider(sim_config: Callable[..., Config], clock: FakeClock) -> SimulatedProvider:
+    return SimulatedProvider(sim_config(), clock=clock)
+
+
+def offering(p: SimulatedProvider, key: str) -> Offering:
+    return next(o for o in p.offerings() if o.key == key)
+
+
+def request(p: SimulatedProvider, token: str, *keys: str, **extra: Any) -> LaunchRequest:
+    return LaunchRequest(token=token, offerings=tuple(offering(p, k) for k in keys), **extra)
+
+
+# --- offerings ----------------------------------------------------------------------------------------
+
+
+def test_offerings_are_the_catalog_rows_of_the_cloud_and_region_in_the_configured_zones(
+    provider: SimulatedProvider,
+) -> None:
+    keys = {o.key for o in provider.offerings()}
+
+    assert keys == {
+        *(
+            f"{t}/{z}/{c}"
+            for t in ("m5.xlarge", "g5.xlarge")
+            for z in ("us-east-1a", "us-east-1b")
+            for c in (SPOT, ON_DEMAND)
+        ),
+        "g5.12xlarge/us-east-1a/on-demand",
+        "g5.12xlarge/us-east-1b/on-demand",
+        "m7g.large/us-east-1b/spot",
+        "m7g.large/us-east-1b/on-demand",
+    }
+    g5 = offering(provider, "g5.xlarge/us-east-1a/spot")
+    assert (g5.vcpu, g5.memory_mib, g5.gpu_count, g5.gpu_model, g5.price, g5.region) == (
+        4,
+        16384,
+        1,
+        "A10G",
+        0.45,
+        "us-east-1",
+    )
+    assert offering(provider, "m7g.large/us-east-1b/spot").arch is Arch.ARM64
+    assert all(o.available for o in provider.offerings())
+
+
+def test_without_configured_zones_a_zone_less_row_expands_to_three_zones_of_the_region(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(sim_config(zones=[]), clock=clock)
+
+    zones = {o.zone for o in p.offerings() if o.instance_type == "m5.xlarge"}
+    assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+    assert {o.zone for o in p.offerings() if o.instance_type == "m7g.large"} == {"us-east-1b"}
+
+
+def test_a_row_with_a_zone_outside_the_configured_zones_is_not_offered(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(sim_config(zones=["us-east-1a"]), clock=clock)
+
+    assert not [o for o in p.offerings() if o.instance_type == "m7g.large"]
+
+
+def test_catalog_cloud_and_region_can_be_chosen_and_zones_follow_the_clouds_naming(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(sim_config({"catalogCloud": "gcp"}, zones=[]), clock=clock)
+
+    assert {o.key for o in p.offerings() if o.capacity_type == SPOT} == {
+        "n1-standard-4/us-central1-a/spot",
+        "n1-standard-4/us-central1-b/spot",
+        "n1-standard-4/us-central1-c/spot",
+    }
+    west = SimulatedProvider(sim_config({"catalogRegion": "us-west-2"}, zones=[]), clock=clock)
+    assert offering(west, "m5.xlarge/us-west-2a/spot").price == 0.07
+
+
+def test_cloud_simulated_needs_catalog_cloud_when_the_file_has_several_clouds(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    with pytest.raises(ProviderConfigError, match=r"simulated\.catalogCloud: not set.*aws, gcp.*'simulated'"):
+        SimulatedProvider(sim_config(cloud="simulated"), clock=clock)
+
+
+def test_fail_capacity_marks_matching_offerings_unavailable_until_restored(
+    provider: SimulatedProvider,
+) -> None:
+    provider.fail_capacity(instance_type="g5.xlarge", capacity_type=SPOT)
+
+    unavailable = {o.key for o in provider.offerings() if not o.available}
+    assert unavailable == {"g5.xlarge/us-east-1a/spot", "g5.xlarge/us-east-1b/spot"}
+
+    provider.restore_capacity(instance_type="g5.xlarge", zone="us-east-1b")
+    assert {o.key for o in provider.offerings() if not o.available} == {"g5.xlarge/us-east-1a/spot"}
+
+    provider.restore_capacity()
+    assert all(o.available for o in provider.offerings())
+
+
+def test_capacity_failures_from_config_apply_from_the_start_and_can_be_restored(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    failures = [
+        {"instanceType": "g5.xlarge", "zone": "us-east-1a", "capacityType": "spot"},
+        {"zone": "us-east-1b"},
+    ]
+    p = SimulatedProvider(sim_config({"capacityFailures": failures}), clock=clock)
+
+    unavailable = {o.key for o in p.offerings() if not o.available}
+    assert "g5.xlarge/us-east-1a/spot" in unavailable
+    assert {o.zone for o in p.offerings() if not o.available} == {"us-east-1a", "us-east-1b"}
+    assert {o.key for o in p.offerings() if o.zone == "us-east-1a" and not o.available} == {
+        "g5.xlarge/us-east-1a/spot"
+    }
+
+    p.restore_capacity(zone="us-east-1b")
+    assert {o.key for o in p.offerings() if not o.available} == {"g5.xlarge/us-east-1a/spot"}
+
+
+# --- launch -------------------------------------------------------------------------------------------
+
+
+def test_launch_takes_the_first_candidate_with_capacity(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    provider.fail_capacity(instance_type="g5.xlarge", zone="us-east-1a", capacity_type=SPOT)
+    req = request(
+        provider,
+        "tok-1",
+        "g5.xlarge/us-east-1a/spot",
+        "g5.xlarge/us-east-1b/spot",
+        "g5.xlarge/us-east-1a/on-demand",
+        labels={"team": "ml"},
+        taints=(Taint("nvidia.com/gpu", "true"),),
+        tags={"CostCenter": "42"},
+    )
+
+    instance = provider.launch(req)
+
+    assert (instance.instance_type, instance.zone, instance.capacity_type) == (
+        "g5.xlarge",
+        "us-east-1b",
+        SPOT,
+    )
+    assert instance.id.startswith("sim-") and len(instance.id) == 12
+    int(instance.id[4:], 16)
+    assert instance.provider_id == f"simulated:///us-east-1b/{instance.id}"
+    assert (instance.state, instance.launch_token, instance.created) == ("pending", "tok-1", clock.now)
+    assert (instance.price, instance.gpu_count) == (0.45, 1)
+    assert instance.tags == {
+        "CostCenter": "42",
+        LABEL_CLUSTER: "tidal",
+        LABEL_MANAGED: "true",
+        LABEL_LAUNCH_TOKEN: "tok-1",
+    }
+    assert provider.calls[-1] == (
+        "launch",
+        "token=tok-1 offerings=g5.xlarge/us-east-1a/spot,g5.xlarge/us-east-1b/spot,g5.xlarge/us-east-1a/on-demand",
+    )
+
+
+def test_launch_uses_the_clouds_own_availability_not_the_stale_flag_in_the_request(
+    provider: SimulatedProvider,
+) -> None:
+    req = request(provider, "tok-1", "m5.xlarge/us-east-1a/spot")  # available=True when the request was built
+    provider.fail_capacity(instance_type="m5.xlarge")
+
+    with pytest.raises(CapacityUnavailable):
+        provider.launch(req)
+
+
+def test_capacity_unavailable_lists_every_candidate_without_capacity(provider: SimulatedProvider) -> None:
+    provider.fail_capacity(instance_type="g5.xlarge")
+    req = request(provider, "tok-1", "g5.xlarge/us-east-1a/spot", "g5.xlarge/us-east-1b/on-demand")
+
+    with pytest.raises(CapacityUnavailable) as caught:
+        provider.launch(req)
+
+    assert [o.key for o in caught.value.offerings] == [
+        "g5.xlarge/us-east-1a/spot",
+        "g5.xlarge/us-east-1b/on-demand",
+    ]
+    assert provider.instances() == []
+
+
+def test_the_same_token_returns_the_same_instance_and_creates_nothing(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    req = request(provider, "tok-1", "m5.xlarge/us-east-1a/spot")
+    first = provider.launch(req)
+    clock.tick(1)
+
+    again = provider.launch(req)
+
+    assert again == first
+    assert len(provider.instances()) == 1
+    other = provider.launch(request(provider, "tok-2", "m5.xlarge/us-east-1a/spot"))
+    assert other.id != first.id
+    assert len(provider.instances()) == 2
+
+
+def test_instance_ids_are_deterministic_for_a_seed(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    def ids(seed: int) -> list[str]:
+        p = SimulatedProvider(sim_config(), clock=clock, seed=seed)
+        return [p.launch(request(p, f"t{i}", "m5.xlarge/us-east-1a/spot")).id for i in range(3)]
+
+    assert ids(7) == ids(7)
+    assert ids(7) != ids(8)
+    assert len(set(ids(7))) == 3
+
+
+def test_launch_rejects_offerings_this_cloud_does_not_sell(provider: SimulatedProvider) -> None:
+    alien = Offering("p5.48xlarge", "us-east-1a", SPOT, vcpu=192, memory_mib=2_097_152, price=30.0)
+
+    with pytest.raises(ProviderError, match=r"not offered here: p5\.48xlarge/us-east-1a/spot"):
+        provider.launch(LaunchRequest(token="t", offerings=(alien,)))
+    with pytest.raises(ProviderError, match="no candidate offerings"):
+        provider.launch(LaunchRequest(token="t", offerings=()))
+
+
+def test_gpu_quota_counts_instances_not_terminated(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(sim_config({"quotaGPUs": 5}), clock=clock)
+    big = p.launch(request(p, "big", "g5.12xlarge/us-east-1a/on-demand"))
+    p.launch(request(p, "one", "g5.xlarge/us-east-1a/spot"))
+
+    with pytest.raises(QuotaExceeded, match="GPU quota of 5"):
+        p.launch(request(p, "two", "g5.xlarge/us-east-1a/spot"))
+    assert (
+        p.launch(request(p, "cpu", "m5.xlarge/us-east-1a/spot")).gpu_count == 0
+    )  # CPU nodes are not limited
+
+    p.terminate(big)
+    assert p.launch(request(p, "two", "g5.xlarge/us-east-1a/spot")).state == "pending"
+
+
+def test_quota_skips_a_candidate_that_would_exceed_it_for_one_that_does_not(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(sim_config({"quotaGPUs": 1}), clock=clock)
+
+    instance = p.launch(request(p, "t", "g5.12xlarge/us-east-1a/on-demand", "g5.xlarge/us-east-1a/on-demand"))
+
+    assert instance.instance_type == "g5.xlarge"
+
+
+# --- lifecycle ----------------------------------------------------------------------------------------
+
+
+def test_an_instance_is_pending_until_the_launch_delay_has_passed(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    launched = provider.launch(request(provider, "t", "m5.xlarge/us-east-1a/spot"))
+
+    clock.tick(1.9)
+    assert [i.state for i in provider.instances()] == ["pending"]
+    clock.tick(0.1)
+    assert [i.state for i in provider.instances()] == ["running"]
+    assert provider.instances()[0].id == launched.id
+
+
+def test_a_zero_launch_delay_starts_running(sim_config: Callable[..., Config], clock: FakeClock) -> None:
+    p = SimulatedProvider(sim_config({"launchDelay": "0s"}), clock=clock)
+
+    assert p.launch(request(p, "t", "m5.xlarge/us-east-1a/spot")).state == "running"
+
+
+def test_terminate_is_idempotent_and_terminated_instances_are_listed_for_ten_minutes(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    instance = provider.launch(request(provider, "t", "m5.xlarge/us-east-1a/spot"))
+    clock.tick(5)
+
+    provider.terminate(instance)
+    provider.terminate(instance)
+
+    assert [i.state for i in provider.instances()] == ["terminated"]
+    clock.tick(TERMINATED_RETENTION - 1)
+    assert [i.state for i in provider.instances()] == ["terminated"]
+    clock.tick(1)
+    assert provider.instances() == []
+    provider.terminate(instance)  # gone entirely: still fine
+
+
+def test_interrupt_reclaims_an_instance(provider: SimulatedProvider, clock: FakeClock) -> None:
+    instance = provider.launch(request(provider, "t", "g5.xlarge/us-east-1a/spot"))
+    clock.tick(10)
+
+    reclaimed = provider.interrupt(instance.id)
+
+    assert reclaimed.state == "terminated"
+    assert [i.state for i in provider.instances()] == ["terminated"]
+    with pytest.raises(KeyError):
+        provider.interrupt("sim-00000000")
+
+
+def test_instances_are_found_by_the_cluster_tag(
+    sim_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    shared = {"stateFile": str(tmp_path / "cloud.json")}
+    ours = SimulatedProvider(sim_config(shared), clock=clock)
+    theirs = SimulatedProvider(sim_config(shared, clusterName="other"), clock=clock)
+
+    mine = ours.launch(request(ours, "t1", "m5.xlarge/us-east-1a/spot"))
+    foreign = theirs.launch(request(theirs, "t1", "m5.xlarge/us-east-1a/spot"))
+
+    assert [i.id for i in ours.instances()] == [mine.id]
+    assert [i.id for i in theirs.instances()] == [foreign.id]
+    assert foreign.id != mine.id
+    with pytest.raises(ProviderError, match="belongs to cluster 'other'"):
+        ours.terminate(foreign)
+
+
+def test_two_providers_on_one_state_file_share_the_cloud(
+    sim_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    config = sim_config({"stateFile": str(tmp_path / "cloud.json")})
+    leader, follower = SimulatedProvider(config, clock=clock), SimulatedProvider(config, clock=clock)
+
+    launched = leader.launch(request(leader, "t1", "m5.xlarge/us-east-1a/spot"))
+    follower.fail_capacity(zone="us-east-1a")
+
+    assert follower.launch(request(follower, "t1", "m5.xlarge/us-east-1a/spot")) == launched
+    assert [i.id for i in follower.instances()] == [launched.id]
+    assert not offering(leader, "m5.xlarge/us-east-1a/spot").available
+    follower.terminate(launched)
+    assert [i.state for i in leader.instances()] == ["terminated"]
+
+
+def test_injected_errors_are_raised_by_the_next_calls(provider: SimulatedProvider) -> None:
+    provider.inject_error("launch", Throttled(2.0), count=2)
+    req = request(provider, "t", "m5.xlarge/us-east-1a/spot")
+
+    for _ in range(2):
+        with pytest.raises(Throttled):
+            provider.launch(req)
+    assert provider.launch(req).state == "pending"
+    with pytest.raises(ValueError, match="'reboot' is not one of"):
+        provider.inject_error("reboot", ProviderError("x"))
+
+
+def test_calls_are_recorded_for_assertions(provider: SimulatedProvider) -> None:
+    instance = provider.launch(request(provider, "t", "m5.xlarge/us-east-1a/spot"))
+    provider.terminate(instance)
+    provider.instances()
+
+    assert [c[0] for c in provider.calls] == ["offerings", "launch", "terminate", "instances"]
+    assert provider.calls[2] == ("terminate", instance.id)
+
+
+def test_start_advances_time_in_a_background_thread(sim_config: Callable[..., Config]) -> None:
+    clock = FakeClock()
+    p = SimulatedProvider(sim_config(), clock=clock)
+    p.launch(request(p, "t", "m5.xlarge/us-east-1a/spot"))
+
+    def states() -> list[str]:  # look at the cloud without calling a public method (they advance too)
+        with p._store.transaction() as state:
+            return [r.state for r in state.instances.values()]
+
+    p.start(interval=0.01)
+    try:
+        clock.tick(3)
+        deadline = time.monotonic() + 5
+        while states() != ["running"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        p.stop()
+    assert states() == ["running"]
+
+
+# --- configuration ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"launchDely": "2s"}, "simulated.launchDely: unknown key (did you mean 'launchDelay'?)"),
+        ({"launchDelay": "soon"}, "simulated.launchDelay: 'soon' is not a duration"),
+        ({"registrationDelay": -1}, "simulated.registrationDelay: -1 is below 0"),
+        ({"registerNodes": "yes"}, "simulated.registerNodes: 'yes' is not true or false"),
+        ({"quotaGPUs": -2}, "simulated.quotaGPUs: -2 is below 0"),
+        ({"quotaGPUs": "eight"}, "simulated.quotaGPUs: 'eight' is not an integer"),
+        ({"capacityFailures": "g5.xlarge"}, "simulated.capacityFailures: 'g5.xlarge' is not a list"),
+        (
+            {"capacityFailures": [{"instanceTyp": "g5.xlarge"}]},
+            "simulated.capacityFailures[0].instanceTyp: unknown key",
+        ),
+        (
+            {"capacityFailures": [{"capacityType": "spots"}]},
+            "simulated.capacityFailures[0].capacityType: 'spots' is not one of",
+        ),
+        (
+            {"capacityFailures": [{"instanceType": "g5.xlarg"}]},
+            "simulated.capacityFailures[0]: g5.xlarg/*/* matches no offering",
+        ),
+        (
+            {"catalog": "/nonexistent/catalog.csv"},
+            "simulated.catalog: '/nonexistent/catalog.csv': No such file",
+        ),
+        ({"catalog": None}, "simulated.catalog: null is not a string"),
+        ({"catalogCloud": "oracle"}, "simulated.catalogCloud: 'oracle' has no rows in"),
+        ({"catalogRegion": "mars-1"}, "simulated.catalogRegion: 'mars-1' has no rows in"),
+        ({"stateFile": "/nonexistent/dir/state.json"}, "simulated.stateFile: cannot open"),
+    ],
+)
+def test_bad_settings_give_one_line_naming_the_key_and_value(
+    sim_config: Callable[..., Config], clock: FakeClock, section: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ProviderConfigError) as caught:
+        SimulatedProvider(sim_config(section), clock=clock)
+
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith(message), text
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, ConfigError)
+
+
+def test_every_problem_is_reported_at_once(sim_config: Callable[..., Config], clock: FakeClock) -> None:
+    with pytest.raises(ProviderConfigError) as caught:
+        SimulatedProvider(sim_config({"launchDelay": "x", "gpuReadyDelay": "y"}), clock=clock)
+
+    assert caught.value.errors[0].startswith("simulated.launchDelay")
+    assert caught.value.errors[1].startswith("simulated.gpuReadyDelay")
+
+
+def test_the_catalog_is_required(make_config: Callable[..., Config], clock: FakeClock) -> None:
+    with pytest.raises(ProviderConfigError, match=r"^simulated\.catalog: required"):
+        SimulatedProvider(make_config(), clock=clock)
+
+
+def test_a_catalog_without_the_required_columns_is_rejected(
+    make_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("cloud,region,instance_type\naws,us-east-1,m5.xlarge\n", encoding="utf-8")
+
+    with pytest.raises(ProviderConfigError, match=r"^simulated\.catalog: .*missing columns vcpu"):
+        SimulatedProvider(make_config(simulated={"catalog": str(bad)}), clock=clock)
+
+
+def test_a_corrupt_state_file_is_reported_as_a_setting_problem(
+    sim_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    state = tmp_path / "cloud.json"
+    state.write_text("{not json", encoding="utf-8")
+
+    with pytest.raises(ProviderConfigError, match=r"^simulated\.stateFile: .*is not a state document"):
+        SimulatedProvider(sim_config({"stateFile": str(state)}), clock=clock)
+
+
+# --- registration as a plugin -------------------------------------------------------------------------
+
+
+def test_the_provider_loads_through_the_entry_point(sim_config: Callable[..., Config]) -> None:
+    assert "simulated" in available_providers()
+
+    p = load_provider("simulated", sim_config())
+
+    assert isinstance(p, SimulatedProvider)
+    assert isinstance(p, CloudProvider)
+    assert p.name == "simulated"
