@@ -73,6 +73,9 @@ def offerings_from_rows(
             arch = Arch.parse(row.get("arch") or "x86_64")
         except ValueError as err:
             raise CatalogError(f"{where}: arch: {err}") from None
+        vcpu = _number(row, "vcpu", where)
+        if vcpu != int(vcpu) or vcpu < 1:
+            continue  # shared-core types (e2-micro's 0.25 vCPU) cannot host a Kubernetes node
         gpu_count = int(_number(row, "gpu_count", where, integer=True, default=0))
         fraction = _number(row, "gpu_fraction", where, default=float(gpu_count))
         prices = {
@@ -86,7 +89,7 @@ def offerings_from_rows(
             zone="",
             capacity_type=ON_DEMAND,
             price=0.0,
-            vcpu=int(_number(row, "vcpu", where, integer=True)),
+            vcpu=int(vcpu),
             memory_mib=int(_number(row, "memory_mib", where)),
             gpu_count=gpu_count,
             gpu_model=(row.get("gpu_model") or "").strip() if gpu_count else "",

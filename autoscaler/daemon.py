@@ -68,7 +68,7 @@ class Daemon:
         self.health.mark_config_ok(True)
         self.cache = ClusterCache(self.client)
         self.actions = ClusterActions(self.client, dry_run=self.dry_run)
-        self.events = EventRecorder(self.actions.pod_event, node_sink=self._node_event, clock=self.clock)
+        self.events = EventRecorder(self._pod_event, node_sink=self._node_event, clock=self.clock)
         self.batcher = Batcher(cfg.batch_idle_duration, cfg.batch_max_duration)
         self.cache.add_listener(self._on_change)
         self.elector: LeaderElector | None = None
@@ -108,6 +108,9 @@ class Daemon:
         self._threads: list[threading.Thread] = []
 
     # -- callbacks ---------------------------------------------------------------------------------------
+
+    def _pod_event(self, pod: Pod, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.actions.pod_event(pod, reason=reason, message=message, event_type=event_type)
 
     def _node_event(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> None:
         self.actions.node_event(node_name, reason=reason, message=message, event_type=event_type)

@@ -13,12 +13,14 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
 from autoscaler.allocatable import node_allocatable
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
 from autoscaler.config import Config
+from autoscaler.fit import node_labels
 from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
@@ -51,6 +53,7 @@ __all__ = ["TERMINATED_RETENTION", "SimulatedProvider"]
 log = structlog.get_logger("tidal.providers.simulated")
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
+MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 _REGISTER, _GPUS, _DOWN = "register", "gpus", "down"
 
@@ -66,6 +69,7 @@ class SimulatedProvider:
         *,
         clock: Callable[[], float] = time.time,
         kube: NodeRegistrar | None = None,
+        kube_api_client: Any = None,
         seed: int = 0,
     ) -> None:
         """Check the ``simulated:`` section and read the catalog; :class:`ProviderConfigError` if unusable."""
@@ -74,6 +78,9 @@ class SimulatedProvider:
         self.catalog = load_catalog(self.settings, config)
         self.clock = clock
         self.seed = seed
+        if kube is None and kube_api_client is not None:
+            # How the daemon hands over its Kubernetes client through the provider registry.
+            kube = NodeRegistrar(kube_api_client)
         self.kube = kube if self.settings.register_nodes else None
         self.calls: list[tuple[str, str]] = []
         self._by_key: dict[str, Offering] = {}
@@ -94,7 +101,7 @@ class SimulatedProvider:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         if self.settings.register_nodes and kube is None:
-            log.info("simulated_nodes_not_registered", reason="no Kubernetes client given")
+            log.debug("simulated_nodes_not_registered", reason="no Kubernetes client given")
 
     # --- the provider contract -------------------------------------------------------------------------
 
@@ -249,6 +256,8 @@ class SimulatedProvider:
     def _enter(self, method: str, summary: str) -> None:
         with self._lock:
             self.calls.append((method, summary))
+            if len(self.calls) > MAX_CALLS:  # a long-running daemon must not grow without bound
+                del self.calls[: MAX_CALLS // 2]
         self.advance()
         with self._lock:
             queued = self._injected.get(method)
@@ -351,7 +360,7 @@ class SimulatedProvider:
                     zone=offering.zone,
                     region=offering.region or self.catalog.region,
                     arch=offering.arch.value,
-                    labels=record.labels,
+                    labels={**node_labels(offering, self.config), **record.labels},
                     taints=record.taints,
                     capacity=capacity,
                     allocatable=allocatable,

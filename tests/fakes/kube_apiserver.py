@@ -73,6 +73,7 @@ class FakeApiServer:
     def start(self) -> Self:
         """Start serving in a daemon thread (idempotent)."""
         if self._server is None:
+            self.store.closed = False
             handler = type("BoundHandler", (KubeRequestHandler,), {"fake": self})
             self._server = KubeHttpServer(("127.0.0.1", 0), handler)
             self._thread = threading.Thread(
@@ -112,7 +113,8 @@ class FakeApiServer:
         return kubernetes.client.Configuration(host=self.url)
 
     def api_client(self) -> kubernetes.client.ApiClient:
-        """A fresh ApiClient for this server; close it (or use it as a context manager) when done."""
+        """A fresh ApiClient for this server. Its `close()` leaves urllib3 connections open until GC;
+        `rest_client.pool_manager.clear()` closes them."""
         return kubernetes.client.ApiClient(self.client_configuration())
 
     # --- direct store access for test setup and assertions ---------------------------------------------
@@ -123,7 +125,8 @@ class FakeApiServer:
         return str(self.store.resource_version)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create an object from its apiVersion/kind, with the same defaulting as an API create."""
+        """Create an object from its apiVersion/kind with the API's defaulting, but keeping any status given
+        (an API create resets it for pods, PDBs, workloads and custom resources): handy for test setup."""
         rt = self.registry.for_kind(obj.get("apiVersion", ""), obj.get("kind", ""))
         namespace = (obj.get("metadata") or {}).get("namespace")
         return copy.deepcopy(self.admit_and_create(rt, obj, namespace, dry_run=False))
@@ -163,12 +166,19 @@ class FakeApiServer:
         return copy.deepcopy(self.store.patch(rt, namespace, name, patch, _PATCH_TYPES[patch_type]))
 
     def patch_status(
-        self, resource: str, namespace: str | None, name: str, status: dict[str, Any]
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        status: dict[str, Any],
+        patch_type: str | None = None,
     ) -> dict[str, Any]:
-        """Merge-patch `.status` (what a controller or kubelet would write)."""
+        """Patch `.status` as a kubelet or controller would: strategic merge for built-in types (conditions
+        merge by type), merge patch for custom resources; `patch_type` overrides ("merge", "strategic")."""
         rt = self.registry.resolve(resource)
+        content_type = _PATCH_TYPES[patch_type or ("merge" if rt.custom else "strategic")]
         sub = "status" if rt.has_status else None
-        return copy.deepcopy(self.store.patch(rt, namespace, name, {"status": status}, MERGE_PATCH, sub))
+        return copy.deepcopy(self.store.patch(rt, namespace, name, {"status": status}, content_type, sub))
 
     def delete(
         self, resource: str, namespace: str | None, name: str, *, grace_period_seconds: int | None = None

@@ -8,7 +8,7 @@ Each ``step()`` binds pending pods to nodes with room (gangs all-or-nothing) and
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.fit import affinity_matches, tolerates_all
@@ -21,7 +21,7 @@ KAI = "kai-scheduler"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SchedulerStandIn:

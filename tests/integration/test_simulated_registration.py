@@ -17,6 +17,17 @@ from autoscaler.resources import NVIDIA_GPU
 from providers.simulated import NodeRegistrar, SimulatedProvider
 from tests.fakes.kube_apiserver import FakeApiServer
 
+WELL_KNOWN = {
+    "tidal.dev/managed",
+    "team",
+    "kubernetes.io/hostname",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+}
+
 HEADER = (
     "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,"
     "arch,on_demand_usd_per_hour,spot_usd_per_hour,zone"
@@ -115,7 +126,12 @@ def test_a_gpu_node_registers_like_a_kubelet_and_its_gpus_appear_later(
     assert created is not None
     assert created["spec"]["providerID"] == f"simulated:///us-east-1b/{name}"
     assert created["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
-    assert created["metadata"]["labels"] == {
+    labels = created["metadata"]["labels"]
+    # The offering's own labels (capacity type, GPU model) come with the node, as tidal planned them.
+    assert labels["tidal.dev/capacity-type"] == "spot"
+    assert labels["tidal.dev/gpu-model"] == "A10"
+    assert labels["karpenter.sh/capacity-type"] == "spot"
+    assert {k: v for k, v in labels.items() if k in WELL_KNOWN} == {
         "tidal.dev/managed": "true",
         "team": "ml",
         "kubernetes.io/hostname": name,
@@ -157,7 +173,7 @@ def test_a_gpu_node_registers_like_a_kubelet_and_its_gpus_appear_later(
     assert with_gpus["status"]["capacity"][NVIDIA_GPU] == "1"
     assert with_gpus["status"]["allocatable"][NVIDIA_GPU] == "1"
     assert with_gpus["status"]["allocatable"]["cpu"] == "3920m"  # the patch added, it did not replace
-    assert node_from_dict(with_gpus).gpus == 1000
+    assert node_from_dict(with_gpus).gpus == 1
     assert node_creates(api) == 1
 
 
@@ -233,8 +249,9 @@ def test_a_terminated_instance_leaves_its_node_not_ready_for_tidal_to_delete(
     provider.advance()
     instance = provider.instances()[0]
 
-    clock.now = T0 + 60
+    clock.now = T0 + 6  # before its GPUs would have appeared at T0 + 10
     provider.terminate(instance)
+    clock.now = T0 + 60
     provider.advance()
 
     gone = node(api, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -548,3 +549,44 @@ def test_the_provider_loads_through_the_entry_point(sim_config: Callable[..., Co
     assert isinstance(p, SimulatedProvider)
     assert isinstance(p, CloudProvider)
     assert p.name == "simulated"
+
+
+def test_concurrent_launches_through_one_state_file_lose_nothing(
+    sim_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    config = sim_config({"stateFile": str(tmp_path / "cloud.json")})
+    replicas = [SimulatedProvider(config, clock=clock) for _ in range(2)]  # each holds its own flock
+
+    def launch_many(p: SimulatedProvider, prefix: str) -> None:
+        for i in range(20):
+            p.launch(request(p, f"{prefix}-{i}", "m5.xlarge/us-east-1a/spot"))
+
+    threads = [threading.Thread(target=launch_many, args=(p, f"r{n}")) for n, p in enumerate(replicas)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    listed = replicas[0].instances()
+    assert len(listed) == 40
+    assert len({i.id for i in listed}) == 40
+    assert {i.launch_token for i in listed} == {f"r{n}-{i}" for n in range(2) for i in range(20)}
+
+
+SHARED_CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "catalog" / "instance_catalog.csv"
+
+
+@pytest.mark.skipif(not SHARED_CATALOG.exists(), reason="the shared instance catalog is not on this machine")
+def test_the_shared_catalog_offers_real_gpu_instances(
+    make_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    config = make_config(
+        cloud="simulated", zones=[], simulated={"catalog": str(SHARED_CATALOG), "catalogCloud": "aws"}
+    )
+    p = SimulatedProvider(config, clock=clock)
+
+    g5 = next(o for o in p.offerings() if o.key == "g5.xlarge/us-east-1a/spot")
+    assert (g5.gpu_count, g5.gpu_model, g5.region) == (1, "A10G", "us-east-1")
+    assert p.catalog.zones == ("us-east-1a", "us-east-1b", "us-east-1c")
+    instance = p.launch(LaunchRequest(token="t", offerings=(g5,)))
+    assert instance.gpu_count == 1
