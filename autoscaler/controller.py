@@ -23,6 +23,7 @@ from autoscaler.cloud import CapacityUnavailable, CloudProvider, ProviderError, 
 from autoscaler.config import Config
 from autoscaler.demand import Reason
 from autoscaler.drain import Drainer, DrainJob, remove_node
+from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet
 from autoscaler.model import (
     LABEL_CLUSTER,
@@ -158,6 +159,7 @@ class Controller:
         result.acted = leading
         if leading:
             self._handle_overdue(overdue, now)
+            self._label_registered(cfg)
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
@@ -289,6 +291,27 @@ class Controller:
             outcome=outcome,
             error=str(err),
         )
+
+    def _label_registered(self, cfg: Config) -> None:
+        """Give a newly registered Node the offering labels tidal planned with, whatever the cloud's
+        bootstrap set: pods that select on capacity type or GPU model must be able to land on it."""
+        for m in self.fleet.members.values():
+            if m.node is None or m.offering is None or m.instance is None:
+                continue
+            offering = next(
+                (
+                    o
+                    for o in [m.offering]
+                    if o.zone == m.instance.zone and o.capacity_type == m.instance.capacity_type
+                ),
+                None,
+            )
+            if offering is None:
+                continue
+            wanted = node_labels(offering, cfg)
+            missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
+            if missing and not self.dry_run:
+                self.actions.label_node(m.node.name, missing)
 
     # -- timeouts and orphans ---------------------------------------------------------------------------
 

@@ -171,3 +171,83 @@ def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path):
         assert d.controller.last is not None and d.controller.last.plan.launch.launches
         events = [e for e in c.api.list("events") if e.get("reason") == "TriggeredScaleUp"]
         assert events and events[0]["message"].startswith("would launch g4dn.xlarge")
+
+
+def cpu_pod(name, cpu, **labels):
+    obj = gpu_pod(name)
+    obj["metadata"]["labels"].update(labels)
+    obj["metadata"]["ownerReferences"][0].update({"kind": "ReplicaSet", "apiVersion": "apps/v1"})
+    obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    return obj
+
+
+def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_elsewhere(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        c.api.create(cpu_pod("big-a", "3"))
+        c.api.create(cpu_pod("big-b", "3"))
+        c.run_until(lambda: c.running() == 2)
+        assert len(c.nodes()) == 2
+        c.api.create(cpu_pod("small-0", "500m", app="small"))
+        c.run_until(lambda: c.running() == 3)
+        host = next(p["spec"]["nodeName"] for p in c.pods() if p["metadata"]["name"] == "small-0")
+        big_there = next(
+            p["metadata"]["name"]
+            for p in c.pods()
+            if p["spec"].get("nodeName") == host and p["metadata"]["name"].startswith("big")
+        )
+        c.api.create(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "small", "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "small"}}},
+                "status": {
+                    "disruptionsAllowed": 0,
+                    "currentHealthy": 1,
+                    "desiredHealthy": 1,
+                    "expectedPods": 1,
+                },
+            }
+        )
+        c.scheduler.finish("default", big_there)
+        for _ in range(8):
+            c.step()
+            time.sleep(0.2)
+        blocked = {b.node: b.reason for b in d.controller.last.plan.removal.blocked}
+        assert blocked[host] == "pod default/small-0 is protected by PodDisruptionBudget default/small"
+        assert len(c.nodes()) == 2
+        c.api.patch_status("poddisruptionbudgets", "default", "small", {"disruptionsAllowed": 1})
+        c.run_until(lambda: len(c.nodes()) == 1, timeout=30)
+        assert all(n.name != host for n in c.nodes())
+        assert [i.state for i in c.provider.instances() if i.id == host] == ["terminated"]
+
+
+def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: c.running() == 1)
+        d.reconcile()
+        text = d.metrics.render().decode()
+        assert "tidal_cluster_gpus 1.0" in text
+        assert (
+            'tidal_launches_total{capacity_type="on-demand",instance_type="g4dn.xlarge",outcome="success"'
+            in text
+        )
+        status = c.api.get("configmaps", "tidal-system", "tidal-status")
+        assert status is not None and "nodes:" in status["data"]["status"]
+
+
+def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconcile(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        d.reconcile()  # the offerings tidal caches still show g4dn.xlarge available
+        c.provider.fail_capacity(instance_type="g4dn.xlarge")
+        c.api.create(gpu_pod("infer-0"))
+        c.scheduler.step()
+        time.sleep(0.2)
+        result = d.reconcile()
+        assert result.plan.launch.launches[0].offering.instance_type == "g4dn.xlarge"
+        launched = [o.instance.instance_type for o in result.launched if o.instance is not None]
+        assert len(launched) == 1 and launched[0] != "g4dn.xlarge"

@@ -45,7 +45,11 @@ def daemonset(name: str, cpu: str, memory: str) -> dict[str, Any]:
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "containers": [
-                        {"name": name, "image": f"{name}:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+                        {
+                            "name": name,
+                            "image": f"{name}:1",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
                     ],
                     "tolerations": [{"operator": "Exists"}],
                 },
@@ -131,7 +135,11 @@ def test_snapshot_holds_every_kind_sorted_and_without_kai(
     assert cache.wait_for_sync(5)
 
     snap = cache.snapshot()
-    assert [(p.namespace, p.name) for p in snap.pods] == [("default", "web-0"), ("default", "web-1"), ("ml", "train-0")]
+    assert [(p.namespace, p.name) for p in snap.pods] == [
+        ("default", "web-0"),
+        ("default", "web-1"),
+        ("ml", "train-0"),
+    ]
     assert [n.name for n in snap.nodes] == ["cpu-a", "gpu-b"]
     assert snap.nodes[1].gpus == 4 and snap.nodes[1].managed
     assert snap.pods[2].requests.gpus == 4 and snap.pods[2].pending
@@ -187,6 +195,8 @@ def test_kai_installed_later_is_picked_up_by_the_next_probe(
 def test_listeners_see_changes_tagged_with_their_kind(
     api: FakeApiServer, make_cache: Callable[..., ClusterCache]
 ) -> None:
+    # A non-zero resourceVersion to list at: a watch from "0" would fold early changes into one ADDED.
+    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
     cache = make_cache()
     seen: list[tuple[str, str, str]] = []
     cache.add_listener(lambda kind, etype, old, new: seen.append((kind, etype, (new or old).name)))
@@ -197,13 +207,20 @@ def test_listeners_see_changes_tagged_with_their_kind(
     api.create(pod("web-0", node_name="cpu-a", phase="Running"))
     api.patch("nodes", None, "cpu-a", {"metadata": {"labels": {"tier": "spot"}}})
     eventually(lambda: len(seen) == 3)
-    assert sorted(seen) == [("nodes", "ADDED", "cpu-a"), ("nodes", "MODIFIED", "cpu-a"), ("pods", "ADDED", "web-0")]
+    time.sleep(0.1)
+    assert sorted(seen) == [
+        ("nodes", "ADDED", "cpu-a"),
+        ("nodes", "MODIFIED", "cpu-a"),
+        ("pods", "ADDED", "web-0"),
+    ]
     stats = cache.stats()
     assert stats["nodes"]["objects"] == 1 and stats["pods"]["objects"] == 1
     assert stats["nodes"]["relists"] == 0
 
 
-def test_namespace_limits_namespaced_kinds(api: FakeApiServer, make_cache: Callable[..., ClusterCache]) -> None:
+def test_namespace_limits_namespaced_kinds(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     populate(api)
     cache = make_cache(namespace="ml")
     cache.start()

@@ -314,9 +314,9 @@ def _encoded_pages(count: int, page: int) -> list[bytes]:
     pages = []
     for first in range(0, count, page):
         items = ",".join(
-            template.replace('"POD"', f'"pod-{i:06d}"').replace('"NS"', f'"ns-{i % 50}"').replace(
-                '"NODE"', f'"node-{i % 1000}"'
-            )
+            template.replace('"POD"', f'"pod-{i:06d}"')
+            .replace('"NS"', f'"ns-{i % 50}"')
+            .replace('"NODE"', f'"node-{i % 1000}"')
             for i in range(first, min(count, first + page))
         )
         more = first + page < count

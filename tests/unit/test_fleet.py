@@ -1,0 +1,141 @@
+"""The fleet: states rebuilt from instances and Nodes; timeouts and orphans reported for action."""
+
+from autoscaler.fleet import TRANSITIONS, Fleet, State
+from autoscaler.model import Instance
+from tests.builders import aws_offerings, node, pod, snapshot
+
+NOW = 1_795_168_800.0
+OFFERINGS = aws_offerings()
+G4DN = next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "on-demand")
+
+
+def instance(i="i-0a1", *, created=NOW - 60, state="running", token="tok-1", itype="g4dn.xlarge", gpus=1):
+    return Instance(
+        id=i,
+        provider_id=f"aws:///us-east-1a/{i}",
+        instance_type=itype,
+        zone="us-east-1a",
+        capacity_type="on-demand",
+        state=state,
+        launch_token=token,
+        created=created,
+        price=0.526,
+        gpu_count=gpus,
+    )
+
+
+def gpu_node(name="ip-10-0-1-5", *, provider_id="aws:///us-east-1a/i-0a1", gpu=1, ready=True, **kw):
+    obj = node(
+        name,
+        instance_type="g4dn.xlarge",
+        cpu="4",
+        memory="16Gi",
+        gpu=gpu,
+        managed=True,
+        ready=ready,
+        gpu_label=1,
+        **kw,
+    )
+    obj["spec"]["providerID"] = provider_id
+    return obj
+
+
+def observe(fleet, instances, *objs, now=NOW):
+    return fleet.observe(instances, snapshot(*objs), OFFERINGS, now)
+
+
+def test_an_instance_without_a_node_is_launching_and_absorbs_demand(make_config):
+    fleet = Fleet(make_config())
+    assert observe(fleet, [instance()]) == []
+    assert fleet.counts()["launching"] == 1
+    assert [c.name for c in fleet.launching_capacity()] == ["aws:///us-east-1a/i-0a1"]
+    assert fleet.launching_usage().gpus == 1
+
+
+def test_a_recorded_launch_not_yet_listed_by_the_cloud_still_counts(make_config):
+    fleet = Fleet(make_config())
+    fleet.record_launch("tok-9", G4DN, ["default/infer-0"], None, NOW)
+    observe(fleet, [])
+    assert fleet.launching_usage().gpus == 1
+    assert fleet.launching_capacity()[0].launching
+
+
+def test_a_recorded_launch_is_forgotten_once_the_cloud_lists_it(make_config):
+    fleet = Fleet(make_config())
+    fleet.record_launch("tok-1", G4DN, ["default/infer-0"], None, NOW)
+    observe(fleet, [instance(token="tok-1")])
+    assert fleet.counts()["launching"] == 1
+
+
+def test_a_ready_gpu_node_with_work_is_ready_and_without_is_idle(make_config):
+    fleet = Fleet(make_config())
+    observe(fleet, [instance()], gpu_node())
+    assert fleet.counts()["idle"] == 1
+    busy = pod("train-0", gpu=1, node_name="ip-10-0-1-5", phase="Running", message=None)
+    observe(fleet, [instance()], gpu_node(), busy)
+    assert fleet.counts()["ready"] == 1
+
+
+def test_a_gpu_node_whose_gpus_have_not_appeared_is_only_registered(make_config):
+    fleet = Fleet(make_config())
+    observe(fleet, [instance()], gpu_node(gpu=0))
+    assert fleet.counts()["registered"] == 1
+
+
+def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched(make_config):
+    fleet = Fleet(make_config(registrationTimeout="15m"))
+    overdue = observe(fleet, [instance(created=NOW - 16 * 60)])
+    assert [(o.reason, o.terminate, o.delete_node, o.bench_offering) for o in overdue] == [
+        ("no Node registered within 900s", True, False, True)
+    ]
+
+
+def test_gpus_that_never_appear_get_the_node_replaced(make_config):
+    fleet = Fleet(make_config(gpuReadinessTimeout="10m"))
+    late = gpu_node(gpu=0)
+    late["metadata"]["creationTimestamp"] = "2026-11-20T09:45:00Z"
+    overdue = observe(fleet, [instance()], late)
+    assert [(o.reason, o.terminate, o.delete_node) for o in overdue] == [
+        ("GPUs did not appear within 600s", True, True)
+    ]
+
+
+def test_a_managed_node_whose_instance_is_gone_is_deleted(make_config):
+    fleet = Fleet(make_config())
+    overdue = observe(fleet, [], gpu_node(ready=False))
+    assert [(o.reason, o.terminate, o.delete_node) for o in overdue] == [
+        ("its instance no longer exists", False, True)
+    ]
+
+
+def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config):
+    fleet = Fleet(make_config())
+    overdue = observe(fleet, [instance(state="terminated")], gpu_node())
+    assert [(o.reason, o.delete_node) for o in overdue] == [
+        ("its instance was terminated (e.g. spot reclaim)", True)
+    ]
+
+
+def test_nodes_tidal_did_not_launch_are_not_members(make_config):
+    fleet = Fleet(make_config())
+    observe(fleet, [], node("static-a"))
+    assert fleet.members == {}
+
+
+def test_states_move_along_allowed_edges_and_keep_their_history(make_config):
+    fleet = Fleet(make_config())
+    observe(fleet, [instance()], now=NOW)
+    observe(fleet, [instance()], gpu_node(gpu=0), now=NOW + 30)
+    observe(fleet, [instance()], gpu_node(), now=NOW + 60)
+    member = fleet.members["aws:///us-east-1a/i-0a1"]
+    assert [s for s, _ in member.history] == [State.LAUNCHING, State.REGISTERED, State.IDLE]
+    assert all(
+        (a, b) in TRANSITIONS for (a, _), (b, _) in zip(member.history, member.history[1:], strict=False)
+    )
+
+
+def test_a_cordoned_and_tainted_node_is_draining(make_config):
+    fleet = Fleet(make_config())
+    draining = gpu_node(unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}])
+    observe(fleet, [instance()], draining)
+    assert fleet.counts()["draining"] == 1
