@@ -34,6 +34,8 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_scale.py
+	$(BIN)/python bench/scaleup_latency.py
+	$(BIN)/python bench/reconcile_scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 __all__ = [
     "MAX_MILLI",
@@ -81,16 +82,25 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 def to_milli(value: str | int | float, *, field: str = "quantity") -> int:
     """Parse a quantity into integer milli-units, rounding up as the API server does; reject out-of-range."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{field}: {value!r} is not a quantity")
     try:
-        q = parse_quantity(value)
+        return _milli(value)
     except QuantityError as err:
         raise QuantityError(f"{field}: {err}") from None
-    milli = q * 1000
+    except TypeError:  # unhashable garbage
+        raise QuantityError(f"{field}: {value!r} is not a quantity") from None
+
+
+@lru_cache(maxsize=16384)
+def _milli(value: str | int | float) -> int:
+    # A cluster repeats a few hundred distinct quantities across 100,000 pods: parse each once.
+    milli = parse_quantity(value) * 1000
     rounded = milli.numerator // milli.denominator
     if rounded != milli:
         rounded += 1
     if abs(rounded) > MAX_MILLI:
-        raise QuantityError(f"{field}: {value!r} is out of range")
+        raise QuantityError(f"{value!r} is out of range")
     return rounded
 
 

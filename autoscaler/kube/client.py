@@ -165,8 +165,12 @@ def _load(
     cfg = kubernetes.client.Configuration()
     try:
         loader(cfg)
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+    except (ConfigException, OSError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {source}: {detail}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # The client's loader assumes a well-formed file; a malformed one surfaces as a bare Python error.
+        detail = f"malformed content ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
         raise KubeConfigError(f"cannot load Kubernetes configuration from {source}: {detail}") from None
     return cfg
 

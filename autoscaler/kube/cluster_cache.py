@@ -243,22 +243,27 @@ class ClusterCache:
     def probe_custom_kinds(self) -> None:
         """Start informers for custom kinds that became served, stop those that went away."""
         self._probes += 1
-        for ck in self._custom_kinds:
-            served = self._served(ck)
-            if served is None or self._stop.is_set():
-                continue
-            with self._lock:
+        served = {ck.kind: self._served(ck) for ck in self._custom_kinds}
+        if self._stop.is_set():
+            return
+        started: list[Informer[Any]] = []
+        removed: list[tuple[CustomKind, Informer[Any]]] = []
+        # Swap all kinds in one step, so has_synced() never sees half of a probe round.
+        with self._lock:
+            for ck in self._custom_kinds:
                 running = self._informers.get(ck.kind)
-            if served and running is None:
-                informer = self._informer(ck.kind, self._custom_list_fn(ck), ck.convert)
-                with self._lock:
+                if served[ck.kind] and running is None:
+                    informer = self._informer(ck.kind, self._custom_list_fn(ck), ck.convert)
                     self._informers[ck.kind] = informer
-                informer.start()
-                log.info("watching custom resource", kind=ck.kind, group_version=f"{ck.group}/{ck.version}")
-            elif not served and running is not None:
-                with self._lock:
+                    started.append(informer)
+                elif served[ck.kind] is False and running is not None:
                     del self._informers[ck.kind]
-                running.stop()
-                for item in running.items():
-                    self._dispatch(ck.kind, DELETED, item, None)
-                log.info("custom resource gone", kind=ck.kind, group_version=f"{ck.group}/{ck.version}")
+                    removed.append((ck, running))
+        for informer in started:
+            informer.start()
+            log.info("watching custom resource", kind=informer.kind)
+        for ck, informer in removed:
+            informer.stop()
+            for item in informer.items():
+                self._dispatch(ck.kind, DELETED, item, None)
+            log.info("custom resource gone", kind=ck.kind, group_version=f"{ck.group}/{ck.version}")

@@ -50,7 +50,7 @@ def _map(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = obj.get(key)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ValueError(f"{key}: expected a map, got {type(value).__name__}")
     return value
 
@@ -59,13 +59,16 @@ def _list(obj: Mapping[str, Any], key: str) -> Sequence[Any]:
     value = obj.get(key)
     if value is None:
         return ()
-    if not isinstance(value, list):
+    if type(value) is not list:
         raise ValueError(f"{key}: expected a list, got {type(value).__name__}")
     return value
 
 
-def _str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
-    return {str(k): "" if v is None else str(v) for k, v in _map(obj, key).items()}
+def _str_map(obj: Mapping[str, Any], key: str) -> Mapping[str, str]:
+    raw = _map(obj, key)
+    if type(raw) is dict and all(type(v) is str for v in raw.values()):
+        return raw  # JSON maps of strings are used as they are: nothing in tidal mutates them
+    return {str(k): "" if v is None else str(v) for k, v in raw.items()}
 
 
 def _ident(obj: Mapping[str, Any]) -> str:
@@ -132,8 +135,11 @@ def _container_requests(container: Mapping[str, Any], field: str) -> Resources:
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """max(sum of containers + restartable init containers, largest init container) + overhead."""
+    containers = _list(spec, "containers")
+    if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
+        return _container_requests(containers[0], "spec.containers[0]")  # the common case, kept cheap
     total = EMPTY
-    for i, c in enumerate(_list(spec, "containers")):
+    for i, c in enumerate(containers):
         total = total + _container_requests(c, f"spec.containers[{i}]")
     init_peak = EMPTY
     sidecars = EMPTY

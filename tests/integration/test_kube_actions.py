@@ -72,7 +72,7 @@ def test_cordon_does_not_clobber_a_taint_written_concurrently(
     api: FakeApiServer, actions: ClusterActions
 ) -> None:
     api.create(node("cpu-a"))
-    raced = []
+    raced: list[bool] = []
 
     def other_controller(request: RecordedRequest) -> None:
         # Another controller taints the node between our read and our patch.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -104,9 +105,11 @@ def test_create_update_and_delete_arrive_through_the_watch(
     api.create(pod("web-0"))
     informer = make_pod_informer()
     events: list[tuple[str, str | None, str | None]] = []
-    informer.add_listener(
-        lambda etype, old, new: events.append((etype, old and old.node_name, new and new.node_name))
-    )
+
+    def record(etype: str, old: Pod | None, new: Pod | None) -> None:
+        events.append((etype, old.node_name if old else None, new.node_name if new else None))
+
+    informer.add_listener(record)
     informer.start()
     assert informer.wait_for_sync(5)
 
@@ -208,10 +211,10 @@ def test_faults_back_off_exponentially_then_converge(
     eventually(lambda: len(times) >= 6, timeout=10)
     eventually(lambda: cached_names(informer) == ["late-0", "late-1"])
     assert errors.hits == 4 and throttled.hits == 1
-    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)][:5]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)][:5]
     # 500s wait 0.0375, 0.075, 0.15, 0.3 s (the step times 0.75 with rng 0.5). The 429's Retry-After (1 s)
     # is honoured: by urllib3's own retry of GETs, or by the informer when that retry is used up.
-    assert all(later > earlier for earlier, later in zip(gaps[:4], gaps[1:4], strict=False)), gaps
+    assert all(later > earlier for earlier, later in itertools.pairwise(gaps[:4])), gaps
     assert gaps[0] >= 0.03 and gaps[4] >= 0.95, gaps
     time.sleep(0.3)
     assert len(times) <= 7  # recovered: one healthy watch open, no busy loop
@@ -311,7 +314,7 @@ def _encoded_pages(count: int, page: int) -> list[bytes]:
     template = json.dumps(running("POD", node_name="NODE", cpu="250m", memory="512Mi")).replace(
         '"namespace": "default"', '"namespace": "NS"'
     )
-    pages = []
+    pages: list[bytes] = []
     for first in range(0, count, page):
         items = ",".join(
             template.replace('"POD"', f'"pod-{i:06d}"')

@@ -1,0 +1,243 @@
+"""Daemon benchmark: decode 100,000 pods, reconcile over a cache of 5,000 nodes and 100,000 pods, RSS.
+
+The API server is the in-process fake from tests/fakes, run in a *separate process* so that the measured
+RSS is tidal's own. Three numbers are recorded in bench/results/reconcile_scale.json:
+
+- decodeSeconds: the informer's initial paged list of every pod (HTTP + json + conversion), and
+  decodeOnlySeconds: the same pages' json + conversion alone;
+- reconcileSeconds: ``Controller.reconcile_once`` (snapshot → demand → plan → act), median of several;
+- maxRssMiB: the benchmark process's peak resident set, with the full cache loaded.
+
+    python bench/reconcile_scale.py [--nodes 5000] [--pods 100000] [--pending 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "bench" / "results"
+T0 = "2026-11-20T10:00:00Z"
+
+
+def _node(i: int) -> dict[str, Any]:
+    zone = f"us-east-1{'abc'[i % 3]}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": f"node-{i:05d}",
+            "creationTimestamp": T0,
+            "labels": {
+                "kubernetes.io/hostname": f"node-{i:05d}",
+                "node.kubernetes.io/instance-type": "m6i.8xlarge",
+                "topology.kubernetes.io/zone": zone,
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+            },
+        },
+        "spec": {"providerID": f"aws:///{zone}/i-{i:017x}"},
+        "status": {
+            "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+            "allocatable": {"cpu": "31850m", "memory": "124Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": T0}],
+        },
+    }
+
+
+def _pod(i: int, node: str | None) -> dict[str, Any]:
+    app = f"svc-{i % 200}"
+    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+    if not node:
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/5000 nodes are available: 5000 Insufficient cpu.",
+                "lastTransitionTime": T0,
+            }
+        ]
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "containers": [
+            {
+                "name": "app",
+                "image": f"registry.example.com/{app}:1",
+                "resources": {"requests": {"cpu": "1500m" if node else "4", "memory": "6Gi"}},
+            }
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{app}-{i:06d}",
+            "namespace": f"ns-{i % 50}",
+            "creationTimestamp": T0,
+            "labels": {"app": app},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": app,
+                    "uid": f"rs-{app}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _serve(nodes: int, pods: int, pending: int, url_q: Any, stop: Any) -> None:
+    from tests.fakes.kube_apiserver import FakeApiServer
+
+    api = FakeApiServer(bookmark_interval=30.0, history_limit=1000)
+    api.start()
+    for i in range(nodes):
+        api.create(_node(i))
+    bound = pods - pending
+    for i in range(pods):
+        api.create(_pod(i, f"node-{i % nodes:05d}" if i < bound else None))
+    url_q.put(api.url)
+    stop.wait()
+    api.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--pending", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    from autoscaler.config import load_config
+    from autoscaler.controller import Controller
+    from autoscaler.kube.actions import ClusterActions
+    from autoscaler.kube.cluster_cache import ClusterCache
+    from autoscaler.kube.client import make_api_client
+    from autoscaler.kube.convert import pod_from_dict
+    from autoscaler.observability.events import EventRecorder
+    from autoscaler.observability.metrics import Metrics
+    from providers.simulated import SimulatedProvider
+
+    ctx = mp.get_context("spawn")
+    url_q, stop = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=_serve, args=(args.nodes, args.pods, args.pending, url_q, stop), daemon=True)
+    t_fill = time.perf_counter()
+    server.start()
+    url = url_q.get(timeout=1800)
+    fill_s = time.perf_counter() - t_fill
+    try:
+        client = make_api_client(host=url, qps=1000, burst=1000)
+        # Decode alone: the same pages the informer reads, json + conversion.
+        core = client.core
+        t0 = time.perf_counter()
+        raw_pages = []
+        token = None
+        while True:
+            kw: dict[str, Any] = {"limit": 500, "_preload_content": False}
+            if token:
+                kw["_continue"] = token
+            resp = core.list_pod_for_all_namespaces(**kw)
+            raw_pages.append(resp.data)
+            token = json.loads(resp.data)["metadata"].get("continue")
+            if not token:
+                break
+        fetch_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        decoded = [pod_from_dict(o) for page in raw_pages for o in json.loads(page)["items"]]
+        decode_only_s = time.perf_counter() - t0
+        n_decoded = len(decoded)
+        del raw_pages, decoded  # RSS below is the cache's, not this check's
+
+        cache = ClusterCache(client, custom_kinds=())
+        t0 = time.perf_counter()
+        cache.start()
+        assert cache.wait_for_sync(1800)
+        informer_list_s = time.perf_counter() - t0
+
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg_path = Path(tmp) / "config.yaml"
+            cfg_path.write_text(
+                json.dumps(
+                    {
+                        "cloud": "simulated",
+                        "region": "us-east-1",
+                        "zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
+                        "leaderElection": {"enabled": False},
+                        "simulated": {
+                            "catalog": str(ROOT / "config" / "catalogs" / "aws-us-east-1.csv"),
+                            "registerNodes": False,
+                        },
+                    }
+                )
+            )
+            cfg = load_config(cfg_path)
+        provider = SimulatedProvider(cfg)
+        actions = ClusterActions(client, dry_run=True)
+        events = EventRecorder(lambda pod, reason, message, event_type: None)
+        controller = Controller(
+            config=lambda: cfg,
+            cluster=cache,
+            provider=provider,
+            actions=actions,
+            events=events,
+            metrics=Metrics(),
+            dry_run=True,
+        )
+        times = []
+        result = None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            result = controller.reconcile_once()
+            times.append(time.perf_counter() - t0)
+        assert result is not None and not result.error, result.error if result else "no result"
+        snap_t0 = time.perf_counter()
+        snap = cache.snapshot()
+        snapshot_s = time.perf_counter() - snap_t0
+        rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        summary = {
+            "benchmark": "reconcile_scale",
+            "nodes": len(snap.nodes),
+            "pods": len(snap.pods),
+            "pendingPods": args.pending,
+            "serverFillSeconds": round(fill_s, 1),
+            "listFetchSeconds": round(fetch_s, 3),
+            "decodeOnlySeconds": round(decode_only_s, 3),
+            "decodeSeconds": round(informer_list_s, 3),
+            "decodedPods": n_decoded,
+            "reconcileSecondsMedian": round(statistics.median(times), 4),
+            "reconcileSecondsAll": [round(t, 4) for t in times],
+            "snapshotSeconds": round(snapshot_s, 4),
+            "launchesPlanned": len(result.plan.launch.launches) if result.plan else 0,
+            "maxRssMiB": round(rss_mib, 1),
+        }
+        cache.stop()
+    finally:
+        stop.set()
+        server.join(timeout=30)
+    print(json.dumps(summary, indent=2))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "reconcile_scale.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
