@@ -130,8 +130,8 @@ def main() -> int:
     from autoscaler.config import load_config
     from autoscaler.controller import Controller
     from autoscaler.kube.actions import ClusterActions
-    from autoscaler.kube.cluster_cache import ClusterCache
     from autoscaler.kube.client import make_api_client
+    from autoscaler.kube.cluster_cache import ClusterCache
     from autoscaler.kube.convert import pod_from_dict
     from autoscaler.observability.events import EventRecorder
     from autoscaler.observability.metrics import Metrics

@@ -110,7 +110,7 @@ def main() -> int:
         def timed_launch(request: Any) -> Any:
             at = time.monotonic()
             instance = original(request)
-            for key, pods in daemon.controller.last_launch_pods.get(request.token, {}).items():
+            for key in daemon.controller.last_launch_pods.get(request.token, {}):
                 launched.setdefault(key, at)
             return instance
 
