@@ -1,0 +1,129 @@
+"""Drains: PDB refusals are retried, never forced; a drain that cannot finish uncordons and says why."""
+
+from autoscaler.drain import DrainJob, Drainer
+from autoscaler.kube.actions import EvictionResult as Result
+from autoscaler.kube.convert import pod_from_dict
+from autoscaler.model import Instance
+from tests.builders import pod
+
+
+class FakeActions:
+    """Records what the drainer asks of the cluster; evictions answer from a script."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = []
+        self.on_node = {}
+
+    def cordon(self, node_name, *, taint_key="tidal.dev/disrupted"):
+        self.calls.append(("cordon", node_name))
+
+    def uncordon(self, node_name, *, taint_key="tidal.dev/disrupted"):
+        self.calls.append(("uncordon", node_name))
+
+    def evict(self, namespace, name, *, grace_period_seconds=None):
+        answer = self.answers.pop(0) if self.answers else Result.BLOCKED
+        self.calls.append(("evict", f"{namespace}/{name}", answer.name))
+        if answer in (Result.EVICTED, Result.GONE):
+            self.on_node = {k: v for k, v in self.on_node.items() if k != f"{namespace}/{name}"}
+        return answer
+
+    def delete_node(self, name):
+        self.calls.append(("delete_node", name))
+        return True
+
+
+class FakeProvider:
+    name = "fake"
+
+    def __init__(self):
+        self.terminated = []
+
+    def terminate(self, instance):
+        self.terminated.append(instance.id)
+
+
+class Events:
+    def __init__(self):
+        self.sent = []
+
+    def node(self, node_name, reason, message, event_type="Normal"):
+        self.sent.append((node_name, reason, message, event_type))
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+INSTANCE = Instance("i-1", "aws:///us-east-1a/i-1", "m6i.large", "us-east-1a", "on-demand", "running")
+
+
+def make(answers, pods):
+    actions = FakeActions(answers)
+    actions.on_node = {p.key: p for p in pods}
+    clock = Clock()
+    provider, events = FakeProvider(), Events()
+    drainer = Drainer(
+        actions,
+        provider,
+        events,
+        lambda node: list(actions.on_node.values()),
+        max_parallel=2,
+        clock=clock,
+        sleep=clock.sleep,
+        poll_interval=5.0,
+    )
+    return drainer, actions, provider, events
+
+
+def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, events = make([Result.EVICTED], [web])
+    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    assert (ok, why) == (True, "")
+    assert actions.calls == [
+        ("cordon", "ip-1"),
+        ("evict", "default/web-1", "EVICTED"),
+        ("delete_node", "ip-1"),
+    ]
+    assert provider.terminated == ["i-1"]
+
+
+def test_a_pdb_refusal_is_retried_until_it_allows():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
+    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    assert ok
+    assert [c[2] for c in actions.calls if c[0] == "evict"] == ["BLOCKED", "BLOCKED", "EVICTED"]
+
+
+def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, events = make([], [web])
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    assert ("uncordon", "ip-1") in actions.calls
+    assert ("delete_node", "ip-1") not in actions.calls
+    assert provider.terminated == []
+    assert events.sent[-1][:2] == ("ip-1", "ScaleDownFailed")
+    assert "pods still on the node after 60s: default/web-1" in events.sent[-1][2]
+
+
+def test_a_failed_eviction_aborts_the_drain():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, _, events = make([Result.FAILED], [web])
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    assert ("uncordon", "ip-1") in actions.calls
+    assert "eviction of default/web-1 failed" in events.sent[-1][2]
+
+
+def test_the_number_of_parallel_drains_is_bounded():
+    drainer, *_ = make([], [])
+    drainer._active = {"a", "b"}
+    assert not drainer.submit(DrainJob("c", (), None, "empty"))
