@@ -121,6 +121,8 @@ class _QueueBook:
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
         self.used: dict[str, int] = defaultdict(int)
         self.groups = groups
+        if not self.queues:
+            return  # no KAI queues: nothing to account
         for pod in snapshot.pods:
             if pod.node_name and not pod.finished and pod.requests.gpus:
                 for name in self.lineage(pod_queue(pod, groups)):
@@ -182,7 +184,7 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
             members[f"{pod.namespace}/{group.name}"].append(pod)
         else:
             singles.append(pod)
-    running = _running_members(snapshot.pods)
+    running = _running_members(snapshot.pods) if members else {}
     book = _QueueBook(snapshot, groups)
 
     # Gangs first in a stable order: the queue book then treats a gang as one request, as KAI does.

@@ -28,9 +28,22 @@ class Resources(Mapping[str, int]):
     __slots__ = ("_hash", "_values")
 
     def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
-        items = values.items() if isinstance(values, Mapping) else values
+        items = values.items() if type(values) is dict or isinstance(values, Mapping) else values
         self._values: dict[str, int] = {k: v for k, v in items if v}
         self._hash: int | None = None
+
+    @classmethod
+    def total(cls, bags: Iterable[Resources], *, each: Mapping[str, int] | None = None) -> Resources:
+        """Sum of many bags (plus ``each`` once per bag) without building every partial sum."""
+        acc: dict[str, int] = {}
+        n = 0
+        for bag in bags:
+            n += 1
+            for k, v in bag._values.items():
+                acc[k] = acc.get(k, 0) + v
+        for k, v in (each or {}).items():
+            acc[k] = acc.get(k, 0) + v * n
+        return cls(acc)
 
     @classmethod
     def parse(cls, spec: Mapping[str, object] | None, *, field: str = "resources") -> Resources:
@@ -152,7 +165,8 @@ class Resources(Mapping[str, int]):
     @property
     def gpus(self) -> int:
         """Whole GPU devices of any vendor."""
-        return sum(self._values.get(name, 0) for name in GPU_RESOURCES) // MILLI
+        v = self._values
+        return (v.get(NVIDIA_GPU, 0) + v.get(AMD_GPU, 0)) // MILLI
 
     def as_dict(self) -> dict[str, int]:
         return dict(self._values)

@@ -166,13 +166,18 @@ def _load(
     try:
         loader(cfg)
     except (ConfigException, OSError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise KubeConfigError(f"cannot load Kubernetes configuration from {source}: {detail}") from None
+        detail = _first_line(exc)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         # The client's loader assumes a well-formed file; a malformed one surfaces as a bare Python error.
-        detail = f"malformed content ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
-        raise KubeConfigError(f"cannot load Kubernetes configuration from {source}: {detail}") from None
-    return cfg
+        detail = f"malformed content ({type(exc).__name__}: {_first_line(exc)})"
+    else:
+        return cfg
+    raise KubeConfigError(f"cannot load Kubernetes configuration from {source}: {detail}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def make_api_client(

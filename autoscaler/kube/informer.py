@@ -191,7 +191,8 @@ class Informer(Generic[T]):
             return self._rv
 
     def stats(self) -> dict[str, int]:
-        """Counters for metrics: objects, lists, relists, watches, watch restarts/errors, decode errors."""
+        """Counters for metrics: objects, lists, relists, watches, watch_restarts, watch_errors (failed lists and
+        watches), decode_errors, listener_errors, events, synced."""
         with self._lock:
             return {**self._stats, "objects": len(self._items), "synced": int(self._synced.is_set())}
 
@@ -295,20 +296,19 @@ class Informer(Generic[T]):
         with self._lock:
             rv = self._rv
         started = time.monotonic()
-        resp = self._list_fn(
-            watch=True,
-            resource_version=rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _preload_content=False,
-            # The server ends the watch at timeout_seconds; the read timeout only catches a dead connection.
-            _request_timeout=(self._client.request_timeout[0], self._watch_timeout + 30),
-        )
+        try:
+            resp = self._open_watch(rv)
+        except ApiException as exc:
+            if exc.status == 410:  # some servers refuse a too-old resourceVersion outright, not in-band
+                raise _Expired() from None
+            raise
         with self._resp_lock:
+            # stop() sets the flag before looking for a response: either it sees this one, or we see the flag.
             self._resp = resp
+            stopping = self._stop.is_set()
         self._count("watches")
         try:
-            for line in _lines(resp):
+            for line in () if stopping else _lines(resp):
                 if self._stop.is_set():
                     break
                 if self._handle(line):
@@ -319,6 +319,17 @@ class Informer(Generic[T]):
             resp.close()
             resp.release_conn()
         return self._delivered or time.monotonic() - started >= self._healthy_watch
+
+    def _open_watch(self, rv: str) -> Any:
+        return self._list_fn(
+            watch=True,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_timeout,
+            _preload_content=False,
+            # The server ends the watch at timeout_seconds; the read timeout only catches a dead connection.
+            _request_timeout=(self._client.request_timeout[0], self._watch_timeout + 30),
+        )
 
     def _handle(self, line: bytes) -> bool:
         try:

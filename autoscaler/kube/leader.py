@@ -89,8 +89,10 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True while this replica holds a lease it renewed within ``renew_deadline``."""
         with self._lock:
-            if self._leader and self._clock() - self._last_renew > self.renew_deadline:
-                self._step_down("renew deadline passed")
+            overdue = self._leader and self._clock() - self._last_renew > self.renew_deadline
+        if overdue:
+            self._step_down("renew deadline passed")
+        with self._lock:
             return self._leader
 
     def _become_leader(self, now: float) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
 from autoscaler.model import Offering, Snapshot
-from autoscaler.planning.cluster import node_capacity, usage
+from autoscaler.planning.cluster import node_capacity, pods_by_node, usage
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Capacity, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
@@ -48,7 +48,9 @@ def plan(
     """
     index = OfferingIndex(offerings, config, snapshot.daemonsets)
     demand = select(snapshot, config)
-    capacity = [*node_capacity(snapshot, index), *launching]
+    by_node = pods_by_node(snapshot.pods)
+    existing = node_capacity(snapshot, index, by_node=by_node)
+    capacity = [*existing, *launching]
     base = usage(snapshot)
     total = Usage(
         gpus=base.gpus + launching_usage.gpus,
@@ -57,5 +59,7 @@ def plan(
     )
     launch = scale_up(demand, index, capacity=capacity, usage=total)
     needed = {a.node for a in launch.absorbed}
-    removal = scale_down(snapshot, index, now, unneeded_since=unneeded_since, needed=needed)
+    removal = scale_down(
+        snapshot, index, now, unneeded_since=unneeded_since, needed=needed, by_node=by_node, capacity=existing
+    )
     return Plan(demand, launch, removal)

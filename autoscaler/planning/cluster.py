@@ -28,10 +28,8 @@ def pods_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
 
 
 def requested(pods: Iterable[Pod]) -> Resources:
-    total = Resources()
-    for pod in pods:
-        total = total + pod.requests + {PODS: 1000}
-    return total
+    """What the pods request, each taking one pod slot."""
+    return Resources.total((p.requests for p in pods), each={PODS: 1000})
 
 
 def node_gpus(node: Node) -> int:

@@ -85,12 +85,14 @@ def scale_down(
     *,
     unneeded_since: Mapping[str, float] | None = None,
     needed: Collection[str] = (),
+    by_node: Mapping[str, list[Pod]] | None = None,
+    capacity: Sequence[Capacity] | None = None,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
-    by_node = pods_by_node(snapshot.pods)
+    by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
     since_map = dict(unneeded_since or {})
     removals: list[Removal] = []
     blocked: list[Blocked] = []
@@ -120,7 +122,9 @@ def scale_down(
         candidates.append((util, node, workload))
 
     removing = {node.name for _, node, _ in candidates}
-    targets = node_capacity(snapshot, index, by_node=by_node, exclude=removing)
+    if capacity is None:
+        capacity = node_capacity(snapshot, index, by_node=by_node)
+    targets = [c for c in capacity if c.name not in removing and not c.launching]
     free = [t.free for t in targets]
     evicting: dict[tuple[str, str], int] = {}
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):

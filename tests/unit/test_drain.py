@@ -1,6 +1,6 @@
 """Drains: PDB refusals are retried, never forced; a drain that cannot finish uncordons and says why."""
 
-from autoscaler.drain import DrainJob, Drainer
+from autoscaler.drain import Drainer, DrainJob
 from autoscaler.kube.actions import EvictionResult as Result
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Instance
@@ -85,7 +85,7 @@ def make(answers, pods):
 
 def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
-    drainer, actions, provider, events = make([Result.EVICTED], [web])
+    drainer, actions, provider, _events = make([Result.EVICTED], [web])
     ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
     assert (ok, why) == (True, "")
     assert actions.calls == [
@@ -98,7 +98,7 @@ def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance(
 
 def test_a_pdb_refusal_is_retried_until_it_allows():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
-    drainer, actions, provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
+    drainer, actions, _provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
     ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty"))
     assert ok
     assert [c[2] for c in actions.calls if c[0] == "evict"] == ["BLOCKED", "BLOCKED", "EVICTED"]
