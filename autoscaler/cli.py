@@ -66,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
 
+    c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
+    c.add_argument(
+        "--config", metavar="FILE", help="tidal configuration YAML (cloud, region, provider section)"
+    )
+    c.add_argument("--cloud", help="override the configured cloud")
+    c.add_argument("--region", help="override the configured region")
+    c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
+    c.add_argument("--output", choices=("table", "json"), default="table")
+
     r = sub.add_parser("run", help="the autoscaler daemon: watch the cluster, launch and remove nodes")
     r.add_argument(
         "--config", metavar="FILE", help="configuration file (the mounted ConfigMap); hot reloaded"
@@ -76,6 +85,80 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="decide and report, but change nothing")
     r.add_argument("--once", action="store_true", help="one reconcile, then exit")
     return parser
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from autoscaler.cloud import load_provider
+
+    config = load_config(args.config)
+    if args.cloud or args.region:
+        config = replace(config, cloud=args.cloud or config.cloud, region=args.region or config.region)
+    provider = load_provider(config.cloud, config)
+    offerings = sorted(provider.offerings(), key=lambda o: (o.instance_type, o.zone, o.capacity_type))
+    if args.gpu_only:
+        offerings = [o for o in offerings if o.gpu_count]
+    if args.output == "json":
+        print(
+            json.dumps(
+                [
+                    {
+                        "instanceType": o.instance_type,
+                        "zone": o.zone,
+                        "capacityType": o.capacity_type,
+                        "vcpu": o.vcpu,
+                        "memoryMiB": o.memory_mib,
+                        "gpus": o.gpu_count,
+                        "gpuModel": o.gpu_model,
+                        "gpuMemoryMiB": o.gpu_memory_mib,
+                        "arch": o.arch.value,
+                        "maxPods": o.max_pods,
+                        "pricePerHour": o.price,
+                        "priceSource": o.price_source,
+                        "available": o.available,
+                    }
+                    for o in offerings
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    from autoscaler.render import table
+
+    print(
+        "\n".join(
+            table(
+                [
+                    "INSTANCE TYPE",
+                    "ZONE",
+                    "CAPACITY",
+                    "VCPU",
+                    "MEMORY",
+                    "GPUS",
+                    "$/HOUR",
+                    "PRICE SOURCE",
+                    "AVAILABLE",
+                ],
+                [
+                    [
+                        o.instance_type,
+                        o.zone or "-",
+                        o.capacity_type,
+                        str(o.vcpu),
+                        f"{o.memory_mib / 1024:g}Gi",
+                        f"{o.gpu_count} {o.gpu_model}".strip(),
+                        f"{o.price:.4f}",
+                        o.price_source or "-",
+                        "yes" if o.available else "no",
+                    ]
+                    for o in offerings
+                ],
+            )
+        )
+    )
+    print(f"{len(offerings)} offerings for {config.cloud} {config.region}")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -110,7 +193,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan, "run": cmd_run}
+COMMANDS = {"plan": cmd_plan, "catalog": cmd_catalog, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

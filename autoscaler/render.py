@@ -36,7 +36,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -61,7 +61,7 @@ def plan_to_table(plan: Plan, config: Config) -> str:
         "",
     ]
     if launches:
-        out += _table(
+        out += table(
             ["INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "GPUS", "MODE", "PODS"],
             [
                 [
@@ -79,18 +79,18 @@ def plan_to_table(plan: Plan, config: Config) -> str:
         out.append("")
     if plan.launch.unplaced:
         out.append("Cannot be placed:")
-        out += _table(["POD", "REASON"], [[u.pod, u.reason] for u in plan.launch.unplaced])
+        out += table(["POD", "REASON"], [[u.pod, u.reason] for u in plan.launch.unplaced])
         out.append("")
     if plan.ignored:
         out.append("Pending, but no new node is needed:")
-        out += _table(["POD", "REASON"], [[i.pod, i.detail] for i in plan.ignored])
+        out += table(["POD", "REASON"], [[i.pod, i.detail] for i in plan.ignored])
         out.append("")
     if plan.removal.removals:
         out.append("Remove:")
-        out += _table(["NODE", "REASON"], [[r.node, r.reason] for r in plan.removal.removals])
+        out += table(["NODE", "REASON"], [[r.node, r.reason] for r in plan.removal.removals])
         out.append("")
     if plan.removal.blocked:
         out.append("Kept:")
-        out += _table(["NODE", "REASON"], [[b.node, b.reason] for b in plan.removal.blocked])
+        out += table(["NODE", "REASON"], [[b.node, b.reason] for b in plan.removal.blocked])
         out.append("")
     return "\n".join(out).rstrip() + "\n"

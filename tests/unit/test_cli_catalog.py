@@ -1,0 +1,42 @@
+"""`tidal catalog`: the offerings and prices the configured provider sees, with where each price came from."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from autoscaler.cli import main
+
+CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
+
+
+def write_config(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "cloud": "simulated",
+                "region": "us-east-1",
+                "zones": ["us-east-1a"],
+                "simulated": {"catalog": str(CATALOG), "registerNodes": False},
+            }
+        )
+    )
+    return str(path)
+
+
+def test_catalog_lists_offerings_with_their_price_source(tmp_path, capsys):
+    code = main(["catalog", "--config", write_config(tmp_path), "--gpu-only", "--output", "json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0
+    g4dn = next(r for r in rows if r["instanceType"] == "g4dn.xlarge" and r["capacityType"] == "on-demand")
+    assert (g4dn["gpus"], g4dn["gpuModel"], g4dn["pricePerHour"]) == (1, "T4", 0.526)
+    assert g4dn["priceSource"] == "catalog file aws-us-east-1.csv"
+    assert all(r["gpus"] > 0 for r in rows)
+
+
+def test_catalog_table_ends_with_a_count(tmp_path, capsys):
+    assert main(["catalog", "--config", write_config(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("INSTANCE TYPE")
+    assert out.rstrip().endswith("offerings for simulated us-east-1")
