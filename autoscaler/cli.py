@@ -75,6 +75,28 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
     c.add_argument("--output", choices=("table", "json"), default="table")
 
+    s = sub.add_parser("simulate", help="replay a scenario or a trace on a virtual clock and report")
+    s.add_argument(
+        "--scenario",
+        required=True,
+        metavar="NAME|FILE",
+        help="kai-day, spot-storm, burst-10k, or a scenario YAML file",
+    )
+    s.add_argument("--trace", metavar="CSV", help="replay pods of a trace CSV (Alibaba GPU trace columns)")
+    s.add_argument("--compression", type=_positive, default=1.0, help="divide trace times by this factor")
+    s.add_argument("--sample", type=_fraction, default=1.0, help="keep this fraction of trace pods")
+    s.add_argument("--start", type=_seconds, default=0.0, help="trace time to start from (seconds)")
+    s.add_argument("--window", type=_seconds, default=None, help="trace seconds to replay from --start")
+    s.add_argument("--seed", type=int, default=0, help="seed for sampling")
+    s.add_argument("--catalog", metavar="CSV", help="instance catalog (default: the AWS demo catalog)")
+    s.add_argument("--cloud", help="which cloud's rows of a multi-cloud catalog to offer")
+    s.add_argument("--region", help="which region's rows of the catalog to offer")
+    s.add_argument("--config", metavar="FILE", help="tidal configuration keys over the scenario's")
+    s.add_argument("--policy", choices=("tidal", "ca-like", "karpenter-like"), default="tidal")
+    s.add_argument("--report", metavar="DIR", help="write summary.json, report.md and timeline.png here")
+    s.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
+    s.add_argument("--max-lines", type=int, default=400, help=argparse.SUPPRESS)
+
     r = sub.add_parser("run", help="the autoscaler daemon: watch the cluster, launch and remove nodes")
     r.add_argument(
         "--config", metavar="FILE", help="configuration file (the mounted ConfigMap); hot reloaded"
@@ -85,6 +107,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="decide and report, but change nothing")
     r.add_argument("--once", action="store_true", help="one reconcile, then exit")
     return parser
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    from autoscaler.config import parse_duration
+
+    try:
+        return parse_duration(text, field="time")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from autoscaler.sim.run import run_cli
+
+    return run_cli(args)
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -193,7 +247,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan, "catalog": cmd_catalog, "run": cmd_run}
+COMMANDS = {"plan": cmd_plan, "simulate": cmd_simulate, "catalog": cmd_catalog, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

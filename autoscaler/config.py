@@ -93,6 +93,7 @@ class Config:
     daemon_set_overhead: Resources | None
     kube_reserved: Resources | None
     max_pods_per_node: int
+    gpu_node_taint: bool
     scale_down: ScaleDownConfig
     scan_interval: float
     batch_idle_duration: float
@@ -196,6 +197,7 @@ _TOP = {
     "daemonSetOverhead": _Key("daemon_set_overhead", _RESOURCES_OR_NONE),
     "kubeReserved": _Key("kube_reserved", _RESOURCES_OR_NONE),
     "maxPodsPerNode": _Key("max_pods_per_node", schema.integer(minimum=1, maximum=1000)),
+    "gpuNodeTaint": _Key("gpu_node_taint", schema.boolean),
     "scanInterval": _Key("scan_interval", schema.duration()),
     "batchIdleDuration": _Key("batch_idle_duration", schema.duration(positive=False)),
     "batchMaxDuration": _Key("batch_max_duration", schema.duration()),

@@ -22,8 +22,8 @@ from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CapacityUnavailable, CloudProvider, ProviderError, QuotaExceeded, Throttled
 from autoscaler.config import Config
 from autoscaler.demand import Reason
-from autoscaler.drain import Drainer, DrainJob, remove_node
-from autoscaler.fit import node_labels
+from autoscaler.drain import DrainJob, DrainRunner, remove_node
+from autoscaler.fit import node_labels, node_taints
 from autoscaler.fleet import Fleet
 from autoscaler.model import (
     LABEL_CLUSTER,
@@ -108,7 +108,8 @@ class Controller:
         leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
         dry_run: bool = False,
-        drainer: Drainer | None = None,
+        drainer: DrainRunner | None = None,
+        planner: Callable[..., Plan] = plan,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -125,6 +126,7 @@ class Controller:
             provider.offerings, refresh_interval=300.0, unavailable_for=cfg.offering_unavailable_duration
         )
         self.drainer = drainer
+        self.planner = planner  # the simulator swaps in baseline policies here
         self.last: ReconcileResult | None = None
 
     # -- one step ---------------------------------------------------------------------------------------
@@ -175,7 +177,7 @@ class Controller:
         self._record(decided, snapshot, cfg)
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
-        return plan(
+        return self.planner(
             snapshot,
             self.catalog.offerings(now),
             cfg,
@@ -246,7 +248,11 @@ class Controller:
             **cfg.node_tags,
         }
         candidates = tuple(o for o in la.candidates if o.available)
-        request = LaunchRequest(outcome.token, candidates, labels, tuple(cfg.node_taints), tags)
+        # Taints must be there when the kubelet registers, before any pod lands: send those every candidate
+        # shares (the GPU taint on GPU offerings, AKS's spot taint on spot ones).
+        shared = set.intersection(*(set(node_taints(o, cfg)) for o in candidates)) if candidates else set()
+        taints = tuple(cfg.node_taints) + tuple(sorted(shared - set(cfg.node_taints), key=str))
+        request = LaunchRequest(outcome.token, candidates, labels, taints, tags)
         o = la.offering
         try:
             outcome.instance = self.provider.launch(request)

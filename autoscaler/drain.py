@@ -34,6 +34,14 @@ class Recorder(Protocol):
     def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> object: ...
 
 
+class DrainRunner(Protocol):
+    """What the controller needs from whatever runs drains (threads in the daemon, at once in simulation)."""
+
+    def active(self) -> set[str]: ...
+    def submit(self, job: DrainJob) -> bool: ...
+    def shutdown(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DrainJob:
     node: str

@@ -69,6 +69,16 @@ class Constraints:
         )
 
 
+def implicit_tolerations(pod: Pod) -> tuple[Toleration, ...]:
+    """Tolerations the ExtendedResourceToleration admission plugin (on in GKE, common elsewhere) gives a
+    pod for each extended resource it requests: GPU pods tolerate the GPU node taint."""
+    return tuple(
+        Toleration(key=r, operator="Exists", effect="NoSchedule")
+        for r in (NVIDIA_GPU, AMD_GPU)
+        if pod.requests.get(r)
+    )
+
+
 def pod_constraints(pod: Pod, config: Config) -> Constraints:
     """Read a pod's scheduling constraints and instance annotations; bad annotations raise AnnotationError."""
     a = pod.annotations
@@ -124,7 +134,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
     return Constraints(
         node_selector=tuple(sorted(pod.node_selector.items())),
         affinity=pod.affinity,
-        tolerations=pod.tolerations,
+        tolerations=pod.tolerations + implicit_tolerations(pod),
         capacity_types=capacity_types,
         gpu_skus=gpu_skus if gpu_resource else (),
         family_inclusions=inclusions,
@@ -248,9 +258,15 @@ def _node_labels(
     return tuple(sorted(labels.items()))
 
 
+GPU_TAINT = Taint(NVIDIA_GPU, "present", "NoSchedule")
+
+
 def node_taints(offering: Offering, config: Config) -> tuple[Taint, ...]:
-    """Taints a new node will carry: configured ones, plus the spot taint AKS puts on spot nodes."""
+    """Taints a new node will carry: configured ones, the GPU taint on NVIDIA GPU nodes (``gpuNodeTaint``),
+    and the spot taint AKS puts on spot nodes."""
     taints = tuple(config.node_taints)
+    if config.gpu_node_taint and offering.gpu_count and offering.gpu_vendor.upper() != "AMD":
+        taints += (GPU_TAINT,)
     if config.cloud == "azure" and offering.capacity_type == SPOT:
         taints += (Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule"),)
     return taints
@@ -384,3 +400,13 @@ def eligible_offerings(
         if not remaining:
             return [], reason
     return remaining, ""
+
+
+def fits_node(pod: Pod, labels: Mapping[str, str], taints: Iterable[Taint], room: Mapping[str, int]) -> bool:
+    """Would the scheduler put ``pod`` on a node with these labels, taints and free resources?"""
+    return (
+        (pod.requests + {"pods": 1000}).fits_in(room)
+        and all(labels.get(k) == v for k, v in pod.node_selector.items())
+        and affinity_matches(pod.affinity, labels)
+        and tolerates_all(pod.tolerations + implicit_tolerations(pod), taints)
+    )

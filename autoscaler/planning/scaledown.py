@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler import annotations as ann
-from autoscaler.fit import affinity_matches, requirement_matches, tolerates_all
+from autoscaler.fit import fits_node, requirement_matches
 from autoscaler.kube.convert import parse_time
 from autoscaler.model import DisruptionBudget, Node, Pod, Snapshot
 from autoscaler.planning.cluster import node_capacity, pods_by_node, requested
@@ -64,12 +64,7 @@ def _place(pods: Sequence[Pod], targets: list[Capacity], free: list[Resources]) 
     trial = list(free)
     for pod in sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key)):
         for i, cap in enumerate(targets):
-            if (
-                pod.requests.fits_in(trial[i])
-                and all(cap.labels.get(k) == v for k, v in pod.node_selector.items())
-                and affinity_matches(pod.affinity, cap.labels)
-                and tolerates_all(pod.tolerations, cap.taints)
-            ):
+            if fits_node(pod, cap.labels, cap.taints, trial[i]):
                 trial[i] = trial[i] - pod.requests - {"pods": 1000}
                 break
         else:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.fit import affinity_matches, tolerates_all
+from autoscaler.fit import fits_node
 from autoscaler.kube.convert import node_from_dict, pod_from_dict, podgroup_from_dict, queue_from_dict
 from autoscaler.model import Node, Pod
 from autoscaler.resources import PODS, Resources
@@ -54,12 +54,7 @@ class SchedulerStandIn:
         return usable, free, pending, groups
 
     def _fits(self, pod: Pod, node: Node, room: Resources) -> bool:
-        return (
-            (pod.requests + {PODS: 1000}).fits_in(room)
-            and all(node.labels.get(k) == v for k, v in pod.node_selector.items())
-            and affinity_matches(pod.affinity, node.labels)
-            and tolerates_all(pod.tolerations, [t for t in node.taints if t.effect != "PreferNoSchedule"])
-        )
+        return fits_node(pod, node.labels, [t for t in node.taints if t.effect != "PreferNoSchedule"], room)
 
     def _place(self, pods: list[Pod], nodes: list[Node], free: dict[str, Resources]) -> dict[str, str] | None:
         trial = dict(free)

@@ -1,0 +1,181 @@
+"""Baseline policies for comparison, run by the same controller in the same simulator.
+
+- ``ca-like``: cluster-autoscaler's shape — one node group per allowed instance type (on-demand, first zone),
+  reacts to every unschedulable pod, first-fit-decreasing with the least-waste expander, scale-down after
+  10 minutes under 50% utilisation.
+- ``karpenter-like``: first-fit-decreasing into nodes that keep a flexible set of instance types, the
+  cheapest offering chosen at the end, spot and on-demand as the pod allows; no queue awareness.
+
+Both honour ``clusterGPULimit`` (cluster-autoscaler's ``--gpu-total``, a NodePool limit in Karpenter). What
+they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autoscaler.config import Config
+from autoscaler.demand import select
+from autoscaler.model import Offering, Pod, Snapshot
+from autoscaler.planning import Plan
+from autoscaler.planning.cluster import node_capacity, pods_by_node, usage
+from autoscaler.planning.offerings import OfferingIndex, price_order
+from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Capacity, Launch, LaunchPlan, Unplaced, Usage
+from autoscaler.planning.scaledown import scale_down
+from autoscaler.planning.scaleup import scale_up
+from autoscaler.resources import PODS, Resources
+
+POLICIES = ("tidal", "ca-like", "karpenter-like")
+
+
+@dataclass(slots=True)
+class _Node:
+    options: list[Offering]  # offerings that still hold every pod placed so far
+    used: Resources
+    pods: list[str] = field(default_factory=list)
+
+
+def _queue_blind(snapshot: Snapshot, config: Config) -> tuple[Snapshot, Config]:
+    """What a queue-unaware autoscaler sees: every unschedulable pod is demand."""
+    blind = replace(config, pending_pod_reason_regexp=__import__("re").compile(".*"), scheduler_names=())
+    return replace(snapshot, queues=()), blind
+
+
+def _ffd(
+    pods: Sequence[Pod],
+    constraints: Mapping[str, Any],
+    index: OfferingIndex,
+    budget_gpus: int | None,
+    choose: str,
+) -> tuple[list[Launch], list[Unplaced]]:
+    """First-fit-decreasing into new nodes; ``choose`` picks a new node's offering set."""
+    nodes: list[_Node] = []
+    unplaced: list[Unplaced] = []
+    gpus_left = budget_gpus
+    order = sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key))
+    for pod in order:
+        need = pod.requests + {PODS: 1000}
+        eligible, reason = index.eligible(constraints[pod.key])
+        for node in nodes:
+            options = [
+                o
+                for o in node.options
+                if o in set(eligible) and (node.used + need).fits_in(index.allocatable(o))
+            ]
+            if options and (choose != "ca" or options[0] == node.options[0]):
+                node.options, node.used = options, node.used + need
+                node.pods.append(pod.key)
+                break
+        else:
+            fitting = [
+                o
+                for o in eligible
+                if need.fits_in(index.allocatable(o)) and (gpus_left is None or o.gpu_count <= gpus_left)
+            ]
+            if not fitting:
+                unplaced.append(Unplaced(pod.key, reason or "no offering fits or GPU limit reached"))
+                continue
+            if choose == "ca":
+                # Least waste: the group whose node is left with the smallest unused share.
+                best = min(fitting, key=lambda o: (_waste(need, index.allocatable(o)), price_order(o)))
+                options = [best]
+            else:
+                options = sorted(fitting, key=price_order)
+            if gpus_left is not None:
+                gpus_left -= max(o.gpu_count for o in options[:1])
+                options = [o for o in options if o.gpu_count <= options[0].gpu_count]
+            nodes.append(_Node(options, need, [pod.key]))
+    launches = [Launch(min(n.options, key=price_order), tuple(sorted(n.pods)), BIN_SELECTION) for n in nodes]
+    return launches, unplaced
+
+
+def _waste(need: Resources, alloc: Resources) -> float:
+    shares = [1 - need.get(r, 0) / alloc[r] for r in ("cpu", "memory", "nvidia.com/gpu") if alloc.get(r)]
+    return sum(shares) / len(shares)
+
+
+def _plan(
+    policy: str,
+    snapshot: Snapshot,
+    offerings: Sequence[Offering],
+    config: Config,
+    now: float,
+    launching: Sequence[Capacity],
+    launching_usage: Usage,
+) -> Plan:
+    seen, blind = _queue_blind(snapshot, config)
+    if policy == "ca-like":
+        groups: dict[str, Offering] = {}
+        first_zone = config.zones[0] if config.zones else ""
+        for o in sorted(offerings, key=price_order):
+            if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
+                groups.setdefault(o.instance_type, o)
+        offerings = list(groups.values())
+        blind = replace(
+            blind,
+            capacity_types=("on-demand",),
+            scale_down=replace(
+                config.scale_down,
+                node_unneeded_duration=600.0,
+                utilization_threshold_bin_packing=0.5,
+                utilization_threshold_bin_selection=0.5,
+            ),
+        )
+    index = OfferingIndex(offerings, blind, snapshot.daemonsets)
+    demand = select(seen, blind)
+    by_node = pods_by_node(snapshot.pods)
+    existing = node_capacity(snapshot, index, by_node=by_node)
+    base = usage(snapshot)
+    total = Usage(
+        base.gpus + launching_usage.gpus,
+        base.cpu_milli + launching_usage.cpu_milli,
+        base.managed_nodes + launching_usage.managed_nodes,
+    )
+    # Existing and launching room first (both real autoscalers simulate scheduling onto them), then FFD.
+    absorbed = scale_up(
+        replace(demand, singles=demand.counted, gangs=[]),
+        OfferingIndex([], blind),
+        capacity=[*existing, *launching],
+        usage=total,
+    )
+    left = {u.pod for u in absorbed.unplaced}
+    pods = [p for p in demand.counted if p.key in left]
+    limit = config.cluster_gpu_limit
+    budget = None if limit is None else max(0, limit - total.gpus)
+    launches, unplaced = _ffd(
+        pods, demand.constraints, index, budget, "ca" if policy == "ca-like" else "karpenter"
+    )
+    plan = LaunchPlan(
+        tuple(launches),
+        tuple(unplaced),
+        absorbed.absorbed,
+        total.gpus,
+        total.gpus + sum(la.offering.gpu_count for la in launches),
+    )
+    needed = {a.node for a in absorbed.absorbed}
+    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, capacity=existing)
+    return Plan(demand, plan, removal)
+
+
+def planner_for(policy: str) -> Any:
+    """The planning function the controller should use for ``policy`` (None: tidal's own)."""
+    if policy == "tidal":
+        return None
+    if policy not in POLICIES:
+        raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
+
+    def planner(
+        snapshot: Snapshot,
+        offerings: Sequence[Offering],
+        config: Config,
+        now: float,
+        *,
+        launching: Sequence[Capacity] = (),
+        launching_usage: Usage = NO_USAGE,
+        unneeded_since: Mapping[str, float] | None = None,
+    ) -> Plan:
+        return _plan(policy, snapshot, offerings, config, now, launching, launching_usage)
+
+    return planner

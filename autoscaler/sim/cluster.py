@@ -1,0 +1,412 @@
+"""The emulated cluster: Nodes, pods, and a scheduler that speaks kube-scheduler's and KAI's language.
+
+It is what the controller sees (``snapshot()``), what it acts on (cordon, evict, delete Node, events), and
+what the simulated cloud's kubelets register Nodes with. The scheduler places pods with tidal's own fit rules
+and writes the ``PodScheduled=False`` messages the real schedulers write; KAI queues admit work within their
+limit (and non-preemptible work within quota) and gangs all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autoscaler import annotations as ann
+from autoscaler.fit import fits_node
+from autoscaler.kube.convert import node_from_dict
+from autoscaler.model import (
+    Condition,
+    Node,
+    OwnerRef,
+    Pod,
+    PodGroup,
+    Queue,
+    QueueLimits,
+    Snapshot,
+    Taint,
+)
+from autoscaler.resources import NVIDIA_GPU, PODS, Resources
+from autoscaler.sim.scenario import JobSpec, QueueSpec
+
+KAI = "kai-scheduler"
+DEFAULT = "default-scheduler"
+QUEUE_LABEL = "kai.scheduler/queue"
+QUEUE_HOLD_PREFIXES = ("OverLimit", "NonPreemptibleOverQuota", "OverQuota")
+
+
+@dataclass(slots=True)
+class SimPod:
+    """One pod and what the simulation knows about it beyond Kubernetes."""
+
+    pod: Pod
+    job: str
+    queue: str
+    gang: str
+    duration: float
+    preemptible: bool
+    submitted: float
+    started: float | None = None
+    ended: float | None = None
+    held_seconds: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return self.pod.requests.gpus
+
+
+def held_by_queue(pod: Pod) -> bool:
+    """KAI keeps this pod pending for its queue's quota or limit, not for lack of capacity."""
+    cond = pod.scheduled
+    return cond is not None and cond.status == "False" and cond.message.startswith(QUEUE_HOLD_PREFIXES)
+
+
+class EmulatedCluster:
+    """In-memory Nodes and pods with the controller's ClusterView and actions, and a kubelet registrar."""
+
+    def __init__(self, clock: Callable[[], float], queues: Iterable[QueueSpec] = (), *, kai: bool = False):
+        self.clock = clock
+        self.kai = kai
+        self.queues = {q.name: q for q in queues}
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, SimPod] = {}
+        self.done: list[SimPod] = []
+        self.podgroups: dict[str, PodGroup] = {}
+        self.version = 0
+        self._snapshot: tuple[int, Snapshot] | None = None
+        self._restarts: dict[str, int] = defaultdict(int)
+        self.events: list[tuple[float, str, str, str]] = []
+        self.status: dict[str, str] = {}
+
+    # -- the ClusterView -------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None or self._snapshot[0] != self.version:
+            queues = tuple(
+                Queue(q.name, q.parent, QueueLimits(q.quota, q.limit, q.over_quota_weight), q.priority)
+                for q in self.queues.values()
+            )
+            snap = Snapshot(
+                pods=tuple(sp.pod for sp in self.pods.values()),
+                nodes=tuple(self.nodes.values()),
+                podgroups=tuple(self.podgroups.values()),
+                queues=queues,
+            )
+            self._snapshot = (self.version, snap)
+        return self._snapshot[1]
+
+    def _changed(self) -> None:
+        self.version += 1
+
+    # -- workload --------------------------------------------------------------------------------------
+
+    def submit(self, job: JobSpec, now: float) -> list[str]:
+        """Create the job's pods (a PodGroup too for a gang), pending with no condition yet."""
+        annotations: dict[str, str] = {}
+        if job.offerings:
+            annotations[ann.INSTANCE_OFFERINGS] = job.offerings
+        if job.gpu_skus:
+            annotations[ann.INSTANCE_GPU_SKUS] = job.gpu_skus
+        if job.partial_gpu:
+            annotations[ann.INSTANCE_PARTIAL_GPU] = "true"
+        if job.gang:
+            annotations["pod-group-name"] = job.name
+            self.podgroups[job.name] = PodGroup("default", job.name, job.pods, job.queue)
+        requests = {"cpu": job.cpu_milli, "memory": job.memory_milli}
+        if job.gpus:
+            requests[NVIDIA_GPU] = job.gpus * 1000
+        labels = {"app": job.name, **({QUEUE_LABEL: job.queue} if job.queue else {})}
+        keys = []
+        for i in range(job.pods):
+            pod = Pod(
+                namespace="default",
+                name=f"{job.name}-{i}",
+                uid=f"{job.name}-{i}",
+                created=now,
+                labels=labels,
+                annotations=annotations,
+                scheduler_name=KAI if self.kai else DEFAULT,
+                requests=Resources(requests),
+                owner=OwnerRef("Job", job.name, True),
+                priority=job.priority,
+            )
+            self.pods[pod.key] = SimPod(
+                pod, job.name, job.queue, job.name if job.gang else "", job.duration, job.preemptible, now
+            )
+            keys.append(pod.key)
+        self._changed()
+        return keys
+
+    def finish_due(self, now: float) -> int:
+        """Pods whose containers exited by ``now`` leave the cluster."""
+        done = [sp for sp in self.pods.values() if sp.started is not None and sp.started + sp.duration <= now]
+        for sp in done:
+            sp.ended = sp.started + sp.duration if sp.started is not None else now
+            self.done.append(sp)
+            del self.pods[sp.pod.key]
+        if done:
+            self._changed()
+        return len(done)
+
+    def next_finish(self) -> float | None:
+        times = [sp.started + sp.duration for sp in self.pods.values() if sp.started is not None]
+        return min(times) if times else None
+
+    def _recreate(self, sp: SimPod, now: float) -> None:
+        """What a Job controller does when its pod was evicted or its node vanished: a new pending pod."""
+        del self.pods[sp.pod.key]
+        self._restarts[sp.pod.uid] += 1
+        n = self._restarts[sp.pod.uid]
+        base = sp.pod.name.split("~", 1)[0]
+        pod = replace(
+            sp.pod,
+            name=f"{base}~{n}",
+            uid=f"{sp.pod.uid}",
+            node_name="",
+            phase="Pending",
+            scheduled=None,
+            created=now,
+        )
+        self.pods[pod.key] = SimPod(
+            pod,
+            sp.job,
+            sp.queue,
+            sp.gang,
+            sp.duration,
+            sp.preemptible,
+            sp.submitted,
+            held_seconds=sp.held_seconds,
+        )
+
+    # -- the scheduler ---------------------------------------------------------------------------------
+
+    def _free(self) -> dict[str, Resources]:
+        used: dict[str, list[Resources]] = defaultdict(list)
+        for sp in self.pods.values():
+            if sp.pod.node_name:
+                used[sp.pod.node_name].append(sp.pod.requests)
+        free = {}
+        for n in self.nodes.values():
+            if n.ready and not n.unschedulable and not n.deleting:
+                free[n.name] = n.allocatable - Resources.total(used.get(n.name, ()), each={PODS: 1000})
+        return free
+
+    def _queue_use(self) -> tuple[dict[str, int], dict[str, int]]:
+        used: dict[str, int] = defaultdict(int)
+        non_preemptible: dict[str, int] = defaultdict(int)
+        for sp in self.pods.values():
+            if sp.pod.node_name and sp.queue:
+                for q in self._lineage(sp.queue):
+                    used[q] += sp.gpus
+                    if not sp.preemptible:
+                        non_preemptible[q] += sp.gpus
+        return used, non_preemptible
+
+    def _lineage(self, name: str) -> list[str]:
+        chain = []
+        while name and name in self.queues and name not in chain:
+            chain.append(name)
+            name = self.queues[name].parent
+        return chain
+
+    def schedule(self, now: float) -> int:
+        """One pass: admit by queue, place what fits (gangs whole), explain the rest. Returns pods bound."""
+        pending = [sp for sp in self.pods.values() if not sp.pod.node_name]
+        if not pending:
+            return 0
+        free = self._free()
+        nodes = [self.nodes[name] for name in sorted(free)]
+        used, non_preemptible = self._queue_use()
+        units: dict[str, list[SimPod]] = defaultdict(list)
+        for sp in pending:
+            units[sp.gang or sp.pod.key].append(sp)
+        order = sorted(
+            units.values(),
+            key=lambda u: (-self._priority(u[0]), -u[0].pod.priority, u[0].submitted, u[0].pod.name),
+        )
+        bound = 0
+        for unit in order:
+            if unit[0].gang and len(unit) < self.podgroups[unit[0].gang].min_member:
+                continue
+            gpus = sum(sp.gpus for sp in unit)
+            hold = self._queue_hold(unit[0], gpus, used, non_preemptible) if self.kai else ""
+            if hold:
+                self._pending(unit, hold, now)
+                continue
+            placed = self._place(unit, nodes, free)
+            if placed is None:
+                self._pending(unit, self._no_room(unit[0], nodes), now)
+                continue
+            for sp, node in placed:
+                self._bind(sp, node, now)
+                bound += 1
+                for q in self._lineage(sp.queue):
+                    used[q] += sp.gpus
+                    if not sp.preemptible:
+                        non_preemptible[q] += sp.gpus
+        if bound:
+            self._changed()
+        return bound
+
+    def _priority(self, sp: SimPod) -> int:
+        q = self.queues.get(sp.queue)
+        return q.priority if q else 0
+
+    def _queue_hold(self, sp: SimPod, gpus: int, used: Mapping[str, int], non_pre: Mapping[str, int]) -> str:
+        for name in self._lineage(sp.queue):
+            q = self.queues[name]
+            if q.limit is not None and used.get(name, 0) + gpus > q.limit:
+                return (
+                    f"OverLimit: {name} quota has reached the allowable limit of GPUs. Limit is {q.limit} GPUs, "
+                    f"currently {used.get(name, 0)} GPUs allocated and workload requested {gpus} GPUs."
+                )
+            if not sp.preemptible and q.quota is not None and non_pre.get(name, 0) + gpus > q.quota:
+                return (
+                    f"NonPreemptibleOverQuota: Non-preemptible workload in queue {name} requested {gpus} GPUs, "
+                    f"over the deserved quota of {q.quota} GPUs ({non_pre.get(name, 0)} in use)."
+                )
+        return ""
+
+    def _place(
+        self, unit: list[SimPod], nodes: list[Node], free: dict[str, Resources]
+    ) -> list[tuple[SimPod, str]] | None:
+        trial = dict(free)
+        placed = []
+        for sp in unit:
+            for node in nodes:
+                room = trial[node.name]
+                if fits_node(
+                    sp.pod, node.labels, [t for t in node.taints if t.effect != "PreferNoSchedule"], room
+                ):
+                    trial[node.name] = room - sp.pod.requests - {PODS: 1000}
+                    placed.append((sp, node.name))
+                    break
+            else:
+                if sp.gang:
+                    return None
+        if not placed:
+            return None
+        free.update(trial)
+        # A non-gang unit is one pod; a gang lands only whole.
+        return placed
+
+    def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
+        if not nodes:
+            return "no nodes available to schedule pods"
+        n = len(nodes)
+        if self.kai:
+            if sp.gpus:
+                return "No node in the default node-pool has GPU resources"
+            return f"0/{n} nodes are available: {n} node(s) didn't have enough resources: CPU cores."
+        what = "nvidia.com/gpu" if sp.gpus else "cpu"
+        return f"0/{n} nodes are available: {n} Insufficient {what}."
+
+    def _pending(self, unit: list[SimPod], message: str, now: float) -> None:
+        for sp in unit:
+            cond = sp.pod.scheduled
+            if cond is None or cond.message != message:
+                sp.pod = replace(sp.pod, scheduled=Condition("False", "Unschedulable", message, now))
+                self._changed()
+
+    def _bind(self, sp: SimPod, node: str, now: float) -> None:
+        sp.pod = replace(sp.pod, node_name=node, phase="Running", scheduled=Condition("True", "", "", now))
+        sp.started = now
+
+    # -- kubelets (the simulated provider's NodeRegistrar) ----------------------------------------------
+
+    def create(self, manifest: Mapping[str, Any]) -> bool:
+        node = node_from_dict(manifest)
+        if node.name in self.nodes:
+            return False
+        self.nodes[node.name] = replace(node, created=self.clock(), ready_since=self.clock())
+        self._changed()
+        return True
+
+    def patch_status(self, name: str, status: Mapping[str, Any]) -> bool:
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        merged = {"capacity": {**node.capacity.as_dict()}, "allocatable": {**node.allocatable.as_dict()}}
+        for key in ("capacity", "allocatable"):
+            for res, qty in (status.get(key) or {}).items():
+                merged[key][res] = Resources.parse({res: qty})[res]
+        self.nodes[name] = replace(
+            node, capacity=Resources(merged["capacity"]), allocatable=Resources(merged["allocatable"])
+        )
+        self._changed()
+        return True
+
+    def mark_unreachable(self, name: str, now: float) -> bool:
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        self.nodes[name] = replace(
+            node, ready=False, taints=(*node.taints, Taint("node.kubernetes.io/unreachable", "", "NoExecute"))
+        )
+        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+            self._recreate(sp, now)  # NoExecute: the pods are gone with the machine
+        self._changed()
+        return True
+
+    # -- the controller's actions -----------------------------------------------------------------------
+
+    def cordon(self, node_name: str, *, taint_key: str = "tidal.dev/disrupted") -> None:
+        node = self.nodes.get(node_name)
+        if node is not None and not node.unschedulable:
+            self.nodes[node_name] = replace(
+                node, unschedulable=True, taints=(*node.taints, Taint(taint_key, "", "NoSchedule"))
+            )
+            self._changed()
+
+    def uncordon(self, node_name: str, *, taint_key: str = "tidal.dev/disrupted") -> None:
+        node = self.nodes.get(node_name)
+        if node is not None:
+            self.nodes[node_name] = replace(
+                node, unschedulable=False, taints=tuple(t for t in node.taints if t.key != taint_key)
+            )
+            self._changed()
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Any:
+        from autoscaler.kube.actions import EvictionResult
+
+        sp = self.pods.get(f"{namespace}/{name}")
+        if sp is None:
+            return EvictionResult.GONE
+        self._recreate(sp, self.clock())
+        self._changed()
+        return EvictionResult.EVICTED
+
+    def delete_node(self, name: str) -> bool:
+        node = self.nodes.pop(name, None)
+        if node is None:
+            return False
+        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+            self._recreate(sp, self.clock())
+        self._changed()
+        return True
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        node = self.nodes.get(name)
+        if node is not None:
+            merged = {**node.annotations, **annotations}
+            self.nodes[name] = replace(node, annotations={k: v for k, v in merged.items() if v is not None})
+            self._changed()
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        node = self.nodes.get(name)
+        if node is not None:
+            merged = {**node.labels, **labels}
+            self.nodes[name] = replace(node, labels={k: v for k, v in merged.items() if v is not None})
+            self._changed()
+
+    def pod_event(self, pod: Pod, *, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.events.append((self.clock(), pod.key, reason, message))
+
+    def node_event(
+        self, node_name: str, *, reason: str, message: str, event_type: str = "Normal", uid: str = ""
+    ) -> None:
+        self.events.append((self.clock(), node_name, reason, message))
+
+    def write_status(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self.status = dict(data)

@@ -1,0 +1,375 @@
+"""The discrete-event loop: the real controller and decision core on a virtual clock.
+
+Nothing here decides anything: the emulated cluster schedules, the simulated cloud launches, and the same
+``Controller`` that ``tidal run`` uses reconciles — with tidal's planner or a baseline policy. The loop only
+jumps the clock from one interesting moment to the next and records what happened.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.config import Config, config_from_mapping
+from autoscaler.controller import Controller
+from autoscaler.drain import DrainJob, remove_node
+from autoscaler.model import Instance
+from autoscaler.observability.events import EventRecorder
+from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
+from autoscaler.sim.scenario import JobSpec, Scenario
+
+LAUNCH_DELAY, REGISTRATION_DELAY, GPU_READY_DELAY = 60.0, 45.0, 30.0
+
+
+class VirtualClock:
+    """Time as the simulation says it is."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SyncDrainer:
+    """Drains at once on the virtual clock (evict, delete the Node, terminate): no threads, no sleeping."""
+
+    def __init__(self, cluster: EmulatedCluster, provider: Any, on_terminate: Callable[[Instance], None]):
+        self.cluster = cluster
+        self.provider = provider
+        self.on_terminate = on_terminate
+
+    def active(self) -> set[str]:
+        return set()
+
+    def submit(self, job: DrainJob) -> bool:
+        self.cluster.cordon(job.node)
+        for pod in job.pods:
+            self.cluster.evict(pod.namespace, pod.name)
+        remove_node(self.cluster, self.provider, job.node, job.instance)
+        if job.instance is not None:
+            self.on_terminate(job.instance)
+        return True
+
+    def shutdown(self) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class Sample:
+    t: float
+    gpus_up: int
+    gpus_used: int
+    gpu_limit: int | None
+    pending: dict[str, int]
+    cost: float
+
+
+@dataclass(slots=True)
+class Record:
+    """Everything the report needs, gathered as the simulation runs."""
+
+    policy: str
+    scenario: str
+    samples: list[Sample] = field(default_factory=list)
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    started: dict[str, tuple[Instance, float]] = field(default_factory=dict)  # id -> (instance, start)
+    ended: dict[str, float] = field(default_factory=dict)
+    launch_pods: list[tuple[str, ...]] = field(default_factory=list)
+    launched_for: set[str] = field(default_factory=set)
+    held_after_launch: set[str] = field(default_factory=set)
+    gpu_limit_violations: int = 0
+    launches: int = 0
+    removals: int = 0
+    reconciles: int = 0
+    pods: list[SimPod] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    end: float = 0.0
+    gpu_nodes_at_end: int = 0
+
+
+class Simulation:
+    """One scenario under one policy, from its first job to its end."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: Config,
+        provider_factory: Callable[..., Any],
+        *,
+        policy: str = "tidal",
+        planner: Callable[..., Any] | None = None,
+        jobs: Sequence[JobSpec] | None = None,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.config = config
+        self.clock = VirtualClock()
+        self.cluster = EmulatedCluster(self.clock, scenario.queues, kai=scenario.kai)
+        self.provider = provider_factory(config, clock=self.clock, kube=self.cluster)
+        self.record = Record(policy, scenario.name)
+        self.echo = echo
+        events = EventRecorder(
+            lambda pod, reason, message, event_type: self.cluster.pod_event(
+                pod, reason=reason, message=message
+            ),
+            node_sink=lambda node, reason, message, event_type: self.cluster.node_event(
+                node, reason=reason, message=message
+            ),
+            clock=self.clock,
+        )
+        kwargs: dict[str, Any] = {"planner": planner} if planner is not None else {}
+        self.controller = Controller(
+            config=lambda: self.config,
+            cluster=self.cluster,
+            provider=self.provider,
+            actions=self.cluster,
+            events=events,
+            clock=self.clock,
+            drainer=SyncDrainer(self.cluster, self.provider, self._ended),
+            **kwargs,
+        )
+        self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))
+        self._last_version = -1
+        self._dirty_at: float | None = None
+
+    def _say(self, text: str) -> None:
+        self.record.lines.append((self.clock.now, text))
+        if self.echo is not None:
+            self.echo(f"{_hhmm(self.clock.now)}  {text}")
+
+    def _ended(self, instance: Instance) -> None:
+        self.record.ended.setdefault(instance.id, self.clock.now)
+
+    # -- the loop ----------------------------------------------------------------------------------------
+
+    def run(self) -> Record:
+        wall = time.perf_counter()
+        rec = self.record
+        i = 0
+        end = self.scenario.duration
+        interruptions = sorted(self.scenario.interruptions, key=lambda x: x.at)
+        outages = sorted(self.scenario.outages, key=lambda o: o.at)
+        t = min([j.at for j in self.jobs[:1]] + [end])
+        while t <= end:
+            self.clock.now = t
+            while i < len(self.jobs) and self.jobs[i].at <= t:
+                job = self.jobs[i]
+                self.cluster.submit(job, t)
+                self._say(
+                    f"{job.name}: {job.pods} pods x {job.gpus} GPU"
+                    + (f" in queue {job.queue}" if job.queue else "")
+                    + (" (gang)" if job.gang else "")
+                )
+                i += 1
+            self.cluster.finish_due(t)
+            self._cloud_events(t, interruptions, outages)
+            self.provider.advance()
+            self.cluster.schedule(t)
+            if self._due(t):
+                self._reconcile(t)
+                self.provider.advance()
+                self.cluster.schedule(t)
+            self._sample(t)
+            nxt = self._next(t, i, interruptions, outages)
+            if nxt is None or nxt > end:
+                break
+            t = nxt
+        self.clock.now = end
+        rec.end = end
+        for inst in self.provider.instances():
+            if inst.state != "terminated":
+                rec.ended.setdefault(inst.id, end)
+                rec.gpu_nodes_at_end += inst.gpu_count > 0
+        rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
+        rec.wall_seconds = time.perf_counter() - wall
+        return rec
+
+    def _due(self, t: float) -> bool:
+        """Reconcile after the batch window once anything changed, and when a scale-down timer expires."""
+        if self.cluster.version != self._last_version:
+            if self._dirty_at is None:
+                self._dirty_at = t
+            if t - self._dirty_at >= self.config.batch_idle_duration:
+                return True
+        return self._removal_due(t)
+
+    def _removal_due(self, t: float) -> bool:
+        last = self.controller.last
+        if last is None or last.plan is None:
+            return False
+        wait = self.config.scale_down.node_unneeded_duration
+        return any(since + wait <= t for since in last.plan.removal.unneeded_since.values())
+
+    def _reconcile(self, t: float) -> None:
+        rec = self.record
+        before = {i.id for i in self.provider.instances() if i.state != "terminated"}
+        result = self.controller.reconcile_once()
+        rec.reconciles += 1
+        self._last_version = self.cluster.version
+        self._dirty_at = None
+        if result.error:
+            self._say(f"reconcile error: {result.error}")
+        pods = self.cluster.pods
+        launched = [o for o in result.launched if o.instance is not None]
+        for o in launched:
+            assert o.instance is not None
+            rec.started.setdefault(o.instance.id, (o.instance, t))
+            rec.launches += 1
+            rec.launch_pods.append(o.launch.pods)
+            rec.launched_for.update(o.launch.pods)
+            rec.held_after_launch.update(k for k in o.launch.pods if k in pods and held_by_queue(pods[k].pod))
+        if launched:
+            kinds: dict[str, int] = {}
+            for o in launched:
+                assert o.instance is not None
+                kinds[o.instance.instance_type] = kinds.get(o.instance.instance_type, 0) + 1
+            desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
+            self._say(f"launch {desc} for {sum(len(o.launch.pods) for o in launched)} pods")
+        after = {i.id for i in self.provider.instances() if i.state != "terminated"}
+        for gone in sorted(before - after):
+            self.record.ended.setdefault(gone, t)
+        removed = len(before - after)
+        if removed:
+            rec.removals += removed
+            self._say(f"remove {removed} node(s)")
+
+    def _cloud_events(self, t: float, interruptions: list[Any], outages: list[Any]) -> None:
+        for x in interruptions:
+            if x.at == t:
+                spot = sorted(
+                    (
+                        i
+                        for i in self.provider.instances()
+                        if i.state != "terminated" and i.capacity_type == "spot"
+                    ),
+                    key=lambda i: i.id,
+                )
+                victims = spot[: round(len(spot) * x.fraction)]
+                for inst in victims:
+                    self.provider.interrupt(inst.id)
+                    self.record.ended.setdefault(inst.id, t)
+                if victims:
+                    self._say(f"spot interruption: {len(victims)} node(s) reclaimed")
+        for o in outages:
+            if o.at == t:
+                self.provider.fail_capacity(o.instance_type, o.zone, o.capacity_type)
+                self._say(
+                    f"capacity outage begins: {o.instance_type or 'any'} {o.capacity_type or ''}".rstrip()
+                )
+            if o.until == t:
+                self.provider.restore_capacity(o.instance_type, o.zone, o.capacity_type)
+                self._say("capacity outage ends")
+
+    def _next(self, t: float, i: int, interruptions: list[Any], outages: list[Any]) -> float | None:
+        times: list[float] = []
+        if i < len(self.jobs):
+            times.append(self.jobs[i].at)
+        finish = self.cluster.next_finish()
+        if finish is not None:
+            times.append(finish)
+        for inst in self.provider.instances():
+            if inst.state != "terminated":
+                for delay in (
+                    LAUNCH_DELAY,
+                    LAUNCH_DELAY + REGISTRATION_DELAY,
+                    LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY,
+                ):
+                    if inst.created + delay > t:
+                        times.append(inst.created + delay)
+        if self.cluster.version != self._last_version:
+            times.append(t + max(self.config.batch_idle_duration, 1.0))
+        last = self.controller.last
+        if last is not None and last.plan is not None:
+            wait = self.config.scale_down.node_unneeded_duration
+            times += [s + wait for s in last.plan.removal.unneeded_since.values()]
+        times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
+        future = [x for x in times if x > t]
+        return min(future) if future else None
+
+    def _sample(self, t: float) -> None:
+        rec = self.record
+        live = [i for i in self.provider.instances() if i.state != "terminated"]
+        gpus_up = sum(i.gpu_count for i in live)
+        used = sum(sp.gpus for sp in self.cluster.pods.values() if sp.pod.node_name)
+        pending: dict[str, int] = {}
+        plan = self.controller.last.plan if self.controller.last else None
+        absorbed = {a.pod for a in plan.launch.absorbed} if plan else set()
+        unplaced = {u.pod for u in plan.launch.unplaced} if plan else set()
+        for sp in self.cluster.pods.values():
+            if sp.pod.node_name:
+                continue
+            if held_by_queue(sp.pod):
+                kind = "queue limit"
+                if sp.pod.key in rec.launched_for:
+                    # Capacity was bought for a pod its queue will not let run: an over-limit launch.
+                    rec.held_after_launch.add(sp.pod.key)
+            elif sp.pod.key in unplaced:
+                kind = "cluster limit / no offering"
+            elif sp.pod.key in absorbed:
+                kind = "waiting for a node"
+            else:
+                kind = "scheduling"
+            pending[kind] = pending.get(kind, 0) + 1
+        limit = self.config.cluster_gpu_limit
+        if limit is not None and gpus_up > limit:
+            rec.gpu_limit_violations += 1
+        rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t)))
+
+
+def over_limit_launches(rec: Record) -> int:
+    """Launches made (at least partly) for pods that their KAI queue held back over quota or limit."""
+    return sum(1 for pods in rec.launch_pods if any(k in rec.held_after_launch for k in pods))
+
+
+def cost_so_far(rec: Record, t: float) -> float:
+    """USD spent on instances up to ``t``."""
+    total = 0.0
+    for iid, (inst, start) in rec.started.items():
+        end = min(rec.ended.get(iid, t), t)
+        if end > start:
+            total += inst.price * (end - start) / 3600
+    return total
+
+
+def _hhmm(t: float) -> str:
+    day, rest = divmod(int(t), 86400)
+    h, rest = divmod(rest, 3600)
+    m = rest // 60
+    return f"{'d' + str(day) + ' ' if day else ''}{h:02d}:{m:02d}"
+
+
+def build_config(
+    scenario: Scenario, overrides: dict[str, Any], *, catalog: str, cloud: str, region: str
+) -> Config:
+    """The scenario's configuration, the user's overrides, and the simulated cloud's settings."""
+    data: dict[str, Any] = {**scenario.config, **overrides}
+    data.setdefault("cloud", cloud)
+    data.setdefault("region", region)
+    if cloud:
+        data["cloud"] = cloud
+    if region:
+        data["region"] = region
+    if scenario.kai:
+        data.setdefault("pendingPodReasonRegexp", _kai_regexp())
+        data.setdefault("schedulerNames", ["kai-scheduler"])
+    data["leaderElection"] = {"enabled": False}
+    data["simulated"] = {
+        "catalog": catalog,
+        "catalogCloud": data["cloud"],
+        "catalogRegion": data["region"],
+        "registerNodes": True,
+        "launchDelay": f"{int(LAUNCH_DELAY)}s",
+        "registrationDelay": f"{int(REGISTRATION_DELAY)}s",
+        "gpuReadyDelay": f"{int(GPU_READY_DELAY)}s",
+    }
+    return config_from_mapping(data, source=f"scenario {scenario.name}")
+
+
+def _kai_regexp() -> str:
+    """The KAI preset's pendingPodReasonRegexp (the same text as config/examples/kai.yaml)."""
+    from autoscaler.sim.presets import KAI_PENDING_REGEXP
+
+    return KAI_PENDING_REGEXP

@@ -1,0 +1,168 @@
+"""What a simulation shows a person: summary.json, report.md and timeline.png."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from autoscaler.sim.cluster import SimPod
+from autoscaler.sim.engine import Record, _hhmm, cost_so_far, over_limit_launches
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return round(ordered[k], 1)
+
+
+def provisioned_hours(rec: Record, vcpus: dict[str, int]) -> tuple[float, float]:
+    """(GPU-hours, vCPU-hours) of every instance launched, from launch to termination."""
+    gpu = cpu = 0.0
+    for iid, (inst, start) in rec.started.items():
+        hours = max(0.0, rec.ended.get(iid, rec.end) - start) / 3600
+        gpu += inst.gpu_count * hours
+        cpu += vcpus.get(inst.instance_type, 0) * hours
+    return gpu, cpu
+
+
+def _used_hours(pods: list[SimPod], end: float, what: str) -> float:
+    total = 0.0
+    for sp in pods:
+        if sp.started is None:
+            continue
+        amount = sp.gpus if what == "gpu" else sp.pod.requests.cpu / 1000
+        total += amount * ((sp.ended if sp.ended is not None else end) - sp.started) / 3600
+    return total
+
+
+def summary(
+    rec: Record, vcpus: dict[str, int], *, lower_bound: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``summary.json`` document."""
+    pending: dict[str, list[float]] = defaultdict(list)
+    for sp in rec.pods:
+        if sp.started is not None:
+            pending[sp.queue or ("gpu" if sp.gpus else "cpu")].append(sp.started - sp.submitted)
+    gpu_prov, cpu_hours = provisioned_hours(rec, vcpus)
+    gpu_used = _used_hours(rec.pods, rec.end, "gpu")
+    cpu_used = _used_hours(rec.pods, rec.end, "cpu")
+    cost = cost_so_far(rec, rec.end)
+    doc: dict[str, Any] = {
+        "policy": rec.policy,
+        "scenario": rec.scenario,
+        "cost": {"total": round(cost, 4)},
+        "gpuHours": {"provisioned": round(gpu_prov, 2), "requested": round(gpu_used, 2)},
+        "utilization": {
+            "cpu": round(cpu_used / cpu_hours, 4) if cpu_hours else None,
+            "gpu": round(gpu_used / gpu_prov, 4) if gpu_prov else None,
+        },
+        "pendingSeconds": {
+            k: {"p50": _pct(v, 0.5), "p95": _pct(v, 0.95), "p99": _pct(v, 0.99)}
+            for k, v in sorted(pending.items())
+        },
+        "nodes": {
+            "launched": rec.launches,
+            "removed": sum(1 for iid in rec.started if rec.ended.get(iid, rec.end) < rec.end),
+            "gpuNodesAtEnd": rec.gpu_nodes_at_end,
+        },
+        "overLimitLaunches": over_limit_launches(rec),
+        "gpuLimitViolations": rec.gpu_limit_violations,
+        "podsNeverServed": sum(1 for sp in rec.pods if sp.started is None),
+        "gpuHoursIdle": round(gpu_prov - gpu_used, 2),
+        "reconciles": rec.reconciles,
+        "wallSeconds": round(rec.wall_seconds, 3),
+    }
+    if lower_bound is not None:
+        doc["lowerBound"] = lower_bound
+        if lower_bound.get("cost"):
+            doc["cost"]["overLowerBound"] = round(cost / lower_bound["cost"], 4)
+    return doc
+
+
+def timeline_text(rec: Record) -> list[str]:
+    """A readable timeline: what happened, with GPUs up/used, pending pods by reason and cost so far."""
+    lines = []
+    samples = {s.t: s for s in rec.samples}
+    for t, text in rec.lines:
+        s = samples.get(t)
+        state = ""
+        if s is not None:
+            waiting = ", ".join(f"{n} {k}" for k, n in sorted(s.pending.items())) or "none"
+            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used} used; pending: {waiting}; ${s.cost:.2f}]"
+        lines.append(f"{_hhmm(t)}  {text}{state}")
+    return lines
+
+
+def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]:
+    """Write summary.json, report.md and (with matplotlib) timeline.png; return the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    (directory / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
+    written.append("summary.json")
+    png = _plot(rec, directory / "timeline.png")
+    md = [
+        f"# {rec.scenario} — policy {rec.policy}",
+        "",
+        f"Cost ${doc['cost']['total']:.2f}; GPU-hours provisioned {doc['gpuHours']['provisioned']}, "
+        f"requested {doc['gpuHours']['requested']}; over-limit launches {doc['overLimitLaunches']}; "
+        f"GPU limit violations {doc['gpuLimitViolations']}; pods never served {doc['podsNeverServed']}.",
+        "",
+    ]
+    if "lowerBound" in doc:
+        lb = doc["lowerBound"]
+        md.append(f"Lower bound: {lb.get('cost')} ({lb.get('why', 'LP relaxation per 5-minute interval')}).")
+        md.append("")
+    md += ["## Timeline", "", "```", *timeline_text(rec), "```", ""]
+    md.append(
+        "![timeline](timeline.png)"
+        if png
+        else "timeline.png was not drawn: matplotlib is not installed (pip install 'tidal-autoscaler[plot]')."
+    )
+    (directory / "report.md").write_text("\n".join(md) + "\n")
+    written.append("report.md")
+    if png:
+        written.append("timeline.png")
+    return written
+
+
+def _plot(rec: Record, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    hours = [s.t / 3600 for s in rec.samples]
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    ax1.step(hours, [s.gpus_up for s in rec.samples], where="post", label="GPUs provisioned")
+    ax1.step(hours, [s.gpus_used for s in rec.samples], where="post", label="GPUs requested (running)")
+    limits = [s.gpu_limit for s in rec.samples]
+    if any(limit is not None for limit in limits):
+        ax1.step(
+            hours,
+            [limit if limit is not None else float("nan") for limit in limits],
+            where="post",
+            linestyle="--",
+            label="clusterGPULimit",
+        )
+    ax1.set_ylabel("GPUs")
+    ax1.legend(loc="upper left")
+    kinds = sorted({k for s in rec.samples for k in s.pending})
+    for kind in kinds:
+        ax2.step(hours, [s.pending.get(kind, 0) for s in rec.samples], where="post", label=kind)
+    ax2.set_ylabel("pending pods")
+    if kinds:
+        ax2.legend(loc="upper left")
+    ax3.plot(hours, [s.cost for s in rec.samples])
+    ax3.set_ylabel("cost so far (USD)")
+    ax3.set_xlabel("hours")
+    fig.suptitle(f"{rec.scenario} — {rec.policy}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
