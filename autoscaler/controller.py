@@ -7,6 +7,7 @@ election. Events, metrics and log lines go through injected recorders that never
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections import Counter
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
-import yaml
 
 from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CapacityUnavailable, CloudProvider, ProviderError, QuotaExceeded, Throttled
@@ -33,7 +33,7 @@ from autoscaler.model import (
     LaunchRequest,
     Snapshot,
 )
-from autoscaler.planning import Plan, plan
+from autoscaler.planning import Plan, offering_index, plan
 from autoscaler.planning.plan import Launch
 from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
 
@@ -127,6 +127,8 @@ class Controller:
         )
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
+        self._index: tuple[Any, Any] | None = None
+        self._last_status: dict[str, Any] | None = None
         self.last: ReconcileResult | None = None
 
     # -- one step ---------------------------------------------------------------------------------------
@@ -177,11 +179,20 @@ class Controller:
         self._record(decided, snapshot, cfg)
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
+        offerings = self.catalog.offerings(now)
+        extra: dict[str, Any] = {}
+        if self.planner is plan:
+            # Offerings and config rarely change between reconciles: keep the prepared index.
+            key = (id(offerings), id(cfg), snapshot.daemonsets)
+            if self._index is None or self._index[0] != key:
+                self._index = (key, offering_index(offerings, cfg, snapshot))
+            extra["index"] = self._index[1]
         return self.planner(
             snapshot,
-            self.catalog.offerings(now),
+            offerings,
             cfg,
             now,
+            **extra,
             launching=self.fleet.launching_capacity(),
             launching_usage=self.fleet.launching_usage(),
         )
@@ -424,11 +435,15 @@ class Controller:
 
     def _write_status(self, decided: Plan, cfg: Config, now: float) -> None:
         summary = status_summary(decided, self.fleet.counts(), cfg, now, self.catalog.benched(now))
+        unchanged = {k: v for k, v in summary.items() if k != "time"}
+        if unchanged == self._last_status:
+            return  # nothing new to say; spare the API server a write every reconcile
+        self._last_status = unchanged
         try:
             self.actions.write_status(
                 cfg.leader_election.namespace,
                 STATUS_CONFIGMAP,
-                {"status": yaml.safe_dump(summary, sort_keys=False)},
+                {"status": json.dumps(summary, indent=2)},
             )
         except Exception as err:  # status is informational; it must not fail the reconcile
             log.warning("status_write_failed", error=str(err))

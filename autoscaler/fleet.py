@@ -107,6 +107,10 @@ class Fleet:
         self.config = config
         self.members: dict[str, Member] = {}
         self._pending: dict[str, _Pending] = {}
+        self._by_type: (
+            tuple[Sequence[Offering], dict[tuple[str, str, str], Offering], dict[str, Offering]] | None
+        )
+        self._by_type = None
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -119,8 +123,13 @@ class Fleet:
     ) -> list[Overdue]:
         """Rebuild every member from the facts; return members past a timeout or orphaned."""
         cfg = self.config
-        by_type = {(o.instance_type, o.zone, o.capacity_type): o for o in offerings}
-        by_type_any = {o.instance_type: o for o in offerings}
+        if self._by_type is None or self._by_type[0] is not offerings:
+            self._by_type = (
+                offerings,
+                {(o.instance_type, o.zone, o.capacity_type): o for o in offerings},
+                {o.instance_type: o for o in offerings},
+            )
+        _, by_type, by_type_any = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         workload = pods_by_node(p for p in snapshot.pods if not p.daemonset and not p.mirror)
         seen: dict[str, Member] = {}

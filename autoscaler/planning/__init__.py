@@ -40,13 +40,16 @@ def plan(
     launching: Sequence[Capacity] = (),
     launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
+    index: OfferingIndex | None = None,
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
     ``launching`` is capacity the cloud is still bringing up that has no Node yet (the fleet knows it);
-    ``launching_usage`` is what it counts against the limits.
+    ``launching_usage`` is what it counts against the limits. ``index`` may be passed back from
+    :func:`offering_index` to reuse the work on offerings between plans over the same offerings and config.
     """
-    index = OfferingIndex(offerings, config, snapshot.daemonsets)
+    if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
+        index = OfferingIndex(offerings, config, snapshot.daemonsets)
     demand = select(snapshot, config)
     by_node = pods_by_node(snapshot.pods)
     existing = node_capacity(snapshot, index, by_node=by_node)
@@ -63,3 +66,8 @@ def plan(
         snapshot, index, now, unneeded_since=unneeded_since, needed=needed, by_node=by_node, capacity=existing
     )
     return Plan(demand, launch, removal)
+
+
+def offering_index(offerings: Sequence[Offering], config: Config, snapshot: Snapshot) -> OfferingIndex:
+    """The prepared offerings :func:`plan` uses, for a caller that plans repeatedly over the same ones."""
+    return OfferingIndex(offerings, config, snapshot.daemonsets)

@@ -57,7 +57,7 @@ def node_capacity(
     """Room on every usable node; a managed node still starting counts with its offering's allocatable."""
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
     skip = set(exclude)
-    types = {o.instance_type: o for o in index.offerings}
+    types = index.by_type
     out: list[Capacity] = []
     for node in snapshot.nodes:
         if node.name in skip or not usable(node):

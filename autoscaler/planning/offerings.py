@@ -52,6 +52,9 @@ class OfferingIndex:
         self._alloc: dict[tuple[str, str, str], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], str]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
+        self.by_type: dict[str, Offering] = {}
+        for o in self.offerings:
+            self.by_type.setdefault(o.instance_type, o)
 
     def allocatable(self, o: Offering) -> Resources:
         """What pods can use on a new node of ``o``: capacity − reservations − DaemonSet overhead."""

@@ -226,8 +226,16 @@ class EmulatedCluster:
             key=lambda u: (-self._priority(u[0]), -u[0].pod.priority, u[0].submitted, u[0].pod.name),
         )
         bound = 0
+        running_members: dict[str, int] = defaultdict(int)
+        for sp in self.pods.values():
+            if sp.gang and sp.pod.node_name:
+                running_members[sp.gang] += 1
         for unit in order:
-            if unit[0].gang and len(unit) < self.podgroups[unit[0].gang].min_member:
+            # A gang starts only whole; a member restarted after the rest started joins them alone.
+            if (
+                unit[0].gang
+                and len(unit) + running_members[unit[0].gang] < self.podgroups[unit[0].gang].min_member
+            ):
                 continue
             gpus = sum(sp.gpus for sp in unit)
             hold = self._queue_hold(unit[0], gpus, used, non_preemptible) if self.kai else ""

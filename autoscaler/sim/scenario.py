@@ -27,7 +27,7 @@ import yaml
 from autoscaler.config import ConfigError, parse_duration
 from autoscaler.quantity import QuantityError, to_milli
 
-BUILT_IN = ("kai-day", "spot-storm", "burst-10k")
+BUILT_IN = ("kai-day", "spot-storm", "burst-10k", "trace")
 _CLOCK = re.compile(r"^(\d{1,3}):([0-5]\d)(?::([0-5]\d))?$")
 
 

@@ -100,6 +100,7 @@ class SimulatedProvider:
         self._failures: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._offerings_cache: tuple[str, list[Offering]] | None = None
         if self.settings.register_nodes and kube is None:
             log.debug("simulated_nodes_not_registered", reason="no Kubernetes client given")
 
@@ -109,9 +110,16 @@ class SimulatedProvider:
         """Every catalog offering in the configured zones, ``available=False`` where capacity is failed."""
         self._enter("offerings", "")
         with self._store.transaction() as state:
-            return [
-                dataclasses.replace(o, available=self._has_capacity(state, o)) for o in self.catalog.offerings
+            key = repr(state.capacity_rules)
+            cached = self._offerings_cache
+            if cached is not None and cached[0] == key:
+                return cached[1]  # the same list while capacity is unchanged: planners may cache on it
+            result = [
+                o if self._has_capacity(state, o) else dataclasses.replace(o, available=False)
+                for o in self.catalog.offerings
             ]
+            self._offerings_cache = (key, result)
+            return result
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""

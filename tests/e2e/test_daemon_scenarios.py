@@ -236,7 +236,7 @@ def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path):
             in text
         )
         status = c.api.get("configmaps", "tidal-system", "tidal-status")
-        assert status is not None and "nodes:" in status["data"]["status"]
+        assert status is not None and '"nodes"' in status["data"]["status"]
 
 
 def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconcile(tmp_path):

@@ -21,7 +21,7 @@ only in its own namespace.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -131,7 +131,9 @@ class RbacPolicy:
             role_ns = binding_ns if ref["kind"] == "Role" else ""
             role = roles.get((ref["kind"], role_ns, ref["name"]))
             if role is None:
-                raise ValueError(f"{obj['kind']} {meta.get('name')} refers to missing {ref['kind']} {ref['name']}")
+                raise ValueError(
+                    f"{obj['kind']} {meta.get('name')} refers to missing {ref['kind']} {ref['name']}"
+                )
             scope = CLUSTER_WIDE if obj["kind"] == "ClusterRoleBinding" else binding_ns
             label = f"{ref['kind']}/{role_ns + '/' if role_ns else ''}{ref['name']}"
             policy.grants.extend(_grants(label, scope, role.get("rules") or ()))
@@ -216,7 +218,7 @@ class RbacApiServer(FakeApiServer):
         kwargs.setdefault("user", enforcer.policy.user)
         super().__init__(**kwargs)
         self.enforcer = enforcer
-        self.authorizer: Callable[[str, str, str, str, str], bool] | None = enforcer.authorizer
+        self.authorizer = enforcer.authorizer
 
     def start(self) -> RbacApiServer:
         started = self._server is None

@@ -1,0 +1,211 @@
+"""One EC2 Fleet request of type ``instant`` per node, and what its answer means for the provider contract.
+
+The candidates (cheapest first, at most 60) are crossed with the configured subnets of each candidate's zone;
+AWS picks the override by allocation strategy. Failures come back either as a whole-call error or, for an
+instant fleet, inside ``Errors[]`` per override: capacity errors name exactly the offerings that had none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.model import SPOT, Offering
+from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES
+from providers.aws.launch_template import TemplateRef
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "MAX_OVERRIDES",
+    "FleetAttempt",
+    "FleetOutcome",
+    "capacity_from_message",
+    "client_token",
+    "fleet_request",
+    "plan_attempts",
+    "read_fleet_response",
+]
+
+MAX_CANDIDATES = 60
+MAX_OVERRIDES = 300  # EC2 Fleet's limit on launch template overrides per request
+_ICE_MESSAGE = re.compile(
+    r"sufficient (?P<type>[a-z0-9-]+\.[a-z0-9-]+) capacity in the Availability Zone you requested \((?P<zone>[a-z0-9-]+)\)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetAttempt:
+    """One CreateFleet call: offerings of one capacity type, with their templates and subnets."""
+
+    capacity_type: str
+    configs: tuple[
+        tuple[TemplateRef, tuple[tuple[Offering, str], ...]], ...
+    ]  # template -> (offering, subnet)
+
+    @property
+    def offerings(self) -> list[Offering]:
+        """The distinct offerings this attempt asks for, in order."""
+        seen: dict[str, Offering] = {}
+        for _, pairs in self.configs:
+            for o, _ in pairs:
+                seen.setdefault(o.key, o)
+        return list(seen.values())
+
+
+@dataclass(slots=True)
+class FleetOutcome:
+    """What a CreateFleet answer says: the instance launched, or why not."""
+
+    instance_id: str = ""
+    instance_type: str = ""
+    zone: str = ""
+    capacity_type: str = ""
+    no_capacity: list[Offering] = field(default_factory=list)
+    quota: list[str] = field(default_factory=list)
+    throttled: list[str] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+
+    def raise_for_failure(self, attempt: FleetAttempt) -> None:
+        """Raise the contract error this failed answer stands for."""
+        if self.no_capacity:
+            raise CapacityUnavailable(self.no_capacity)
+        if self.quota:
+            raise QuotaExceeded(f"CreateFleet: {self.quota[0]}")
+        detail = (self.throttled or self.other or ["no instance and no error in the answer"])[0]
+        raise ProviderError(f"CreateFleet ({attempt.capacity_type}) launched nothing: {detail}")
+
+
+def client_token(token: str, request: Mapping[str, Any]) -> str:
+    """The request token plus a digest of what is asked.
+
+    EC2 refuses a repeated ClientToken whose parameters differ (IdempotentParameterMismatch), and after a
+    capacity error tidal retries the same launch with fewer candidates; the digest keeps retries of the same
+    request idempotent while letting a different candidate list be a new request.
+    """
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{token[:47]}-{digest}"
+
+
+def fleet_request(attempt: FleetAttempt, *, spot_strategy: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    """The CreateFleet parameters (without ClientToken) for one attempt."""
+    configs = []
+    for template, pairs in attempt.configs:
+        overrides = [
+            {"InstanceType": o.instance_type, "SubnetId": subnet, "AvailabilityZone": o.zone}
+            for o, subnet in pairs
+        ]
+        configs.append({"LaunchTemplateSpecification": template.specification(), "Overrides": overrides})
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    request: dict[str, Any] = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": configs,
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": attempt.capacity_type,
+        },
+        # The fleet is tagged too: the IAM policy allows CreateFleet only with tidal's cluster tag on request.
+        "TagSpecifications": [
+            {"ResourceType": resource, "Tags": tag_list} for resource in ("fleet", "instance", "volume")
+        ],
+    }
+    if attempt.capacity_type == SPOT:
+        request["SpotOptions"] = {"AllocationStrategy": spot_strategy}
+    else:
+        request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    return request
+
+
+def plan_attempts(
+    groups: Iterable[tuple[str, Sequence[tuple[TemplateRef, Sequence[Offering]]]]],
+    subnets_by_zone: Mapping[str, Sequence[str]],
+) -> tuple[list[FleetAttempt], list[Offering]]:
+    """Attempts per capacity type (at most :data:`MAX_OVERRIDES` overrides each), and the candidates that
+    have no subnet in their zone (they cannot be launched here)."""
+    attempts, unplaceable = [], []
+    for capacity_type, templates in groups:
+        budget = MAX_OVERRIDES
+        configs = []
+        for template, offerings in templates:
+            pairs = []
+            for o in offerings:
+                subnets = list(subnets_by_zone.get(o.zone, ()))
+                if not subnets:
+                    unplaceable.append(o)
+                    continue
+                take = subnets[: max(0, budget)]
+                budget -= len(take)
+                pairs += [(o, s) for s in take]
+            if pairs:
+                configs.append((template, tuple(pairs)))
+        if configs:
+            attempts.append(FleetAttempt(capacity_type, tuple(configs)))
+    return attempts, unplaceable
+
+
+def capacity_from_message(message: str, offerings: Sequence[Offering]) -> list[Offering]:
+    """The offerings a whole-call capacity error names ("…sufficient p4d.24xlarge capacity in … (us-east-1a)"),
+    or all of them when the message names none of them."""
+    match = _ICE_MESSAGE.search(message)
+    if match:
+        named = [o for o in offerings if o.instance_type == match["type"] and o.zone == match["zone"]]
+        if named:
+            return named
+    return list(offerings)
+
+
+def _matching(error: Mapping[str, Any], attempt: FleetAttempt, zone_of: Mapping[str, str]) -> list[Offering]:
+    override = (error.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+    if not override:  # an error about the whole request covers every offering in it
+        return attempt.offerings
+    instance_type = override.get("InstanceType")
+    zone = override.get("AvailabilityZone") or zone_of.get(str(override.get("SubnetId") or ""))
+    capacity_type = (
+        "spot" if error.get("Lifecycle") == "spot" else ("on-demand" if error.get("Lifecycle") else None)
+    )
+    return [
+        o
+        for o in attempt.offerings
+        if (instance_type is None or o.instance_type == instance_type)
+        and (zone is None or o.zone == zone)
+        and (capacity_type is None or o.capacity_type == capacity_type)
+    ]
+
+
+def read_fleet_response(
+    response: Mapping[str, Any], attempt: FleetAttempt, zone_of: Mapping[str, str]
+) -> FleetOutcome:
+    """Interpret a CreateFleet answer: the launched instance, else the errors sorted by what they mean."""
+    outcome = FleetOutcome()
+    for launched in response.get("Instances") or []:
+        ids = launched.get("InstanceIds") or []
+        if not ids:
+            continue
+        override = (launched.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        outcome.instance_id = str(ids[0])
+        outcome.instance_type = str(launched.get("InstanceType") or override.get("InstanceType") or "")
+        outcome.zone = str(
+            override.get("AvailabilityZone") or zone_of.get(str(override.get("SubnetId") or ""), "")
+        )
+        outcome.capacity_type = "spot" if launched.get("Lifecycle") == "spot" else "on-demand"
+        return outcome
+    seen: set[str] = set()
+    for error in response.get("Errors") or []:
+        code = str(error.get("ErrorCode") or "")
+        line = f"{code}: {' '.join(str(error.get('ErrorMessage') or '').split())}"[:240]
+        if code in CAPACITY_CODES:
+            for o in _matching(error, attempt, zone_of):
+                if o.key not in seen:
+                    seen.add(o.key)
+                    outcome.no_capacity.append(o)
+        elif code in QUOTA_CODES:
+            outcome.quota.append(line)
+        elif code in THROTTLE_CODES:
+            outcome.throttled.append(line)
+        else:
+            outcome.other.append(line)
+    return outcome

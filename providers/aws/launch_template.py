@@ -1,0 +1,217 @@
+"""Launch templates: the one named in config, or ones tidal writes from ``aws.managedLaunchTemplate``.
+
+A managed template is named after a digest of its content (AMI, instance profile, security groups, disks,
+user data), so the same settings always map to the same template and a change of settings (a new AMI, a new
+node label) simply makes a new one. GPU and Arm offerings need their own EKS-optimized AMI, so one launch may
+use several templates, one per AMI variant.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import botocore.exceptions
+import structlog
+
+from autoscaler.cloud import ProviderError
+from autoscaler.model import LABEL_CLUSTER, LABEL_MANAGED, Arch, Offering, Taint
+from providers.aws.clients import ClientFactory
+from providers.aws.errors import ApiGuard, error_code, provider_error
+from providers.aws.settings import BOTTLEROCKET, AwsSettings, BlockDevice, ManagedTemplate
+from providers.aws.userdata import ClusterInfo, al2023_user_data, bottlerocket_user_data
+
+__all__ = ["LaunchTemplates", "TemplateRef", "default_ami_parameter"]
+
+log = structlog.get_logger("tidal.providers.aws")
+
+_BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRef:
+    """How CreateFleet names a launch template."""
+
+    name: str | None = None
+    id: str | None = None
+    version: str = "$Default"
+
+    def specification(self) -> dict[str, str]:
+        """The ``LaunchTemplateSpecification`` of a CreateFleet launch template config."""
+        spec = {"LaunchTemplateName": self.name} if self.name else {"LaunchTemplateId": str(self.id)}
+        return {**spec, "Version": self.version}
+
+
+def default_ami_parameter(family: str, kubernetes_version: str, arch: Arch, nvidia: bool) -> str:
+    """The public SSM parameter holding the current EKS-optimized AMI for this variant."""
+    cpu = "arm64" if arch == Arch.ARM64 else "x86_64"
+    if family == BOTTLEROCKET:
+        return f"/aws/service/bottlerocket/aws-k8s-{kubernetes_version}{'-nvidia' if nvidia else ''}/{cpu}/latest/image_id"
+    flavour = "nvidia" if nvidia else "standard"
+    return f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/{cpu}/{flavour}/recommended/image_id"
+
+
+def _variant(o: Offering) -> tuple[Arch, bool]:
+    return o.arch, o.gpu_count > 0 and o.gpu_vendor.upper() in ("NVIDIA", "")
+
+
+def _block_devices(template: ManagedTemplate) -> list[dict[str, Any]]:
+    devices = template.block_devices or (
+        (BlockDevice("/dev/xvda", 4), BlockDevice("/dev/xvdb", 100))
+        if template.ami_family == BOTTLEROCKET
+        else (BlockDevice("/dev/xvda", 100),)
+    )
+    out = []
+    for d in devices:
+        ebs: dict[str, Any] = {
+            "VolumeSize": d.volume_size_gib,
+            "VolumeType": d.volume_type,
+            "Encrypted": d.encrypted,
+            "DeleteOnTermination": True,
+        }
+        if d.iops is not None:
+            ebs["Iops"] = d.iops
+        if d.throughput is not None:
+            ebs["Throughput"] = d.throughput
+        if d.kms_key_id:
+            ebs["KmsKeyId"] = d.kms_key_id
+        out.append({"DeviceName": d.device_name, "Ebs": ebs})
+    return out
+
+
+class LaunchTemplates:
+    """Chooses (and for managed templates, creates) the launch templates of a launch; thread-safe."""
+
+    def __init__(
+        self, settings: AwsSettings, cluster_name: str, clients: ClientFactory, guard: ApiGuard
+    ) -> None:
+        self.settings = settings
+        self.cluster_name = cluster_name
+        self.clients = clients
+        self.guard = guard
+        self._lock = threading.Lock()
+        self._amis: dict[str, str] = {}  # SSM parameter -> AMI id
+        self._created: set[str] = set()
+        self._cluster: ClusterInfo | None = None
+        self._version: str | None = None
+
+    def for_launch(
+        self, offerings: Sequence[Offering], labels: Mapping[str, str], taints: Sequence[Taint]
+    ) -> list[tuple[TemplateRef, list[Offering]]]:
+        """The templates to launch ``offerings`` with, each with the offerings it serves (order kept)."""
+        named = self.settings.launch_template
+        if named is not None:
+            return [(TemplateRef(named.name, named.id, named.version), list(offerings))]
+        groups: dict[tuple[Arch, bool], list[Offering]] = {}
+        for o in offerings:
+            groups.setdefault(_variant(o), []).append(o)
+        with self._lock:
+            return [
+                (self._managed(arch, nvidia, labels, taints), group)
+                for (arch, nvidia), group in groups.items()
+            ]
+
+    # -- managed templates -----------------------------------------------------------------------------
+
+    def _managed(
+        self, arch: Arch, nvidia: bool, labels: Mapping[str, str], taints: Sequence[Taint]
+    ) -> TemplateRef:
+        template = self.settings.managed_launch_template
+        assert template is not None
+        cluster = self._cluster_info(template)
+        make = bottlerocket_user_data if template.ami_family == BOTTLEROCKET else al2023_user_data
+        user_data = make(cluster, labels, taints, template.user_data)
+        profile = template.instance_profile
+        data: dict[str, Any] = {
+            "ImageId": self._ami(template, arch, nvidia),
+            "IamInstanceProfile": {"Arn": profile} if profile.startswith("arn:") else {"Name": profile},
+            "SecurityGroupIds": list(self.settings.security_group_ids),
+            "BlockDeviceMappings": _block_devices(template),
+            "UserData": base64.b64encode(user_data.encode()).decode(),
+            # IMDSv2 only, and one hop: pods use IRSA or Pod Identity, not the node's role.
+            "MetadataOptions": {
+                "HttpTokens": "required",
+                "HttpPutResponseHopLimit": 1,
+                "HttpEndpoint": "enabled",
+            },
+        }
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        name = f"tidal-{self.cluster_name}-{digest}"
+        if name not in self._created:
+            self._create(name, data)
+            self._created.add(name)
+        return TemplateRef(name=name, version="$Latest")
+
+    def _create(self, name: str, data: Mapping[str, Any]) -> None:
+        ec2 = self.clients.client("ec2")
+        tags = [{"Key": LABEL_CLUSTER, "Value": self.cluster_name}, {"Key": LABEL_MANAGED, "Value": "true"}]
+        try:
+            with self.guard.call("CreateLaunchTemplate"):
+                ec2.create_launch_template(
+                    LaunchTemplateName=name,
+                    LaunchTemplateData=dict(data),
+                    TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+                )
+        except botocore.exceptions.ClientError as err:
+            if error_code(err) == "InvalidLaunchTemplateName.AlreadyExistsException":
+                return  # another replica, or an earlier run, wrote the same content under the same name
+            raise provider_error("ec2:CreateLaunchTemplate", err) from None
+        except botocore.exceptions.BotoCoreError as err:
+            raise provider_error("ec2:CreateLaunchTemplate", err) from None
+        log.info("aws_launch_template_created", name=name)
+
+    def _ami(self, template: ManagedTemplate, arch: Arch, nvidia: bool) -> str:
+        if template.ami_id:
+            return template.ami_id
+        parameter = template.ami_ssm_parameter or default_ami_parameter(
+            template.ami_family, self._kubernetes_version(template), arch, nvidia
+        )
+        if parameter not in self._amis:
+            ssm = self.clients.client("ssm")
+            try:
+                with self.guard.call("GetParameter"):
+                    self._amis[parameter] = str(ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+            except _BOTOCORE_ERRORS as err:
+                raise provider_error(f"ssm:GetParameter {parameter}", err) from None
+        return self._amis[parameter]
+
+    def _kubernetes_version(self, template: ManagedTemplate) -> str:
+        if template.kubernetes_version:
+            return template.kubernetes_version
+        self._describe_cluster()
+        assert self._version is not None
+        return self._version
+
+    def _cluster_info(self, template: ManagedTemplate) -> ClusterInfo:
+        if self._cluster is not None:
+            return self._cluster
+        endpoint = template.cluster_endpoint
+        authority = template.cluster_certificate_authority
+        cidr = template.cluster_service_cidr
+        if not (endpoint and authority and cidr):
+            found = self._describe_cluster()
+            endpoint = endpoint or found.get("endpoint")
+            authority = authority or found.get("certificateAuthority", {}).get("data")
+            cidr = cidr or found.get("kubernetesNetworkConfig", {}).get("serviceIpv4Cidr")
+        if not (endpoint and authority and cidr):
+            raise ProviderError(
+                f"EKS cluster {self.settings.eks_cluster_name!r} has no endpoint, certificate or service CIDR yet; "
+                "set aws.managedLaunchTemplate.clusterEndpoint, clusterCertificateAuthority and clusterServiceCidr"
+            )
+        self._cluster = ClusterInfo(self.settings.eks_cluster_name, endpoint, authority, cidr)
+        return self._cluster
+
+    def _describe_cluster(self) -> Mapping[str, Any]:
+        eks = self.clients.client("eks")
+        try:
+            with self.guard.call("DescribeCluster"):
+                cluster = eks.describe_cluster(name=self.settings.eks_cluster_name)["cluster"]
+        except _BOTOCORE_ERRORS as err:
+            raise provider_error(f"eks:DescribeCluster {self.settings.eks_cluster_name}", err) from None
+        self._version = self._version or str(cluster.get("version") or "")
+        return dict(cluster)

@@ -1,0 +1,352 @@
+"""AwsProvider: EKS worker nodes from EC2 offerings, launched one instant EC2 Fleet request per node.
+
+Ownership lives in instance tags (``tidal.dev/cluster``, ``tidal.dev/launch-token``), so a restarted tidal
+finds everything it launched, and a launch repeated with the same token returns the instance it already made.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import botocore.exceptions
+import structlog
+
+from autoscaler.catalog import CatalogError
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.config import Config
+from autoscaler.model import (
+    LABEL_CLUSTER,
+    LABEL_LAUNCH_TOKEN,
+    LABEL_MANAGED,
+    Instance,
+    LaunchRequest,
+    Offering,
+)
+from providers.aws.clients import ClientFactory, ClientOptions
+from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, ApiGuard, describe, error_code, provider_error
+from providers.aws.fleet import (
+    MAX_CANDIDATES,
+    FleetAttempt,
+    FleetOutcome,
+    capacity_from_message,
+    client_token,
+    fleet_request,
+    plan_attempts,
+    read_fleet_response,
+)
+from providers.aws.interruptions import SpotInterruptionQueue
+from providers.aws.launch_template import LaunchTemplates
+from providers.aws.offerings import OfferingSource
+from providers.aws.pricing import CatalogFallback
+from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_settings
+
+__all__ = ["AwsProvider", "load_settings", "provider_id"]
+
+log = structlog.get_logger("tidal.providers.aws")
+
+_STATES = {
+    "pending": "pending",
+    "running": "running",
+    "stopping": "stopping",
+    "stopped": "stopping",
+    # An instance shutting down never comes back; treating it as ended lets tidal replace it at once.
+    "shutting-down": "terminated",
+    "terminated": "terminated",
+}
+_GONE = frozenset({"InvalidInstanceID.NotFound"})
+_ID_FILTER_LIMIT = 200
+_BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    """The Node ``spec.providerID`` EKS sets: ``aws:///us-east-1a/i-0123…``."""
+    return f"aws:///{zone}/{instance_id}"
+
+
+def load_settings(config: Config) -> tuple[AwsSettings, CatalogFallback | None]:
+    """The ``aws:`` section and its catalog file; :class:`AwsConfigError` lists every problem in one line."""
+    errors: list[str] = []
+    settings: AwsSettings | None = None
+    raw = config.providers.get(SECTION) or {}
+    try:
+        settings = parse_settings(raw, config)
+    except AwsConfigError as err:
+        errors.extend(err.errors)
+    fallback = None
+    path = settings.catalog_fallback if settings is not None else None
+    if path is not None:
+        try:
+            fallback = CatalogFallback.load(path, region=config.region, max_pods=config.max_pods_per_node)
+        except CatalogError as err:
+            errors.append(f"{SECTION}.catalogFallback: {err}")
+    if errors or settings is None:
+        raise AwsConfigError(errors)
+    return settings, fallback
+
+
+class AwsProvider:
+    """The CloudProvider for ``cloud: aws``."""
+
+    name = "aws"
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        kube_api_client: Any = None,
+        client_options: ClientOptions | None = None,
+        session_factory: Callable[[], Any] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """Check the ``aws:`` section (nothing is called on AWS until the first contract call).
+
+        ``kube_api_client`` is accepted for the daemon's sake and unused: EKS nodes register themselves.
+        """
+        del kube_api_client
+        self.config = config
+        self.settings, fallback = load_settings(config)
+        self.clock = clock
+        self.clients = ClientFactory(
+            config.region,
+            client_options,
+            endpoint_url=self.settings.endpoint_url,
+            session_factory=session_factory,
+        )
+        self.guard = ApiGuard(clock=clock, rng=rng)
+        self.source = OfferingSource(
+            config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
+        )
+        self.templates = LaunchTemplates(self.settings, config.cluster_name, self.clients, self.guard)
+        queue = self.settings.spot_interruption_queue
+        self.queue = SpotInterruptionQueue(queue, self.clients, self.guard, clock=clock) if queue else None
+
+    # --- the provider contract -------------------------------------------------------------------------
+
+    def offerings(self) -> list[Offering]:
+        """Every (type, zone, capacity type) launchable in the configured subnets, priced, with its source."""
+        return self.source.offerings()
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Launch one node from the candidates; the same token returns the instance already launched."""
+        if not request.token:
+            raise ProviderError("launch request has no idempotency token")
+        if not request.offerings:
+            raise ProviderError(f"launch request {request.token} has no candidate offerings")
+        existing = self._find_by_token(request.token)
+        if existing is not None:
+            log.info(
+                "aws_launch_repeated",
+                idempotency_token=request.token,
+                instance=existing.id,
+                state=existing.state,
+            )
+            return existing
+        subnets = self.source.subnet_map()
+        by_type: dict[str, list[Offering]] = {}
+        for o in request.offerings[:MAX_CANDIDATES]:
+            by_type.setdefault(o.capacity_type, []).append(o)
+        groups = [
+            (capacity_type, self.templates.for_launch(offerings, request.labels, request.taints))
+            for capacity_type, offerings in by_type.items()
+        ]
+        attempts, failed = plan_attempts(groups, subnets.by_zone)
+        tags = self._tags(request)
+        for attempt in attempts:
+            try:
+                outcome = self._create_fleet(attempt, request.token, tags, subnets.zone_of)
+                if outcome.instance_id:
+                    return self._launched(outcome, request.token, tags)
+                if not outcome.no_capacity:
+                    outcome.raise_for_failure(attempt)
+                failed += outcome.no_capacity
+                if {o.key for o in attempt.offerings} - {o.key for o in outcome.no_capacity}:
+                    break  # some candidates of this kind were not tried: the re-plan falls back to them
+            except ProviderError as err:
+                if failed and not isinstance(err, CapacityUnavailable):
+                    # Bench what had no capacity so the re-plan moves on; the other error is still reported.
+                    raise CapacityUnavailable(
+                        failed, f"no capacity for {_keys(failed)}; then: {err}"
+                    ) from None
+                raise
+        log.info("aws_launch_no_capacity", idempotency_token=request.token, offerings=_keys(failed))
+        raise CapacityUnavailable(failed or list(request.offerings))
+
+    def terminate(self, instance: Instance) -> None:
+        """Terminate; an instance that is already gone is fine. Refuses another cluster's instance."""
+        owner = instance.tags.get(LABEL_CLUSTER) if instance.tags else None
+        if owner is not None and owner != self.config.cluster_name:
+            raise ProviderError(
+                f"instance {instance.id} belongs to cluster {owner!r}, not {self.config.cluster_name!r}; "
+                "not terminating it"
+            )
+        ec2 = self.clients.client("ec2")
+        try:
+            with self.guard.call("TerminateInstances"):
+                ec2.terminate_instances(InstanceIds=[instance.id])
+        except botocore.exceptions.ClientError as err:
+            if error_code(err) in _GONE:
+                log.info("aws_terminate_already_gone", instance=instance.id)
+                return
+            raise provider_error("ec2:TerminateInstances", err) from None
+        except botocore.exceptions.BotoCoreError as err:
+            raise provider_error("ec2:TerminateInstances", err) from None
+        log.info("aws_instance_terminating", instance=instance.id)
+
+    def instances(self) -> list[Instance]:
+        """Every instance tagged for this cluster, in any state (EC2 lists terminated ones for about an hour)."""
+        found = self._describe([])
+        return sorted(found, key=lambda i: (i.created, i.id))
+
+    # --- spot interruptions (optional) -----------------------------------------------------------------
+
+    def interruptions(self) -> list[str]:
+        """Instance ids named by interruption notices (read from ``aws.spotInterruptionQueue`` now)."""
+        if self.queue is None:
+            return []
+        self.queue.poll()
+        return self.queue.instance_ids()
+
+    def interrupted_instances(self) -> list[Instance]:
+        """This cluster's live instances that AWS is about to reclaim or stop: cordon and drain their nodes."""
+        ids = self.interruptions()
+        found: list[Instance] = []
+        for start in range(0, len(ids), _ID_FILTER_LIMIT):
+            chunk = ids[start : start + _ID_FILTER_LIMIT]
+            found += self._describe([{"Name": "instance-id", "Values": chunk}])
+        return [i for i in found if i.state != "terminated"]
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _owned_filters(self) -> list[dict[str, Any]]:
+        return [
+            {"Name": f"tag:{LABEL_CLUSTER}", "Values": [self.config.cluster_name]},
+            {"Name": f"tag:{LABEL_MANAGED}", "Values": ["true"]},
+        ]
+
+    def _describe(self, filters: Sequence[Mapping[str, Any]]) -> list[Instance]:
+        ec2 = self.clients.client("ec2")
+        try:
+            with self.guard.call("DescribeInstances"):
+                return list(self._pages(ec2, [*self._owned_filters(), *filters]))
+        except _BOTOCORE_ERRORS as err:
+            raise provider_error("ec2:DescribeInstances", err) from None
+
+    def _pages(self, ec2: Any, filters: list[Mapping[str, Any]]) -> Iterator[Instance]:
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page.get("Reservations", []):
+                for data in reservation.get("Instances", []):
+                    yield self._instance(data)
+
+    def _instance(self, data: Mapping[str, Any]) -> Instance:
+        tags = {str(t["Key"]): str(t.get("Value", "")) for t in data.get("Tags") or []}
+        zone = str(data.get("Placement", {}).get("AvailabilityZone", ""))
+        instance_type = str(data.get("InstanceType", ""))
+        capacity_type = "spot" if data.get("InstanceLifecycle") == "spot" else "on-demand"
+        launched = data.get("LaunchTime")
+        created = launched.timestamp() if isinstance(launched, datetime) else self.clock()
+        return self._make_instance(
+            str(data["InstanceId"]),
+            instance_type,
+            zone,
+            capacity_type,
+            _STATES.get(str(data.get("State", {}).get("Name", "")), "pending"),
+            tags,
+            created,
+        )
+
+    def _make_instance(
+        self,
+        instance_id: str,
+        instance_type: str,
+        zone: str,
+        capacity_type: str,
+        state: str,
+        tags: Mapping[str, str],
+        created: float,
+    ) -> Instance:
+        known = self.source.known(instance_type, zone, capacity_type)
+        spec = self.source.spec(instance_type)
+        gpus = known.gpu_count if known else (spec.gpu_count if spec else 0)
+        return Instance(
+            id=instance_id,
+            provider_id=provider_id(zone, instance_id),
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=capacity_type,
+            state=state,
+            launch_token=tags.get(LABEL_LAUNCH_TOKEN, ""),
+            created=created,
+            price=known.price if known else 0.0,
+            gpu_count=gpus,
+            tags=dict(tags),
+        )
+
+    def _find_by_token(self, token: str) -> Instance | None:
+        filters = [
+            {"Name": f"tag:{LABEL_LAUNCH_TOKEN}", "Values": [token]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+        found = self._describe(filters)
+        return found[0] if found else None
+
+    def _tags(self, request: LaunchRequest) -> dict[str, str]:
+        tags = {
+            **self.config.node_tags,
+            **request.tags,
+            LABEL_CLUSTER: self.config.cluster_name,
+            LABEL_MANAGED: "true",
+            LABEL_LAUNCH_TOKEN: request.token,
+            f"kubernetes.io/cluster/{self.settings.eks_cluster_name}": "owned",
+        }
+        tags.setdefault("Name", f"tidal-{self.config.cluster_name}")
+        return tags
+
+    def _create_fleet(
+        self, attempt: FleetAttempt, token: str, tags: Mapping[str, str], zone_of: Mapping[str, str]
+    ) -> FleetOutcome:
+        request = fleet_request(attempt, spot_strategy=self.settings.spot_allocation_strategy, tags=tags)
+        request["ClientToken"] = client_token(token, request)
+        ec2 = self.clients.client("ec2", launch=True)
+        try:
+            with self.guard.call("CreateFleet"):
+                response = ec2.create_fleet(**request)
+        except botocore.exceptions.ClientError as err:
+            code = error_code(err)
+            if code in CAPACITY_CODES:
+                message = str(err.response.get("Error", {}).get("Message", ""))
+                return FleetOutcome(no_capacity=capacity_from_message(message, attempt.offerings))
+            if code in QUOTA_CODES:
+                raise QuotaExceeded(f"CreateFleet: {describe(err)}") from None
+            raise provider_error("ec2:CreateFleet", err) from None
+        except botocore.exceptions.BotoCoreError as err:
+            raise provider_error("ec2:CreateFleet", err) from None
+        return read_fleet_response(response, attempt, zone_of)
+
+    def _launched(self, outcome: FleetOutcome, token: str, tags: Mapping[str, str]) -> Instance:
+        instance = self._make_instance(
+            outcome.instance_id,
+            outcome.instance_type,
+            outcome.zone,
+            outcome.capacity_type,
+            "pending",
+            tags,
+            self.clock(),
+        )
+        log.info(
+            "aws_instance_launched",
+            instance=instance.id,
+            instance_type=instance.instance_type,
+            zone=instance.zone,
+            capacity_type=instance.capacity_type,
+            idempotency_token=token,
+        )
+        return instance
+
+
+def _keys(offerings: Sequence[Offering]) -> str:
+    return ", ".join(o.key for o in offerings) or "none"

@@ -1,0 +1,350 @@
+"""The ``aws:`` configuration section, checked once at start.
+
+Every problem a user can cause here is reported as one line naming ``aws.<key>`` and the value, all of them at
+once, because an EKS deploy that fails one typo at a time costs a rollout per typo.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from autoscaler import config_schema as schema
+from autoscaler.config import Config, ConfigError
+
+__all__ = [
+    "AMI_FAMILIES",
+    "SPOT_ALLOCATION_STRATEGIES",
+    "AwsConfigError",
+    "AwsSettings",
+    "BlockDevice",
+    "ManagedTemplate",
+    "NamedTemplate",
+    "parse_settings",
+]
+
+SECTION = "aws"
+AL2023, BOTTLEROCKET = "AL2023", "Bottlerocket"
+AMI_FAMILIES = (AL2023, BOTTLEROCKET)
+SPOT_ALLOCATION_STRATEGIES = ("price-capacity-optimized", "lowest-price", "capacity-optimized")
+VOLUME_TYPES = ("gp3", "gp2", "io1", "io2")
+DEFAULT_PRICE_REFRESH = 3600.0
+
+
+class AwsConfigError(ConfigError):
+    """A bad ``aws:`` section: a ConfigError (so a ValueError) whose message is one line listing every problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTemplate:
+    """A launch template the user manages; its user data must join the node to the cluster."""
+
+    name: str | None = None
+    id: str | None = None
+    version: str = "$Default"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDevice:
+    """One EBS volume of a managed launch template; sizes in GiB."""
+
+    device_name: str
+    volume_size_gib: int
+    volume_type: str = "gp3"
+    iops: int | None = None
+    throughput: int | None = None
+    encrypted: bool = True
+    kms_key_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedTemplate:
+    """A launch template tidal writes from these settings (one per AMI variant and user data)."""
+
+    instance_profile: str
+    ami_family: str = AL2023
+    ami_id: str | None = None
+    ami_ssm_parameter: str | None = None
+    kubernetes_version: str | None = None
+    block_devices: tuple[BlockDevice, ...] = ()
+    user_data: str | None = None
+    cluster_endpoint: str | None = None
+    cluster_certificate_authority: str | None = None
+    cluster_service_cidr: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AwsSettings:
+    """The validated ``aws:`` section; durations in seconds."""
+
+    subnet_ids: tuple[str, ...] = ()
+    subnet_selector: Mapping[str, str] = field(default_factory=dict)
+    security_group_ids: tuple[str, ...] = ()
+    launch_template: NamedTemplate | None = None
+    managed_launch_template: ManagedTemplate | None = None
+    endpoint_url: str | None = None
+    catalog_fallback: Path | None = None
+    spot_allocation_strategy: str = "price-capacity-optimized"
+    spot_interruption_queue: str | None = None
+    price_refresh_interval: float = DEFAULT_PRICE_REFRESH
+    architectures: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    current_generation_only: bool = False
+    eks_cluster_name: str = ""
+
+
+Convert = Callable[[Any, str], Any]
+
+_SUBNET_ID = r"subnet-[0-9a-f]{8,17}"
+_SG_ID = r"sg-[0-9a-f]{8,17}"
+_AMI_ID = r"ami-[0-9a-f]{8,17}"
+_LT_ID = r"lt-[0-9a-f]{8,17}"
+_K8S_VERSION = r"1\.[0-9]{1,2}"
+_QUEUE_NAME = r"[A-Za-z0-9_-]{1,80}(\.fifo)?"
+_FAMILY = r"[a-z][a-z0-9-]*"
+
+
+def _url(value: Any, path: str) -> str:
+    url = schema.text()(value, path)
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        schema.fail(path, f"{schema.show(value)} is not an http:// or https:// URL")
+    return url
+
+
+def _ids(pattern: str, example: str) -> Convert:
+    check = schema.text(pattern=pattern, rule=f"an id like {example}")
+    return schema.string_list(item=check, unique=True)
+
+
+def _tag_selector(value: Any, path: str) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not value:
+        schema.fail(
+            path, f"{schema.show(value)} is not a non-empty map of tag: value ('*' matches any value)"
+        )
+    errors = [
+        f"{path}.{key}: {schema.show(val)} is not a string (quote it)"
+        for key, val in value.items()
+        if not isinstance(key, str) or not key or not isinstance(val, str) or not val
+    ]
+    if errors:
+        raise ConfigError(errors)
+    return MappingProxyType(dict(value))
+
+
+def _path(value: Any, path: str) -> Path:
+    return Path(os.path.expanduser(schema.text()(value, path)))
+
+
+def _queue(value: Any, path: str) -> str:
+    text = schema.text()(value, path)
+    if text.startswith(("https://", "http://")) or re.fullmatch(_QUEUE_NAME, text):
+        return text
+    schema.fail(path, f"{schema.show(value)} is not an SQS queue URL or queue name")
+
+
+def _section(keys: Mapping[str, tuple[str, Convert]], value: Any, path: str) -> dict[str, Any]:
+    """Convert a nested map key by key, collecting every error; the result holds only the keys given."""
+    if not isinstance(value, Mapping):
+        schema.fail(path, f"{schema.show(value)} is not a map")
+    errors = schema.unknown_keys(value, keys, f"{path}.")
+    out: dict[str, Any] = {}
+    for key, (attr, convert) in keys.items():
+        if key in value:
+            try:
+                out[attr] = convert(value[key], f"{path}.{key}")
+            except ConfigError as err:
+                errors.extend(err.errors)
+    if errors:
+        raise ConfigError(errors)
+    return out
+
+
+def _version(value: Any, path: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return str(value)
+    text = schema.text()(value, path)
+    if text in ("$Default", "$Latest") or text.isdigit():
+        return text
+    schema.fail(path, f"{schema.show(value)} is not a version number, $Default or $Latest")
+
+
+_NAMED_KEYS: dict[str, tuple[str, Convert]] = {
+    "name": ("name", schema.text(pattern=r"[A-Za-z0-9().\-/_]{3,128}", rule="a launch template name")),
+    "id": ("id", schema.text(pattern=_LT_ID, rule="an id like lt-0123456789abcdef0")),
+    "version": ("version", _version),
+}
+
+
+def _named_template(value: Any, path: str) -> NamedTemplate:
+    fields = _section(_NAMED_KEYS, value, path)
+    if ("name" in fields) == ("id" in fields):
+        schema.fail(path, "give exactly one of name or id")
+    return NamedTemplate(**fields)
+
+
+_DEVICE_KEYS: dict[str, tuple[str, Convert]] = {
+    "deviceName": (
+        "device_name",
+        schema.text(pattern=r"/dev/[a-z0-9]+", rule="a device name like /dev/xvda"),
+    ),
+    "volumeSize": ("volume_size_gib", schema.integer(minimum=1, maximum=65536)),
+    "volumeType": ("volume_type", schema.choice(VOLUME_TYPES)),
+    "iops": ("iops", schema.integer(minimum=100, maximum=256000)),
+    "throughput": ("throughput", schema.integer(minimum=125, maximum=2000)),
+    "encrypted": ("encrypted", schema.boolean),
+    "kmsKeyId": ("kms_key_id", schema.text()),
+}
+
+
+def _block_devices(value: Any, path: str) -> tuple[BlockDevice, ...]:
+    if not isinstance(value, list) or not value:
+        schema.fail(path, f"{schema.show(value)} is not a non-empty list of {{deviceName, volumeSize}} maps")
+    devices, errors = [], []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        try:
+            fields = _section(_DEVICE_KEYS, item, where)
+        except ConfigError as err:
+            errors.extend(err.errors)
+            continue
+        missing = [k for k in ("deviceName", "volumeSize") if _DEVICE_KEYS[k][0] not in fields]
+        if missing:
+            errors.append(f"{where}: {' and '.join(missing)} required")
+            continue
+        devices.append(BlockDevice(**fields))
+    if errors:
+        raise ConfigError(errors)
+    return tuple(devices)
+
+
+def _certificate(value: Any, path: str) -> str:
+    text = schema.text()(value, path)
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        schema.fail(path, "is not base64 (use the cluster's certificateAuthority.data as EKS shows it)")
+    return text
+
+
+def _cidr(value: Any, path: str) -> str:
+    text = schema.text()(value, path)
+    try:
+        return str(ipaddress.ip_network(text, strict=True))
+    except ValueError:
+        schema.fail(path, f"{schema.show(value)} is not a CIDR block like 10.100.0.0/16")
+
+
+_MANAGED_KEYS: dict[str, tuple[str, Convert]] = {
+    "instanceProfile": ("instance_profile", schema.text()),
+    "amiFamily": ("ami_family", schema.choice(AMI_FAMILIES)),
+    "amiId": ("ami_id", schema.text(pattern=_AMI_ID, rule="an id like ami-0123456789abcdef0")),
+    "amiSsmParameter": (
+        "ami_ssm_parameter",
+        schema.text(pattern=r"/\S+", rule="an SSM parameter name (/...)"),
+    ),
+    "kubernetesVersion": (
+        "kubernetes_version",
+        schema.text(pattern=_K8S_VERSION, rule="a version like 1.31"),
+    ),
+    "blockDevices": ("block_devices", _block_devices),
+    "userData": ("user_data", schema.text()),
+    "clusterEndpoint": ("cluster_endpoint", _url),
+    "clusterCertificateAuthority": ("cluster_certificate_authority", _certificate),
+    "clusterServiceCidr": ("cluster_service_cidr", _cidr),
+}
+
+
+def _managed_template(value: Any, path: str) -> ManagedTemplate:
+    errors: list[str] = []
+    try:
+        fields = _section(_MANAGED_KEYS, value, path)
+    except ConfigError as err:
+        if not isinstance(value, Mapping):
+            raise
+        errors.extend(err.errors)
+        fields = {_MANAGED_KEYS[k][0]: v for k, v in value.items() if k in _MANAGED_KEYS}
+    if "instance_profile" not in fields:
+        errors.append(f"{path}.instanceProfile: required (the node role's instance profile name or ARN)")
+    if "ami_id" in fields and "ami_ssm_parameter" in fields:
+        errors.append(f"{path}.amiSsmParameter: give amiId or amiSsmParameter, not both")
+    if errors:
+        raise ConfigError(errors)
+    return ManagedTemplate(**fields)
+
+
+_KEYS: dict[str, tuple[str, Convert]] = {
+    "subnetIds": ("subnet_ids", _ids(_SUBNET_ID, "subnet-0123456789abcdef0")),
+    "subnetSelector": ("subnet_selector", _tag_selector),
+    "securityGroupIds": ("security_group_ids", _ids(_SG_ID, "sg-0123456789abcdef0")),
+    "launchTemplate": ("launch_template", _named_template),
+    "managedLaunchTemplate": ("managed_launch_template", _managed_template),
+    "endpointUrl": ("endpoint_url", _url),
+    "catalogFallback": ("catalog_fallback", _path),
+    "spotAllocationStrategy": ("spot_allocation_strategy", schema.choice(SPOT_ALLOCATION_STRATEGIES)),
+    "spotInterruptionQueue": ("spot_interruption_queue", _queue),
+    "priceRefreshInterval": ("price_refresh_interval", schema.duration(minimum=60.0)),
+    "architectures": ("architectures", schema.string_list(item=schema.architecture, unique=True)),
+    "families": (
+        "families",
+        schema.string_list(item=schema.text(pattern=_FAMILY, rule="a family like g5 or p4d"), unique=True),
+    ),
+    "currentGenerationOnly": ("current_generation_only", schema.boolean),
+    "eksClusterName": (
+        "eks_cluster_name",
+        schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", rule="an EKS cluster name"),
+    ),
+}
+
+
+def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
+    errors = []
+    if "subnetIds" in raw and "subnetSelector" in raw:
+        errors.append(f"{SECTION}.subnetSelector: give subnetIds or subnetSelector, not both")
+    elif "subnetIds" not in raw and "subnetSelector" not in raw:
+        errors.append(
+            f"{SECTION}.subnetIds: required (or {SECTION}.subnetSelector), the subnets nodes launch in"
+        )
+    elif "subnetIds" in raw and values.get("subnet_ids") == ():
+        errors.append(f"{SECTION}.subnetIds: must list at least one subnet")
+    if "launchTemplate" in raw and "managedLaunchTemplate" in raw:
+        errors.append(
+            f"{SECTION}.managedLaunchTemplate: give launchTemplate or managedLaunchTemplate, not both"
+        )
+    elif "launchTemplate" not in raw and "managedLaunchTemplate" not in raw:
+        errors.append(
+            f"{SECTION}.launchTemplate: required (or {SECTION}.managedLaunchTemplate), how nodes boot and join"
+        )
+    if "managedLaunchTemplate" in raw and not raw.get("securityGroupIds"):
+        errors.append(f"{SECTION}.securityGroupIds: required with managedLaunchTemplate (the nodes' groups)")
+    if "launchTemplate" in raw and "securityGroupIds" in raw:
+        errors.append(
+            f"{SECTION}.securityGroupIds: only used by managedLaunchTemplate; "
+            "a named launchTemplate brings its own security groups"
+        )
+    return errors
+
+
+def parse_settings(raw: Mapping[str, Any], config: Config) -> AwsSettings:
+    """Validate the raw ``aws:`` map; :class:`AwsConfigError` lists every problem at once."""
+    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.")
+    values: dict[str, Any] = {}
+    for key, (attr, convert) in _KEYS.items():
+        if key not in raw:
+            continue
+        try:
+            values[attr] = convert(raw[key], f"{SECTION}.{key}")
+        except ConfigError as err:
+            errors.extend(err.errors)
+    errors.extend(_cross_checks(raw, values))
+    if errors:
+        raise AwsConfigError(errors)
+    values.setdefault("eks_cluster_name", config.cluster_name)
+    return AwsSettings(**values)

@@ -1,0 +1,163 @@
+"""The ``azure:`` configuration section, checked once at start.
+
+Every problem is reported at once, each as ``azure.<key>: …`` naming the value, in one ConfigError whose
+message is a single line (the CLI and the daemon print it as is).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from autoscaler import config_schema as schema
+from autoscaler.catalog import CatalogError, read_catalog_csv
+from autoscaler.config import Config, ConfigError
+from autoscaler.model import Offering
+
+__all__ = ["SECTION", "AzureSettings", "ProviderConfigError", "parse_settings"]
+
+SECTION = "azure"
+DEFAULT_ENDPOINT = "https://management.azure.com"
+DEFAULT_PRICES_ENDPOINT = "https://prices.azure.com"
+DEFAULT_PRICE_REFRESH = 3600.0
+
+_GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_RESOURCE_GROUP = r"[-\w._()]{0,89}[-\w_()]"
+_SCALE_SET = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_VM_SIZE = r"Standard_[A-Za-z0-9_]+"
+_REGION = r"[a-z][a-z0-9]+"
+
+
+class ProviderConfigError(ConfigError):
+    """A bad ``azure:`` section (or top-level setting the Azure provider depends on); one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class AzureSettings:
+    """The validated ``azure:`` section; durations in seconds."""
+
+    subscription_id: str
+    resource_group: str
+    scale_sets: Mapping[str, str] = field(default_factory=dict)
+    spot_scale_sets: Mapping[str, str] = field(default_factory=dict)
+    template_scale_set: str | None = None
+    endpoint: str = DEFAULT_ENDPOINT
+    prices_endpoint: str = DEFAULT_PRICES_ENDPOINT
+    catalog_fallback: Path | None = None
+    price_refresh_interval: float = DEFAULT_PRICE_REFRESH
+    fallback_offerings: tuple[Offering, ...] = ()
+
+    def scale_set_names(self) -> list[str]:
+        """Every configured scale set name, template included, each once, in a stable order."""
+        names = [*self.scale_sets.values(), *self.spot_scale_sets.values()]
+        if self.template_scale_set:
+            names.append(self.template_scale_set)
+        return list(dict.fromkeys(names))
+
+
+def _https_url(value: Any, path: str) -> str:
+    text = schema.text()(value, path)
+    parts = urlsplit(text)
+    if parts.scheme != "https" or not parts.netloc:
+        schema.fail(
+            path, f"{schema.show(value)} is not an https:// URL (Azure bearer tokens are only sent over TLS)"
+        )
+    return text.rstrip("/")
+
+
+def _size_map(value: Any, path: str) -> Mapping[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        schema.fail(path, f"{schema.show(value)} is not a map of VM size to scale set name")
+    errors: list[str] = []
+    out: dict[str, str] = {}
+    for size, name in value.items():
+        if not isinstance(size, str) or not re.fullmatch(_VM_SIZE, size):
+            errors.append(
+                f"{path}: {schema.show(size)} is not an Azure VM size (e.g. Standard_NC24ads_A100_v4)"
+            )
+            continue
+        if not isinstance(name, str) or not re.fullmatch(_SCALE_SET, name):
+            errors.append(f"{path}.{size}: {schema.show(name)} is not a scale set name")
+            continue
+        out[size] = name
+    if errors:
+        raise ConfigError(errors)
+    return out
+
+
+_KEYS: dict[str, tuple[str, schema.Converter]] = {
+    "subscriptionId": ("subscription_id", schema.text(pattern=_GUID, rule="a subscription id (a GUID)")),
+    "resourceGroup": (
+        "resource_group",
+        schema.text(
+            pattern=_RESOURCE_GROUP, rule="a resource group name (the AKS node resource group, MC_…)"
+        ),
+    ),
+    "scaleSets": ("scale_sets", _size_map),
+    "spotScaleSets": ("spot_scale_sets", _size_map),
+    "templateScaleSet": ("template_scale_set", schema.text(pattern=_SCALE_SET, rule="a scale set name")),
+    "endpoint": ("endpoint", _https_url),
+    "pricesEndpoint": ("prices_endpoint", _https_url),
+    "catalogFallback": ("catalog_fallback", lambda v, p: Path(os.path.expanduser(schema.text()(v, p)))),
+    "priceRefreshInterval": ("price_refresh_interval", schema.duration()),
+}
+
+
+def _top_level(config: Config) -> list[str]:
+    """The top-level settings the Azure provider reads: an Azure region and AKS zone names."""
+    errors = []
+    if not re.fullmatch(_REGION, config.region):
+        errors.append(f"region: {config.region!r} is not an Azure region (e.g. eastus)")
+        return errors
+    for zone in config.zones:
+        if not re.fullmatch(rf"{re.escape(config.region)}-\d", zone):
+            errors.append(
+                f"zones: {zone!r} is not a zone of {config.region} as AKS names it (e.g. {config.region}-1)"
+            )
+    return errors
+
+
+def _fallback(path: Path, config: Config) -> tuple[Offering, ...]:
+    try:
+        rows = read_catalog_csv(path, cloud="azure", region=config.region, max_pods=config.max_pods_per_node)
+    except CatalogError as err:
+        schema.fail(f"{SECTION}.catalogFallback", str(err))
+    if not rows:
+        schema.fail(f"{SECTION}.catalogFallback", f"'{path}' has no rows for azure {config.region}")
+    return tuple(rows)
+
+
+def parse_settings(raw: Mapping[str, Any], config: Config) -> AzureSettings:
+    """Validate the raw ``azure:`` map against ``config``; ProviderConfigError lists every problem."""
+    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.") + _top_level(config)
+    values: dict[str, Any] = {}
+    for key, (attr, convert) in _KEYS.items():
+        if raw.get(key) is None:
+            continue
+        try:
+            values[attr] = convert(raw[key], f"{SECTION}.{key}")
+        except ConfigError as err:
+            errors.extend(err.errors)
+    for key in ("subscriptionId", "resourceGroup"):
+        if raw.get(key) is None:
+            errors.append(f"{SECTION}.{key}: required")
+    if not any(raw.get(k) for k in ("scaleSets", "spotScaleSets", "templateScaleSet")):
+        errors.append(
+            f"{SECTION}.scaleSets: required unless spotScaleSets or templateScaleSet is set "
+            "(the node-pool scale set tidal grows for each VM size)"
+        )
+    if "catalog_fallback" in values and not [e for e in errors if e.startswith("region:")]:
+        try:
+            values["fallback_offerings"] = _fallback(values["catalog_fallback"], config)
+        except ConfigError as err:
+            errors.extend(err.errors)
+    if errors:
+        raise ProviderConfigError(errors)
+    return AzureSettings(**values)

@@ -1,0 +1,304 @@
+"""GcpProvider (``cloud: gcp``): GKE nodes from the cheapest Spot and on-demand Compute Engine offerings.
+
+Offerings are every machine type of the configured zones (and N1 + attachable GPU combinations), priced from
+the Cloud Billing Catalog (or the fallback files); launches are VMs built from a GKE node pool's instance
+template, so they join the cluster as nodes; ownership is GCE labels. See docs/gcp.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from google.api_core import exceptions as api_exceptions
+from google.auth.credentials import Credentials
+from google.cloud import compute_v1
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.config import Config
+from autoscaler.fit import node_labels as offering_node_labels
+from autoscaler.model import Instance, LaunchRequest, Offering
+from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
+from providers.gcp.cache import Refreshing
+from providers.gcp.clients import ClientFactory
+from providers.gcp.errors import CALL_ERRORS, NoCapacity, api_error
+from providers.gcp.fallback import load_fallback
+from providers.gcp.inventory import Inventory, instance_from_gce, provider_id
+from providers.gcp.launch import Launcher
+from providers.gcp.nodes import instance_name, launch_labels, template_arch
+from providers.gcp.pricing import PriceBook, fetch_price_book
+from providers.gcp.settings import SECTION, parse_settings
+from providers.gcp.shapes import Shape, fetch_shapes
+from providers.gcp.template import build_instance, fetch_template
+
+__all__ = ["TEMPLATE_REFRESH", "GcpProvider"]
+
+log = structlog.get_logger("tidal.providers.gcp")
+TEMPLATE_REFRESH = 300.0  # node pool upgrades replace the template; look again this often
+RETRY_AFTER = 60.0  # after a failed refresh, seconds before the cloud is asked again
+
+
+class GcpProvider:
+    """A CloudProvider for Compute Engine VMs that join a GKE cluster."""
+
+    name = "gcp"
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        kube_api_client: Any = None,
+        credentials: Credentials | None = None,
+        factory: ClientFactory | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Check the ``gcp:`` section (ProviderConfigError) and build the clients.
+
+        ``kube_api_client`` is accepted for the provider registry and unused: GKE nodes register themselves.
+        """
+        self.config = config
+        self.settings = s = parse_settings(config.providers.get(SECTION) or {}, config)
+        self.zones = tuple(config.zones)
+        self.fallback = load_fallback(
+            s.catalog_fallback, s.gpu_price_fallback, region=config.region, zones=self.zones
+        )
+        self.factory = factory or ClientFactory(
+            endpoint=s.endpoint,
+            billing_endpoint=s.billing_endpoint,
+            credentials=credentials,
+            timeout=s.request_timeout,
+            retry_deadline=s.request_timeout,
+            poll_interval=s.poll_interval,
+            operation_timeout=s.operation_timeout,
+        )
+        self.factory.compute()  # fail at start, not at the first launch, when there are no credentials
+        self.clock = clock
+        interval = s.price_refresh_interval
+        self._shapes = Refreshing(
+            "machine types",
+            lambda: fetch_shapes(self.factory, s.project, self.zones),
+            interval=interval,
+            retry_after=RETRY_AFTER,
+        )
+        self._prices = Refreshing(
+            "billing prices",
+            lambda: fetch_price_book(self.factory, config.region),
+            interval=interval,
+            retry_after=min(interval, RETRY_AFTER * 5),
+        )
+        self._template = Refreshing(
+            "instance template",
+            lambda: fetch_template(self.factory, s.project, self.zones, s.template, s.node_pool),
+            interval=TEMPLATE_REFRESH,
+            retry_after=RETRY_AFTER / 2,
+        )
+        self._priced: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+        self.inventory = Inventory(
+            factory=self.factory,
+            project=s.project,
+            cluster=config.cluster_name,
+            clock=clock,
+            price=self._price_of,
+        )
+        self.launcher = Launcher(self.factory, s.project, sleep=sleep)
+
+    # --- the provider contract -------------------------------------------------------------------------
+
+    def offerings(self) -> list[Offering]:
+        """Every priced (shape, zone, capacity type), priced from billing, else from the fallback files."""
+        now = self.clock()
+        shapes = self._get(self._shapes, now)
+        book: PriceBook | None = None
+        try:
+            book = self._prices.get(now)
+        except Exception:  # reported once per attempt by the cache; the fallback files take over
+            log.warning(
+                "gcp_billing_unavailable", error=self._prices.last_error, fallback=bool(self.fallback)
+            )
+        out = []
+        for shape in shapes:
+            for capacity_type in ("on-demand", "spot"):
+                offering = self._offering(shape, capacity_type, book)
+                if offering is not None:  # no SKU and no fallback price: the planner cannot weigh it
+                    out.append(offering)
+        if not out:
+            raise ProviderError(
+                f"no priced offerings in {', '.join(self.zones)}: billing catalog: "
+                f"{self._prices.last_error or 'no matching SKUs'}; set {SECTION}.catalogFallback to price "
+                "from a file"
+            )
+        with self._lock:
+            self._priced = {(o.instance_type, o.zone, o.capacity_type): o.price for o in out}
+        return out
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Launch one VM from the first candidate GCE has capacity for; the same token never makes two."""
+        if not request.token or not request.offerings:
+            raise ProviderError("a launch request needs a token and at least one candidate offering")
+        existing = [
+            i for i in self.inventory.find({LABEL_TOKEN: gce_label(request.token)}) if i.state != "terminated"
+        ]
+        if existing:
+            log.info("gcp_launch_repeated", idempotency_token=request.token, instance=existing[0].id)
+            return existing[0]
+        template = self._get(self._template, self.clock())
+        arch = template_arch(template)
+        shapes = {(sh.name, sh.zone): sh for sh in self._get(self._shapes, self.clock())}
+        no_capacity: list[Offering] = []
+        over_quota: list[Offering] = []
+        quota_errors: list[str] = []
+        skipped: list[str] = []
+        for offering in request.offerings:
+            shape = shapes.get((offering.instance_type, offering.zone))
+            if shape is None or shape.arch != arch:
+                skipped.append(
+                    f"{offering.key} ({'not offered in the zone' if shape is None else 'template is ' + arch.value})"
+                )
+                continue
+            try:
+                return self._launch_one(request, offering, shape, template)
+            except NoCapacity as err:
+                log.info(
+                    "gcp_no_capacity", offering=offering.key, idempotency_token=request.token, error=str(err)
+                )
+                no_capacity.append(offering)
+            except QuotaExceeded as err:
+                log.info(
+                    "gcp_over_quota", offering=offering.key, idempotency_token=request.token, error=str(err)
+                )
+                over_quota.append(offering)
+                quota_errors.append(str(err))
+        if no_capacity:
+            # Offerings over quota are benched with the stocked-out ones so the re-plan skips them too.
+            raise CapacityUnavailable([*no_capacity, *over_quota])
+        if over_quota:
+            raise QuotaExceeded("; ".join(quota_errors))
+        raise ProviderError(f"no candidate could be launched: {'; '.join(skipped)}")
+
+    def terminate(self, instance: Instance) -> None:
+        """Delete the VM (without waiting for it to stop); one that is already gone is fine."""
+        owner = instance.tags.get(LABEL_CLUSTER)
+        if owner is not None and owner != self.inventory.cluster:
+            raise ProviderError(f"instance {instance.id} belongs to cluster {owner!r}; not deleting it")
+        try:
+            self.factory.compute().instances.delete_unary(
+                request=compute_v1.DeleteInstanceRequest(
+                    project=self.settings.project, zone=instance.zone, instance=instance.id
+                ),
+                retry=self.factory.retry(),
+                timeout=self.factory.timeout,
+            )
+        except api_exceptions.NotFound:
+            log.debug("gcp_terminate_already_gone", instance=instance.id, zone=instance.zone)
+            return
+        except CALL_ERRORS as err:
+            raise api_error(err, f"deleting instance {instance.id} in {instance.zone}") from None
+        log.info("gcp_instance_deleting", instance=instance.id, zone=instance.zone)
+
+    def instances(self) -> list[Instance]:
+        """Owned VMs in every zone and state; preempted (vanished) ones reported as terminated for a while."""
+        return self.inventory.owned()
+
+    def stop(self) -> None:
+        """Close the clients' HTTP sessions (the daemon calls this at shutdown)."""
+        self.factory.close()
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _get(self, cache: Refreshing[Any], now: float) -> Any:
+        try:
+            return cache.get(now)
+        except ProviderError:
+            raise
+        except Exception as err:  # a failure outside the API (transport, DNS) is still a provider failure
+            raise ProviderError(f"{cache.what}: {cache.last_error or type(err).__name__}") from None
+
+    def _offering(self, shape: Shape, capacity_type: str, book: PriceBook | None) -> Offering | None:
+        price = book.price(shape, capacity_type) if book is not None else None
+        source = book.source if book is not None else ""
+        if price is None:
+            found = self.fallback.price(shape, capacity_type)
+            if found is None:
+                return None
+            price, source = found
+        gpu = shape.gpu
+        return Offering(
+            instance_type=shape.name,
+            zone=shape.zone,
+            capacity_type=capacity_type,
+            vcpu=shape.vcpu,
+            memory_mib=shape.memory_mib,
+            price=price,
+            gpu_count=shape.gpu_count if gpu else 0,
+            gpu_model=gpu.model if gpu else "",
+            gpu_vendor="NVIDIA" if gpu else "",
+            gpu_memory_mib=gpu.memory_mib if gpu else 0,
+            gpu_fraction=float(shape.gpu_count) if gpu else 0.0,
+            arch=shape.arch,
+            max_pods=self.config.max_pods_per_node,
+            region=self.config.region,
+            price_source=source,
+        )
+
+    def _price_of(self, instance_type: str, zone: str, capacity_type: str) -> float:
+        with self._lock:
+            priced = bool(self._priced)
+        if not priced:  # a restart lists instances before anything asked for offerings
+            with contextlib.suppress(ProviderError):
+                self.offerings()
+        with self._lock:
+            return self._priced.get((instance_type, zone, capacity_type), 0.0)
+
+    def _launch_one(
+        self, request: LaunchRequest, offering: Offering, shape: Shape, template: compute_v1.InstanceTemplate
+    ) -> Instance:
+        name = instance_name(self.config.cluster_name, request.token)
+        gce, node = launch_labels(
+            template,
+            request,
+            offering,
+            offering_node_labels(offering, self.config),
+            cluster=self.config.cluster_name,
+            driver=self.settings.gpu_driver_version,
+        )
+        body = build_instance(
+            template,
+            project=self.settings.project,
+            name=name,
+            shape=shape,
+            capacity_type=offering.capacity_type,
+            gce_labels=gce,
+            node_labels=node,
+            taints=request.taints,
+        )
+        vm = self.launcher.create(body, shape.zone, token=request.token, offering_key=offering.key)
+        if vm is not None:
+            instance = instance_from_gce(vm, self.settings.project, self._price_of)
+        else:
+            instance = Instance(
+                id=name,
+                provider_id=provider_id(self.settings.project, shape.zone, name),
+                instance_type=offering.instance_type,
+                zone=shape.zone,
+                capacity_type=offering.capacity_type,
+                state="pending",
+                launch_token=request.token,
+                created=self.clock(),
+                price=offering.price,
+                gpu_count=offering.gpu_count,
+                tags=gce,
+            )
+        log.info(
+            "gcp_launched",
+            instance=name,
+            offering=offering.key,
+            idempotency_token=request.token,
+            state=instance.state,
+        )
+        return instance

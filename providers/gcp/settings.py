@@ -1,0 +1,185 @@
+"""The ``gcp:`` configuration section, checked once when the provider starts.
+
+Every problem a user can cause here is reported as ``gcp.<key>: …`` (or ``zones: …``), all of them at once,
+in one :class:`ProviderConfigError`, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoscaler import config_schema as schema
+from autoscaler.config import Config, ConfigError
+
+__all__ = ["SECTION", "GcpSettings", "NodePoolRef", "ProviderConfigError", "TemplateRef", "parse_settings"]
+
+SECTION = "gcp"
+DRIVER_VERSIONS = ("default", "latest", "disabled")
+
+_PROJECT = r"([a-z0-9.-]+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]"
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_TEMPLATE = re.compile(
+    rf"(https://(www|compute)\.googleapis\.com/compute/v1/)?"
+    rf"projects/(?P<project>{_PROJECT})/(global|regions/(?P<region>[a-z0-9-]+))/instanceTemplates/(?P<name>{_NAME})"
+)
+_URL = re.compile(r"https?://[^/\s]+(/[^\s]*)?")
+
+
+class ProviderConfigError(ConfigError):
+    """A bad ``gcp:`` section; a ValueError (via ConfigError) whose message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRef:
+    """A global (``region`` empty) or regional instance template."""
+
+    project: str
+    name: str
+    region: str = ""
+
+    @property
+    def path(self) -> str:
+        """``projects/p/global/instanceTemplates/name`` (or ``…/regions/r/…``)."""
+        where = f"regions/{self.region}" if self.region else "global"
+        return f"projects/{self.project}/{where}/instanceTemplates/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str, default_project: str) -> TemplateRef | None:
+        """A full or partial template URL, or a bare name in ``default_project``; None when neither."""
+        m = _TEMPLATE.fullmatch(text)
+        if m:
+            return cls(m.group("project"), m.group("name"), m.group("region") or "")
+        if re.fullmatch(_NAME, text):
+            return cls(default_project, text)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolRef:
+    """A GKE node pool whose instance template tidal launches from (found through its instance group)."""
+
+    name: str
+    cluster: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GcpSettings:
+    """The validated ``gcp:`` section; durations in seconds."""
+
+    project: str
+    template: TemplateRef | None = None
+    node_pool: NodePoolRef | None = None
+    endpoint: str | None = None
+    billing_endpoint: str | None = None
+    catalog_fallback: Path | None = None
+    gpu_price_fallback: Path | None = None
+    price_refresh_interval: float = 3600.0
+    request_timeout: float = 30.0
+    operation_timeout: float = 90.0
+    poll_interval: float = 2.0
+    gpu_driver_version: str = "default"
+
+
+def _url(value: Any, path: str) -> str:
+    text = schema.text()(value, path)
+    if not _URL.fullmatch(text):
+        schema.fail(path, f"{schema.show(value)} is not an http(s) URL (e.g. http://127.0.0.1:8080)")
+    return text.rstrip("/")
+
+
+def _path(value: Any, path: str) -> Path:
+    p = Path(os.path.expanduser(schema.text()(value, path)))
+    if not p.is_file():
+        schema.fail(path, f"{str(p)!r} is not a readable file")
+    return p
+
+
+def _node_pool(value: Any, path: str) -> NodePoolRef:
+    if not isinstance(value, Mapping):
+        schema.fail(path, f"{schema.show(value)} is not a map like {{name: gpu-pool, cluster: my-cluster}}")
+    errors = schema.unknown_keys(value, ("name", "cluster"), f"{path}.")
+    name = cluster = ""
+    for key in ("name", "cluster"):
+        if key not in value:
+            continue
+        try:
+            got = schema.text(pattern=_NAME, rule="a GKE node pool or cluster name")(
+                value[key], f"{path}.{key}"
+            )
+        except ConfigError as err:
+            errors.extend(err.errors)
+            continue
+        name, cluster = (got, cluster) if key == "name" else (name, got)
+    if "name" not in value:
+        errors.append(f"{path}.name: required (the node pool whose instance template tidal launches from)")
+    if errors:
+        raise ConfigError(errors)
+    return NodePoolRef(name, cluster)
+
+
+_KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "project": ("project", schema.text(pattern=_PROJECT, rule="a GCP project ID")),
+    "nodePool": ("node_pool", _node_pool),
+    "endpoint": ("endpoint", _url),
+    "billingEndpoint": ("billing_endpoint", _url),
+    "catalogFallback": ("catalog_fallback", _path),
+    "gpuPriceFallback": ("gpu_price_fallback", _path),
+    "priceRefreshInterval": ("price_refresh_interval", schema.duration(minimum=60.0)),
+    "requestTimeout": ("request_timeout", schema.duration()),
+    "operationTimeout": ("operation_timeout", schema.duration()),
+    "pollInterval": ("poll_interval", schema.duration()),
+    "gpuDriverVersion": ("gpu_driver_version", schema.choice(DRIVER_VERSIONS)),
+}
+_ALL_KEYS = ("project", "instanceTemplate", *(k for k in _KEYS if k != "project"))
+
+
+def _zones(config: Config) -> list[str]:
+    if not config.zones:
+        return [f"zones: the gcp provider needs the zones to launch in, e.g. [{config.region}-a]"]
+    return [
+        f"zones: {zone!r} is not in region {config.region!r}"
+        for zone in config.zones
+        if zone.rsplit("-", 1)[0] != config.region
+    ]
+
+
+def parse_settings(raw: Mapping[str, Any], config: Config) -> GcpSettings:
+    """Validate the raw ``gcp:`` map; raise :class:`ProviderConfigError` listing every problem."""
+    errors = schema.unknown_keys(raw, _ALL_KEYS, f"{SECTION}.")
+    values: dict[str, Any] = {}
+    for key, (attr, convert) in _KEYS.items():
+        if raw.get(key) is None:
+            continue
+        try:
+            values[attr] = convert(raw[key], f"{SECTION}.{key}")
+        except ConfigError as err:
+            errors.extend(err.errors)
+    if raw.get("project") is None:
+        errors.append(f"{SECTION}.project: required (the project the cluster's VMs run in)")
+    template = raw.get("instanceTemplate")
+    if template is not None:
+        ref = TemplateRef.parse(template, values.get("project", "")) if isinstance(template, str) else None
+        if ref is None:
+            errors.append(
+                f"{SECTION}.instanceTemplate: {schema.show(template)} is not an instance template "
+                "(projects/P/global/instanceTemplates/NAME, projects/P/regions/R/instanceTemplates/NAME "
+                "or NAME)"
+            )
+        values["template"] = ref
+    has_pool = raw.get("nodePool") is not None
+    if template is None and not has_pool:
+        errors.append(
+            f"{SECTION}.instanceTemplate: required, or {SECTION}.nodePool: {{name: …}} "
+            "(the GKE node pool whose template makes a VM join the cluster)"
+        )
+    elif template is not None and has_pool:
+        errors.append(f"{SECTION}.nodePool: give either {SECTION}.instanceTemplate or {SECTION}.nodePool")
+    errors.extend(_zones(config))
+    if errors:
+        raise ProviderConfigError(errors, SECTION)
+    return GcpSettings(**values)

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Write docs/configuration.md, the configuration reference, from config/default.yaml.
+
+    python scripts/gen_config_docs.py           # rewrite the file
+    python scripts/gen_config_docs.py --check   # exit 1 when the file is not what this script writes
+
+config/default.yaml holds every option with its default and a comment above it; this turns it into tables.
+A top-level option whose default is a map of options (scaleDown, leaderElection) gets a section of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "config" / "default.yaml"
+OUTPUT = REPO / "docs" / "configuration.md"
+
+_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z][A-Za-z0-9]*):(?: (?P<value>.*))?$")
+
+
+class SourceError(ValueError):
+    """config/default.yaml is not in the shape this script documents; the message names the line."""
+
+
+@dataclass
+class Option:
+    path: str
+    default: str
+    description: str
+    children: list[Option] = field(default_factory=list)
+
+
+def parse(text: str) -> list[Option]:
+    """The options, in file order, each with the comment lines right above it (a blank line ends a comment,
+    so the file's header paragraph belongs to no option)."""
+    options: list[Option] = []
+    comment: list[str] = []
+    parent: Option | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            comment = []
+            continue
+        if stripped.startswith("#"):
+            comment.append(stripped.removeprefix("#").strip())
+            continue
+        match = _KEY.match(line)
+        if match is None:
+            raise SourceError(f"{SOURCE.name}:{number}: not a 'key: value' line: {line!r}")
+        if not comment:
+            raise SourceError(f"{SOURCE.name}:{number}: {match['key']} has no comment above it")
+        value = (match["value"] or "").strip()
+        nested = len(match["indent"])
+        if nested and parent is None:
+            raise SourceError(f"{SOURCE.name}:{number}: {match['key']} is indented under no option")
+        if nested:
+            assert parent is not None
+            option = Option(f"{parent.path}.{match['key']}", value, " ".join(comment))
+            parent.children.append(option)
+        else:
+            option = Option(match["key"], value, " ".join(comment))
+            options.append(option)
+            parent = option if not value else None
+        comment = []
+    return options
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    if not text:
+        return ""
+    ticks = "``" if "`" in text else "`"
+    pad = " " if ticks == "``" else ""
+    return f"{ticks}{pad}{_cell(text)}{pad}{ticks}"
+
+
+def _table(options: list[Option]) -> list[str]:
+    rows = ["| Option | Default | Description |", "|---|---|---|"]
+    for option in options:
+        default = "see below" if option.children else _code(option.default)
+        rows.append(f"| `{option.path}` | {default} | {_cell(option.description)} |")
+    return rows
+
+
+def render(text: str) -> str:
+    """The Markdown reference for the default configuration ``text``."""
+    options = parse(text)
+    out = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated from config/default.yaml by scripts/gen_config_docs.py: edit those, not this file. -->",
+        "",
+        "tidal reads one YAML document: `tidal run --config FILE` (in the cluster, the `config.yaml` key of",
+        "the `tidal-config` ConfigMap, mounted at `/etc/tidal/config.yaml`), `tidal plan --config FILE` and",
+        "`tidal catalog --config FILE`. An option left out keeps the default below; an unknown option, a wrong",
+        "type or a value out of range is rejected with one line naming the option and the value, all problems",
+        "at once. The running daemon reloads the file when the ConfigMap changes and keeps the last good",
+        "configuration when the new one is invalid (event `ConfigReloadFailed`, metric",
+        "`tidal_config_last_reload_success`).",
+        "",
+        "Durations are written `500ms`, `30s`, `5m`, `1h30m` or as a bare number of seconds; quantities the",
+        "Kubernetes way (`500m`, `2`, `6Gi`). `config/default.yaml` is this table as a file, and",
+        "`config/examples/` has complete examples (`kai.yaml` is the preset for KAI Scheduler).",
+        "",
+        "## Options",
+        "",
+        *_table(options),
+    ]
+    for option in options:
+        if option.children:
+            out += ["", f"## `{option.path}`", "", _cell(option.description), "", *_table(option.children)]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
+    args = parser.parse_args(argv)
+    try:
+        text = render(SOURCE.read_text(encoding="utf-8"))
+    except SourceError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(
+                f"{OUTPUT.relative_to(REPO)} is out of date: run python scripts/gen_config_docs.py",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Write deploy/monitoring/tidal-dashboard.json, the Grafana dashboard over tidal's metrics.
+
+    python scripts/gen_dashboard.py           # rewrite the file
+    python scripts/gen_dashboard.py --check   # exit 1 when the file is not what this script writes
+
+Both replicas export metrics, but only the leader acts: panels about the fleet and the demand keep the
+leader's series (``and on(instance) tidal_leader == 1``); counters only ever move on the leader anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUTPUT = Path(__file__).resolve().parents[1] / "deploy" / "monitoring" / "tidal-dashboard.json"
+
+JOB = 'job="$job"'
+LEADER = f"on(instance) (tidal_leader{{{JOB}}} == 1)"
+FAILED = 'outcome=~"capacity_unavailable|quota_exceeded|throttled|error"'
+WIDTH = 24
+
+
+def leader(expr: str) -> str:
+    """The series of ``expr`` that the current leader exports."""
+    return f"({expr} and {LEADER})"
+
+
+def target(expr: str, legend: str, ref: str) -> dict[str, Any]:
+    return {
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "expr": expr,
+        "legendFormat": legend,
+        "refId": ref,
+    }
+
+
+def panel(
+    title: str,
+    description: str,
+    targets: list[tuple[str, str]],
+    *,
+    kind: str = "timeseries",
+    unit: str = "short",
+    width: int = 12,
+    height: int = 8,
+    stack: bool = False,
+    bars: bool = False,
+    thresholds: list[tuple[float | None, str]] | None = None,
+) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": unit}
+    if kind == "timeseries":
+        defaults["custom"] = {
+            "drawStyle": "bars" if bars else "line",
+            "fillOpacity": 60 if bars else 10,
+            "lineWidth": 1,
+            "showPoints": "never",
+            "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+        }
+    steps = thresholds or [(None, "green")]
+    defaults["thresholds"] = {
+        "mode": "absolute",
+        "steps": [{"color": color, "value": value} for value, color in steps],
+    }
+    options: dict[str, Any] = {"tooltip": {"mode": "multi", "sort": "desc"}}
+    if kind == "timeseries":
+        options["legend"] = {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]}
+    else:
+        options["reduceOptions"] = {"calcs": ["lastNotNull"], "fields": "", "values": False}
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options,
+        "targets": [target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(targets)],
+        "gridPos": {"w": width, "h": height},
+    }
+
+
+def row(title: str) -> dict[str, Any]:
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"w": WIDTH, "h": 1}}
+
+
+def quantiles(histogram: str, selector: str) -> list[tuple[str, str]]:
+    return [
+        (
+            f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{{{selector}}}[$__rate_interval])))",
+            f"p{round(q * 100)}",
+        )
+        for q in (0.5, 0.9, 0.99)
+    ]
+
+
+def panels() -> list[dict[str, Any]]:
+    return [
+        row("Capacity"),
+        panel(
+            "GPUs up vs clusterGPULimit",
+            "GPUs on nodes tidal manages (counting nodes still launching), GPUs requested by running and "
+            "waiting pods, and the configured clusterGPULimit (absent when unlimited).",
+            [
+                (f"max({leader(f'tidal_cluster_gpus{{{JOB}}}')})", "GPUs up (incl. launching)"),
+                (f"max({leader(f'tidal_cluster_gpus_requested{{{JOB}}}')})", "GPUs requested"),
+                (f"max(tidal_cluster_gpu_limit{{{JOB}}} >= 0)", "clusterGPULimit"),
+            ],
+            width=16,
+        ),
+        panel(
+            "Share of the GPU limit in use",
+            "GPUs up divided by clusterGPULimit; empty when no limit is set.",
+            [
+                (
+                    f"max({leader(f'tidal_cluster_gpus{{{JOB}}}')}) / max(tidal_cluster_gpu_limit{{{JOB}}} > 0)",
+                    "used",
+                )
+            ],
+            kind="gauge",
+            unit="percentunit",
+            width=8,
+            thresholds=[(None, "green"), (0.8, "orange"), (1.0, "red")],
+        ),
+        panel(
+            "Cost per hour",
+            "Estimated USD per hour of every node tidal manages, at the prices it launched them for.",
+            [(f"max({leader(f'tidal_cluster_cost_per_hour{{{JOB}}}')})", "USD per hour")],
+            unit="currencyUSD",
+        ),
+        panel(
+            "Managed nodes by state",
+            "Nodes tidal launched, by lifecycle state: launching, registered, ready, idle, draining.",
+            [(f"max by (state) ({leader(f'tidal_nodes{{{JOB}}}')})", "{{state}}")],
+            stack=True,
+        ),
+        row("Demand"),
+        panel(
+            "Pending pods by state and reason",
+            "counted: tidal is launching for them; unplaced: they need a node tidal may not launch (limit, "
+            "no fitting offering, incomplete gang); ignored: they need no new node, with the reason.",
+            [
+                (
+                    f"sum by (state, reason) ({leader(f'tidal_pending_pods{{{JOB}}}')})",
+                    "{{state}}: {{reason}}",
+                )
+            ],
+            stack=True,
+        ),
+        panel(
+            "Scale-up latency",
+            "From a pod becoming unschedulable to the launch call made for it (includes batching).",
+            quantiles("tidal_scale_up_latency_seconds", JOB),
+            unit="s",
+        ),
+        row("Launches"),
+        panel(
+            "Successful launches by offering",
+            "Nodes launched, by instance type, zone and capacity type.",
+            [
+                (
+                    "sum by (instance_type, zone, capacity_type) "
+                    f'(increase(tidal_launches_total{{{JOB}, outcome="success"}}[$__rate_interval]))',
+                    "{{instance_type}} {{zone}} {{capacity_type}}",
+                )
+            ],
+            bars=True,
+            stack=True,
+        ),
+        panel(
+            "Failed launches by offering and outcome",
+            "Launch attempts the cloud refused: capacity_unavailable benches the offering for "
+            "offeringUnavailableDuration and tidal falls back to the next candidate.",
+            [
+                (
+                    "sum by (instance_type, zone, capacity_type, outcome) "
+                    f"(increase(tidal_launches_total{{{JOB}, {FAILED}}}[$__rate_interval]))",
+                    "{{instance_type}} {{zone}} {{capacity_type}}: {{outcome}}",
+                )
+            ],
+            bars=True,
+            stack=True,
+            thresholds=[(None, "red")],
+        ),
+        panel(
+            "Terminations by reason",
+            "Nodes tidal terminated, by reason and outcome.",
+            [
+                (
+                    f"sum by (reason, outcome) (increase(tidal_terminations_total{{{JOB}}}[$__rate_interval]))",
+                    "{{reason}}: {{outcome}}",
+                )
+            ],
+            bars=True,
+            stack=True,
+        ),
+        panel(
+            "Cloud and Kubernetes API errors",
+            "Errors by cloud operation and kind, and by Kubernetes API operation and HTTP status.",
+            [
+                (
+                    "sum by (provider, operation, kind) "
+                    f"(increase(tidal_cloud_errors_total{{{JOB}}}[$__rate_interval]))",
+                    "cloud {{provider}} {{operation}}: {{kind}}",
+                ),
+                (
+                    f"sum by (operation, code) (increase(tidal_kube_api_errors_total{{{JOB}}}[$__rate_interval]))",
+                    "kube {{operation}}: {{code}}",
+                ),
+            ],
+            bars=True,
+        ),
+        row("Controller"),
+        panel(
+            "Reconcile latency",
+            "How long one reconcile takes (observe the cluster and the cloud, plan, act).",
+            quantiles("tidal_reconcile_duration_seconds", JOB),
+            unit="s",
+            width=8,
+        ),
+        panel(
+            "Reconciles by outcome",
+            "Reconciles per second; any error is logged with its cause.",
+            [(f"sum by (outcome) (rate(tidal_reconcile_total{{{JOB}}}[$__rate_interval]))", "{{outcome}}")],
+            unit="ops",
+            width=8,
+        ),
+        panel(
+            "Since the last successful reconcile",
+            "Seconds since each replica's last successful reconcile (alert above 300).",
+            [(f"time() - tidal_last_successful_reconcile_timestamp_seconds{{{JOB}}}", "{{instance}}")],
+            kind="stat",
+            unit="s",
+            width=8,
+            thresholds=[(None, "green"), (60, "orange"), (300, "red")],
+        ),
+        panel(
+            "Leader",
+            "1 for the replica that holds the Lease and acts; the others wait.",
+            [(f"tidal_leader{{{JOB}}}", "{{instance}}")],
+            width=8,
+        ),
+        panel(
+            "Configuration reloads",
+            "Reloads of the mounted ConfigMap; an invalid one keeps the last good configuration.",
+            [
+                (
+                    f"sum by (outcome) (increase(tidal_config_reloads_total{{{JOB}}}[$__rate_interval]))",
+                    "{{outcome}}",
+                ),
+                (f"min(tidal_config_last_reload_success{{{JOB}}})", "last reload valid"),
+            ],
+            width=16,
+        ),
+    ]
+
+
+def layout(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give every panel an id and a grid position, filling rows left to right."""
+    x = y = row_height = 0
+    for number, item in enumerate(items, start=1):
+        grid = item["gridPos"]
+        if item["type"] == "row" or x + grid["w"] > WIDTH:
+            x, y, row_height = 0, y + row_height, 0
+        grid.update({"x": x, "y": y})
+        item["id"] = number
+        x += grid["w"]
+        row_height = max(row_height, grid["h"])
+        if item["type"] == "row":
+            x, y, row_height = 0, y + grid["h"], 0
+    return items
+
+
+def dashboard() -> dict[str, Any]:
+    return {
+        "title": "tidal",
+        "uid": "tidal-overview",
+        "description": "tidal autoscaler: capacity vs limits, pending demand, launches, cost and controller health.",
+        "tags": ["tidal", "autoscaler", "kubernetes"],
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "timezone": "browser",
+        "annotations": {"list": []},
+        "links": [],
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "refresh": 1,
+                    "hide": 0,
+                },
+                {
+                    "name": "job",
+                    "label": "Job",
+                    "type": "query",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "definition": "label_values(tidal_leader, job)",
+                    "query": {"query": "label_values(tidal_leader, job)", "refId": "job"},
+                    "refresh": 2,
+                    "sort": 1,
+                    "hide": 0,
+                    "includeAll": False,
+                    "multi": False,
+                },
+            ]
+        },
+        "panels": layout(panels()),
+    }
+
+
+def render() -> str:
+    """The dashboard file's exact content."""
+    return json.dumps(dashboard(), indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is out of date: run python scripts/gen_dashboard.py", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

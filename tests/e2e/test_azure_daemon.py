@@ -1,0 +1,133 @@
+"""The daemon end to end with ``cloud: azure``: fake API server, scheduler stand-in, fake ARM, AKS kubelets.
+
+The provider is found through the ``tidal.providers`` entry point and talks to the fake ARM through the
+unmodified Azure SDK; only the endpoint, the credential and the TLS trust differ from production.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autoscaler.cloud import load_provider
+from autoscaler.config import load_config
+from autoscaler.daemon import Daemon
+from autoscaler.kube.client import make_api_client
+from autoscaler.kube.convert import node_from_dict
+from tests.e2e.harness import base_config, gpu_pod
+from tests.fakes.azure_arm import FakeArm
+from tests.fakes.azure_auth import FakeCredential
+from tests.fakes.azure_kubelet import AzureKubelet
+from tests.fakes.azure_setup import POOL_CPU, POOL_T4, POOL_T4_BIG, T4, T4_BIG, azure_section, seed_node_pools
+from tests.fakes.kube_apiserver import FakeApiServer
+from tests.fakes.scheduler import SchedulerStandIn
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class AksCluster:
+    api: FakeApiServer
+    arm: FakeArm
+    kubelet: AzureKubelet
+    scheduler: SchedulerStandIn
+    daemon: Daemon
+
+    def step(self) -> None:
+        """One round: kubelets join, the scheduler binds, tidal reconciles."""
+        self.kubelet.step()
+        self.scheduler.step()
+        time.sleep(0.05)  # let the informers see the writes
+        self.daemon.reconcile()
+
+    def run_until(self, done: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.step()
+            if done():
+                return
+        raise AssertionError(
+            f"not reached in {timeout}s; nodes={[n['metadata']['name'] for n in self.nodes()]}"
+        )
+
+    def nodes(self) -> list[dict]:
+        return self.api.list("nodes")
+
+    def running(self) -> int:
+        return sum(1 for p in self.api.list("pods") if p["status"].get("phase") == "Running")
+
+
+@contextmanager
+def aks_cluster(tmp_path: Path) -> Iterator[AksCluster]:
+    with FakeArm(tmp_path / "tls") as arm, FakeApiServer(bookmark_interval=0.5) as api:
+        seed_node_pools(arm)
+        path = tmp_path / "config.yaml"
+        config = base_config(
+            cloud="azure",
+            region="eastus",
+            zones=[],
+            instanceTypeRegexp="Standard_.*",
+            azure=azure_section(arm),
+        )
+        path.write_text(yaml.safe_dump(config))
+        cfg = load_config(path)
+        client = make_api_client(host=api.url)
+        provider = load_provider(
+            cfg.cloud,
+            cfg,
+            kube_api_client=client.api_client,
+            credential=FakeCredential(),
+            connection_verify=str(arm.cert),
+            polling_interval=0,
+            operation_wait=5.0,
+        )
+        daemon = Daemon(str(path), client, provider, identity="tidal-0", metrics_address="127.0.0.1:0")
+        daemon.start(serve=False, sync_timeout=20)
+        kubelet = AzureKubelet(arm, make_api_client(host=api.url).api_client)
+        try:
+            yield AksCluster(api, arm, kubelet, SchedulerStandIn(api), daemon)
+        finally:
+            daemon.stop()
+
+
+def test_a_pending_gpu_pod_gets_an_aks_node_that_is_removed_and_deleted_after_the_pod_finishes(tmp_path):
+    with aks_cluster(tmp_path) as c:
+        c.kubelet.step()  # the CPU pool's two nodes were there before tidal
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: c.running() == 1)
+        pool = c.arm.state.scale_sets[POOL_T4]
+        assert (pool.capacity, sorted(pool.vms)) == (1, ["0"])
+        [gpu_node] = [node_from_dict(n) for n in c.nodes() if n["metadata"]["name"].startswith(POOL_T4)]
+        assert gpu_node.provider_id.endswith(f"/virtualMachineScaleSets/{POOL_T4}/virtualMachines/0")
+        assert gpu_node.labels["node.kubernetes.io/instance-type"] == T4
+        assert gpu_node.labels["tidal.dev/managed"] == "true"  # tidal labels the node it asked for
+        pod = next(p for p in c.api.list("pods") if p["metadata"]["name"] == "infer-0")
+        assert pod["spec"]["nodeName"] == gpu_node.name
+
+        c.scheduler.finish("default", "infer-0")
+        c.run_until(
+            lambda: not pool.vms and all(not n["metadata"]["name"].startswith(POOL_T4) for n in c.nodes())
+        )
+        deletes = c.arm.calls("POST", f"{POOL_T4}/delete")
+        assert len(deletes) == 1 and pool.capacity == 0
+        assert sorted(c.arm.state.scale_sets[POOL_CPU].vms) == ["0", "1"]  # not tidal's: untouched
+        assert len([n for n in c.nodes() if n["metadata"]["name"].startswith(POOL_CPU)]) == 2
+
+
+def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_reconcile(tmp_path):
+    with aks_cluster(tmp_path) as c:
+        c.daemon.reconcile()  # offerings cached while the cheapest pool still looks fine
+        c.arm.state.fail_allocation(T4)
+        c.api.create(gpu_pod("infer-0"))
+        c.scheduler.step()
+        time.sleep(0.2)
+        result = c.daemon.reconcile()
+        assert result.plan.launch.launches[0].offering.instance_type == T4
+        assert [o.instance.instance_type for o in result.launched if o.instance is not None] == [T4_BIG]
+        assert c.arm.state.scale_sets[POOL_T4].vms == {}
+        c.run_until(lambda: c.running() == 1)
+        assert sorted(c.arm.state.scale_sets[POOL_T4_BIG].vms) == ["0"]

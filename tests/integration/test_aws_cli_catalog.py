@@ -1,0 +1,72 @@
+"""`tidal catalog --cloud aws`: the offerings EC2 sells in the configured subnets, each price with its source
+(against a moto server; the Price List API cannot be reached, so on-demand prices come from the catalog file)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import structlog
+import yaml
+
+from autoscaler.cli import main
+from tests.fakes.aws_cloud import (
+    CATALOG,
+    CREDENTIALS,
+    aws_section,
+    ec2_client,
+    make_network,
+    moto_server_url,
+    reset_moto_server,
+)
+
+
+@pytest.fixture(autouse=True)
+def logs_on_stderr():
+    """`tidal catalog` does not configure logging yet, and structlog prints to stdout by default; the
+    provider's fallback warning must not end up inside the JSON."""
+    saved = structlog.get_config()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    yield
+    structlog.configure(**saved)
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch):
+    server = moto_server_url()
+    reset_moto_server(server)
+    network = make_network(ec2_client(server))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS.secret_access_key)
+    # moto has no Price List API: send it to a closed port, as when a VPC has no route to it.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    path = tmp_path / "config.yaml"
+    section = aws_section(network, endpointUrl=server, families=["g5"], catalogFallback=str(CATALOG))
+    path.write_text(
+        yaml.safe_dump({"cloud": "simulated", "region": "us-east-1", "clusterName": "prod", "aws": section})
+    )
+    return str(path)
+
+
+def test_catalog_shows_where_each_aws_price_came_from(config_file, capsys):
+    code = main(["catalog", "--config", config_file, "--cloud", "aws", "--gpu-only", "--output", "json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0
+    sources = {
+        (r["instanceType"], r["zone"], r["capacityType"]): (r["pricePerHour"], r["priceSource"]) for r in rows
+    }
+    assert sources["g5.xlarge", "us-east-1a", "on-demand"] == (1.006, "catalog file aws-us-east-1.csv")
+    assert sources["g5.xlarge", "us-east-1b", "spot"][1] == "aws spot price history"
+    g5 = next(r for r in rows if r["instanceType"] == "g5.xlarge")
+    assert (g5["gpus"], g5["gpuModel"], g5["maxPods"]) == (1, "A10G", 58)
+    assert {r["zone"] for r in rows} == {"us-east-1a", "us-east-1b"}
+
+
+def test_catalog_table_has_a_price_source_column(config_file, capsys):
+    assert main(["catalog", "--config", config_file, "--cloud", "aws"]) == 0
+    out = capsys.readouterr().out
+    assert "PRICE SOURCE" in out.splitlines()[0]
+    assert "aws spot price history" in out and "catalog file aws-us-east-1.csv" in out
+    assert out.rstrip().endswith("offerings for aws us-east-1")

@@ -1,0 +1,361 @@
+"""Launching, finding and terminating EKS nodes with EC2 Fleet, against a moto server.
+
+Faults are injected by ``before-send`` hooks on the provider's clients: the request never reaches the server,
+exactly as when EC2 refuses it. (In-process moto would still act on a request a hook answered.)
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from botocore.stub import Stubber
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.config import Config
+from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
+from providers.aws import AwsProvider
+from providers.aws.userdata import parse_al2023_flags
+from tests.fakes.aws_cloud import (
+    AMI,
+    Clock,
+    Fault,
+    Network,
+    aws_config,
+    ec2_client,
+    ec2_error,
+    make_network,
+    make_provider,
+    moto_server_url,
+    reset_moto_server,
+    spy,
+)
+
+
+@pytest.fixture(scope="session")
+def server() -> str:
+    return moto_server_url()
+
+
+@pytest.fixture
+def network(server: str) -> Network:
+    reset_moto_server(server)
+    return make_network(ec2_client(server))
+
+
+@pytest.fixture
+def make(server: str) -> Callable[..., AwsProvider]:
+    """Build a provider talking to the server: ``make(config, *hooks, clock=None)``."""
+
+    def build(
+        config: Config, *hooks: tuple[str, Callable[..., Any]], clock: Clock | None = None
+    ) -> AwsProvider:
+        return make_provider(config, *hooks, clock=clock, endpoint_url=server)
+
+    return build
+
+
+def offering(
+    instance_type: str,
+    zone: str = "us-east-1a",
+    capacity_type: str = ON_DEMAND,
+    price: float = 1.0,
+    gpus: int = 1,
+) -> Offering:
+    return Offering(
+        instance_type=instance_type,
+        zone=zone,
+        capacity_type=capacity_type,
+        vcpu=4,
+        memory_mib=16384,
+        price=price,
+        gpu_count=gpus,
+        gpu_model="A10G" if gpus else "",
+        gpu_vendor="NVIDIA" if gpus else "",
+        region="us-east-1",
+    )
+
+
+G5 = offering("g5.xlarge", price=1.006)
+G6 = offering("g6.xlarge", "us-east-1b", price=1.2)
+G5_SPOT = offering("g5.xlarge", capacity_type=SPOT, price=0.45)
+
+
+def request(*offerings: Offering, token: str = "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10") -> LaunchRequest:
+    return LaunchRequest(
+        token=token,
+        offerings=offerings,
+        labels={"tidal.dev/managed": "true", "tidal.dev/cluster": "prod", "tidal.dev/launch-token": token},
+        taints=(Taint("nvidia.com/gpu", "true", "NoSchedule"),),
+        tags={
+            "tidal.dev/cluster": "prod",
+            "tidal.dev/managed": "true",
+            "tidal.dev/launch-token": token,
+            "team": "ml",
+        },
+    )
+
+
+def described(instance_id: str) -> dict:
+    return ec2_client(moto_server_url()).describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+        "Instances"
+    ][0]
+
+
+def running() -> list[str]:
+    pages = ec2_client(moto_server_url()).describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )
+    return [i["InstanceId"] for r in pages["Reservations"] for i in r["Instances"]]
+
+
+def test_a_launch_makes_one_tagged_instance_of_the_cheapest_candidate(network, make):
+    provider = make(aws_config(network, nodeTags={"cost-center": "42"}))
+    instance = provider.launch(request(G5, G6))
+    assert (instance.instance_type, instance.zone, instance.capacity_type) == (
+        "g5.xlarge",
+        "us-east-1a",
+        ON_DEMAND,
+    )
+    assert instance.provider_id == f"aws:///us-east-1a/{instance.id}"
+    tags = {t["Key"]: t["Value"] for t in described(instance.id)["Tags"]}
+    assert tags["tidal.dev/cluster"] == "prod"
+    assert tags["tidal.dev/managed"] == "true"
+    assert tags["tidal.dev/launch-token"] == "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"
+    assert tags["kubernetes.io/cluster/prod"] == "owned"
+    assert tags["Name"] == "tidal-prod"
+    assert (tags["team"], tags["cost-center"]) == ("ml", "42")
+    assert described(instance.id)["SubnetId"] == network.subnets["us-east-1a"]
+
+
+def test_the_fleet_request_crosses_candidates_with_their_zones_subnets_and_tags_volumes(network, make):
+    seen = spy("before-send.ec2.CreateFleet")
+    provider = make(aws_config(network), seen.hook)
+    provider.launch(request(G5, G6, offering("g6.xlarge", "us-east-1c", price=1.3)))
+    params = {k: v[0] for k, v in seen.params[0].items()}
+    assert params["Type"] == "instant"
+    assert params["TargetCapacitySpecification.TotalTargetCapacity"] == "1"
+    assert params["OnDemandOptions.AllocationStrategy"] == "lowest-price"
+    overrides = sorted(
+        (params[k], params[k.replace("InstanceType", "SubnetId")])
+        for k in params
+        if k.endswith(".InstanceType")
+    )
+    # us-east-1c has no configured subnet, so that candidate is not offered to EC2 at all.
+    assert overrides == [
+        ("g5.xlarge", network.subnets["us-east-1a"]),
+        ("g6.xlarge", network.subnets["us-east-1b"]),
+    ]
+    resources = sorted(v for k, v in params.items() if k.endswith(".ResourceType"))
+    assert resources == ["fleet", "instance", "volume"]
+    assert params["ClientToken"].startswith("3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10-")
+
+
+def test_spot_launches_use_the_configured_allocation_strategy(network, make):
+    seen = spy("before-send.ec2.CreateFleet")
+    provider = make(aws_config(network, aws={"spotAllocationStrategy": "capacity-optimized"}), seen.hook)
+    instance = provider.launch(request(G5_SPOT))
+    assert instance.capacity_type == SPOT
+    assert described(instance.id)["InstanceLifecycle"] == "spot"
+    assert seen.params[0]["SpotOptions.AllocationStrategy"] == ["capacity-optimized"]
+    assert seen.params[0]["TargetCapacitySpecification.DefaultTargetCapacityType"] == ["spot"]
+
+
+def test_the_managed_template_joins_the_cluster_with_tidals_labels_and_taints(network, make):
+    provider = make(aws_config(network))
+    instance = provider.launch(request(G5))
+    ec2 = ec2_client(moto_server_url())
+    templates = ec2.describe_launch_templates(Filters=[{"Name": "tag:tidal.dev/cluster", "Values": ["prod"]}])
+    [template] = templates["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["ImageId"] == AMI
+    assert data["IamInstanceProfile"] == {"Name": "tidal-nodes"}
+    assert data["SecurityGroupIds"] == [network.security_group]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 100
+    flags = parse_al2023_flags(base64.b64decode(data["UserData"]).decode())
+    assert flags == [
+        "--node-labels=tidal.dev/cluster=prod,tidal.dev/managed=true",
+        "--register-with-taints=nvidia.com/gpu=true:NoSchedule",
+    ]
+    assert described(instance.id)["ImageId"] == AMI
+
+
+def test_launches_of_the_same_kind_share_one_managed_template(network, make):
+    provider = make(aws_config(network))
+    provider.launch(request(G5, token="11111111-0000-4000-8000-000000000000"))
+    provider.launch(request(G5, token="22222222-0000-4000-8000-000000000000"))
+    templates = ec2_client(moto_server_url()).describe_launch_templates()["LaunchTemplates"]
+    assert len(templates) == 1
+
+
+def test_a_repeated_launch_with_the_same_token_returns_the_same_instance(network, make):
+    fleets = spy("before-send.ec2.CreateFleet")
+    first = make(aws_config(network), fleets.hook).launch(request(G5, G6))
+    again = make(aws_config(network), fleets.hook).launch(request(G5, G6))  # e.g. after a restart
+    assert again.id == first.id
+    assert fleets.sent == 1
+    assert running() == [first.id]
+
+
+def test_a_named_launch_template_is_used_as_it_is(network, make):
+    ec2 = ec2_client(moto_server_url())
+    ec2.create_launch_template(LaunchTemplateName="eks-gpu-nodes", LaunchTemplateData={"ImageId": AMI})
+    config = aws_config(
+        network,
+        aws={
+            "managedLaunchTemplate": None,
+            "securityGroupIds": None,
+            "launchTemplate": {"name": "eks-gpu-nodes"},
+        },
+    )
+    seen = spy("before-send.ec2.CreateFleet")
+    make(config, seen.hook).launch(request(G5))
+    params = {k: v[0] for k, v in seen.params[0].items()}
+    assert params["LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName"] == "eks-gpu-nodes"
+    assert params["LaunchTemplateConfigs.1.LaunchTemplateSpecification.Version"] == "$Default"
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 1  # tidal wrote none of its own
+
+
+def test_fleet_errors_name_exactly_the_offerings_without_capacity(network, make):
+    provider = make(aws_config(network))
+    stubber = Stubber(provider.clients.client("ec2", launch=True))
+    stubber.add_response(
+        "create_fleet",
+        {
+            "FleetId": "fleet-1",
+            "Instances": [],
+            "Errors": [
+                {
+                    "LaunchTemplateAndOverrides": {
+                        "Overrides": {"InstanceType": "g5.xlarge", "SubnetId": network.subnets["us-east-1a"]}
+                    },
+                    "Lifecycle": "on-demand",
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "We currently do not have sufficient g5.xlarge capacity in us-east-1a.",
+                }
+            ],
+        },
+    )
+    with stubber, pytest.raises(CapacityUnavailable) as caught:
+        provider.launch(request(G5, G6))
+    assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
+
+
+def test_an_ice_error_for_the_whole_call_names_the_offering_in_its_message(network, make):
+    ice = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "InsufficientInstanceCapacity",
+            "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+            "(us-east-1a). Our system will be working on provisioning additional capacity.",
+            500,
+        ),
+    )
+    provider = make(aws_config(network), ice.hook)
+    with pytest.raises(CapacityUnavailable) as caught:
+        provider.launch(request(G5, G6))
+    assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
+    assert ice.seen == 1  # the launch client does not retry a capacity error by itself
+
+
+def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(network, make):
+    no_spot = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error("InsufficientInstanceCapacity", "There is no Spot capacity available.", 500),
+        when=lambda params: params.get("TargetCapacitySpecification.DefaultTargetCapacityType") == ["spot"],
+    )
+    provider = make(aws_config(network), no_spot.hook)
+    instance = provider.launch(request(G5_SPOT, G5))
+    assert instance.capacity_type == ON_DEMAND
+    assert (no_spot.failed, no_spot.sent) == (1, 1)
+
+
+def test_an_account_limit_is_a_quota_error(network, make):
+    limit = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "VcpuLimitExceeded", "You have requested more vCPU capacity than your current limit.", 400
+        ),
+    )
+    with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded"):
+        make(aws_config(network), limit.hook).launch(request(G5))
+
+
+def test_an_unknown_error_is_one_line_naming_the_action(network, make):
+    broken = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "InvalidParameterValue", "Value (x) for parameter iamInstanceProfile.name is invalid.", 400
+        ),
+    )
+    with pytest.raises(ProviderError) as caught:
+        make(aws_config(network), broken.hook).launch(request(G5))
+    assert str(caught.value) == (
+        "ec2:CreateFleet failed: InvalidParameterValue: Value (x) for parameter iamInstanceProfile.name is invalid."
+    )
+    assert not isinstance(caught.value, CapacityUnavailable | QuotaExceeded | Throttled)
+
+
+def test_throttling_backs_off_with_jitter_for_that_operation_only(network, make):
+    clock = Clock()
+    throttled = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error("RequestLimitExceeded", "Request limit exceeded.", 503),
+        times=2,
+    )
+    provider = make(aws_config(network), throttled.hook, clock=clock)
+    with pytest.raises(Throttled) as first:
+        provider.launch(request(G5))
+    assert 0.5 <= first.value.retry_after <= 1.0
+    with pytest.raises(Throttled):
+        provider.launch(request(G5))  # still backing off: refused without calling EC2
+    assert throttled.seen == 1
+    assert provider.instances() == []  # other operations are not held back
+    clock.tick(first.value.retry_after)
+    with pytest.raises(Throttled) as second:
+        provider.launch(request(G5))
+    assert 1.0 <= second.value.retry_after <= 2.0  # the delay doubles per consecutive throttle
+    clock.tick(second.value.retry_after)
+    assert provider.launch(request(G5)).instance_type == "g5.xlarge"
+    assert throttled.seen == 3
+
+
+def test_restart_finds_owned_instances_by_tag_in_every_state(network, make):
+    before = make(aws_config(network))
+    kept = before.launch(request(G5, token="aaaaaaaa-0000-4000-8000-000000000000"))
+    ended = before.launch(request(G6, token="bbbbbbbb-0000-4000-8000-000000000000"))
+    before.terminate(ended)
+    other = make(aws_config(network, clusterName="staging"))
+    other.launch(request(G5, token="cccccccc-0000-4000-8000-000000000000"))
+    ec2_client(moto_server_url()).run_instances(
+        ImageId=AMI, InstanceType="m6i.large", MinCount=1, MaxCount=1
+    )  # not tidal's
+
+    after = make(aws_config(network))
+    found = {i.id: i for i in after.instances()}
+    assert set(found) == {kept.id, ended.id}
+    assert (found[kept.id].state, found[ended.id].state) == ("running", "terminated")
+    assert found[kept.id].launch_token == "aaaaaaaa-0000-4000-8000-000000000000"
+    assert found[kept.id].provider_id == f"aws:///us-east-1a/{kept.id}"
+    assert found[ended.id].provider_id == f"aws:///us-east-1b/{ended.id}"
+    assert found[kept.id].created > 0
+
+
+def test_terminate_is_idempotent_and_spares_other_clusters(network, make):
+    provider = make(aws_config(network))
+    instance = provider.launch(request(G5))
+    provider.terminate(instance)
+    provider.terminate(instance)
+    provider.terminate(replace(instance, id="i-0123456789abcdef0"))  # never existed, or long forgotten
+    assert instance.id not in running()
+    staging = make(aws_config(network, clusterName="staging"))
+    foreign = staging.launch(request(G6, token="dddddddd-0000-4000-8000-000000000000"))
+    with pytest.raises(ProviderError, match="belongs to cluster 'staging'"):
+        provider.terminate(foreign)
+    assert foreign.id in running()

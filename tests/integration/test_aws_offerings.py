@@ -1,0 +1,158 @@
+"""AWS offerings against moto's real instance-type catalogue: shapes, GPUs, zones, prices and their sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from autoscaler.cloud import ProviderError
+from autoscaler.model import ON_DEMAND, SPOT
+from autoscaler.planning import plan
+from providers.aws import AwsProvider
+from tests.builders import INSUFFICIENT_GPU, pod, snapshot
+from tests.fakes.aws_cloud import (
+    CATALOG,
+    Clock,
+    Fault,
+    Network,
+    aws_config,
+    ec2_client,
+    ec2_error,
+    make_network,
+    make_provider,
+    price_list_item,
+    pricing_denied,
+    spot_price_hook,
+    stub_prices,
+)
+
+ON_DEMAND_PRICES = {"g5.xlarge": 1.006, "g6.xlarge": 0.8048, "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04}
+
+
+@pytest.fixture
+def network() -> Iterator[Network]:
+    with mock_aws():
+        yield make_network(ec2_client())
+
+
+def gpu_provider(network: Network, *hooks, clock=None, **aws) -> AwsProvider:
+    config = aws_config(network, aws={"families": ["g5", "g6", "p4d", "p5"], **aws})
+    return make_provider(config, *hooks, clock=clock)
+
+
+def find(offerings, instance_type, zone="us-east-1a", capacity_type=ON_DEMAND):
+    return next(
+        o
+        for o in offerings
+        if (o.instance_type, o.zone, o.capacity_type) == (instance_type, zone, capacity_type)
+    )
+
+
+def test_gpu_offerings_carry_model_count_memory_and_eks_max_pods(network):
+    provider = gpu_provider(network, spot_price_hook({}))
+    stub_prices(provider, ON_DEMAND_PRICES)
+    offerings = provider.offerings()
+    shapes = {
+        t: (o.gpu_count, o.gpu_model, o.gpu_vendor, o.gpu_memory_mib, o.vcpu, o.max_pods)
+        for t in ON_DEMAND_PRICES
+        for o in [find(offerings, t)]
+    }
+    assert shapes == {
+        "g5.xlarge": (1, "A10G", "NVIDIA", 22888, 4, 58),
+        "g6.xlarge": (1, "L4", "NVIDIA", 22888, 4, 58),
+        "p4d.24xlarge": (8, "A100", "NVIDIA", 40960, 96, 250),
+        "p5.48xlarge": (8, "H100", "NVIDIA", 81920, 192, 100),
+    }
+
+
+def test_on_demand_prices_come_from_the_price_list_and_spot_prices_from_the_history(network):
+    spot = {("g5.xlarge", "us-east-1a"): 0.45, ("g5.xlarge", "us-east-1b"): 0.39}
+    provider = gpu_provider(network, spot_price_hook(spot))
+    stub_prices(provider, ON_DEMAND_PRICES)
+    offerings = provider.offerings()
+    on_demand = find(offerings, "g5.xlarge")
+    assert (on_demand.price, on_demand.price_source) == (1.006, "aws price list api")
+    in_b = find(offerings, "g5.xlarge", "us-east-1b", SPOT)
+    assert (in_b.price, in_b.price_source) == (0.39, "aws spot price history")
+    # Without a spot price in the history a type is not offered as spot; without a list price, not at all.
+    assert not [o for o in offerings if o.instance_type == "g6.xlarge" and o.capacity_type == SPOT]
+    assert not [o for o in offerings if o.instance_type == "g5.2xlarge"]
+
+
+def test_offerings_are_only_in_zones_with_a_configured_subnet(network):
+    provider = gpu_provider(network, spot_price_hook({}))
+    stub_prices(provider, ON_DEMAND_PRICES)
+    assert {o.zone for o in provider.offerings()} == {"us-east-1a", "us-east-1b"}
+
+
+def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(network):
+    selector = {"subnetIds": None, "subnetSelector": {"karpenter.sh/discovery": "e2e"}, "families": ["g5"]}
+    config = aws_config(network, aws=selector, zones=["us-east-1b"])
+    provider = make_provider(config, spot_price_hook({}))
+    stub_prices(provider, ON_DEMAND_PRICES)
+    assert {o.zone for o in provider.offerings()} == {"us-east-1b"}
+
+
+@pytest.mark.parametrize(
+    ("spot_price", "chosen"),
+    [(0.40, SPOT), (1.20, ON_DEMAND)],
+    ids=["spot-cheaper", "spot-dearer-than-on-demand"],
+)
+def test_the_plan_takes_spot_or_on_demand_by_price(network, spot_price, chosen):
+    spot = {("g6.xlarge", z): spot_price for z in ("us-east-1a", "us-east-1b")}
+    provider = gpu_provider(network, spot_price_hook(spot), families=["g6"])
+    stub_prices(provider, {"g6.xlarge": 0.8048})
+    config = aws_config(network, zones=["us-east-1a"])
+    decided = plan(
+        snapshot(pod("infer-0", gpu=1, message=INSUFFICIENT_GPU)), provider.offerings(), config, 0.0
+    )
+    launch = decided.launch.launches[0].offering
+    assert (launch.instance_type, launch.capacity_type) == ("g6.xlarge", chosen)
+
+
+def test_prices_are_refreshed_only_after_the_price_refresh_interval(network):
+    clock = Clock()
+    provider = gpu_provider(network, spot_price_hook({}), clock=clock, priceRefreshInterval="1h")
+    stubber = stub_prices(provider, {"g5.xlarge": 1.006})
+    assert find(provider.offerings(), "g5.xlarge").price == 1.006
+    clock.tick(1800)
+    assert find(provider.offerings(), "g5.xlarge").price == 1.006  # cached: the Stubber has no second answer
+    stubber.add_response(
+        "get_products", {"PriceList": [price_list_item("g5.xlarge", 0.95)], "FormatVersion": "aws_v1"}
+    )
+    clock.tick(1801)
+    assert find(provider.offerings(), "g5.xlarge").price == 0.95
+    stubber.assert_no_pending_responses()
+
+
+def test_pricing_not_permitted_falls_back_to_the_catalog_file_and_says_so(network):
+    provider = gpu_provider(network, pricing_denied(), spot_price_hook({}), catalogFallback=str(CATALOG))
+    g5 = find(provider.offerings(), "g5.xlarge")
+    assert (g5.price, g5.price_source) == (1.006, "catalog file aws-us-east-1.csv")
+    assert g5.gpu_model == "A10G" and g5.max_pods == 58  # the shape still comes from EC2
+
+
+def test_ec2_not_permitted_uses_the_whole_catalog_file(network):
+    denied = Fault(
+        "before-send.ec2.DescribeInstanceTypes",
+        lambda: ec2_error("UnauthorizedOperation", "You are not authorized to perform this operation.", 403),
+    )
+    provider = gpu_provider(network, denied.hook, pricing_denied(), catalogFallback=str(CATALOG))
+    offerings = provider.offerings()
+    assert {o.price_source for o in offerings} == {"catalog file aws-us-east-1.csv"}
+    assert {o.zone for o in offerings} == {"us-east-1a", "us-east-1b"}  # the subnets' zones
+    assert {o.family for o in offerings} <= {"g5", "g6", "p4d", "p5"}
+    assert find(offerings, "p5.48xlarge", "us-east-1a", SPOT).price == 26.4192
+    assert not [o for o in offerings if o.instance_type == "p5.48xlarge" and o.zone == "us-east-1b"]
+
+
+def test_without_prices_or_a_catalog_file_offerings_fail_with_one_clear_line(network):
+    provider = gpu_provider(network, pricing_denied(), spot_price_hook({}))
+    with pytest.raises(ProviderError) as caught:
+        provider.offerings()
+    message = str(caught.value)
+    assert message.startswith("cannot build EC2 offerings (")
+    assert "AccessDeniedException" in message and "aws.catalogFallback is not set" in message
+    assert "\n" not in message

@@ -1,0 +1,70 @@
+"""`tidal catalog --cloud azure`: the offerings the Azure provider sees, and where each price came from."""
+
+import json
+
+import pytest
+import yaml
+
+from autoscaler.cli import main
+from providers.azure import clients
+from tests.fakes.azure_auth import FakeCredential
+from tests.fakes.azure_setup import T4, azure_section, running_arm
+
+
+@pytest.fixture
+def arm(tmp_path, monkeypatch):
+    for fake in running_arm(tmp_path):
+        # The CLI builds the provider with its defaults: trust the fake's certificate through the usual
+        # CA-bundle variable and stand in for Workload Identity.
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(fake.cert))
+        monkeypatch.setattr(clients, "default_credential", FakeCredential)
+        yield fake
+
+
+def write_config(tmp_path, azure):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"cloud": "simulated", "region": "eastus", "azure": azure}))
+    return str(path)
+
+
+def catalog_json(tmp_path, capsys, azure):
+    code = main(
+        ["catalog", "--config", write_config(tmp_path, azure), "--cloud", "azure", "--output", "json"]
+    )
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    # cmd_catalog leaves logging unconfigured, so structlog's default prints the provider's log lines on
+    # stdout ahead of the document.
+    document = out.out[out.out.index("[\n") :]
+    return {(r["instanceType"], r["zone"], r["capacityType"]): r for r in json.loads(document)}
+
+
+def test_catalog_lists_azure_offerings_priced_by_the_retail_prices_api(arm, tmp_path, capsys):
+    rows = catalog_json(tmp_path, capsys, azure_section(arm))
+    spot = rows[(T4, "eastus-1", "spot")]
+    assert (spot["gpus"], spot["gpuModel"], spot["pricePerHour"]) == (1, "T4", 0.062699)
+    assert spot["priceSource"] == "Azure Retail Prices API"
+
+
+def test_catalog_shows_when_a_price_comes_from_the_fallback_file(arm, tmp_path, capsys):
+    catalog = tmp_path / "fallback.csv"
+    catalog.write_text(
+        "cloud,region,instance_type,vcpu,memory_mib,gpu_count,arch,on_demand_usd_per_hour,spot_usd_per_hour\n"
+        f"azure,eastus,{T4},4,28672,1,x86_64,0.55,0.07\n"
+    )
+    arm.prices_down = True
+    rows = catalog_json(tmp_path, capsys, azure_section(arm, catalogFallback=str(catalog)))
+    assert (
+        rows[(T4, "eastus-1", "spot")]["priceSource"]
+        == "catalog file fallback.csv (Retail Prices API unavailable)"
+    )
+    assert rows[(T4, "eastus-1", "on-demand")]["pricePerHour"] == 0.55
+
+
+def test_a_bad_azure_section_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys):
+    code = main(
+        ["catalog", "--config", write_config(tmp_path, {"resourceGroup": "MC_x"}), "--cloud", "azure"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert err.startswith("tidal: error: azure.subscriptionId: required; azure.scaleSets: required unless")

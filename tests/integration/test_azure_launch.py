@@ -1,0 +1,218 @@
+"""Launching and removing AKS nodes through the unmodified Azure SDK against the fake ARM."""
+
+import dataclasses
+
+import pytest
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.model import LaunchRequest
+from tests.fakes.azure_model import ArmError
+from tests.fakes.azure_setup import (
+    CPU,
+    POOL_CPU,
+    POOL_T4,
+    POOL_T4_BIG,
+    POOL_T4_SPOT,
+    T4,
+    T4_BIG,
+    azure_provider,
+    running_arm,
+)
+
+
+@pytest.fixture
+def arm(tmp_path):
+    yield from running_arm(tmp_path)
+
+
+TAGS = {"tidal.dev/cluster": "aks-test", "tidal.dev/managed": "true"}
+
+
+def offering(provider, size, capacity_type="on-demand"):
+    return next(
+        o for o in provider.offerings() if o.instance_type == size and o.capacity_type == capacity_type
+    )
+
+
+def request(token, *offerings):
+    return LaunchRequest(token, tuple(offerings), {}, (), {**TAGS, "tidal.dev/launch-token": token})
+
+
+def tidal_vms(arm, pool):
+    return sorted(int(i) for i in arm.state.scale_sets[pool].vms)
+
+
+@pytest.mark.parametrize("style", ["async", "location"])
+def test_a_launch_raises_the_node_pool_by_one_and_reports_the_new_instance_running(arm, style):
+    arm.state.styles["scale"] = style
+    provider = azure_provider(arm)
+    instance = provider.launch(request("tok-a", offering(provider, T4)))
+    assert arm.state.scale_sets[POOL_T4].capacity == 1
+    assert instance.state == "running"
+    assert instance.provider_id == (
+        f"azure:///subscriptions/{arm.subscription}/resourceGroups/mc_tidal-rg_tidal_eastus/providers/"
+        f"Microsoft.Compute/virtualMachineScaleSets/{POOL_T4}/virtualMachines/0"
+    )
+    assert (instance.instance_type, instance.zone, instance.capacity_type) == (T4, "eastus-1", "on-demand")
+    assert arm.state.scale_sets[POOL_T4].tags["tidal.dev.token.tok-a"].startswith("vm:0:")
+
+
+def test_a_retried_launch_with_the_same_token_never_adds_a_second_node(arm):
+    provider = azure_provider(arm)
+    first = provider.launch(request("tok-a", offering(provider, T4)))
+    again = provider.launch(request("tok-a", offering(provider, T4)))
+    after_restart = azure_provider(arm).launch(request("tok-a", offering(provider, T4)))
+    assert again.id == after_restart.id == first.id
+    assert arm.state.scale_sets[POOL_T4].capacity == 1
+    assert len(arm.calls("PATCH", POOL_T4)) == 2  # the scale-out, then the tag naming instance 0
+
+
+def test_a_retry_after_a_restart_finds_the_node_on_another_pool_than_its_first_candidate(arm):
+    provider = azure_provider(arm)
+    arm.state.fail_allocation(T4, count=1)
+    launched = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
+    restarted = azure_provider(arm)
+    again = restarted.launch(request("tok-a", offering(restarted, T4), offering(restarted, T4_BIG)))
+    assert launched.instance_type == again.instance_type == T4_BIG
+    assert again.id == launched.id
+    assert tidal_vms(arm, POOL_T4) == [] and tidal_vms(arm, POOL_T4_BIG) == [0]
+
+
+@pytest.mark.parametrize(
+    "code", ["AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest"]
+)
+def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidate(arm, code):
+    provider = azure_provider(arm)
+    arm.state.fail_allocation(T4, code=code)
+    instance = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
+    assert instance.instance_type == T4_BIG
+    assert tidal_vms(arm, POOL_T4) == []  # the failed instance was deleted again
+    assert arm.state.scale_sets[POOL_T4].capacity == 0
+
+
+def test_capacity_failures_on_every_candidate_name_them_all_and_bench_them(arm):
+    provider = azure_provider(arm)
+    arm.state.fail_allocation(code="AllocationFailed")
+    candidates = (offering(provider, T4), offering(provider, T4_BIG))
+    with pytest.raises(CapacityUnavailable) as failure:
+        provider.launch(request("tok-a", *candidates))
+    assert [o.key for o in failure.value.offerings] == [o.key for o in candidates]
+    benched = {o.key for o in provider.offerings() if not o.available}
+    assert {o.key for o in candidates} <= benched
+
+
+def test_a_sku_not_available_answer_is_a_capacity_error_for_that_offering(arm):
+    provider = azure_provider(arm)
+    arm.fail_request(
+        "PATCH", POOL_T4, ArmError(409, "SkuNotAvailable", "The requested size is not available.")
+    )
+    instance = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
+    assert instance.instance_type == T4_BIG
+    assert arm.state.scale_sets[POOL_T4].capacity == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (
+            "OperationNotAllowed",
+            "Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family "
+            "Cores quota. Current Limit: 0, Current Usage: 0, Additional Required: 4",
+        ),
+        ("QuotaExceeded", "Quota exceeded for standardNCASv3_T4Family Cores in eastus."),
+    ],
+)
+def test_a_cores_quota_error_is_quota_exceeded(arm, code, message):
+    provider = azure_provider(arm)
+    arm.fail_request("PATCH", POOL_T4, ArmError(409, code, message))
+    with pytest.raises(QuotaExceeded, match="standardNCASv3_T4Family Cores"):
+        provider.launch(request("tok-a", offering(provider, T4)))
+
+
+def test_an_operation_refused_for_another_reason_is_a_provider_error(arm):
+    provider = azure_provider(arm)
+    arm.fail_request(
+        "PATCH", POOL_T4, ArmError(409, "OperationNotAllowed", "The scale set is being deleted.")
+    )
+    with pytest.raises(ProviderError, match="OperationNotAllowed: The scale set is being deleted") as failure:
+        provider.launch(request("tok-a", offering(provider, T4)))
+    assert type(failure.value) is ProviderError
+
+
+def test_throttling_is_reported_with_the_retry_after_arm_sent(arm):
+    provider = azure_provider(arm)
+    candidate = offering(provider, T4)
+    arm.throttle("PATCH", POOL_T4, retry_after=17)
+    with pytest.raises(Throttled) as throttled:
+        provider.launch(request("tok-a", candidate))
+    assert throttled.value.retry_after == 17
+    assert arm.state.scale_sets[POOL_T4].capacity == 0
+
+
+def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_it(arm):
+    provider = azure_provider(arm, operation_wait=0.2)
+    arm.state.hold_operations = True
+    instance = provider.launch(request("tok-a", offering(provider, T4)))
+    assert instance.state == "pending"
+    arm.state.release()
+    tags = arm.state.scale_sets[POOL_T4].tags
+    for _ in range(20):
+        listing = provider.instances()
+        if tags["tidal.dev.token.tok-a"].startswith("vm:0:"):  # the listing wrote down which instance
+            break
+        tags = arm.state.scale_sets[POOL_T4].tags
+    assert [(i.id, i.state) for i in provider.instances()] == [(instance.id, "running")]
+    assert listing and instance.id == f"{POOL_T4}/0"
+    assert arm.state.scale_sets[POOL_T4].tags["tidal.dev.token.tok-a"].startswith("vm:0:")
+
+
+def test_an_allocation_failure_found_after_a_pending_answer_benches_the_offering(arm):
+    provider = azure_provider(arm, operation_wait=0.2)
+    candidate = offering(provider, T4)
+    arm.state.hold_operations = True
+    arm.state.fail_allocation(T4)
+    assert provider.launch(request("tok-a", candidate)).state == "pending"
+    arm.state.release()
+    for _ in range(20):
+        listing = provider.instances()
+        if listing and listing[0].state == "terminated":
+            break
+    assert [i.state for i in listing] == ["terminated"]
+    assert not next(o for o in provider.offerings() if o.key == candidate.key).available
+
+
+def test_spot_launches_go_to_the_spot_pool(arm):
+    provider = azure_provider(arm)
+    instance = provider.launch(request("tok-s", offering(provider, T4, "spot")))
+    assert (instance.capacity_type, instance.id) == ("spot", f"{POOL_T4_SPOT}/0")
+    assert arm.state.scale_sets[POOL_T4].capacity == 0
+
+
+def test_terminate_deletes_exactly_the_drained_instance(arm):
+    provider = azure_provider(arm)
+    first = provider.launch(request("tok-1", offering(provider, T4)))
+    provider.launch(request("tok-2", offering(provider, T4)))
+    provider.terminate(first)
+    assert [r.path.endswith("/delete") for r in arm.calls("POST", POOL_T4)] == [True]
+    assert tidal_vms(arm, POOL_T4) == [1]
+    assert arm.state.scale_sets[POOL_T4].capacity == 1
+    provider.terminate(first)  # already gone: nothing more happens
+    assert len(arm.calls("POST", POOL_T4)) == 1
+
+
+def test_terminate_refuses_an_instance_tidal_did_not_launch(arm):
+    provider = azure_provider(arm)
+    launched = provider.launch(request("tok-1", offering(provider, CPU)))
+    baseline = dataclasses.replace(launched, id=f"{POOL_CPU}/0", launch_token="")
+    with pytest.raises(ProviderError, match="no tidal launch tag"):
+        provider.terminate(baseline)
+    assert tidal_vms(arm, POOL_CPU) == [0, 1, 2]
+
+
+def test_terminate_refuses_a_scale_set_tidal_does_not_manage(arm):
+    arm.state.add_scale_set("aks-nodepool1-99999999-vmss", CPU, capacity=1)
+    provider = azure_provider(arm)
+    launched = provider.launch(request("tok-1", offering(provider, T4)))
+    with pytest.raises(ProviderError, match="not one tidal manages"):
+        provider.terminate(dataclasses.replace(launched, id="aks-nodepool1-99999999-vmss/0"))
+    assert tidal_vms(arm, "aks-nodepool1-99999999-vmss") == [0]

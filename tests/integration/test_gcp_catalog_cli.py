@@ -1,0 +1,82 @@
+"""`tidal catalog --cloud gcp`: GCE offerings and prices, with where each price came from."""
+
+import json
+import sys
+
+import pytest
+import structlog
+import yaml
+
+from autoscaler.cli import main
+from tests.fakes.gcp_cloud import FakeGcp
+from tests.fakes.gcp_fixtures import SAMPLE, machines
+
+
+@pytest.fixture
+def gcp():
+    with FakeGcp() as fake:
+        yield fake
+
+
+class _Stderr:
+    """Whatever sys.stderr is when a line is written (pytest swaps it per test)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+@pytest.fixture(autouse=True)
+def logs_on_stderr(capsys):
+    """The command's output is stdout; log lines (a billing outage is warned about) go to stderr."""
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(_Stderr()))
+    yield
+    structlog.reset_defaults()
+
+
+def write(tmp_path, document):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({**document, "cloud": "aws", "logLevel": "warning"}))
+    return str(path)
+
+
+def rows(capsys):
+    return {(r["instanceType"], r["zone"], r["capacityType"]): r for r in json.loads(capsys.readouterr().out)}
+
+
+def test_the_catalog_lists_gce_gpu_offerings_priced_from_the_billing_catalog(gcp, tmp_path, capsys):
+    config = write(tmp_path, gcp.config(template=gcp.add_node_pool("e2e", "tidal")))
+
+    code = main(["catalog", "--config", config, "--cloud", "gcp", "--gpu-only", "--output", "json"])
+
+    found = rows(capsys)
+    assert code == 0 and all(r["gpus"] > 0 for r in found.values())
+    a100 = found[("a2-highgpu-1g", "us-central1-a", "spot")]
+    assert (a100["gpuModel"], a100["gpuMemoryMiB"]) == ("A100", 40960)
+    assert a100["pricePerHour"] == pytest.approx(machines()["a2-highgpu-1g"].spot, rel=1e-4)
+    assert {r["priceSource"] for r in found.values()} == {"billing catalog"}
+
+
+def test_the_catalog_says_when_prices_come_from_the_fallback_file(gcp, tmp_path, capsys):
+    document = gcp.config(
+        template=gcp.add_node_pool("e2e", "tidal"),
+        gcp={"billingEndpoint": "http://127.0.0.1:9", "catalogFallback": str(SAMPLE)},
+    )
+
+    code = main(["catalog", "--config", write(tmp_path, document), "--cloud", "gcp", "--output", "json"])
+
+    found = rows(capsys)
+    assert code == 0
+    assert found[("e2-standard-4", "us-central1-b", "on-demand")]["pricePerHour"] == pytest.approx(0.134023)
+    assert {r["priceSource"] for r in found.values()} == {"catalog file gcp-us-central1.csv"}
+
+
+def test_a_bad_gcp_section_is_one_line_on_stderr(tmp_path, capsys):
+    config = write(
+        tmp_path, {"region": "us-central1", "zones": ["us-central1-a"], "gcp": {"project": "my-project"}}
+    )
+    assert main(["catalog", "--config", config, "--cloud", "gcp"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tidal: error: gcp: gcp.instanceTemplate: required")

@@ -1,0 +1,125 @@
+"""GcpProvider.instances() and terminate(): ownership by GCE label across zones and pages, restarts,
+preemption, idempotent deletes."""
+
+import uuid
+
+import pytest
+
+from autoscaler.cloud import ProviderError, Throttled
+from autoscaler.model import Instance, LaunchRequest
+from providers.gcp.inventory import GONE_RETENTION
+from tests.fakes.gcp_cloud import FakeGcp, make_provider
+
+ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
+
+
+@pytest.fixture
+def gcp():
+    with FakeGcp() as fake:
+        yield fake
+
+
+def launch(provider, instance_type="e2-standard-2", zone=ZONE_A, capacity_type="on-demand"):
+    chosen = next(
+        o
+        for o in provider.offerings()
+        if (o.instance_type, o.zone, o.capacity_type) == (instance_type, zone, capacity_type)
+    )
+    return provider.launch(LaunchRequest(str(uuid.uuid4()), (chosen,), {}, (), {}))
+
+
+def test_a_restarted_provider_finds_every_owned_vm_with_its_token_and_provider_id(gcp):
+    first = make_provider(gcp)
+    launched = [launch(first, zone=ZONE_A), launch(first, "n2-standard-4", ZONE_B, "spot")]
+
+    found = make_provider(gcp).instances()
+
+    assert sorted((i.provider_id, i.launch_token) for i in found) == sorted(
+        (i.provider_id, i.launch_token) for i in launched
+    )
+    spot = next(i for i in found if i.zone == ZONE_B)
+    assert (spot.instance_type, spot.capacity_type, spot.state) == ("n2-standard-4", "spot", "running")
+    assert spot.provider_id == f"gce://tidal-test/{ZONE_B}/{spot.id}"
+    assert spot.price > 0 and spot.created > 0
+
+
+def test_owned_vms_are_found_on_every_page_of_the_aggregated_list(gcp):
+    gcp.compute.page_cap = 2
+    provider = make_provider(gcp)
+    for zone in (ZONE_A, ZONE_B, ZONE_A, ZONE_B, ZONE_A):
+        launch(provider, zone=zone)
+    assert len(provider.instances()) == 5
+    assert gcp.compute_server.methods().count("compute.instances.aggregatedList") >= 3 + 5  # 3 pages
+
+
+def test_vms_of_other_clusters_and_unlabelled_vms_are_not_owned(gcp):
+    launch(make_provider(gcp, clusterName="other"))
+    with gcp.compute.lock:
+        gcp.compute.instances[(ZONE_A, "hand-made")] = {
+            "name": "hand-made",
+            "zone": ZONE_A,
+            "status": "RUNNING",
+        }
+    assert make_provider(gcp).instances() == []
+
+
+def test_a_preempted_spot_vm_is_reported_terminated_until_the_retention_ends(gcp):
+    now = [1000.0]
+    provider = make_provider(gcp, clock=lambda: now[0])
+    spot = launch(provider, capacity_type="spot")
+    assert [i.state for i in provider.instances()] == ["running"]
+
+    gcp.preempt(spot.id)
+
+    [gone] = provider.instances()
+    assert (gone.provider_id, gone.launch_token, gone.state) == (
+        spot.provider_id,
+        spot.launch_token,
+        "terminated",
+    )
+    now[0] += GONE_RETENTION
+    assert provider.instances() == []
+
+
+def test_a_vm_stopped_by_preemption_is_reported_terminated(gcp):
+    provider = make_provider(gcp)
+    spot = launch(provider, capacity_type="spot")
+    with gcp.compute.lock:
+        vm = next(v for v in gcp.compute.instances.values() if v["name"] == spot.id)
+        vm["scheduling"]["instanceTerminationAction"] = "STOP"
+    gcp.preempt(spot.id)
+    assert [i.state for i in provider.instances()] == ["terminated"]
+
+
+def test_terminate_deletes_the_vm_and_terminating_it_again_is_fine(gcp):
+    provider = make_provider(gcp)
+    instance = launch(provider)
+    provider.terminate(instance)
+    assert [i.state for i in provider.instances()] == ["stopping"]
+    gcp.compute.operation_delay = 0
+    gcp.instances()
+    provider.terminate(instance)  # 404 now: already gone
+    assert gcp.instances() == []
+
+
+def test_terminate_refuses_a_vm_of_another_cluster(gcp):
+    provider = make_provider(gcp)
+    other = Instance(
+        "vm",
+        "gce://tidal-test/us-central1-a/vm",
+        "e2-standard-2",
+        ZONE_A,
+        "spot",
+        "running",
+        tags={"tidal-cluster": "other"},
+    )
+    with pytest.raises(ProviderError, match="belongs to cluster 'other'"):
+        provider.terminate(other)
+
+
+def test_rate_limited_listing_is_throttled_so_the_controller_backs_off(gcp):
+    provider = make_provider(gcp)
+    gcp.throttle("compute.instances.aggregatedList", retry_after=3)
+    with pytest.raises(Throttled) as err:
+        provider.instances()
+    assert err.value.retry_after == 3

@@ -1,0 +1,223 @@
+"""GcpProvider.launch() against the fake Compute Engine: VMs built from a GKE node pool template, candidates
+tried in order, failures inside the zone operation, idempotency by requestId."""
+
+import uuid
+
+import pytest
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.model import LaunchRequest, Taint
+from tests.fakes.gcp_cloud import FakeGcp, make_provider
+from tests.fakes.gcp_fixtures import attachable_gpu_prices
+
+ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
+
+
+@pytest.fixture
+def gcp():
+    with FakeGcp() as fake:
+        yield fake
+
+
+def offering(provider, instance_type, zone=ZONE_A, capacity_type="on-demand"):
+    return next(
+        o
+        for o in provider.offerings()
+        if (o.instance_type, o.zone, o.capacity_type) == (instance_type, zone, capacity_type)
+    )
+
+
+def request(*offerings, token=None, taints=(), labels=None):
+    return LaunchRequest(
+        token or str(uuid.uuid4()),
+        tuple(offerings),
+        labels if labels is not None else {"tidal.dev/managed": "true", "team": "ml"},
+        tuple(taints),
+        {"tidal.dev/cluster": "e2e", "Cost-Center": "R&D 42"},
+    )
+
+
+def metadata(vm, key):
+    return next(i["value"] for i in vm["metadata"]["items"] if i["key"] == key)
+
+
+def kube_labels(vm):
+    return dict(part.split("=", 1) for part in metadata(vm, "kube-labels").split(","))
+
+
+def test_a_launch_is_a_vm_built_from_the_node_pool_template_with_tidals_labels(gcp):
+    provider = make_provider(gcp)
+    chosen = offering(provider, "n2-standard-4", ZONE_B)
+    req = request(chosen, taints=[Taint("dedicated", "batch", "NoSchedule")])
+
+    instance = provider.launch(req)
+
+    [vm] = gcp.instances()
+    template = gcp.compute.templates[provider.settings.template.path]["properties"]
+    assert (instance.instance_type, instance.zone, instance.capacity_type) == (
+        "n2-standard-4",
+        ZONE_B,
+        "on-demand",
+    )
+    assert instance.provider_id == f"gce://tidal-test/{ZONE_B}/{vm['name']}" and instance.id == vm["name"]
+    assert instance.launch_token == req.token and instance.state == "running"
+    assert vm["machineType"].endswith(f"/zones/{ZONE_B}/machineTypes/n2-standard-4")
+    assert vm["networkInterfaces"] == template["networkInterfaces"]
+    assert vm["serviceAccounts"] == template["serviceAccounts"]
+    assert (
+        vm["disks"][0]["initializeParams"]["diskType"]
+        == f"projects/tidal-test/zones/{ZONE_B}/diskTypes/pd-balanced"
+    )
+    assert {
+        "tidal-cluster": "e2e",
+        "tidal-managed": "true",
+        "tidal-launch-token": req.token,
+        "goog-k8s-node-pool-name": "tidal",
+        "cost-center": "r_d_42",
+    }.items() <= vm["labels"].items()
+    labels = kube_labels(vm)
+    assert labels["cloud.google.com/gke-nodepool"] == "tidal"
+    assert labels["team"] == "ml" and labels["tidal.dev/capacity-type"] == "on-demand"
+    assert labels["cloud.google.com/machine-family"] == "n2"
+    assert "node.kubernetes.io/instance-type" not in labels
+    assert "--register-with-taints=dedicated=batch:NoSchedule" in metadata(vm, "kube-env")
+
+
+def test_a_spot_launch_asks_gce_for_spot_deleted_on_preemption(gcp):
+    provider = make_provider(gcp)
+    provider.launch(request(offering(provider, "e2-standard-4", capacity_type="spot")))
+    [vm] = gcp.instances()
+    assert vm["scheduling"]["provisioningModel"] == "SPOT"
+    assert vm["scheduling"]["instanceTerminationAction"] == "DELETE"
+    assert kube_labels(vm)["cloud.google.com/gke-spot"] == "true"
+    assert kube_labels(vm)["cloud.google.com/gke-provisioning"] == "spot"
+
+
+@pytest.mark.skipif(not attachable_gpu_prices(), reason="shared GCP attachable-GPU price file not present")
+def test_attached_gpus_are_requested_and_the_vm_never_live_migrates(gcp):
+    provider = make_provider(gcp)
+    instance = provider.launch(request(offering(provider, "n1-standard-8_nvidia-tesla-t4x2")))
+    [vm] = gcp.instances()
+    assert vm["guestAccelerators"] == [
+        {
+            "acceleratorType": f"https://www.googleapis.com/compute/v1/projects/tidal-test/zones/{ZONE_A}/acceleratorTypes/nvidia-tesla-t4",
+            "acceleratorCount": 2,
+        }
+    ]
+    assert vm["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert (instance.instance_type, instance.gpu_count) == ("n1-standard-8_nvidia-tesla-t4x2", 2)
+    assert kube_labels(vm)["cloud.google.com/gke-accelerator"] == "nvidia-tesla-t4"
+    assert kube_labels(vm)["cloud.google.com/gke-gpu-driver-version"] == "default"
+
+
+def test_a_cpu_machine_from_a_gpu_pools_template_gets_no_gpu_and_no_gpu_labels(gcp):
+    provider = make_provider(gcp, template=gcp.add_node_pool("e2e", "gpu", gpu=True))
+    provider.launch(request(offering(provider, "e2-standard-4")))
+    [vm] = gcp.instances()
+    assert not vm.get("guestAccelerators")
+    assert "cloud.google.com/gke-accelerator" not in kube_labels(vm)
+    assert "gke-accelerator" not in metadata(vm, "kube-env")
+
+
+def test_a_stockout_inside_the_operation_falls_back_to_the_next_candidate(gcp):
+    provider = make_provider(gcp)
+    first, second = offering(provider, "n2-standard-4", ZONE_A), offering(provider, "n2-standard-4", ZONE_B)
+    gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
+
+    instance = provider.launch(request(first, second))
+
+    assert instance.zone == ZONE_B
+    assert [vm["zone"].rsplit("/", 1)[-1] for vm in gcp.instances()] == [ZONE_B]
+
+
+@pytest.mark.parametrize(
+    "code", ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"]
+)
+def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all(gcp, code):
+    provider = make_provider(gcp)
+    candidates = [offering(provider, "n2-standard-4", z) for z in (ZONE_A, ZONE_B)]
+    gcp.stockout(machine_type="n2-standard-4", code=code)
+    with pytest.raises(CapacityUnavailable) as err:
+        provider.launch(request(*candidates))
+    assert err.value.offerings == tuple(candidates)
+    assert gcp.instances() == []
+
+
+def test_quota_exceeded_inside_the_operation_is_quota_exceeded(gcp):
+    provider = make_provider(gcp)
+    gcp.quota("CPUS", machine_type="n2-standard-8")
+    with pytest.raises(QuotaExceeded, match="QUOTA_EXCEEDED"):
+        provider.launch(request(offering(provider, "n2-standard-8")))
+
+
+def test_rate_limiting_is_throttled_with_the_servers_retry_after(gcp):
+    provider = make_provider(gcp)
+    chosen = offering(provider, "n2-standard-4")
+    gcp.throttle("compute.instances.insert", retry_after=7)
+    with pytest.raises(Throttled) as err:
+        provider.launch(request(chosen))
+    assert err.value.retry_after == 7
+
+
+def test_the_same_request_id_returns_the_same_operation_and_makes_one_vm(gcp):
+    client = compute_v1.InstancesClient(
+        credentials=AnonymousCredentials(),
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=gcp.compute_server.url),
+    )
+    body = compute_v1.Instance(name="vm-1", machine_type=f"zones/{ZONE_A}/machineTypes/e2-standard-4")
+    rid = str(uuid.uuid4())
+    insert = compute_v1.InsertInstanceRequest(
+        project="tidal-test", zone=ZONE_A, instance_resource=body, request_id=rid
+    )
+    first = client.insert_unary(request=insert)
+    again = client.insert_unary(request=insert)
+    assert again.name == first.name and again.id == first.id
+    assert [vm["name"] for vm in gcp.instances()] == ["vm-1"]
+
+
+def test_launching_the_same_token_twice_makes_one_vm(gcp):
+    provider = make_provider(gcp)
+    req = request(offering(provider, "e2-standard-4"))
+    first = provider.launch(req)
+    again = provider.launch(req)
+    assert again.id == first.id
+    assert len(gcp.instances()) == 1 and gcp.compute.inserts == 1
+
+
+def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instance():
+    with FakeGcp(operation_delay=5.0) as gcp:
+        provider = make_provider(gcp, gcp={"operationTimeout": "100ms"})
+        chosen = offering(provider, "e2-standard-4")
+        instance = provider.launch(request(chosen))
+        assert instance.state == "pending" and instance.instance_type == "e2-standard-4"
+        assert [i.state for i in provider.instances()] == ["pending"]
+
+
+def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp):
+    gcp.add_node_pool("e2e", "other")
+    gcp.add_node_pool("e2e", "tidal")
+    provider = make_provider(gcp, node_pool="tidal")
+    provider.launch(request(offering(provider, "e2-standard-4")))
+    [vm] = gcp.instances()
+    assert kube_labels(vm)["cloud.google.com/gke-nodepool"] == "tidal"
+    assert "compute.instanceGroupManagers.list" in gcp.compute_server.methods()
+
+
+def test_a_regional_template_is_read_through_the_regional_api(gcp):
+    provider = make_provider(gcp, template=gcp.add_node_pool("e2e", "tidal", regional=True))
+    provider.launch(request(offering(provider, "e2-standard-4")))
+    assert "compute.regionInstanceTemplates.get" in gcp.compute_server.methods()
+    assert len(gcp.instances()) == 1
+
+
+def test_a_template_without_kube_env_is_refused_as_not_a_gke_template(gcp):
+    path = gcp.add_node_pool("e2e", "tidal")
+    items = gcp.compute.templates[path]["properties"]["metadata"]["items"]
+    items[:] = [i for i in items if i["key"] != "kube-env"]
+    provider = make_provider(gcp, template=path)
+    with pytest.raises(ProviderError, match="no kube-env metadata: it is not a GKE node pool template"):
+        provider.launch(request(offering(provider, "e2-standard-4")))

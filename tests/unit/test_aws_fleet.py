@@ -1,0 +1,103 @@
+"""What a CreateFleet answer means, and the ClientToken that keeps a launch idempotent."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.model import ON_DEMAND, Offering
+from providers.aws.fleet import (
+    FleetAttempt,
+    capacity_from_message,
+    client_token,
+    fleet_request,
+    read_fleet_response,
+)
+from providers.aws.launch_template import TemplateRef
+
+TOKEN = "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"
+G5_A = Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.006, gpu_count=1)
+G5_B = Offering("g5.xlarge", "us-east-1b", ON_DEMAND, 4, 16384, 1.006, gpu_count=1)
+G6_A = Offering("g6.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 0.8048, gpu_count=1)
+ATTEMPT = FleetAttempt(
+    ON_DEMAND,
+    ((TemplateRef("tidal-prod-abc"), ((G6_A, "subnet-a"), (G5_A, "subnet-a"), (G5_B, "subnet-b"))),),
+)
+ZONES = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
+
+
+def error(code: str, instance_type: str | None = None, subnet: str | None = None) -> dict:
+    overrides = {k: v for k, v in (("InstanceType", instance_type), ("SubnetId", subnet)) if v}
+    return {
+        "LaunchTemplateAndOverrides": {"Overrides": overrides} if overrides else {},
+        "Lifecycle": "on-demand",
+        "ErrorCode": code,
+        "ErrorMessage": f"{code} happened",
+    }
+
+
+def test_the_client_token_is_stable_for_the_same_request_and_new_for_another():
+    request = fleet_request(
+        ATTEMPT, spot_strategy="price-capacity-optimized", tags={"tidal.dev/cluster": "prod"}
+    )
+    token = client_token(TOKEN, request)
+    assert token == client_token(TOKEN, request)
+    assert token.startswith(TOKEN + "-") and len(token) <= 64
+    fewer = FleetAttempt(ON_DEMAND, ((TemplateRef("tidal-prod-abc"), ((G5_B, "subnet-b"),)),))
+    other = fleet_request(fewer, spot_strategy="price-capacity-optimized", tags={"tidal.dev/cluster": "prod"})
+    assert client_token(TOKEN, other) != token  # EC2 would refuse a reused token with other parameters
+
+
+def test_per_override_capacity_errors_name_exactly_those_offerings():
+    outcome = read_fleet_response(
+        {"Instances": [], "Errors": [error("InsufficientInstanceCapacity", "g5.xlarge", "subnet-b")]},
+        ATTEMPT,
+        ZONES,
+    )
+    assert outcome.no_capacity == [G5_B]
+    with pytest.raises(CapacityUnavailable) as caught:
+        outcome.raise_for_failure(ATTEMPT)
+    assert caught.value.offerings == (G5_B,)
+
+
+def test_a_capacity_error_without_an_override_covers_the_whole_request():
+    outcome = read_fleet_response({"Errors": [error("UnfulfillableCapacity")]}, ATTEMPT, ZONES)
+    assert outcome.no_capacity == [G6_A, G5_A, G5_B]
+
+
+def test_a_launched_instance_wins_over_errors_for_other_overrides():
+    answer = {
+        "Instances": [
+            {
+                "InstanceIds": ["i-0abc"],
+                "InstanceType": "g5.xlarge",
+                "Lifecycle": "on-demand",
+                "LaunchTemplateAndOverrides": {
+                    "Overrides": {"InstanceType": "g5.xlarge", "SubnetId": "subnet-b"}
+                },
+            }
+        ],
+        "Errors": [error("InsufficientInstanceCapacity", "g6.xlarge", "subnet-a")],
+    }
+    outcome = read_fleet_response(answer, ATTEMPT, ZONES)
+    assert (outcome.instance_id, outcome.instance_type, outcome.zone) == ("i-0abc", "g5.xlarge", "us-east-1b")
+
+
+def test_quota_and_unknown_errors_raise_their_own_kind():
+    quota = read_fleet_response(
+        {"Errors": [error("VcpuLimitExceeded", "g5.xlarge", "subnet-a")]}, ATTEMPT, ZONES
+    )
+    with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded happened"):
+        quota.raise_for_failure(ATTEMPT)
+    odd = read_fleet_response({"Errors": [error("InvalidFleetConfiguration")]}, ATTEMPT, ZONES)
+    with pytest.raises(ProviderError, match="launched nothing: InvalidFleetConfiguration"):
+        odd.raise_for_failure(ATTEMPT)
+
+
+def test_a_whole_call_capacity_message_names_the_type_and_zone():
+    message = (
+        "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+        "(us-east-1b). Our system will be working on provisioning additional capacity."
+    )
+    assert capacity_from_message(message, [G6_A, G5_A, G5_B]) == [G5_B]
+    assert capacity_from_message("Insufficient capacity.", [G6_A, G5_A]) == [G6_A, G5_A]

@@ -1,0 +1,215 @@
+"""The kustomize base and overlays under deploy/: they render, every object is valid Kubernetes, and each
+overlay wires what it promises (cloud, identity, configuration) without weakening the base."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import pytest
+
+from autoscaler import cli
+from autoscaler.config import config_from_configmap
+from autoscaler.controller import STATUS_CONFIGMAP
+from tests.fakes.kustomize import KUBECTL, REPO, find, render
+
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
+)
+
+KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported on EKS, GKE and AKS alike
+DIRECTORIES = ["deploy/base", *(f"deploy/overlays/{o}" for o in ("eks", "gke", "aks", "kai", "simulated"))]
+CLOUDS = {"eks": "aws", "gke": "gcp", "aks": "azure", "kai": "aws", "simulated": "simulated"}
+NAMESPACE = "tidal-system"
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+
+def config_of(objects):
+    return config_from_configmap(find(objects, "ConfigMap", "tidal-config")["data"], source="tidal-config")
+
+
+def pod_spec(objects):
+    return find(objects, "Deployment", "tidal")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES)
+def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    problems = []
+    for obj in render(directory):
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            problems.append(f"{obj['kind']} {obj['metadata']['name']}: {str(err).splitlines()[0]}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES)
+def test_namespaced_objects_live_in_tidal_system(directory):
+    misplaced = [
+        f"{o['kind']} {o['metadata']['name']}"
+        for o in render(directory)
+        if o["kind"] not in CLUSTER_SCOPED and o["metadata"].get("namespace") != NAMESPACE
+    ]
+    assert misplaced == []
+
+
+def test_the_base_configmap_is_config_default_yaml():
+    default = (REPO / "config" / "default.yaml").read_text(encoding="utf-8")
+    copy = (REPO / "deploy" / "base" / "config.yaml").read_text(encoding="utf-8")
+    assert copy == default, "run: cp config/default.yaml deploy/base/config.yaml"
+    assert find(render("deploy/base"), "ConfigMap", "tidal-config")["data"] == {"config.yaml": default}
+
+
+@pytest.mark.parametrize("overlay", list(CLOUDS))
+def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay):
+    config = config_of(render(f"deploy/overlays/{overlay}"))
+    assert config.cloud == CLOUDS[overlay]
+
+
+def test_the_kai_overlay_carries_the_kai_preset():
+    preset = (REPO / "config" / "examples" / "kai.yaml").read_text(encoding="utf-8")
+    copy = (REPO / "deploy" / "overlays" / "kai" / "config.yaml").read_text(encoding="utf-8")
+    assert copy == preset, "run: cp config/examples/kai.yaml deploy/overlays/kai/config.yaml"
+    regexp = config_of(render("deploy/overlays/kai")).pending_pod_reason_regexp
+    assert regexp.search("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    assert not regexp.search("OverLimit: research quota has reached the allowable limit of GPUs.")
+
+
+@pytest.mark.parametrize(
+    ("overlay", "annotation", "pattern"),
+    [
+        ("eks", "eks.amazonaws.com/role-arn", r"arn:aws:iam::\d{12}:role/[\w+=,.@-]+"),
+        (
+            "gke",
+            "iam.gke.io/gcp-service-account",
+            r"[a-z][-a-z0-9]{4,28}[a-z0-9]@[-a-z0-9]+\.iam\.gserviceaccount\.com",
+        ),
+        ("aks", "azure.workload.identity/client-id", r"[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}"),
+    ],
+)
+def test_each_cloud_overlay_annotates_the_service_account_for_workload_identity(overlay, annotation, pattern):
+    objects = render(f"deploy/overlays/{overlay}")
+    account = find(objects, "ServiceAccount", pod_spec(objects)["serviceAccountName"])
+    assert re.fullmatch(pattern, account["metadata"]["annotations"][annotation])
+
+
+def test_the_aks_overlay_opts_the_pod_into_workload_identity():
+    template = find(render("deploy/overlays/aks"), "Deployment", "tidal")["spec"]["template"]
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_the_base_carries_no_cloud_identity():
+    account = find(render("deploy/base"), "ServiceAccount", "tidal")
+    assert not account["metadata"].get("annotations")
+
+
+@pytest.mark.parametrize("overlay", ["eks", "gke", "aks", "kai"])
+def test_an_overlay_keeps_the_base_pod_apart_from_identity_and_image(overlay):
+    base = find(render("deploy/base"), "Deployment", "tidal")
+    mine = find(render(f"deploy/overlays/{overlay}"), "Deployment", "tidal")
+    for deployment in (base, mine):
+        deployment["spec"]["template"]["metadata"]["labels"].pop("azure.workload.identity/use", None)
+        deployment["spec"]["template"]["spec"]["containers"][0].pop("image")
+    assert mine == base
+
+
+@pytest.mark.parametrize(("overlay", "extra"), [("eks", "aws"), ("gke", "gcp"), ("aks", "azure")])
+def test_each_cloud_overlay_runs_the_image_built_with_only_its_extra(overlay, extra):
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    image = pod_spec(render(f"deploy/overlays/{overlay}"))["containers"][0]["image"]
+    assert extra in extras
+    assert image.endswith(f"-{extra}")
+
+
+def test_the_deployment_runs_two_replicas_that_elect_a_leader():
+    objects = render("deploy/base")
+    assert find(objects, "Deployment", "tidal")["spec"]["replicas"] == 2
+    assert config_of(objects).leader_election.enabled
+
+
+def test_the_role_names_the_lease_and_the_status_configmap_the_daemon_uses():
+    objects = render("deploy/base")
+    election = config_of(objects).leader_election
+    role = find(objects, "Role", "tidal")
+    named = {(r["resources"][0], n) for r in role["rules"] for n in r.get("resourceNames", ())}
+    assert role["metadata"]["namespace"] == election.namespace
+    assert named == {("leases", election.lease_name), ("configmaps", STATUS_CONFIGMAP)}
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES)
+def test_no_rule_grants_secrets_or_wildcards(directory):
+    rules = [r for o in render(directory) if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]]
+    granted = {x for r in rules for key in ("apiGroups", "resources", "verbs") for x in r[key]}
+    assert rules
+    assert "*" not in granted
+    assert not {x for x in granted if x.split("/")[0] == "secrets"}
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES)
+def test_nothing_mounts_or_reads_a_secret(directory):
+    spec = pod_spec(render(directory))
+    assert [v["name"] for v in spec["volumes"] if "secret" in v] == []
+    env = [e for c in spec["containers"] for e in c.get("env", ())]
+    assert [e["name"] for e in env if "secretKeyRef" in e.get("valueFrom", {})] == []
+    assert [o for o in render(directory) if o["kind"] == "Secret"] == []
+
+
+def test_the_service_and_the_pdb_select_the_controller_pods():
+    objects = render("deploy/base")
+    labels = find(objects, "Deployment", "tidal")["spec"]["template"]["metadata"]["labels"]
+    service = find(objects, "Service", "tidal-metrics")["spec"]
+    budget = find(objects, "PodDisruptionBudget", "tidal")["spec"]
+    assert service["selector"].items() <= labels.items()
+    assert budget["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["maxUnavailable"] == 1
+
+
+def test_the_service_exposes_the_port_the_daemon_serves_metrics_on():
+    objects = render("deploy/base")
+    port = int(config_of(objects).metrics_address.rpartition(":")[2])
+    container = pod_spec(objects)["containers"][0]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    service_port = find(objects, "Service", "tidal-metrics")["spec"]["ports"][0]
+    assert named[service_port["targetPort"]] == port
+
+
+def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay():
+    def simulated_roles(directory):
+        return [o["metadata"]["name"] for o in render(directory) if o["kind"] == "ClusterRole"]
+
+    assert simulated_roles("deploy/base") == ["tidal"]
+    assert sorted(simulated_roles("deploy/overlays/simulated")) == ["tidal", "tidal-simulated-nodes"]
+    for overlay in ("eks", "gke", "aks", "kai"):
+        assert simulated_roles(f"deploy/overlays/{overlay}") == ["tidal"]
+
+
+def test_the_simulated_overlay_reads_a_catalog_the_image_ships():
+    config = config_of(render("deploy/overlays/simulated"))
+    catalog = config.providers["simulated"]["catalog"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert catalog.startswith("/usr/share/tidal/catalogs/")
+    assert "COPY config/catalogs /usr/share/tidal/catalogs" in dockerfile
+    assert (REPO / "config" / "catalogs" / catalog.rpartition("/")[2]).is_file()
+
+
+@pytest.mark.parametrize(
+    ("overlay", "catalog"), [("eks", "aws-us-east-1"), ("gke", "gcp-us-central1"), ("aks", "azure-eastus")]
+)
+def test_each_cloud_overlay_plans_the_example_cluster_on_its_cloud_and_still_packs_small_pods(
+    overlay, catalog, tmp_path, capsys
+):
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        find(render(f"deploy/overlays/{overlay}"), "ConfigMap", "tidal-config")["data"]["config.yaml"]
+    )
+    argv = ["plan", "--snapshot", str(REPO / "config" / "examples" / "snapshot-kai.yaml")]
+    argv += ["--catalog", str(REPO / "config" / "catalogs" / f"{catalog}.csv"), "--config", str(config)]
+    assert cli.main([*argv, "--now", "2026-11-20T10:05:00Z", "--output", "json"]) == 0
+    launches = json.loads(capsys.readouterr().out)["launches"]
+    assert {la["mode"] for la in launches} == {"bin-selection", "bin-packing"}
+    assert (
+        sum(la["gpus"] for la in launches)
+        <= config_of(render(f"deploy/overlays/{overlay}")).cluster_gpu_limit
+    )

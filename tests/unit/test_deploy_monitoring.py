@@ -1,0 +1,148 @@
+"""deploy/monitoring: the Grafana dashboard and the alerts use only metrics tidal exports, in valid PromQL."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+
+import pytest
+import yaml
+
+from autoscaler.observability.metrics import METRIC_NAMES, METRIC_SERIES
+from tests.fakes.kustomize import KUBECTL, REPO, find, render
+
+MONITORING = REPO / "deploy" / "monitoring"
+DASHBOARD = MONITORING / "tidal-dashboard.json"
+RULES = MONITORING / "prometheusrule.yaml"
+# Any identifier that starts like one of tidal's metrics, wherever it appears (expressions, variables, text).
+TIDAL_NAME = re.compile(r"\btidal_[a-z0-9_]+")
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$job": "tidal"}
+
+
+def dashboard():
+    return json.loads(DASHBOARD.read_text())
+
+
+def rules():
+    return yaml.safe_load(RULES.read_text())["spec"]["groups"][0]["rules"]
+
+
+def dashboard_exprs():
+    return [t["expr"] for p in dashboard()["panels"] for t in p.get("targets", ())]
+
+
+def promql(expr):
+    parser = pytest.importorskip("promql_parser")
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return parser, parser.parse(expr)
+
+
+def selected_metrics(expr):
+    parser, tree = promql(expr)
+    names = []
+
+    def visit(node):
+        if isinstance(node, parser.VectorSelector):
+            names.append(node.name)
+
+    parser.walk(tree, visit)
+    return names
+
+
+@pytest.mark.parametrize("path", [DASHBOARD, RULES], ids=["dashboard", "rules"])
+def test_every_tidal_name_they_mention_is_a_series_tidal_exports(path):
+    mentioned = set(TIDAL_NAME.findall(path.read_text()))
+    assert mentioned
+    assert sorted(mentioned - METRIC_SERIES) == []
+
+
+def test_every_dashboard_query_parses_and_selects_only_tidal_series():
+    selected = [name for expr in dashboard_exprs() for name in selected_metrics(expr)]
+    assert selected and sorted(set(selected) - METRIC_SERIES) == []
+
+
+def test_every_alert_expression_parses_and_selects_only_tidal_series():
+    selected = [name for rule in rules() for name in selected_metrics(rule["expr"])]
+    assert selected and sorted(set(selected) - METRIC_SERIES) == []
+
+
+def test_the_dashboard_shows_every_metric_family_tidal_exports():
+    text = DASHBOARD.read_text()
+    shown = {family for family in METRIC_NAMES if re.search(rf"\b{family}(_bucket|_sum|_count)?\b", text)}
+    assert sorted(METRIC_NAMES - shown) == []
+
+
+@pytest.mark.parametrize(
+    ("title", "metric"),
+    [
+        ("GPUs up vs clusterGPULimit", "tidal_cluster_gpu_limit"),
+        ("Pending pods by state and reason", "tidal_pending_pods"),
+        ("Successful launches by offering", "tidal_launches_total"),
+        ("Failed launches by offering and outcome", "tidal_launches_total"),
+        ("Cost per hour", "tidal_cluster_cost_per_hour"),
+        ("Reconcile latency", "tidal_reconcile_duration_seconds_bucket"),
+    ],
+)
+def test_the_dashboard_has_the_panels_operators_need(title, metric):
+    panel = next(p for p in dashboard()["panels"] if p["title"] == title)
+    assert any(metric in t["expr"] for t in panel["targets"])
+
+
+def test_the_dashboard_file_is_what_its_generator_writes():
+    spec = importlib.util.spec_from_file_location("gen_dashboard", REPO / "scripts" / "gen_dashboard.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert DASHBOARD.read_text() == module.render(), "run: python scripts/gen_dashboard.py"
+
+
+def test_dashboard_panels_do_not_overlap():
+    cells = set()
+    for panel in dashboard()["panels"]:
+        grid = panel["gridPos"]
+        mine = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert grid["x"] + grid["w"] <= 24 and not cells & mine, panel["title"]
+        cells |= mine
+
+
+@pytest.mark.parametrize(
+    ("alert", "needle", "duration"),
+    [
+        ("TidalGPULimitReached", "tidal_cluster_gpus >= tidal_cluster_gpu_limit", "15m"),
+        ("TidalLaunchesFailing", 'tidal_launches_total{outcome="success"}', "5m"),
+        ("TidalPodsPendingWithoutCapacity", 'tidal_pending_pods{state="unplaced"}', "10m"),
+        ("TidalReconcileStalled", "time() - tidal_last_successful_reconcile_timestamp_seconds > 300", "1m"),
+    ],
+)
+def test_the_required_alerts_exist(alert, needle, duration):
+    rule = next(r for r in rules() if r.get("alert") == alert)
+    assert needle in rule["expr"]
+    assert rule["for"] == duration
+
+
+def test_every_alert_has_a_severity_a_summary_and_a_description():
+    for rule in rules():
+        assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
+def test_the_service_monitor_scrapes_the_metrics_service_port():
+    monitor = find(render("deploy/monitoring"), "ServiceMonitor", "tidal")["spec"]
+    service = find(render("deploy/base"), "Service", "tidal-metrics")
+    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    assert [e["port"] for e in monitor["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
+def test_the_dashboard_configmap_is_labelled_for_the_grafana_sidecar():
+    configmap = find(render("deploy/monitoring"), "ConfigMap", "tidal-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["tidal-dashboard.json"]) == dashboard()

@@ -1,0 +1,126 @@
+"""The controller pod that deploy/base renders is hardened and wired the way the daemon needs it."""
+
+from __future__ import annotations
+
+import posixpath
+
+import pytest
+
+from autoscaler.model import LABEL_MANAGED
+from tests.fakes.kustomize import KUBECTL, find, render
+
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
+)
+
+
+@pytest.fixture(scope="module")
+def objects():
+    return render("deploy/base")
+
+
+@pytest.fixture(scope="module")
+def pod(objects):
+    return find(objects, "Deployment", "tidal")["spec"]["template"]
+
+
+@pytest.fixture(scope="module")
+def container(pod):
+    (only,) = pod["spec"]["containers"]
+    return only
+
+
+def test_the_pod_runs_as_a_non_root_user(pod, container):
+    security = pod["spec"]["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security["runAsUser"] > 0 and security["runAsGroup"] > 0
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert "runAsUser" not in container["securityContext"]  # the pod's UID, the image's USER
+
+
+def test_the_container_cannot_write_its_root_filesystem_escalate_or_keep_capabilities(container):
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["privileged"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_seccomp_is_the_runtime_default(pod, container):
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard(objects):
+    labels = find(objects, "Namespace", "tidal-system")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_cpu_and_memory_have_requests_within_limits(container):
+    from autoscaler.quantity import parse_quantity
+
+    resources = container["resources"]
+    for name in ("cpu", "memory"):
+        request, limit = resources["requests"][name], resources["limits"][name]
+        assert parse_quantity(request) <= parse_quantity(limit), name
+
+
+def test_liveness_and_readiness_probe_healthz_and_readyz_on_the_metrics_port(container):
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert [p["name"] for p in container["ports"]] == ["metrics"]
+
+
+def test_a_startup_probe_covers_the_cache_sync_before_liveness_starts(container):
+    # daemon.start() waits up to 120 s for the watch caches; liveness must not restart the pod meanwhile.
+    startup = container["startupProbe"]
+    assert startup["httpGet"]["path"] == "/readyz"
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 120
+
+
+def test_replicas_spread_across_zones(pod):
+    labels = pod["metadata"]["labels"]
+    by_key = {c["topologyKey"]: c for c in pod["spec"]["topologySpreadConstraints"]}
+    zone = by_key["topology.kubernetes.io/zone"]
+    assert zone["maxSkew"] == 1
+    assert zone["labelSelector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_pod_never_runs_on_a_node_tidal_manages(pod):
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    for term in terms["nodeSelectorTerms"]:
+        assert {"key": LABEL_MANAGED, "operator": "DoesNotExist"} in term["matchExpressions"]
+
+
+def test_the_configuration_file_is_the_whole_configmap_mounted_as_a_directory(objects, pod, container):
+    args = container["args"]
+    assert args[:1] == ["run"]
+    config_path = args[args.index("--config") + 1]
+    directory, filename = posixpath.split(config_path)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    assert "subPath" not in mount and "subPathExpr" not in mount  # subPath mounts never see updates
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert "items" not in volume["configMap"]
+    configmap = find(objects, "ConfigMap", volume["configMap"]["name"])
+    assert filename in configmap["data"]
+
+
+def test_the_configmap_name_has_no_content_hash_so_edits_reach_the_running_pods(objects, pod):
+    names = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
+    assert names == ["tidal-config"]
+    assert find(objects, "ConfigMap", "tidal-config")
+
+
+def test_the_pod_knows_its_own_name_namespace_and_uid(container):
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_NAME"] == "metadata.name"
+    assert env["POD_NAMESPACE"] == "metadata.namespace"
+    assert env["POD_UID"] == "metadata.uid"
+
+
+def test_writable_paths_are_only_the_tmp_emptydir(pod, container):
+    writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert writable == ["/tmp"]
+    (tmp,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert "sizeLimit" in volumes[tmp["name"]]["emptyDir"]

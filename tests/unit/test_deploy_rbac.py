@@ -1,0 +1,70 @@
+"""What the RBAC rules rendered from deploy/base allow tidal's service account, request by request, as the
+Kubernetes RBAC authorizer would decide (tests/fakes/kube_rbac.py; tests/e2e/test_rbac.py runs the daemon
+against the same rules)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.kube_rbac import RbacPolicy, RbacRequest, service_account_user
+from tests.fakes.kustomize import KUBECTL, render
+
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
+)
+
+TIDAL = service_account_user("tidal-system", "tidal")
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return RbacPolicy.from_objects(render("deploy/base"), TIDAL)
+
+
+def allowed(policy, verb, resource, *, group="", sub="", namespace="", name="", user=TIDAL):
+    return bool(policy.matching(RbacRequest(user, verb, group, resource, sub, namespace, name)))
+
+
+def test_tidal_reads_and_renews_its_own_lease_only(policy):
+    lease = {"group": "coordination.k8s.io", "namespace": "tidal-system"}
+    assert allowed(policy, "get", "leases", name="tidal", **lease)
+    assert allowed(policy, "update", "leases", name="tidal", **lease)
+    assert not allowed(policy, "update", "leases", name="kube-scheduler", **lease)
+    assert not allowed(
+        policy, "get", "leases", group="coordination.k8s.io", namespace="kube-system", name="tidal"
+    )
+
+
+def test_tidal_creates_configmaps_only_in_its_namespace_and_updates_only_its_status(policy):
+    assert allowed(policy, "create", "configmaps", namespace="tidal-system")
+    assert allowed(policy, "update", "configmaps", namespace="tidal-system", name="tidal-status")
+    assert not allowed(policy, "update", "configmaps", namespace="tidal-system", name="tidal-config")
+    assert not allowed(policy, "create", "configmaps", namespace="default")
+
+
+def test_tidal_evicts_pods_but_cannot_delete_exec_or_read_their_logs(policy):
+    assert allowed(policy, "create", "pods", sub="eviction", namespace="default", name="p")
+    assert not allowed(policy, "delete", "pods", namespace="default", name="p")
+    assert not allowed(policy, "create", "pods", sub="exec", namespace="default", name="p")
+    assert not allowed(policy, "get", "pods", sub="log", namespace="default", name="p")
+
+
+def test_tidal_changes_nodes_but_cannot_create_them_or_write_their_status(policy):
+    for verb in ("get", "list", "watch", "patch", "delete"):
+        assert allowed(policy, verb, "nodes", name="n" if verb in ("get", "patch", "delete") else "")
+    assert not allowed(policy, "create", "nodes")
+    assert not allowed(policy, "patch", "nodes", sub="status", name="n")
+    assert not allowed(policy, "update", "nodes", name="n")
+
+
+def test_no_secret_is_readable_anywhere(policy):
+    for verb in ("get", "list", "watch"):
+        for namespace in ("", "tidal-system", "kube-system"):
+            assert not allowed(
+                policy, verb, "secrets", namespace=namespace, name="s" if verb == "get" else ""
+            )
+
+
+def test_the_bindings_grant_nothing_to_another_service_account():
+    other = service_account_user("default", "default")
+    assert RbacPolicy.from_objects(render("deploy/base"), other).grants == []
