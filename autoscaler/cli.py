@@ -145,8 +145,11 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from autoscaler.cloud import load_provider
+    from autoscaler.observability.logging import configure_logging
 
     config = load_config(args.config)
+    # Output is the catalog itself (JSON for programs): provider warnings go to stderr.
+    configure_logging(config.log_format, "warning", stream=sys.stderr)
     if args.cloud or args.region:
         config = replace(config, cloud=args.cloud or config.cloud, region=args.region or config.region)
     provider = load_provider(config.cloud, config)

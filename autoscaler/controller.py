@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import structlog
@@ -29,9 +29,12 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
+    TAINT_DISRUPTED,
+    Condition,
     Instance,
     LaunchRequest,
     Snapshot,
+    Taint,
 )
 from autoscaler.planning import Plan, offering_index, plan
 from autoscaler.planning.plan import Launch
@@ -164,6 +167,10 @@ class Controller:
         if leading:
             self._handle_overdue(overdue, now)
             self._label_registered(cfg)
+            doomed = self._interrupted(snapshot, result)
+            if doomed:
+                # Their pods are demand now, so the replacement is planned in this very reconcile.
+                snapshot = without_nodes(snapshot, doomed, now)
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
@@ -205,7 +212,9 @@ class Controller:
         launches = decided.launch.launches
         if not launches:
             return []
-        ended = {i.launch_token for i in instances if i.state == "terminated"}
+        # A token already used by any instance the cloud lists must not be reused: planning asked for a
+        # new node, so that instance cannot serve these pods (it ended, or it is being reclaimed).
+        ended = {i.launch_token for i in instances}
         outcomes = []
         for la in launches:
             attempt = 0
@@ -309,21 +318,51 @@ class Controller:
             error=str(err),
         )
 
+    def _interrupted(self, snapshot: Snapshot, result: ReconcileResult) -> set[str]:
+        """Nodes whose instances the cloud is about to reclaim (spot interruption notices): cordon and drain
+        them at once. Reading the notices consumes them, so only the acting leader reads, never a dry run."""
+        poll = getattr(self.provider, "interrupted_instances", None)
+        if not callable(poll) or self.dry_run:
+            return set()
+        try:
+            doomed = list(poll())
+        except ProviderError as err:
+            self._metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
+            log.warning("interruptions_unavailable", error=str(err))
+            return set()
+        by_provider_id = {n.provider_id: n for n in snapshot.nodes if n.managed and n.provider_id}
+        draining = self.drainer.active() if self.drainer else set()
+        names = set()
+        for inst in doomed:
+            node = by_provider_id.get(inst.provider_id)
+            if node is None:
+                continue
+            names.add(node.name)
+            if node.name in draining:
+                continue
+            self.events.node(node.name, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
+            pods = tuple(
+                p
+                for p in snapshot.pods
+                if p.node_name == node.name and not p.daemonset and not p.mirror and not p.finished
+            )
+            if self.drainer is not None and self.drainer.submit(
+                DrainJob(node.name, pods, inst, "spot interruption")
+            ):
+                result.drains_started.append(node.name)
+        return names
+
     def _label_registered(self, cfg: Config) -> None:
         """Give a newly registered Node the offering labels tidal planned with, whatever the cloud's
         bootstrap set: pods that select on capacity type or GPU model must be able to land on it."""
         for m in self.fleet.members.values():
             if m.node is None or m.offering is None or m.instance is None:
                 continue
-            offering = next(
-                (
-                    o
-                    for o in [m.offering]
-                    if o.zone == m.instance.zone and o.capacity_type == m.instance.capacity_type
-                ),
-                None,
-            )
-            if offering is None:
+            offering = m.offering
+            if (
+                offering.zone not in ("", m.instance.zone)
+                or offering.capacity_type != m.instance.capacity_type
+            ):
                 continue
             wanted = node_labels(offering, cfg)
             missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
@@ -487,3 +526,28 @@ def status_summary(
         "removals": [r.node for r in decided.removal.removals][:50],
         "unavailableOfferings": list(benched)[:50],
     }
+
+
+INTERRUPTED_MESSAGE = "0/1 nodes are available: 1 node(s) had untolerated taint {tidal.dev/disrupted: }."
+
+
+def without_nodes(snapshot: Snapshot, names: set[str], now: float) -> Snapshot:
+    """The snapshot as it will be once ``names`` are gone: cordoned, their workload pods pending again."""
+    nodes = tuple(
+        replace(n, unschedulable=True, taints=(*n.taints, Taint(TAINT_DISRUPTED, "", "NoSchedule")))
+        if n.name in names
+        else n
+        for n in snapshot.nodes
+    )
+    pods = tuple(
+        replace(
+            p,
+            node_name="",
+            phase="Pending",
+            scheduled=Condition("False", "Unschedulable", INTERRUPTED_MESSAGE, now),
+        )
+        if p.node_name in names and not p.daemonset and not p.mirror and not p.finished
+        else p
+        for p in snapshot.pods
+    )
+    return replace(snapshot, nodes=nodes, pods=pods)

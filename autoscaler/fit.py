@@ -55,18 +55,14 @@ class Constraints:
     partial_gpu: bool = False
     gpu_resource: str = ""
 
+    # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
+    # serves with a dedicated node; config-wide filters alone do not make a pod constrained.
+    specific: bool = False
+
     @property
     def constrained(self) -> bool:
         """The pod asks for something specific, which Luna serves with a dedicated node."""
-        return bool(
-            self.node_selector
-            or self.affinity
-            or self.gpu_skus
-            or self.family_inclusions
-            or self.family_exclusions
-            or self.type_regexp
-            or self.max_cost is not None
-        )
+        return self.specific
 
 
 def implicit_tolerations(pod: Pod) -> tuple[Toleration, ...]:
@@ -143,6 +139,8 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         max_cost=max_cost,
         partial_gpu=ann.is_true(a, ann.INSTANCE_PARTIAL_GPU) or pins_type,
         gpu_resource=gpu_resource,
+        specific=bool(pod.node_selector or pod.affinity)
+        or any(ann.lookup(a, name) for name in ann.INSTANCE_ANNOTATIONS if name != ann.INSTANCE_OFFERINGS),
     )
 
 

@@ -71,7 +71,9 @@ def run_cli(args: Any) -> int:
     """Entry point of ``tidal simulate`` (arguments parsed by autoscaler.cli)."""
     from autoscaler.observability.logging import configure_logging
 
-    configure_logging("console", "error")  # the timeline is the output; log lines would bury it
+    configure_logging(
+        "console", "error", stream=sys.stderr
+    )  # the timeline is the output; log lines would bury it
     try:
         scenario = load_scenario(args.scenario)
         if args.trace:

@@ -101,6 +101,7 @@ class SimulatedProvider:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._offerings_cache: tuple[str, list[Offering]] | None = None
+        self._notices: list[str] = []
         if self.settings.register_nodes and kube is None:
             log.debug("simulated_nodes_not_registered", reason="no Kubernetes client given")
 
@@ -214,6 +215,18 @@ class SimulatedProvider:
             if record.state != TERMINATED:
                 self._end(record, interrupted=True)
             return record.instance()
+
+    def warn_interruption(self, instance_id: str) -> None:
+        """Send a spot interruption notice (the two-minute warning) for an instance; it keeps running."""
+        with self._lock:
+            self._notices.append(instance_id)
+
+    def interrupted_instances(self) -> list[Instance]:
+        """Instances with an interruption notice since the last call (reading consumes the notices)."""
+        with self._lock:
+            ids, self._notices = self._notices, []
+        live = {i.id: i for i in self.instances() if i.state != "terminated"}
+        return [live[i] for i in ids if i in live]
 
     def inject_error(self, method: str, error: ProviderError, count: int = 1) -> None:
         """Make the next ``count`` calls of a contract method raise ``error`` (e.g. ``Throttled(2.0)``)."""

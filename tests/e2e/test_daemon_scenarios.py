@@ -251,3 +251,21 @@ def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconc
         assert result.plan.launch.launches[0].offering.instance_type == "g4dn.xlarge"
         launched = [o.instance.instance_type for o in result.launched if o.instance is not None]
         assert len(launched) == 1 and launched[0] != "g4dn.xlarge"
+
+
+def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at_once(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: c.running() == 1)
+        doomed = c.provider.instances()[0]
+        c.provider.warn_interruption(doomed.id)
+        result = d.reconcile()
+        assert result.drains_started == [doomed.id]
+        replacements = [o.instance for o in result.launched if o.instance is not None]
+        assert len(replacements) == 1 and replacements[0].id != doomed.id
+        c.run_until(lambda: all(n.name != doomed.id for n in c.nodes()), timeout=30)
+        # The Job controller recreates the evicted pod; it lands on the replacement, with no further launch.
+        c.api.create(gpu_pod("infer-0-retry"))
+        c.run_until(lambda: c.running() == 1, timeout=30)
+        assert sorted(i.id for i in c.provider.instances()) == sorted([doomed.id, replacements[0].id])

@@ -218,3 +218,10 @@ def test_each_launch_carries_fallbacks_for_capacity_errors_cheapest_first(make_c
 def test_max_node_cost_per_hour_removes_expensive_offerings(make_config):
     result = run(make_config, gpu_pod("big-1", gpus=8), maxNodeCostPerHour=30)
     assert launched(result) == {"p4d.24xlarge/on-demand": 1}
+
+
+def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(make_config):
+    pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(6)]
+    result = run(make_config, *pods, instanceFamilyExclusions=["t2"])
+    assert launched(result) == {"m6i.2xlarge/on-demand": 1}
+    assert result.launch.launches[0].mode == "bin-packing"
