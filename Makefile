@@ -9,16 +9,14 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	$(BIN)/python -m pip install -q -e '.[all,dev,plot]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tidal plan --snapshot config/examples/snapshot-kai.yaml \
-		--catalog config/catalogs/aws-us-east-1.csv --config config/examples/demo.yaml \
-		--now 2026-11-20T10:05:00Z
+	$(BIN)/tidal simulate --scenario kai-day --report report/kai-day
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -36,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/scaleup_latency.py
 	$(BIN)/python bench/reconcile_scale.py
+	$(BIN)/python bench/suite.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

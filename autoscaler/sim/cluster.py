@@ -217,6 +217,7 @@ class EmulatedCluster:
             return 0
         free = self._free()
         nodes = [self.nodes[name] for name in sorted(free)]
+        self._resume: dict[Any, int] = {}
         used, non_preemptible = self._queue_use()
         units: dict[str, list[SimPod]] = defaultdict(list)
         for sp in pending:
@@ -282,15 +283,24 @@ class EmulatedCluster:
         trial = dict(free)
         placed = []
         for sp in unit:
-            for node in nodes:
+            # Within one pass room only shrinks: a node that could not take a pod of this shape and these
+            # constraints will not take the next one either, so each shape resumes where the last stopped.
+            p = sp.pod
+            shape = (p.requests, tuple(sorted(p.node_selector.items())), p.affinity, p.tolerations)
+            start = self._resume.get(shape, 0)
+            need = p.requests + {PODS: 1000}
+            for i in range(start, len(nodes)):
+                node = nodes[i]
                 room = trial[node.name]
-                if fits_node(
-                    sp.pod, node.labels, [t for t in node.taints if t.effect != "PreferNoSchedule"], room
-                ):
-                    trial[node.name] = room - sp.pod.requests - {PODS: 1000}
+                if need.fits_in(room) and fits_node(p, node.labels, self._taints(node), room):
+                    trial[node.name] = room - need
                     placed.append((sp, node.name))
+                    if not sp.gang:
+                        self._resume[shape] = i
                     break
             else:
+                if not sp.gang:
+                    self._resume[shape] = len(nodes)
                 if sp.gang:
                     return None
         if not placed:
@@ -298,6 +308,10 @@ class EmulatedCluster:
         free.update(trial)
         # A non-gang unit is one pod; a gang lands only whole.
         return placed
+
+    @staticmethod
+    def _taints(node: Node) -> list[Taint]:
+        return [t for t in node.taints if t.effect != "PreferNoSchedule"]
 
     def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
         if not nodes:

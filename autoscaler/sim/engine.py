@@ -285,6 +285,8 @@ class Simulation:
         if last is not None and last.plan is not None:
             wait = self.config.scale_down.node_unneeded_duration
             times += [s + wait for s in last.plan.removal.unneeded_since.values()]
+        if self._removal_due(t):
+            times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         future = [x for x in times if x > t]
         return min(future) if future else None

@@ -1,0 +1,121 @@
+"""The benchmark suite: every scenario under every policy, in the simulator, against the LP lower bound.
+
+Writes bench/results/<scenario>--<policy>.json (the simulator's summary.json) and bench/results/README.md, one
+table: scenario x policy -> cost, cost / lower bound, GPU-hours idle, pending p95, over-limit launches, wall.
+
+    python bench/suite.py [--only kai-day,spot-storm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autoscaler.observability.logging import configure_logging  # noqa: E402
+from autoscaler.sim.run import simulate  # noqa: E402
+from autoscaler.sim.scenario import load_scenario  # noqa: E402
+from autoscaler.sim.trace import load_trace  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+SHARED = ROOT.parent / "shared" / "data"
+TRACE = SHARED / "traces" / "alibaba_gpu_v2023_openb_pods.csv"
+CATALOG = SHARED / "catalog" / "instance_catalog.csv"
+POLICIES = ("tidal", "ca-like", "karpenter-like")
+WEEK = 7 * 86400
+TRACE_START = 17 * WEEK  # the trace's busiest week (1,737 pods)
+
+
+def scenarios() -> list[tuple[str, Any, str | None]]:
+    """(name, scenario, catalog) for each benchmark scenario that can run here."""
+    out: list[tuple[str, Any, str | None]] = [
+        (name, load_scenario(name), None) for name in ("kai-day", "spot-storm", "burst-10k")
+    ]
+    if TRACE.exists() and CATALOG.exists():
+        jobs = load_trace(TRACE, start=TRACE_START, window=WEEK)
+        frame = load_scenario("trace")
+        out.append(
+            (
+                "alibaba-week",
+                replace(frame, name="alibaba-week", jobs=tuple(jobs), duration=WEEK + 3600),
+                str(CATALOG),
+            )
+        )
+    return out
+
+
+def pending_p95(doc: dict[str, Any]) -> float:
+    return max((v["p95"] for v in doc["pendingSeconds"].values()), default=0.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated scenario names")
+    args = parser.parse_args()
+    configure_logging("console", "error", stream=sys.stderr)
+    wanted = set(args.only.split(",")) if args.only else None
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, scenario, catalog in scenarios():
+        if wanted and name not in wanted:
+            continue
+        for policy in POLICIES:
+            out = simulate(
+                scenario,
+                policy=policy,
+                catalog=catalog,
+                cloud="aws" if catalog else "",
+                region="us-east-1" if catalog else "",
+            )
+            doc = out.summary
+            (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")
+            ratio = doc["cost"].get("overLowerBound")
+            rows.append(
+                (
+                    name,
+                    policy,
+                    doc["cost"]["total"],
+                    ratio,
+                    doc["gpuHoursIdle"],
+                    pending_p95(doc),
+                    doc["overLimitLaunches"],
+                    doc["gpuLimitViolations"],
+                    doc["podsNeverServed"],
+                    doc["wallSeconds"],
+                )
+            )
+            print(
+                f"{name:13} {policy:15} ${doc['cost']['total']:>10.2f}  x{ratio}  wall {doc['wallSeconds']}s",
+                flush=True,
+            )
+    lines = [
+        "# Benchmark results",
+        "",
+        "Produced by `make bench` (`bench/suite.py`, `bench/plan_scale.py`, `bench/scaleup_latency.py`,",
+        "`bench/reconcile_scale.py`) on a 2-core machine. Costs are USD of list prices over the scenario; the",
+        "lower bound is the LP relaxation of the cheapest capacity for the pods that ran, per interval.",
+        "",
+        "| scenario | policy | cost | cost / lower bound | GPU-hours idle | pending p95 (s) | over-limit launches"
+        " | GPU limit violations | pods never served | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]} |"
+        )
+    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
+        path = RESULTS / f"{extra}.json"
+        if path.exists():
+            lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]
+    (RESULTS / "README.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
