@@ -1,0 +1,136 @@
+"""The simulator: its invariants, the kai-day story, determinism, and clear errors for bad input."""
+
+import json
+
+import pytest
+
+from autoscaler.cli import main
+from autoscaler.sim.run import simulate
+from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
+from autoscaler.sim.trace import load_trace
+
+
+@pytest.fixture(scope="module")
+def kai_day():
+    return simulate(load_scenario("kai-day"), bound=False)
+
+
+def test_pods_never_run_on_a_node_without_room(kai_day):
+    # Replay the record: at every start, the node's running pods must fit its allocatable.
+    rec = kai_day.record
+    assert rec.pods and all(sp.started is None or sp.started >= sp.submitted for sp in rec.pods)
+    starts = sorted(((sp.started, sp) for sp in rec.pods if sp.started is not None), key=lambda x: x[0])
+    for t, sp in starts:
+        same_node = [
+            o
+            for o in rec.pods
+            if o.pod.node_name == sp.pod.node_name
+            and o.started is not None
+            and o.started <= t < (o.ended or rec.end)
+        ]
+        assert sum(o.gpus for o in same_node) <= 1  # every kai-day GPU node is a 1-GPU g4dn.xlarge
+
+
+def test_the_clock_never_goes_back(kai_day):
+    times = [s.t for s in kai_day.record.samples]
+    assert times == sorted(times)
+
+
+def test_queues_never_exceed_their_limits(kai_day):
+    rec = kai_day.record
+    limits = {"research": 8, "production": 12}
+    for s in rec.samples:
+        for queue, limit in limits.items():
+            running = sum(
+                sp.gpus
+                for sp in rec.pods
+                if sp.queue == queue and sp.started is not None and sp.started <= s.t < (sp.ended or rec.end)
+            )
+            assert running <= limit
+
+
+def test_kai_day_never_launches_for_held_pods_nor_above_the_gpu_limit_and_ends_at_zero(kai_day):
+    s = kai_day.summary
+    assert s["overLimitLaunches"] == 0
+    assert s["gpuLimitViolations"] == 0
+    assert s["podsNeverServed"] == 0
+    assert s["nodes"]["gpuNodesAtEnd"] == 0
+    assert max(sample.gpus_up for sample in kai_day.record.samples) == 16
+    held = max(sample.pending.get("queue limit", 0) for sample in kai_day.record.samples)
+    assert held == 2  # research's 9th and 10th pods wait over the queue limit
+
+
+def test_a_queue_blind_baseline_launches_for_held_pods():
+    out = simulate(load_scenario("kai-day"), policy="karpenter-like", bound=False)
+    assert out.summary["overLimitLaunches"] >= 1
+
+
+def test_the_same_scenario_gives_the_same_result():
+    a = simulate(load_scenario("kai-day"), bound=False).summary
+    b = simulate(load_scenario("kai-day"), bound=False).summary
+    for doc in (a, b):
+        doc.pop("wallSeconds")
+    assert a == b
+
+
+def test_trace_sampling_is_deterministic_with_a_seed(tmp_path):
+    path = tmp_path / "trace.csv"
+    rows = ["pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec"]
+    rows += [
+        f"p{i},{i * 60},{600},1,{500 if i % 2 else 1000},4000,16384,{'T4' if i % 3 == 0 else 'G2'}"
+        for i in range(200)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    a = load_trace(path, sample=0.3, seed=7)
+    assert a == load_trace(path, sample=0.3, seed=7)
+    assert 30 < len(a) < 90
+    fractional = next(j for j in a if j.partial_gpu)
+    assert fractional.gpus == 1
+    assert {j.gpu_skus for j in a} <= {"T4", ""}  # undisclosed model codes constrain nothing
+
+
+def test_a_report_is_written(tmp_path):
+    out = simulate(load_scenario("kai-day"), bound=False, report_dir=str(tmp_path))
+    assert {"summary.json", "report.md"} <= set(out.files)
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert {
+        "policy",
+        "cost",
+        "gpuHours",
+        "utilization",
+        "pendingSeconds",
+        "nodes",
+        "overLimitLaunches",
+        "gpuLimitViolations",
+        "podsNeverServed",
+    } <= set(doc)
+    assert "## Timeline" in (tmp_path / "report.md").read_text()
+
+
+def test_an_unknown_scenario_key_is_one_clear_error():
+    with pytest.raises(ScenarioError, match=r"bad.yaml: unknown key 'jbos'"):
+        parse_scenario({"jbos": []}, "bad.yaml")
+
+
+def test_a_job_in_an_undefined_queue_is_an_error():
+    with pytest.raises(ScenarioError, match="queue 'nope' is not defined"):
+        parse_scenario(
+            {
+                "queues": [{"name": "a", "quota": 1, "limit": 2}],
+                "jobs": [{"at": "08:00", "name": "x", "queue": "nope"}],
+            },
+            "s.yaml",
+        )
+
+
+def test_bad_scenario_and_trace_files_exit_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs:\n  - {at: 'soon', name: x}\n")
+    assert main(["simulate", "--scenario", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "jobs[0].at: 'soon' is not a time" in err
+    trace = tmp_path / "t.csv"
+    trace.write_text("pod_id,submit_time_s\np1,0\n")
+    assert main(["simulate", "--scenario", "trace", "--trace", str(trace)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "missing columns duration_s, cpu_milli, memory_mib" in err
