@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from autoscaler.model import ON_DEMAND, SPOT, Arch, Offering
 
@@ -185,3 +186,58 @@ class OfferingCatalog:
 
     def benched(self, now: float) -> list[str]:
         return sorted("/".join(k) for k, until in self._benched.items() if until > now)
+
+
+CSV_COLUMNS = (
+    "cloud",
+    "region",
+    "instance_type",
+    "vcpu",
+    "memory_mib",
+    "gpu_count",
+    "gpu_fraction",
+    "gpu_vendor",
+    "gpu_model",
+    "gpu_memory_mib",
+    "arch",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "zone",
+    "max_pods",
+    "on_demand_source",
+    "spot_source",
+)
+
+
+def write_catalog_csv(offerings: Iterable[Offering], out: Any, *, cloud: str, region: str) -> None:
+    """Offerings as a catalog CSV (one row per type and zone, both prices) that ``read_catalog_csv`` loads."""
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for o in sorted(offerings, key=lambda o: (o.instance_type, o.zone, o.capacity_type)):
+        row = rows.setdefault(
+            (o.instance_type, o.zone),
+            {
+                "cloud": cloud,
+                "region": region,
+                "instance_type": o.instance_type,
+                "vcpu": str(o.vcpu),
+                "memory_mib": str(o.memory_mib),
+                "gpu_count": str(o.gpu_count),
+                "gpu_fraction": f"{o.gpu_fraction:g}",
+                "gpu_vendor": o.gpu_vendor,
+                "gpu_model": o.gpu_model,
+                "gpu_memory_mib": str(o.gpu_memory_mib),
+                "arch": "arm64" if o.arch == Arch.ARM64 else "x86_64",
+                "on_demand_usd_per_hour": "",
+                "spot_usd_per_hour": "",
+                "zone": o.zone,
+                "max_pods": str(o.max_pods),
+                "on_demand_source": "",
+                "spot_source": "",
+            },
+        )
+        kind = "spot" if o.capacity_type == SPOT else "on_demand"
+        row[f"{kind}_usd_per_hour"] = f"{o.price:g}"
+        row[f"{kind}_source"] = o.price_source
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows.values())

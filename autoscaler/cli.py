@@ -73,7 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--cloud", help="override the configured cloud")
     c.add_argument("--region", help="override the configured region")
     c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
-    c.add_argument("--output", choices=("table", "json"), default="table")
+    c.add_argument(
+        "--output",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="csv loads back as a --catalog file",
+    )
 
     s = sub.add_parser("simulate", help="replay a scenario or a trace on a virtual clock and report")
     s.add_argument(
@@ -156,6 +161,11 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     offerings = sorted(provider.offerings(), key=lambda o: (o.instance_type, o.zone, o.capacity_type))
     if args.gpu_only:
         offerings = [o for o in offerings if o.gpu_count]
+    if args.output == "csv":
+        from autoscaler.catalog import write_catalog_csv
+
+        write_catalog_csv(offerings, sys.stdout, cloud=config.cloud, region=config.region)
+        return 0
     if args.output == "json":
         print(
             json.dumps(

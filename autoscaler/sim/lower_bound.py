@@ -1,5 +1,8 @@
 """The lower bound: per interval, the LP relaxation of the cheapest capacity holding the demand that ran.
 
+Demand is sampled at each interval's middle (5 minutes, or 1/200 of a long run), so the bound is an
+estimate good to about one interval per pod lifetime, not an exact integral.
+
 Nodes may be bought in fractions and pods split across them, and launch and scale-down delays cost nothing,
 so no real policy can beat it. Needs scipy (the ``bench`` environment has it); without it there is no bound.
 """
@@ -86,8 +89,9 @@ def lower_bound(
     step = max(INTERVAL, end / 200)  # at most 200 LPs, so a simulated week stays quick
     while t < end:
         running: Counter[tuple[Constraints, Resources]] = Counter()
+        mid = t + min(step, end - t) / 2  # the interval's demand, sampled at its middle
         for sp in pods:
-            ran = sp.started is not None and sp.started <= t < (sp.ended if sp.ended is not None else end)
+            ran = sp.started is not None and sp.started <= mid < (sp.ended if sp.ended is not None else end)
             if ran and sp.pod.uid in keys:
                 running[(keys[sp.pod.uid], sp.pod.requests)] += 1
         if running:

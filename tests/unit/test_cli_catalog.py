@@ -40,3 +40,15 @@ def test_catalog_table_ends_with_a_count(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("INSTANCE TYPE")
     assert out.rstrip().endswith("offerings for simulated us-east-1")
+
+
+def test_catalog_csv_loads_back_as_a_plan_catalog(tmp_path, capsys):
+    from autoscaler.catalog import read_catalog_csv
+
+    assert main(["catalog", "--config", write_config(tmp_path), "--output", "csv"]) == 0
+    path = tmp_path / "out.csv"
+    path.write_text(capsys.readouterr().out)
+    back = read_catalog_csv(path, cloud="simulated", region="us-east-1")
+    g4dn = {o.capacity_type: o.price for o in back if o.instance_type == "g4dn.xlarge"}
+    assert g4dn == {"on-demand": 0.526, "spot": 0.18936}  # the demo catalog's row, unchanged
+    assert {o.zone for o in back} == {"us-east-1a"}
