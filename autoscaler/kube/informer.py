@@ -9,13 +9,13 @@ anything else. Nothing an object or a listener does can kill the thread.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
@@ -333,7 +333,7 @@ class Informer(Generic[T]):
 
     def _handle(self, line: bytes) -> bool:
         try:
-            event = json.loads(line)
+            event = orjson.loads(line)
         except ValueError:
             log.warning("undecodable watch line skipped", kind=self.kind, size=len(line))
             return False

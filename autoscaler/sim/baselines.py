@@ -28,6 +28,7 @@ from autoscaler.planning.scaleup import scale_up
 from autoscaler.resources import PODS, Resources
 
 POLICIES = ("tidal", "ca-like", "karpenter-like")
+FIRST_FIT_WINDOW = 64
 
 
 @dataclass(slots=True)
@@ -55,15 +56,15 @@ def _ffd(
     unplaced: list[Unplaced] = []
     gpus_left = budget_gpus
     order = sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key))
+    eligible_sets: dict[Any, set[Offering]] = {}
     for pod in order:
         need = pod.requests + {PODS: 1000}
         eligible, reason = index.eligible(constraints[pod.key])
-        for node in nodes:
-            options = [
-                o
-                for o in node.options
-                if o in set(eligible) and (node.used + need).fits_in(index.allocatable(o))
-            ]
+        allowed = eligible_sets.setdefault(constraints[pod.key], set(eligible))
+        # First fit over the most recently opened nodes: a bounded window keeps 10,000-pod bursts tractable.
+        for node in nodes[-FIRST_FIT_WINDOW:]:
+            after = node.used + need
+            options = [o for o in node.options if o in allowed and after.fits_in(index.allocatable(o))]
             if options and (choose != "ca" or options[0] == node.options[0]):
                 node.options, node.used = options, node.used + need
                 node.pods.append(pod.key)
