@@ -290,7 +290,7 @@ class Controller:
                 zone=outcome.instance.zone,
                 capacity_type=outcome.instance.capacity_type,
                 pods=len(la.pods),
-                token=outcome.token,
+                idempotency_token=outcome.token,
             )
         except CapacityUnavailable as err:
             outcome.capacity_failed = err.offerings or candidates
