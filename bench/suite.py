@@ -57,12 +57,31 @@ def pending_p95(doc: dict[str, Any]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--table-only", action="store_true", help="rebuild README.md from the recorded JSON")
     args = parser.parse_args()
     configure_logging("console", "error", stream=sys.stderr)
     wanted = set(args.only.split(",")) if args.only else None
     RESULTS.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name, scenario, catalog in scenarios():
+    if args.table_only:
+        for path in sorted(RESULTS.glob("*--*.json")):
+            doc = json.loads(path.read_text())
+            name = path.stem.split("--")[0]
+            rows.append(
+                (
+                    name,
+                    doc["policy"],
+                    doc["cost"]["total"],
+                    doc["cost"].get("overLowerBound"),
+                    doc["gpuHoursIdle"],
+                    pending_p95(doc),
+                    doc["overLimitLaunches"],
+                    doc["gpuLimitViolations"],
+                    doc["podsNeverServed"],
+                    doc["wallSeconds"],
+                )
+            )
+    for name, scenario, catalog in [] if args.table_only else scenarios():
         if wanted and name not in wanted:
             continue
         for policy in POLICIES:
