@@ -132,6 +132,7 @@ class Controller:
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: tuple[Any, Any] | None = None
         self._last_status: dict[str, Any] | None = None
+        self._retired_tokens: set[str] = set()
         self.last: ReconcileResult | None = None
 
     # -- one step ---------------------------------------------------------------------------------------
@@ -212,9 +213,9 @@ class Controller:
         launches = decided.launch.launches
         if not launches:
             return []
-        # A token already used by any instance the cloud lists must not be reused: planning asked for a
-        # new node, so that instance cannot serve these pods (it ended, or it is being reclaimed).
-        ended = {i.launch_token for i in instances}
+        # A token whose instance ended, or is being reclaimed, must not be reused; any other listed token is
+        # reused on purpose, so that the cloud deduplicates a launch planned twice.
+        ended = {i.launch_token for i in instances if i.state == "terminated"} | self._retired_tokens
         outcomes = []
         for la in launches:
             attempt = 0
@@ -338,6 +339,7 @@ class Controller:
             if node is None:
                 continue
             names.add(node.name)
+            self._retired_tokens.add(inst.launch_token)
             if node.name in draining:
                 continue
             self.events.node(node.name, "SpotInterrupted", "the cloud is reclaiming this node; draining now")

@@ -259,6 +259,8 @@ def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at
         c.api.create(gpu_pod("infer-0"))
         c.run_until(lambda: c.running() == 1)
         doomed = c.provider.instances()[0]
+        time.sleep(0.5)  # the daemon's watch catches up with the binding before the notice arrives
+        d.reconcile()
         c.provider.warn_interruption(doomed.id)
         result = d.reconcile()
         assert result.drains_started == [doomed.id]
