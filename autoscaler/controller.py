@@ -24,7 +24,7 @@ from autoscaler.config import Config
 from autoscaler.demand import Reason
 from autoscaler.drain import DrainJob, DrainRunner, remove_node
 from autoscaler.fit import node_labels, node_taints
-from autoscaler.fleet import Fleet
+from autoscaler.fleet import Fleet, State
 from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
@@ -172,6 +172,7 @@ class Controller:
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
                 snapshot = without_nodes(snapshot, doomed, now)
+        snapshot = without_dead_nodes(snapshot, instances, now)
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
@@ -213,9 +214,15 @@ class Controller:
         launches = decided.launch.launches
         if not launches:
             return []
-        # A token whose instance ended, or is being reclaimed, must not be reused; any other listed token is
-        # reused on purpose, so that the cloud deduplicates a launch planned twice.
+        # A token is reused on purpose while its instance is still launching, so that the cloud deduplicates a
+        # launch planned twice. Once that instance joined as a Node, ended, or is being reclaimed, a plan for the
+        # same pods is new demand (the node went to other pods, or away) and gets the next token.
         ended = {i.launch_token for i in instances if i.state == "terminated"} | self._retired_tokens
+        ended |= {
+            m.instance.launch_token
+            for m in self.fleet.members.values()
+            if m.instance is not None and m.state != State.LAUNCHING
+        }
         outcomes = []
         for la in launches:
             attempt = 0
@@ -531,6 +538,17 @@ def status_summary(
 
 
 INTERRUPTED_MESSAGE = "0/1 nodes are available: 1 node(s) had untolerated taint {tidal.dev/disrupted: }."
+
+
+def without_dead_nodes(snapshot: Snapshot, instances: Sequence[Instance], now: float) -> Snapshot:
+    """The snapshot without Nodes whose instance the cloud lists as terminated (a reclaimed spot node lingers
+    NotReady until it is cleaned up): they hold no GPUs toward the limits, and their pods are demand now."""
+    terminated = {i.provider_id for i in instances if i.state == "terminated" and i.provider_id}
+    dead = {n.name for n in snapshot.nodes if n.managed and n.provider_id in terminated}
+    if not dead:
+        return snapshot
+    gone = without_nodes(snapshot, dead, now)
+    return replace(gone, nodes=tuple(n for n in gone.nodes if n.name not in dead))
 
 
 def without_nodes(snapshot: Snapshot, names: set[str], now: float) -> Snapshot:

@@ -215,10 +215,12 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
 
 
 def _running_members(pods: Iterable[Pod]) -> dict[str, int]:
+    # Members that already ran to completion still count toward minMember, as in KAI's gang accounting:
+    # a restarted member of a gang whose others finished runs alone.
     counts: dict[str, int] = defaultdict(int)
     for pod in pods:
         group = pod.annotations.get(POD_GROUP_ANNOTATION)
-        if group and pod.node_name and not pod.finished:
+        if group and (pod.phase == "Succeeded" or (pod.node_name and not pod.finished)):
             counts[f"{pod.namespace}/{group}"] += 1
     return counts
 

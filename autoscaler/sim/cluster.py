@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autoscaler import annotations as ann
-from autoscaler.fit import fits_node
+from autoscaler.fit import fits_node, gpu_model_name
 from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
+    LABEL_GPU_MODEL,
     Condition,
     Node,
     OwnerRef,
@@ -24,6 +25,7 @@ from autoscaler.model import (
     PodGroup,
     Queue,
     QueueLimits,
+    Requirement,
     Snapshot,
     Taint,
 )
@@ -72,6 +74,8 @@ class EmulatedCluster:
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, SimPod] = {}
         self.done: list[SimPod] = []
+        self.cut: list[SimPod] = []  # runs ended early by an eviction or a lost node (each pod restarted)
+        self.succeeded: dict[str, Pod] = {}  # finished gang members, kept as a Job keeps its pods
         self.podgroups: dict[str, PodGroup] = {}
         self.version = 0
         self._snapshot: tuple[int, Snapshot] | None = None
@@ -88,7 +92,7 @@ class EmulatedCluster:
                 for q in self.queues.values()
             )
             snap = Snapshot(
-                pods=tuple(sp.pod for sp in self.pods.values()),
+                pods=(*(sp.pod for sp in self.pods.values()), *self.succeeded.values()),
                 nodes=tuple(self.nodes.values()),
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
@@ -117,6 +121,10 @@ class EmulatedCluster:
         if job.gpus:
             requests[NVIDIA_GPU] = job.gpus * 1000
         labels = {"app": job.name, **({QUEUE_LABEL: job.queue} if job.queue else {})}
+        # The scheduler must honour the GPU model too, or a pod asking for L4s runs on whatever GPU is free:
+        # the required node affinity a user writes next to tidal's annotation.
+        models = tuple(sorted({gpu_model_name(s.strip()) for s in job.gpu_skus.split(",") if s.strip()}))
+        affinity = ((Requirement(LABEL_GPU_MODEL, "In", models),),) if models else ()
         keys = []
         for i in range(job.pods):
             pod = Pod(
@@ -128,6 +136,7 @@ class EmulatedCluster:
                 annotations=annotations,
                 scheduler_name=KAI if self.kai else DEFAULT,
                 requests=Resources(requests),
+                affinity=affinity,
                 owner=OwnerRef("Job", job.name, True),
                 priority=job.priority,
             )
@@ -145,6 +154,8 @@ class EmulatedCluster:
             sp.ended = sp.started + sp.duration if sp.started is not None else now
             self.done.append(sp)
             del self.pods[sp.pod.key]
+            if sp.gang:
+                self.succeeded[sp.pod.key] = replace(sp.pod, phase="Succeeded")
         if done:
             self._changed()
         return len(done)
@@ -156,6 +167,9 @@ class EmulatedCluster:
     def _recreate(self, sp: SimPod, now: float) -> None:
         """What a Job controller does when its pod was evicted or its node vanished: a new pending pod."""
         del self.pods[sp.pod.key]
+        if sp.started is not None:
+            sp.ended = now
+            self.cut.append(sp)
         self._restarts[sp.pod.uid] += 1
         n = self._restarts[sp.pod.uid]
         base = sp.pod.name.split("~", 1)[0]
@@ -175,7 +189,7 @@ class EmulatedCluster:
             sp.gang,
             sp.duration,
             sp.preemptible,
-            sp.submitted,
+            now,  # its wait for a node starts over
             held_seconds=sp.held_seconds,
         )
 
@@ -216,7 +230,9 @@ class EmulatedCluster:
         if not pending:
             return 0
         free = self._free()
-        nodes = [self.nodes[name] for name in sorted(free)]
+        # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
+        # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
+        nodes = [self.nodes[name] for name in sorted(free, key=lambda n: (free[n].gpus, free[n].cpu, n))]
         self._resume: dict[Any, int] = {}
         used, non_preemptible = self._queue_use()
         units: dict[str, list[SimPod]] = defaultdict(list)
@@ -231,6 +247,8 @@ class EmulatedCluster:
         for sp in self.pods.values():
             if sp.gang and sp.pod.node_name:
                 running_members[sp.gang] += 1
+        for pod in self.succeeded.values():
+            running_members[pod.annotations["pod-group-name"]] += 1
         for unit in order:
             # A gang starts only whole; a member restarted after the rest started joins them alone.
             if (

@@ -85,6 +85,7 @@ class Record:
     removals: int = 0
     reconciles: int = 0
     pods: list[SimPod] = field(default_factory=list)
+    cut_runs: list[SimPod] = field(default_factory=list)  # runs an eviction or a lost node ended early
     wall_seconds: float = 0.0
     end: float = 0.0
     gpu_nodes_at_end: int = 0
@@ -184,6 +185,7 @@ class Simulation:
                 rec.ended.setdefault(inst.id, end)
                 rec.gpu_nodes_at_end += inst.gpu_count > 0
         rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
+        rec.cut_runs = list(self.cluster.cut)
         rec.wall_seconds = time.perf_counter() - wall
         return rec
 

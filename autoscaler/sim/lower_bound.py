@@ -1,15 +1,20 @@
-"""The lower bound: per interval, the LP relaxation of the cheapest capacity holding the demand that ran.
+"""The lower bound: the LP relaxation of the cheapest capacity holding the demand that ran, integrated exactly.
 
-Demand is sampled at each interval's middle (5 minutes, or 1/200 of a long run), so the bound is an
-estimate good to about one interval per pod lifetime, not an exact integral.
+At any moment the cheapest capacity for the running pods, with nodes bought in fractions and pods split
+across them, is a linear program whose demand appears only on the right-hand side. Its dual is therefore
+the same for every moment: node resource prices ``mu`` with ``alloc . mu <= price`` for every offering, each
+pod worth ``min over its eligible offerings of requests . mu``. Any such ``mu`` bounds every moment from
+below, and the LP's own dual is exact at the moment it was solved for. So the bound solves the LP at up to
+``SAMPLES`` moments, keeps their duals, and integrates ``max over duals`` of the demand's worth over every
+interval between two pod starts or ends: a true lower bound at every instant, exact at the sampled ones.
 
-Nodes may be bought in fractions and pods split across them, and launch and scale-down delays cost nothing,
-so no real policy can beat it. Needs scipy (the ``bench`` environment has it); without it there is no bound.
+Launch and scale-down delays cost nothing and nodes come in fractions, so no real policy can beat it.
+Needs scipy (the ``bench`` environment has it); without it there is no bound.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,94 +24,213 @@ from autoscaler.model import Offering
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.resources import Resources
 from autoscaler.sim.cluster import SimPod
+from autoscaler.sim.scenario import Outage
 
-INTERVAL = 300.0
+SAMPLES = 200
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
+Class = tuple[Constraints, Resources, tuple[Outage, ...]]  # what a run asked for, and what was out then
 
 
-def _lp(classes: Sequence[tuple[Constraints, Resources, int]], index: OfferingIndex) -> float | None:
-    from scipy.optimize import linprog
-    from scipy.sparse import lil_matrix
+class _Columns:
+    """The LP's node columns (cheapest zone of each instance type and capacity type) and who may use them."""
 
-    columns: dict[tuple[str, str], Offering] = {}
-    for o in index.offerings:
-        k = (o.instance_type, o.capacity_type)
-        if k not in columns or o.price < columns[k].price:
-            columns[k] = o
-    offers = sorted(columns.values(), key=price_order)
-    col = {(o.instance_type, o.capacity_type): j for j, o in enumerate(offers)}
-    y: list[tuple[int, int]] = []
-    for ci, (c, _req, _n) in enumerate(classes):
-        eligible, _ = index.eligible(c)
-        y += [(ci, j) for j in sorted({col[(o.instance_type, o.capacity_type)] for o in eligible})]
-    nx, nr = len(offers), len(RESOURCES)
-    cost = [o.price for o in offers] + [0.0] * len(y)
-    a_ub = lil_matrix((nx * nr, nx + len(y)))
-    for v, (ci, j) in enumerate(y):
-        req = classes[ci][1]
-        for r, name in enumerate(RESOURCES):
-            amount = 1000 if name == "pods" else req.get(name, 0)
-            if amount:
-                a_ub[j * nr + r, nx + v] = amount / 1000
-    for j, o in enumerate(offers):
-        alloc = index.allocatable(o)
-        for r, name in enumerate(RESOURCES):
-            a_ub[j * nr + r, j] = -alloc.get(name, 0) / 1000
-    a_eq = lil_matrix((len(classes), nx + len(y)))
-    for v, (ci, _j) in enumerate(y):
-        a_eq[ci, nx + v] = 1
-    res = linprog(
-        cost,
-        A_ub=a_ub.tocsr(),
-        b_ub=[0.0] * (nx * nr),
-        A_eq=a_eq.tocsr(),
-        b_eq=[float(n) for _, _, n in classes],
-        bounds=(0, None),
-        method="highs",
-    )
-    return float(res.fun) if res.success else None
+    def __init__(self, index: OfferingIndex, classes: Sequence[Class]):
+        import numpy as np
+
+        best: dict[tuple[str, str], Offering] = {}
+        for o in index.offerings:
+            k = (o.instance_type, o.capacity_type)
+            if k not in best or o.price < best[k].price:
+                best[k] = o
+        self.offers = sorted(best.values(), key=price_order)
+        col = {(o.instance_type, o.capacity_type): j for j, o in enumerate(self.offers)}
+        self.zones: list[set[str]] = [set() for _ in self.offers]
+        for o in index.offerings:
+            self.zones[col[(o.instance_type, o.capacity_type)]].add(o.zone)
+        self.price = np.array([o.price for o in self.offers])
+        self.alloc = np.array(
+            [[index.allocatable(o).get(r, 0) / 1000 for r in RESOURCES] for o in self.offers]
+        ).reshape(len(self.offers), len(RESOURCES))
+        self.req = np.array(
+            [[1.0 if r == "pods" else req.get(r, 0) / 1000 for r in RESOURCES] for _, req, _ in classes]
+        ).reshape(len(classes), len(RESOURCES))
+        self.eligible: list[list[int]] = []
+        for ci, (c, _req, outages) in enumerate(classes):
+            eligible, _ = index.eligible(c)
+            cols = sorted({col[(o.instance_type, o.capacity_type)] for o in eligible})
+            out = self.unavailable(outages)
+            # A column whose allocatable cannot hold one pod of the class, or that had no capacity when the
+            # run started (its node was bought then), is no place for it.
+            self.eligible.append(
+                [j for j in cols if not out[j] and all(self.alloc[j] >= self.req[ci] - 1e-9)]
+            )
+        self.mask = np.ones((len(classes), len(self.offers)), dtype=bool)  # True = not eligible
+        for ci, cols in enumerate(self.eligible):
+            self.mask[ci, cols] = False
+
+    def unavailable(self, outages: tuple[Outage, ...]) -> Any:
+        """Columns with no capacity in any zone while ``outages`` last (True = out)."""
+        import numpy as np
+
+        out = np.zeros(len(self.offers), dtype=bool)
+        for j, o in enumerate(self.offers if outages else ()):
+            hit = [
+                x
+                for x in outages
+                if x.instance_type in (None, "", o.instance_type)
+                and x.capacity_type in (None, "", o.capacity_type)
+            ]
+            out[j] = bool(hit) and all(any(x.zone in (None, "", z) for x in hit) for z in self.zones[j])
+        return out
+
+    def solve(self, demand: dict[int, int]) -> Any:
+        """The node resource prices ``mu`` (offerings x resources) of the LP for ``demand`` {class: pods}."""
+        import numpy as np
+        from scipy.optimize import linprog
+        from scipy.sparse import coo_matrix
+
+        nx, nr = len(self.offers), len(RESOURCES)
+        classes = sorted(demand)
+        y = [(ci, j) for ci in classes for j in self.eligible[ci]]
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        for v, (ci, j) in enumerate(y):
+            for r in range(nr):
+                if self.req[ci, r]:
+                    rows.append(j * nr + r)
+                    cols.append(nx + v)
+                    vals.append(self.req[ci, r])
+        for j in range(nx):
+            for r in range(nr):
+                rows.append(j * nr + r)
+                cols.append(j)
+                vals.append(-self.alloc[j, r])
+        a_ub = coo_matrix((vals, (rows, cols)), shape=(nx * nr, nx + len(y))).tocsr()
+        pos = {ci: i for i, ci in enumerate(classes)}
+        a_eq = coo_matrix(
+            ([1.0] * len(y), ([pos[ci] for ci, _ in y], [nx + v for v in range(len(y))])),
+            shape=(len(classes), nx + len(y)),
+        ).tocsr()
+        res = linprog(
+            np.concatenate([self.price, np.zeros(len(y))]),
+            A_ub=a_ub,
+            b_ub=np.zeros(nx * nr),
+            A_eq=a_eq,
+            b_eq=[float(demand[ci]) for ci in classes],
+            bounds=(0, None),
+            method="highs",
+        )
+        if not res.success:
+            return None
+        mu = np.maximum(-np.asarray(res.ineqlin.marginals), 0.0).reshape(nx, nr)
+        # Scale into exact dual feasibility (alloc . mu <= price) so solver tolerance never inflates the bound.
+        worth = (self.alloc * mu).sum(axis=1)
+        over = np.max(np.where(self.price > 0, worth / np.maximum(self.price, 1e-12), 0.0), initial=0.0)
+        return mu / over if over > 1.0 else mu
+
+    def pod_worth(self, mu: Any) -> Any:
+        """What one pod of each class is worth under node resource prices ``mu``: its cheapest eligible slot."""
+        import numpy as np
+
+        per = self.req @ mu.T  # classes x offerings
+        per[self.mask] = np.inf
+        worth = per.min(axis=1)
+        # A class with nowhere to go is left out, which only lowers the bound.
+        worth[~np.isfinite(worth)] = 0.0
+        return worth
 
 
 def lower_bound(
-    pods: Sequence[SimPod], offerings: Sequence[Offering], config: Config, end: float
+    pods: Sequence[SimPod],
+    offerings: Sequence[Offering],
+    config: Config,
+    end: float,
+    outages: Sequence[Outage] = (),
 ) -> dict[str, Any]:
-    """``{"cost": USD or None, "gpuHours": …, "intervals": n}`` over [0, end) in 5-minute steps."""
+    """``{"cost": USD or None, "samples": n, ...}``: the LP bound integrated over [0, end); a run that
+    started during a capacity outage cannot have used the offerings it took away."""
     try:
         import scipy  # noqa: F401
     except ImportError:
         return {"cost": None, "why": "scipy is not installed (pip install 'tidal-autoscaler[dev]')"}
+    doc, _ = bound_rates(pods, offerings, config, end, outages)
+    return doc
+
+
+def bound_rates(
+    pods: Sequence[SimPod],
+    offerings: Sequence[Offering],
+    config: Config,
+    end: float,
+    outages: Sequence[Outage] = (),
+) -> tuple[dict[str, Any], Any]:
+    """The bound's summary and its rate (USD/hour) over time: an array of (start, end, rate) rows."""
+    import numpy as np
+
     index = OfferingIndex(offerings, config)
-    keys: dict[str, Constraints] = {}
+    class_of: dict[Class, int] = {}
+    spans: list[tuple[float, float, int]] = []
     for sp in pods:
+        if sp.started is None:
+            continue
+        stop = sp.ended if sp.ended is not None else end
+        if stop <= sp.started:
+            continue
         try:
-            keys[sp.pod.uid] = pod_constraints(sp.pod, config)
+            constraints = pod_constraints(sp.pod, config)
         except AnnotationError:
             continue
-    cache: dict[frozenset[tuple[Any, int]], float | None] = {}
-    total = 0.0
-    intervals = 0
-    t = 0.0
-    step = max(INTERVAL, end / 200)  # at most 200 LPs, so a simulated week stays quick
-    while t < end:
-        running: Counter[tuple[Constraints, Resources]] = Counter()
-        mid = t + min(step, end - t) / 2  # the interval's demand, sampled at its middle
-        for sp in pods:
-            ran = sp.started is not None and sp.started <= mid < (sp.ended if sp.ended is not None else end)
-            if ran and sp.pod.uid in keys:
-                running[(keys[sp.pod.uid], sp.pod.requests)] += 1
-        if running:
-            sig = frozenset(running.items())
-            if sig not in cache:
-                cache[sig] = _lp([(c, r, n) for (c, r), n in running.items()], index)
-            rate = cache[sig]
-            if rate is None:
-                return {"cost": None, "why": f"the LP at t={t:.0f}s has no solution"}
-            total += rate * min(step, end - t) / 3600
-        intervals += 1
-        t += step
-    return {
-        "cost": round(total, 4),
-        "intervals": intervals,
-        "intervalSeconds": step,
-        "distinctDemands": len(cache),
+        active = tuple(o for o in outages if o.at <= sp.started < o.until)
+        key = (constraints, sp.pod.requests, active)
+        spans.append((sp.started, min(stop, end), class_of.setdefault(key, len(class_of))))
+    if not spans:
+        return {"cost": 0.0, "samples": 0, "intervals": 0}, np.zeros((0, 3))
+    classes = sorted(class_of, key=class_of.__getitem__)
+    columns = _Columns(index, classes)
+    placeable = [ci for ci in range(len(classes)) if columns.eligible[ci]]
+    unbounded = sum(1 for _, _, ci in spans if not columns.eligible[ci])
+
+    # Demand between consecutive pod starts and ends: constant, one row per interval.
+    times = np.unique(np.array([t for s, e, _ in spans for t in (s, e)]))
+    delta = np.zeros((len(times), len(classes)))
+    for s, e, ci in spans:
+        delta[np.searchsorted(times, s), ci] += 1
+        delta[np.searchsorted(times, e), ci] -= 1
+    demand = np.rint(np.cumsum(delta, axis=0)[:-1])
+    seconds = np.diff(times)
+    demand[:, [ci for ci in range(len(classes)) if not columns.eligible[ci]]] = 0
+
+    # Sample the LP where the demand is heaviest in each of SAMPLES equal slices of time, deduplicated.
+    weight = demand @ np.array(
+        [max(columns.req[ci, 2], columns.req[ci, 0] / 64) for ci in range(len(classes))]
+    )
+    edges = np.linspace(times[0], times[-1], SAMPLES + 1)
+    picks: set[int] = set()
+    for lo, hi in itertools.pairwise(edges):
+        inside = np.nonzero((times[:-1] >= lo) & (times[:-1] < hi) & (weight > 0))[0]
+        if len(inside):
+            picks.add(int(inside[np.argmax(weight[inside])]))
+    seen: set[bytes] = set()
+    worths = []
+    for i in sorted(picks):
+        row = demand[i]
+        sig = row.tobytes()
+        if sig in seen:
+            continue
+        seen.add(sig)
+        mu = columns.solve({ci: int(row[ci]) for ci in placeable if row[ci] > 0})
+        if mu is None:
+            continue
+        worths.append(columns.pod_worth(mu))
+    if not worths:
+        return {"cost": None, "why": "no sampled LP had a solution"}, np.zeros((0, 3))
+    rate = (demand @ np.array(worths).T).max(axis=1)  # USD/hour in each interval
+    doc: dict[str, Any] = {
+        "cost": round(float(rate @ seconds) / 3600, 4),
+        "samples": len(worths),
+        "intervals": len(seconds),
     }
+    if unbounded:
+        doc["podsWithoutEligibleOffering"] = unbounded
+    return doc, np.column_stack([times[:-1], times[1:], rate])

@@ -48,8 +48,9 @@ def summary(
         if sp.started is not None:
             pending[sp.queue or ("gpu" if sp.gpus else "cpu")].append(sp.started - sp.submitted)
     gpu_prov, cpu_hours = provisioned_hours(rec, vcpus)
-    gpu_used = _used_hours(rec.pods, rec.end, "gpu")
-    cpu_used = _used_hours(rec.pods, rec.end, "cpu")
+    ran = [*rec.pods, *rec.cut_runs]  # work cut short by an interruption was still requested and held
+    gpu_used = _used_hours(ran, rec.end, "gpu")
+    cpu_used = _used_hours(ran, rec.end, "cpu")
     cost = cost_so_far(rec, rec.end)
     doc: dict[str, Any] = {
         "policy": rec.policy,

@@ -61,7 +61,11 @@ def simulate(
     record = sim.run()
     offerings = sim.provider.offerings()
     vcpus = {o.instance_type: o.vcpu for o in offerings}
-    lb = lower_bound(record.pods, offerings, config, record.end) if bound else None
+    lb = (
+        lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages)
+        if bound
+        else None
+    )
     doc = summary(record, vcpus, lower_bound=lb)
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)

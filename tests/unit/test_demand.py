@@ -184,3 +184,24 @@ def test_scheduler_message_is_matched_as_written(make_config):
     cfg = make_config(pendingPodReasonRegexp="Insufficient cpu")
     demand = select(snapshot(pod("web-1", message=INSUFFICIENT_CPU)), cfg)
     assert len(demand.counted) == 1
+
+
+def test_gang_members_that_already_finished_count_toward_min_member(make_config):
+    # Two members ran to completion; their two restarted siblings run on their own, as KAI admits them.
+    done = [
+        pod(
+            f"llama-{i}",
+            gpu=4,
+            annotations={"pod-group-name": "pg-llama"},
+            node_name="ip-10-0-0-9",
+            phase="Succeeded",
+            message=None,
+        )
+        for i in range(2)
+    ]
+    restarted = [
+        pod(f"llama-{i}-r", gpu=4, message=INSUFFICIENT_GPU, annotations={"pod-group-name": "pg-llama"})
+        for i in range(2, 4)
+    ]
+    demand = select(snapshot(podgroup("pg-llama", min_member=4, queue=""), *done, *restarted), make_config())
+    assert [(g.key, len(g.pods)) for g in demand.gangs] == [("default/pg-llama", 2)]

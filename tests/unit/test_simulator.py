@@ -134,3 +134,46 @@ def test_bad_scenario_and_trace_files_exit_2_with_one_line(tmp_path, capsys):
     assert main(["simulate", "--scenario", "trace", "--trace", str(trace)]) == 2
     err = capsys.readouterr().err.strip()
     assert "missing columns duration_s, cpu_milli, memory_mib" in err
+
+
+def test_a_pod_asking_for_a_gpu_model_runs_only_on_nodes_with_that_model():
+    scenario = parse_scenario(
+        {
+            "name": "models",
+            "duration": "03:00",
+            "config": {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]},
+            "jobs": [
+                {
+                    "at": "00:10",
+                    "name": "any",
+                    "pods": 3,
+                    "gpus": 1,
+                    "cpu": "3",
+                    "memory": "12Gi",
+                    "duration": "1h",
+                },
+                {
+                    "at": "00:40",
+                    "name": "l4",
+                    "pods": 3,
+                    "gpus": 1,
+                    "cpu": "3",
+                    "memory": "12Gi",
+                    "duration": "1h",
+                    "gpuSkus": "L4",
+                },
+            ],
+        },
+        "models.yaml",
+    )
+    rec = simulate(scenario, bound=False).record
+    kinds = {iid: inst.instance_type for iid, (inst, _) in rec.started.items()}
+    ran_on = {sp.pod.name: kinds[sp.pod.node_name] for sp in rec.pods if sp.job == "l4"}
+    assert len(ran_on) == 3 and all(t.startswith("g6.") for t in ran_on.values())  # g6 = NVIDIA L4
+
+
+def test_every_pod_of_the_spot_storm_is_served_despite_reclaimed_nodes_and_gang_restarts():
+    out = simulate(load_scenario("spot-storm"), bound=False)
+    assert out.summary["podsNeverServed"] == 0
+    assert out.record.cut_runs  # interruptions did cut runs short, and those pods ran again
+    assert out.summary["gpuLimitViolations"] == 0

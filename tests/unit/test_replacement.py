@@ -1,0 +1,71 @@
+"""Replacing capacity that went away: a reclaimed node's GPUs and a node other pods took."""
+
+from __future__ import annotations
+
+from autoscaler.controller import without_dead_nodes
+from autoscaler.model import Instance
+from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.run import DEFAULT_CATALOG, _provider
+from autoscaler.sim.scenario import JobSpec, parse_scenario
+from tests.builders import node, pod, snapshot
+
+GIB = 1024**3 * 1000
+
+
+def test_a_node_whose_instance_terminated_holds_no_gpus_and_its_pods_are_pending_again():
+    view = snapshot(
+        node("ip-10-0-0-1", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True),
+        node("ip-10-0-0-2", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True),
+        pod("infer-0", gpu=1, cpu="3", memory="12Gi", node_name="ip-10-0-0-1", phase="Running", message=None),
+        pod("infer-1", gpu=1, cpu="3", memory="12Gi", node_name="ip-10-0-0-2", phase="Running", message=None),
+    )
+    reclaimed, alive = view.nodes
+    instances = [
+        Instance("i-1", reclaimed.provider_id, "g4dn.xlarge", "us-east-1a", "spot", "terminated"),
+        Instance("i-2", alive.provider_id, "g4dn.xlarge", "us-east-1a", "spot", "running"),
+    ]
+    after = without_dead_nodes(view, instances, now=100.0)
+    assert [n.name for n in after.nodes] == ["ip-10-0-0-2"]
+    moved = {p.name: (p.node_name, p.phase) for p in after.pods}
+    assert moved == {"infer-0": ("", "Pending"), "infer-1": ("ip-10-0-0-2", "Running")}
+
+
+def _one_gpu_job(name: str, at: float, priority: int = 0) -> JobSpec:
+    return JobSpec(at, name, 1, 1, 3000, 12 * GIB, 3600.0, priority=priority)
+
+
+def test_a_pod_whose_new_node_another_pod_took_gets_a_new_launch_not_the_same_one_again():
+    scenario = parse_scenario(
+        {
+            "name": "race",
+            "duration": "04:00",
+            "config": {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]},
+        },
+        "race.yaml",
+    )
+    config = build_config(scenario, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
+    sim = Simulation(scenario, config, _provider, jobs=[])
+    clock, cluster, controller = sim.clock, sim.cluster, sim.controller
+
+    cluster.submit(_one_gpu_job("infer", 0.0), 0.0)
+    cluster.schedule(0.0)
+    first = controller.reconcile_once().launched
+    assert [len(o.launch.pods) for o in first] == [1]
+
+    # A higher-priority pod arrives while the node boots and the scheduler gives it that node.
+    clock.now = 30.0
+    cluster.submit(_one_gpu_job("urgent", 30.0, priority=100), 30.0)
+    for t in (60.0, 105.0, 135.0, 300.0):  # running, registered, GPUs visible
+        clock.now = t
+        sim.provider.advance()
+    cluster.schedule(300.0)
+    assert {sp.job: bool(sp.pod.node_name) for sp in cluster.pods.values()} == {
+        "infer": False,
+        "urgent": True,
+    }
+
+    second = controller.reconcile_once().launched
+    assert [o.launch.pods for o in second] == [("default/infer-0",)]
+    assert second[0].token != first[0].token
+    assert second[0].instance is not None and first[0].instance is not None
+    assert second[0].instance.id != first[0].instance.id
