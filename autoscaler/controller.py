@@ -165,9 +165,17 @@ class Controller:
         overdue = self.fleet.observe(instances, snapshot, offerings, now)
         leading = self.leader()
         result.acted = leading
+        relabel = self._offering_labels(cfg)
+        if relabel:
+            # Plan with the labels being written now: until then a just-registered Node may carry only the
+            # cloud's own (the bare machine type, no GPU count) and would look unable to hold the pods it
+            # was launched for, which would launch them a second node.
+            snapshot = with_labels(snapshot, relabel)
         if leading:
             self._handle_overdue(overdue, now)
-            self._label_registered(cfg)
+            if not self.dry_run:
+                for name, labels in relabel.items():
+                    self.actions.label_node(name, labels)
             doomed = self._interrupted(snapshot, result)
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
@@ -214,14 +222,14 @@ class Controller:
         launches = decided.launch.launches
         if not launches:
             return []
-        # A token is reused on purpose while its instance is still launching, so that the cloud deduplicates a
-        # launch planned twice. Once that instance joined as a Node, ended, or is being reclaimed, a plan for the
-        # same pods is new demand (the node went to other pods, or away) and gets the next token.
+        # A token is reused on purpose while its instance is launching or its Node is not yet Ready, so that
+        # the cloud deduplicates a launch planned twice. Once that Node is Ready (or the instance ended, or is
+        # being reclaimed), a plan for the same pods is new demand: the node went to other pods, or away.
         ended = {i.launch_token for i in instances if i.state == "terminated"} | self._retired_tokens
         ended |= {
             m.instance.launch_token
             for m in self.fleet.members.values()
-            if m.instance is not None and m.state != State.LAUNCHING
+            if m.instance is not None and m.state in (State.READY, State.IDLE, State.DRAINING)
         }
         outcomes = []
         for la in launches:
@@ -361,9 +369,10 @@ class Controller:
                 result.drains_started.append(node.name)
         return names
 
-    def _label_registered(self, cfg: Config) -> None:
-        """Give a newly registered Node the offering labels tidal planned with, whatever the cloud's
-        bootstrap set: pods that select on capacity type or GPU model must be able to land on it."""
+    def _offering_labels(self, cfg: Config) -> dict[str, dict[str, str]]:
+        """The offering labels tidal planned with that registered Nodes still lack, by node name, whatever
+        the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land."""
+        out: dict[str, dict[str, str]] = {}
         for m in self.fleet.members.values():
             if m.node is None or m.offering is None or m.instance is None:
                 continue
@@ -375,8 +384,9 @@ class Controller:
                 continue
             wanted = node_labels(offering, cfg)
             missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
-            if missing and not self.dry_run:
-                self.actions.label_node(m.node.name, missing)
+            if missing:
+                out[m.node.name] = missing
+        return out
 
     # -- timeouts and orphans ---------------------------------------------------------------------------
 
@@ -571,3 +581,11 @@ def without_nodes(snapshot: Snapshot, names: set[str], now: float) -> Snapshot:
         for p in snapshot.pods
     )
     return replace(snapshot, nodes=nodes, pods=pods)
+
+
+def with_labels(snapshot: Snapshot, labels: Mapping[str, Mapping[str, str]]) -> Snapshot:
+    """The snapshot with ``labels`` merged into the named Nodes' labels."""
+    nodes = tuple(
+        replace(n, labels={**n.labels, **labels[n.name]}) if n.name in labels else n for n in snapshot.nodes
+    )
+    return replace(snapshot, nodes=nodes)

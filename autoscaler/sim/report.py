@@ -115,7 +115,9 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
     ]
     if "lowerBound" in doc:
         lb = doc["lowerBound"]
-        md.append(f"Lower bound: {lb.get('cost')} ({lb.get('why', 'LP relaxation per 5-minute interval')}).")
+        md.append(
+            f"Lower bound: {lb.get('cost')} ({lb.get('why', 'LP relaxation of the capacity for the pods that ran, integrated over the run')})."
+        )
         md.append("")
     md += ["## Timeline", "", "```", *timeline_text(rec), "```", ""]
     md.append(
