@@ -37,7 +37,8 @@ from autoscaler.model import (
     Taint,
 )
 from autoscaler.planning import Plan, offering_index, plan
-from autoscaler.planning.plan import Launch
+from autoscaler.planning.cluster import pods_by_node
+from autoscaler.planning.plan import Launch, Removal
 from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
 
 log = structlog.get_logger("tidal.controller")
@@ -175,7 +176,7 @@ class Controller:
             self._handle_overdue(overdue, now)
             if not self.dry_run:
                 for name, labels in relabel.items():
-                    self.actions.label_node(name, labels)
+                    self._best_effort("label_node", name, labels)
             doomed = self._interrupted(snapshot, result)
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
@@ -396,9 +397,9 @@ class Controller:
             log.warning("fleet_overdue", member=m.key, reason=item.reason)
             if self.dry_run:
                 continue
+            if item.delete_node and m.node is not None and not self._best_effort("delete_node", m.node.name):
+                continue
             try:
-                if item.delete_node and m.node is not None:
-                    self.actions.delete_node(m.node.name)
                 if item.terminate and m.instance is not None:
                     self.provider.terminate(m.instance)
                     self._metric("termination", "timeout", "success")
@@ -418,38 +419,72 @@ class Controller:
         for name, since in removal.unneeded_since.items():
             node = nodes.get(name)
             if node is not None and UNNEEDED_SINCE not in node.annotations:
-                self.actions.annotate_node(name, {UNNEEDED_SINCE: _rfc3339(since)})
+                self._best_effort("annotate_node", name, {UNNEEDED_SINCE: _rfc3339(since)})
         for node in snapshot.nodes:
             if (
                 node.managed
                 and UNNEEDED_SINCE in node.annotations
                 and node.name not in removal.unneeded_since
             ):
-                self.actions.annotate_node(node.name, {UNNEEDED_SINCE: None})
+                self._best_effort("annotate_node", node.name, {UNNEEDED_SINCE: None})
         draining = self.drainer.active() if self.drainer else set()
-        empty_budget = cfg.scale_down.max_empty_bulk_delete
+        empty: list[Removal] = []
         for r in removal.removals:
             if r.node in draining:
                 continue
-            instance = self.fleet.instance_for_node(r.node)
             if self.dry_run:
                 log.info("would_remove", node=r.node, reason=r.reason)
                 continue
-            if r.empty and empty_budget > 0:
-                empty_budget -= 1
-                try:
-                    self.actions.cordon(r.node)
-                    self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")
-                    remove_node(self.actions, self.provider, r.node, instance)
-                    self._metric("termination", "empty", "success")
-                    result.removed.append(r.node)
-                except ProviderError as err:
-                    self._metric("termination", "empty", "error")
-                    log.warning("remove_failed", node=r.node, error=str(err))
-            elif not r.empty and self.drainer is not None:
+            if r.empty:
+                empty.append(r)
+            elif self.drainer is not None:
                 pods = tuple(p for p in snapshot.pods if p.key in set(r.pods))
+                instance = self.fleet.instance_for_node(r.node)
                 if self.drainer.submit(DrainJob(r.node, pods, instance, r.reason)):
                     result.drains_started.append(r.node)
+        self._remove_empty(empty[: cfg.scale_down.max_empty_bulk_delete], result)
+
+    def _remove_empty(self, removals: Sequence[Removal], result: ReconcileResult) -> None:
+        """Cordon the empty nodes, look again, and delete those still empty: a pod the scheduler bound after
+        the snapshot was taken must never go down with its Node outside the Eviction API."""
+        cordoned = [r for r in removals if self._best_effort("cordon", r.node)]
+        if not cordoned:
+            return
+        fresh = pods_by_node(p for p in self.cluster.snapshot().pods if not p.daemonset and not p.mirror)
+        for r in cordoned:
+            arrived = fresh.get(r.node)
+            if arrived:
+                self._keep(r.node, f"pod {arrived[0].key} was scheduled to it")
+                continue
+            try:
+                self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")
+                remove_node(self.actions, self.provider, r.node, self.fleet.instance_for_node(r.node))
+            except ProviderError as err:
+                # The Node is gone; the fleet's orphan cleanup terminates the instance later.
+                self._metric("termination", "empty", "error")
+                log.warning("terminate_failed", node=r.node, error=str(err))
+                continue
+            except Exception as err:  # the Node could not be deleted: put it back in service
+                self._metric("termination", "empty", "error")
+                self._keep(r.node, f"could not delete the Node: {err}")
+                continue
+            self._metric("termination", "empty", "success")
+            result.removed.append(r.node)
+
+    def _keep(self, node: str, why: str) -> None:
+        """Undo a cordon for a removal that will not happen, and say why."""
+        self._best_effort("uncordon", node)
+        self.events.node(node, "ScaleDownFailed", f"removal abandoned, node uncordoned: {why}", "Warning")
+        log.warning("remove_abandoned", node=node, reason=why)
+
+    def _best_effort(self, action: str, *args: Any) -> bool:
+        """Call an API action whose failure must not stop the reconcile; False (logged) when it failed."""
+        try:
+            getattr(self.actions, action)(*args)
+        except Exception as err:  # the next reconcile tries again
+            log.warning("action_failed", action=action, target=args[0] if args else "", error=str(err))
+            return False
+        return True
 
     # -- reporting --------------------------------------------------------------------------------------
 

@@ -115,8 +115,16 @@ class Fleet:
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
     ) -> None:
-        """Remember a launch until the cloud lists its instance, so its capacity is not planned again."""
+        """Remember a launch until the cloud lists its instance, so its capacity is not planned again.
+
+        It counts at once: a plan made later in the same reconcile (the fallback after a capacity error)
+        must see its room and GPUs, or the same pods would be launched for twice and the limits overrun."""
         self._pending[token] = _Pending(token, offering, tuple(pods), instance, now)
+        key = f"token:{token}"
+        if key not in self.members:
+            self.members[key] = Member(
+                key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
+            )
 
     def observe(
         self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float

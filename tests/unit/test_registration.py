@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.controller import Controller
-from autoscaler.model import Snapshot
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, node, pod, snapshot
+from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 
 CATALOG = (
     "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,"
@@ -18,34 +17,6 @@ CATALOG = (
     "aws,us-east-1,m5.xlarge,4,16384,0,0,,,,x86_64,0.192,,\n"
     "aws,us-east-1,g5.xlarge,4,16384,1,1,NVIDIA,A10G,24576,x86_64,1.006,,\n"
 )
-
-
-class Cluster:
-    """The cluster as the controller reads it; the test replaces the view between reconciles."""
-
-    def __init__(self, view: Snapshot) -> None:
-        self.view = view
-
-    def snapshot(self) -> Snapshot:
-        return self.view
-
-
-class Recorder:
-    """Actions and events, remembered instead of sent to an API server."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: self.calls.append((name, args))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_795_168_800.0  # builders.T0, when the test Nodes registered
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_causes_no_second_launch(
@@ -57,14 +28,14 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
     clock = Clock()
     provider = SimulatedProvider(config, clock=clock)
     waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
-    cluster = Cluster(snapshot(waiting))
-    actions = Recorder()
+    cluster = StaticCluster(snapshot(waiting))
+    actions = CallRecorder()
     controller = Controller(
         config=lambda: config,
         cluster=cluster,
         provider=provider,
         actions=actions,
-        events=Recorder(),
+        events=CallRecorder(),
         clock=clock,
     )
     [first] = controller.reconcile_once().launched
@@ -94,5 +65,5 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
     assert [(i.pod, i.detail) for i in again.plan.launch.absorbed] == [
         ("default/infer-0", "fits free capacity on launching node ip-10-0-0-7")
     ]
-    labelled = dict(args for name, args in actions.calls if name == "label_node")
+    labelled = dict(actions.named("label_node"))
     assert labelled["ip-10-0-0-7"]["tidal.dev/gpu-count"] == "1"
