@@ -11,9 +11,9 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -29,20 +29,18 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
-    TAINT_DISRUPTED,
-    Condition,
     Instance,
     LaunchRequest,
     Snapshot,
-    Taint,
 )
 from autoscaler.planning import Plan, offering_index, plan
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.plan import Launch, Removal
 from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
+from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
+from autoscaler.status import STATUS_CONFIGMAP, rfc3339, status_summary, unplaced_kind
 
 log = structlog.get_logger("tidal.controller")
-STATUS_CONFIGMAP = "tidal-status"
 NOTIFY_REASONS = {Reason.QUEUE_LIMIT, Reason.BAD_ANNOTATION, Reason.GANG_INCOMPLETE}
 
 
@@ -60,20 +58,6 @@ def launch_token(cluster: str, pods: Iterable[str], attempt: int) -> str:
     deduplicates); ``attempt`` moves on once an instance with the previous token has ended."""
     digest = hashlib.sha256("\n".join([cluster, str(attempt), *sorted(pods)]).encode()).digest()
     return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-def unplaced_kind(reason: str) -> str:
-    """A short label value for an unplaced reason."""
-    for prefix, kind in (
-        ("clusterGPULimit", "clusterGPULimit"),
-        ("clusterCPULimit", "clusterCPULimit"),
-        ("maxNodes", "maxNodes"),
-        ("gang", "gang"),
-        ("no offering", "no-offering"),
-    ):
-        if reason.startswith(prefix):
-            return kind
-    return "other"
 
 
 @dataclass(slots=True)
@@ -419,7 +403,7 @@ class Controller:
         for name, since in removal.unneeded_since.items():
             node = nodes.get(name)
             if node is not None and UNNEEDED_SINCE not in node.annotations:
-                self._best_effort("annotate_node", name, {UNNEEDED_SINCE: _rfc3339(since)})
+                self._best_effort("annotate_node", name, {UNNEEDED_SINCE: rfc3339(since)})
         for node in snapshot.nodes:
             if (
                 node.managed
@@ -548,79 +532,3 @@ class Controller:
             getattr(self.metrics, name)(*args)
         except Exception:  # metrics never fail the loop
             log.exception("metric_failed", metric=name)
-
-
-def _rfc3339(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def status_summary(
-    decided: Plan, fleet: Mapping[str, int], cfg: Config, now: float, benched: Sequence[str]
-) -> dict[str, Any]:
-    """The ``tidal-status`` ConfigMap content, like cluster-autoscaler's status ConfigMap."""
-    ignored = Counter(i.reason.value for i in decided.ignored)
-    return {
-        "time": _rfc3339(now),
-        "cluster": cfg.cluster_name,
-        "pendingPods": {
-            "counted": len(decided.demand.counted),
-            "launchingFor": sum(len(la.pods) for la in decided.launch.launches),
-            "unplaced": len(decided.launch.unplaced),
-            "ignoredByReason": dict(sorted(ignored.items())),
-        },
-        "nodes": dict(fleet),
-        "gpus": {
-            "afterPlan": decided.launch.gpus_after,
-            "limit": "none" if cfg.cluster_gpu_limit is None else cfg.cluster_gpu_limit,
-        },
-        "launches": [
-            f"{la.offering.instance_type}/{la.offering.zone}/{la.offering.capacity_type}"
-            for la in decided.launch.launches
-        ][:50],
-        "removals": [r.node for r in decided.removal.removals][:50],
-        "unavailableOfferings": list(benched)[:50],
-    }
-
-
-INTERRUPTED_MESSAGE = "0/1 nodes are available: 1 node(s) had untolerated taint {tidal.dev/disrupted: }."
-
-
-def without_dead_nodes(snapshot: Snapshot, instances: Sequence[Instance], now: float) -> Snapshot:
-    """The snapshot without Nodes whose instance the cloud lists as terminated (a reclaimed spot node lingers
-    NotReady until it is cleaned up): they hold no GPUs toward the limits, and their pods are demand now."""
-    terminated = {i.provider_id for i in instances if i.state == "terminated" and i.provider_id}
-    dead = {n.name for n in snapshot.nodes if n.managed and n.provider_id in terminated}
-    if not dead:
-        return snapshot
-    gone = without_nodes(snapshot, dead, now)
-    return replace(gone, nodes=tuple(n for n in gone.nodes if n.name not in dead))
-
-
-def without_nodes(snapshot: Snapshot, names: set[str], now: float) -> Snapshot:
-    """The snapshot as it will be once ``names`` are gone: cordoned, their workload pods pending again."""
-    nodes = tuple(
-        replace(n, unschedulable=True, taints=(*n.taints, Taint(TAINT_DISRUPTED, "", "NoSchedule")))
-        if n.name in names
-        else n
-        for n in snapshot.nodes
-    )
-    pods = tuple(
-        replace(
-            p,
-            node_name="",
-            phase="Pending",
-            scheduled=Condition("False", "Unschedulable", INTERRUPTED_MESSAGE, now),
-        )
-        if p.node_name in names and not p.daemonset and not p.mirror and not p.finished
-        else p
-        for p in snapshot.pods
-    )
-    return replace(snapshot, nodes=nodes, pods=pods)
-
-
-def with_labels(snapshot: Snapshot, labels: Mapping[str, Mapping[str, str]]) -> Snapshot:
-    """The snapshot with ``labels`` merged into the named Nodes' labels."""
-    nodes = tuple(
-        replace(n, labels={**n.labels, **labels[n.name]}) if n.name in labels else n for n in snapshot.nodes
-    )
-    return replace(snapshot, nodes=nodes)

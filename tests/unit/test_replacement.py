@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.controller import without_dead_nodes
+from autoscaler.projection import without_dead_nodes
 from autoscaler.model import Instance
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider

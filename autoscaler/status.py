@@ -1,0 +1,60 @@
+"""What tidal tells people about a reconcile: the ``tidal-status`` ConfigMap and short reason labels."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autoscaler.config import Config
+from autoscaler.planning import Plan
+
+STATUS_CONFIGMAP = "tidal-status"
+
+
+def unplaced_kind(reason: str) -> str:
+    """A short label value for an unplaced reason."""
+    for prefix, kind in (
+        ("clusterGPULimit", "clusterGPULimit"),
+        ("clusterCPULimit", "clusterCPULimit"),
+        ("maxNodes", "maxNodes"),
+        ("gang", "gang"),
+        ("no offering", "no-offering"),
+    ):
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+def rfc3339(ts: float) -> str:
+    """``ts`` (epoch seconds) as an RFC 3339 UTC time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def status_summary(
+    decided: Plan, fleet: Mapping[str, int], cfg: Config, now: float, benched: Sequence[str]
+) -> dict[str, Any]:
+    """The ``tidal-status`` ConfigMap content, like cluster-autoscaler's status ConfigMap."""
+    ignored = Counter(i.reason.value for i in decided.ignored)
+    return {
+        "time": rfc3339(now),
+        "cluster": cfg.cluster_name,
+        "pendingPods": {
+            "counted": len(decided.demand.counted),
+            "launchingFor": sum(len(la.pods) for la in decided.launch.launches),
+            "unplaced": len(decided.launch.unplaced),
+            "ignoredByReason": dict(sorted(ignored.items())),
+        },
+        "nodes": dict(fleet),
+        "gpus": {
+            "afterPlan": decided.launch.gpus_after,
+            "limit": "none" if cfg.cluster_gpu_limit is None else cfg.cluster_gpu_limit,
+        },
+        "launches": [
+            f"{la.offering.instance_type}/{la.offering.zone}/{la.offering.capacity_type}"
+            for la in decided.launch.launches
+        ][:50],
+        "removals": [r.node for r in decided.removal.removals][:50],
+        "unavailableOfferings": list(benched)[:50],
+    }
