@@ -7,7 +7,7 @@ The pipeline, one small step each (pure; same input, same plan):
 3. then onto room left in nodes this plan already opened for the same constraints;
 4. then open new nodes: *bin-selection* picks, per class, the offering with the lowest price per pod placed
    (a dedicated right-sized node unless sharing is cheaper); *bin-packing* puts small unconstrained pods on
-   nodes of the configured ``binPackingNode*`` size;
+   shared nodes at least the configured ``binPackingNode*`` size, again the lowest price per pod placed;
 5. enforce ``clusterGPULimit`` / ``clusterCPULimit`` / ``maxNodes`` as nodes are opened; a gang that does not
    fit entirely is rolled back;
 6. finally each node takes the cheapest offering of its capacity type that holds its pods (the instance type is
@@ -215,8 +215,8 @@ class _Planner:
                 o = shape.cheapest
                 if not self.budget.allows(o):
                     continue
-                per_pod = o.price if mode == BIN_PACKING else o.price / min(k, remaining)
-                floor = o.price if mode == BIN_PACKING else o.price / remaining
+                per_pod = o.price / min(k, remaining)
+                floor = o.price / remaining
                 if best is not None and floor > best[0]:
                     break  # shapes are in price order: none later in this tier can beat the best
                 score = (per_pod, tier, price_order(o))

@@ -74,6 +74,15 @@ def test_small_pods_are_bin_packed_onto_nodes_of_the_configured_size(make_config
     assert {la.mode for la in result.launch.launches} == {"bin-packing"}
 
 
+def test_many_small_pods_go_to_the_packing_size_with_the_lowest_price_per_pod(make_config):
+    pods = [pod(f"web-{i}", cpu="1", memory="2Gi") for i in range(60)]
+    result = run(make_config, *pods)
+    # Kubelet and system reservations take a fixed share of every node, so one m6i.4xlarge holds 15 of
+    # these pods for the price of two m6i.2xlarge, which hold 7 each.
+    assert launched(result) == {"m6i.4xlarge/on-demand": 4}
+    assert result.launch.cost_per_hour == 3.072
+
+
 def test_the_gpu_limit_counts_existing_nodes_and_is_never_exceeded(make_config):
     existing = node("gpu-a", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1)
     busy = pod("old-1", gpu=1, cpu="2", memory="8Gi", node_name="gpu-a", phase="Running", message=None)
