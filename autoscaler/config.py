@@ -45,6 +45,7 @@ class ScaleDownConfig:
     utilization_threshold_bin_selection: float
     max_parallel_drains: int
     max_empty_bulk_delete: int
+    replace_savings: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,7 @@ _SCALE_DOWN = {
     ),
     "maxParallelDrains": _Key("max_parallel_drains", schema.integer(minimum=1)),
     "maxEmptyBulkDelete": _Key("max_empty_bulk_delete", schema.integer(minimum=1)),
+    "replaceSavings": _Key("replace_savings", schema.number(minimum=0, maximum=1)),
 }
 
 _LEADER_ELECTION = {

@@ -2,23 +2,40 @@
 
 A node is removable when it has been unneeded for ``nodeUnneededDuration``: empty (only DaemonSet and mirror
 pods), or under-utilised with every pod safe to evict and a place to go on the nodes that stay (the pods are
-re-planned with the same fit rules as scale-up). GPU nodes go all the way to zero.
+re-planned with the same fit rules as scale-up), or, failing that, on new nodes that cost at least
+``replaceSavings`` less than it does. GPU nodes go all the way to zero.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler import annotations as ann
-from autoscaler.fit import fits_node, requirement_matches
+from autoscaler.demand import Demand
+from autoscaler.fit import AnnotationError, fits_node, pod_constraints, requirement_matches
 from autoscaler.kube.convert import parse_time
-from autoscaler.model import DisruptionBudget, Node, Pod, Snapshot
+from autoscaler.model import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    DisruptionBudget,
+    Node,
+    Offering,
+    Pod,
+    Snapshot,
+)
 from autoscaler.planning.cluster import node_capacity, pods_by_node, requested
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import BIN_PACKING, BIN_SELECTION, Blocked, Capacity, Removal, RemovalPlan
+from autoscaler.planning.scaleup import scale_up
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, Resources
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
+# Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
+_REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...], float]] = (
+    weakref.WeakKeyDictionary()
+)
 NODE_MODE = "tidal.dev/node-mode"
 
 
@@ -73,6 +90,44 @@ def _place(pods: Sequence[Pod], targets: list[Capacity], free: list[Resources]) 
     return ""
 
 
+def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
+    """The offering a Node was launched as, from its labels (instance type, zone, capacity type)."""
+    labels = node.labels
+    key = (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
+    for o in index.offerings:
+        if (o.instance_type, o.zone, o.capacity_type) == key:
+            return o
+    return None
+
+
+def _replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, savings: float) -> tuple[str, str]:
+    """(why not, "") or ("", how): new nodes may take ``pods`` when they cost at least ``savings`` less than
+    ``node`` (Karpenter's single-node replace; the evicted pods then get the nodes the scale-up plans)."""
+    current = node_offering(node, index)
+    if current is None:
+        return "nowhere to move its pods, and its price is unknown", ""
+    try:
+        constraints = {p.key: pod_constraints(p, index.config) for p in pods}
+    except AnnotationError as err:
+        return f"nowhere to move its pods ({err})", ""
+    # The same node keeps the same pods for hours: plan its replacement once per offering index.
+    memo = _REPLACEMENTS.setdefault(index, {})
+    key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
+    cost = memo.get(key)
+    if cost is None:
+        launch = scale_up(Demand(singles=list(pods), constraints=constraints), index)
+        cost = float("inf") if launch.unplaced else launch.cost_per_hour
+        memo[key] = cost
+    if cost == float("inf"):
+        return "nowhere to move its pods, and no offering holds them", ""
+    if cost > current.price * (1 - savings):
+        return (
+            f"nowhere to move its pods; new nodes for them would cost ${cost:.4f}/h against "
+            f"${current.price:.4f}/h now, less than {savings:.0%} saved"
+        ), ""
+    return "", f"new nodes hold its pods for ${cost:.4f}/h instead of ${current.price:.4f}/h"
+
+
 def scale_down(
     snapshot: Snapshot,
     index: OfferingIndex,
@@ -122,17 +177,20 @@ def scale_down(
     targets = [c for c in capacity if c.name not in removing and not c.launching]
     free = [t.free for t in targets]
     evicting: dict[tuple[str, str], int] = {}
+    replace_ok = cfg.replace_savings < 1.0
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)
         if since is None:
             since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
-        blocker = ""
+        blocker = how = ""
         for pod in workload:
             blocker = _moves_blocker(pod, snapshot.pdbs, evicting)
             if blocker:
                 break
         if not blocker and workload:
             blocker = _place(workload, targets, free)
+            if blocker and replace_ok:
+                blocker, how = _replacement(node, workload, index, cfg.replace_savings)
         if blocker:
             blocked.append(Blocked(node.name, blocker))
             continue
@@ -155,6 +213,8 @@ def scale_down(
                 ):
                     evicting[(pdb.namespace, pdb.name)] = evicting.get((pdb.namespace, pdb.name), 0) + 1
         kind = "empty" if not workload else f"utilization {util:.2f}, {len(workload)} pods can move"
+        if how:
+            kind = f"utilization {util:.2f}, {how}"
         removals.append(
             Removal(
                 node.name,

@@ -83,6 +83,7 @@ SCALE_DOWN_KEYS = [
     ("utilizationThresholdBinSelection", "utilization_threshold_bin_selection", 0.9, 0.9),
     ("maxParallelDrains", "max_parallel_drains", 2, 2),
     ("maxEmptyBulkDelete", "max_empty_bulk_delete", 20, 20),
+    ("replaceSavings", "replace_savings", 0.3, 0.3),
 ]
 LEADER_ELECTION_KEYS = [
     ("enabled", "enabled", False, False),
@@ -156,6 +157,7 @@ def test_defaults_are_the_documented_values():
         utilization_threshold_bin_selection=0.75,
         max_parallel_drains=5,
         max_empty_bulk_delete=10,
+        replace_savings=0.5,
     )
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0

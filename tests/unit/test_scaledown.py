@@ -84,9 +84,72 @@ def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(make_confi
 
 def test_an_underutilised_node_stays_when_its_pods_have_nowhere_to_go(make_config):
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
-    result = run(make_config, node("cpu-a", managed=True, annotations=LONG_AGO), small)
+    result = run(
+        make_config, node("cpu-a", managed=True, annotations=LONG_AGO), small, scaleDown={"replaceSavings": 1}
+    )
     assert [(b.node, b.reason) for b in result.removal.blocked] == [
         ("cpu-a", "nowhere to move pod default/web-1")
+    ]
+
+
+def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save_enough(make_config):
+    small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
+    result = run(
+        make_config, node("cpu-a", instance_type="m6i.2xlarge", managed=True, annotations=LONG_AGO), small
+    )
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        (
+            "cpu-a",
+            "nowhere to move its pods; new nodes for them would cost $0.3840/h against $0.3840/h now,"
+            " less than 50% saved",
+        )
+    ]
+
+
+def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one(make_config):
+    big = node(
+        "gpu-big",
+        instance_type="g5.12xlarge",
+        cpu="48",
+        memory="192Gi",
+        gpu=4,
+        managed=True,
+        annotations=LONG_AGO,
+    )
+    last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
+    result = run(make_config, big, last)
+    [removal] = result.removal.removals
+    assert (removal.node, removal.empty, removal.pods) == ("gpu-big", False, ("default/infer-3",))
+    assert removal.reason == (
+        "utilization 0.25, new nodes hold its pods for $0.5260/h instead of $5.6720/h; unneeded for 7200s"
+    )
+
+
+def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config):
+    big = node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True)
+    last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
+    result = run(make_config, big, last)
+    assert result.removal.removals == ()
+    assert result.removal.unneeded_since == {"gpu-big": NOW}
+
+
+def test_a_protected_pod_keeps_even_an_expensive_node(make_config):
+    big = node(
+        "gpu-big",
+        instance_type="g5.12xlarge",
+        cpu="48",
+        memory="192Gi",
+        gpu=4,
+        managed=True,
+        annotations=LONG_AGO,
+    )
+    last = running(
+        "train-3", "gpu-big", gpu=1, cpu="2", memory="8Gi", annotations={"tidal.dev/do-not-evict": "true"}
+    )
+    result = run(make_config, big, last)
+    assert result.removal.removals == ()
+    assert [b.reason for b in result.removal.blocked] == [
+        "pod default/train-3 is annotated tidal.dev/do-not-evict"
     ]
 
 
