@@ -107,6 +107,15 @@ class Cluster:
             time.sleep(0.1)
         raise AssertionError(f"condition not reached in {timeout}s; instances={self.live_instances()}")
 
+    @staticmethod
+    def wait_for(done: Callable[[], bool], *, timeout: float = 10.0) -> None:
+        """Poll ``done`` without stepping anything: for what the daemon's own threads (drains) do."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not reached in {timeout}s")
+            time.sleep(0.02)
+
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return self.api.list("pods", namespace)
 

@@ -266,8 +266,27 @@ def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at
         assert result.drains_started == [doomed.id]
         replacements = [o.instance for o in result.launched if o.instance is not None]
         assert len(replacements) == 1 and replacements[0].id != doomed.id
-        c.run_until(lambda: all(n.name != doomed.id for n in c.nodes()), timeout=30)
-        # The Job controller recreates the evicted pod; it lands on the replacement, with no further launch.
+        # The Job controller recreates the evicted pod at once (not after the doomed node is gone): it lands
+        # on the replacement, with no further launch.
+        c.wait_for(lambda: c.api.get("pods", "default", "infer-0") is None)
         c.api.create(gpu_pod("infer-0-retry"))
-        c.run_until(lambda: c.running() == 1, timeout=30)
+        c.run_until(lambda: c.running() == 1 and all(n.name != doomed.id for n in c.nodes()), timeout=30)
         assert sorted(i.id for i in c.provider.instances()) == sorted([doomed.id, replacements[0].id])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scale-down does not read newNodeGracePeriod yet (autoscaler/planning/scaledown.py)",
+)
+def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp_path):
+    with cluster(tmp_path, newNodeGracePeriod="1m") as c:
+        c.daemon()
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: len(c.provider.instances()) == 1)
+        c.api.delete("pods", "default", "infer-0")  # e.g. the job was cancelled while its node launched
+        c.run_until(lambda: any(n.gpus for n in c.nodes()))
+        deadline = time.monotonic() + 2.5  # well past nodeUnneededDuration (1s)
+        while time.monotonic() < deadline:
+            c.step()
+            time.sleep(0.1)
+        assert len(c.nodes()) == 1
