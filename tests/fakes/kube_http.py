@@ -347,7 +347,8 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             raise ApiError(405, f"{method} is not supported on {rt.plural}{'/' + sub if sub else ''}")
 
     def _list(self, rt: ResourceType, namespace: str | None, query: dict[str, str]) -> dict[str, Any]:
-        match = make_matcher(rt, query.get("labelSelector"), query.get("fieldSelector"))
+        selectors = query.get("labelSelector"), query.get("fieldSelector")
+        match = make_matcher(rt, *selectors) if any(selectors) else None
         try:
             limit = int(query.get("limit") or 0)
         except ValueError as exc:
@@ -356,7 +357,8 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         metadata: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             metadata["continue"] = page.continue_token
-            metadata["remainingItemCount"] = page.remaining
+            if page.remaining is not None:
+                metadata["remainingItemCount"] = page.remaining
         return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": page.items}
 
     def _create(self, rt: ResourceType, namespace: str | None, body: Any, dry_run: bool) -> None:

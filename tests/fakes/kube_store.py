@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import copy
 import json
 import random
@@ -100,6 +101,8 @@ class Store:
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self._rv = 0
         self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        # Per resource, its keys in etcd order, kept up to date incrementally so that paging is not quadratic.
+        self._index: dict[tuple[str, str], _SortedKeys] = {}
         self._history: deque[WatchEvent] = deque()
         self._history_limit = history_limit
         # Every event with rv > _floor is still in _history; older resourceVersions are "compacted".
@@ -131,9 +134,13 @@ class Store:
         bucket = self._objects.setdefault(rt.storage_key, {})
         meta = new["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
+        index = self._index.setdefault(rt.storage_key, _SortedKeys())
         if etype == DELETED:
-            bucket.pop(key, None)
+            if bucket.pop(key, None) is not None:
+                index.remove(key)
         else:
+            if key not in bucket:
+                index.add(key)
             bucket[key] = new
         event = WatchEvent(self._rv, etype, rt.storage_key, new, old)
         self._history.append(event)
@@ -184,8 +191,15 @@ class Store:
         limit: int = 0,
         continue_token: str | None = None,
     ) -> ListPage:
-        """Objects sorted by (namespace, name) as etcd keys sort; `limit`/`continue` paging."""
+        """Objects sorted by (namespace, name) as etcd keys sort; `limit`/`continue` paging.
+
+        A page costs O(log n + what it reads): the keys are kept sorted as objects come and go, and a continue
+        token names the last key served, so the next page starts by bisection. Like the real API server, the
+        page counts the items left (`remaining`) only when nothing but the namespace selects; with a
+        selector that would mean reading them all.
+        """
         start_after: tuple[str, str] | None = None
+        scoped = bool(rt.namespaced and namespace)
         with self.lock:
             list_rv = self._rv
             if continue_token:
@@ -198,22 +212,33 @@ class Store:
                         "Expired",
                     )
             bucket = self._objects.get(rt.storage_key, {})
-            keys = sorted(bucket)
-            selected = []
-            for key in keys:
-                if rt.namespaced and namespace and key[0] != namespace:
-                    continue
-                if start_after is not None and key <= start_after:
-                    continue
+            keys = self._index[rt.storage_key].keys() if rt.storage_key in self._index else []
+            lo = bisect.bisect_left(keys, (namespace, "")) if scoped else 0
+            hi = bisect.bisect_left(keys, (f"{namespace}\0", "")) if scoped else len(keys)
+            if start_after is not None:
+                lo = max(lo, bisect.bisect_right(keys, start_after))
+            selected: list[tuple[tuple[str, str], dict[str, Any]]] = []
+            more = False
+            position = lo
+            while position < hi:
+                key = keys[position]
+                position += 1
                 obj = bucket[key]
                 if match is None or match(obj):
+                    if limit and len(selected) == limit:
+                        more = True
+                        position -= 1
+                        break
                     selected.append((key, obj))
+            # The next page starts after the last key looked at, not the last one served: what the selector
+            # rejected in between is not read again.
+            resume = keys[position - 1] if more else None
         token = None
         remaining = None
-        if limit and len(selected) > limit:
-            remaining = len(selected) - limit
-            selected = selected[:limit]
-            token = self._encode_continue(list_rv, selected[-1][0])
+        if resume is not None:
+            token = self._encode_continue(list_rv, resume)
+            if match is None:
+                remaining = hi - position
         items = [
             obj if obj.get("apiVersion") == rt.api_version else {**obj, "apiVersion": rt.api_version}
             for _, obj in selected
@@ -520,6 +545,44 @@ class Store:
         """Remove all objects of a resource without events (its CRD went away)."""
         with self.lock:
             self._objects.pop(storage_key, None)
+            self._index.pop(storage_key, None)
+
+
+class _SortedKeys:
+    """The keys of one resource in sorted order, maintained lazily: additions and removals are noted in O(1)
+    and folded in by the next read (a sort of an already sorted list plus the few new keys is linear), so a
+    burst of writes costs one merge, and paging through an unchanging list costs a bisection a page."""
+
+    __slots__ = ("_added", "_keys", "_removed")
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[str, str]] = []
+        self._added: set[tuple[str, str]] = set()
+        self._removed: set[tuple[str, str]] = set()
+
+    def add(self, key: tuple[str, str]) -> None:
+        if key in self._removed:
+            self._removed.discard(key)  # deleted and created again: it never left the sorted list
+        else:
+            self._added.add(key)
+
+    def remove(self, key: tuple[str, str]) -> None:
+        if key in self._added:
+            self._added.discard(key)  # created and deleted between two reads
+        else:
+            self._removed.add(key)
+
+    def keys(self) -> list[tuple[str, str]]:
+        """The sorted keys (shared: do not mutate)."""
+        if self._removed:
+            removed = self._removed
+            self._keys = [k for k in self._keys if k not in removed]
+            self._removed = set()
+        if self._added:
+            self._keys.extend(self._added)
+            self._keys.sort()
+            self._added = set()
+        return self._keys
 
 
 def _filtered(event: WatchEvent, match: Matcher) -> str | None:
