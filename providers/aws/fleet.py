@@ -20,6 +20,7 @@ from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES
 from providers.aws.launch_template import TemplateRef
 
 __all__ = [
+    "FLEET_TAGGED_RESOURCES",
     "MAX_CANDIDATES",
     "MAX_OVERRIDES",
     "FleetAttempt",
@@ -33,6 +34,10 @@ __all__ = [
 
 MAX_CANDIDATES = 60
 MAX_OVERRIDES = 300  # EC2 Fleet's limit on launch template overrides per request
+# What an instant fleet request tags itself. The API reference names fleet and instance; EC2 takes volume as
+# well (tags for the instance's EBS volumes). Network interfaces and spot requests can only be tagged by the
+# launch template.
+FLEET_TAGGED_RESOURCES = ("fleet", "instance", "volume")
 _ICE_MESSAGE = re.compile(
     r"sufficient (?P<type>[a-z0-9-]+\.[a-z0-9-]+) capacity in the Availability Zone you requested \((?P<zone>[a-z0-9-]+)\)"
 )
@@ -108,9 +113,10 @@ def fleet_request(attempt: FleetAttempt, *, spot_strategy: str, tags: Mapping[st
             "TotalTargetCapacity": 1,
             "DefaultTargetCapacityType": attempt.capacity_type,
         },
-        # The fleet is tagged too: the IAM policy allows CreateFleet only with tidal's cluster tag on request.
+        # Every resource the IAM policy conditions on tidal's cluster tag is tagged in the request itself, so a
+        # launch template tidal does not manage cannot make the launch fail the policy.
         "TagSpecifications": [
-            {"ResourceType": resource, "Tags": tag_list} for resource in ("fleet", "instance", "volume")
+            {"ResourceType": resource, "Tags": tag_list} for resource in FLEET_TAGGED_RESOURCES
         ],
     }
     if attempt.capacity_type == SPOT:

@@ -1,9 +1,14 @@
 """Launch templates: the one named in config, or ones tidal writes from ``aws.managedLaunchTemplate``.
 
 A managed template is named after a digest of its content (AMI, instance profile, security groups, disks,
-user data), so the same settings always map to the same template and a change of settings (a new AMI, a new
-node label) simply makes a new one. GPU and Arm offerings need their own EKS-optimized AMI, so one launch may
+user data, tags), so the same settings always map to the same template and a change of settings (a new AMI, a
+new node label) simply makes a new one. GPU and Arm offerings need their own EKS-optimized AMI, so one launch may
 use several templates, one per AMI variant.
+
+A managed template tags what a launch creates besides the instance: its volumes and network interfaces, and
+for spot its spot instance request (CreateFleet itself can only tag the fleet, the instance and its volumes).
+EC2 refuses a launch whose template tags a spot request when no spot request is made, so spot and on-demand
+launches use templates of their own.
 """
 
 from __future__ import annotations
@@ -20,17 +25,40 @@ import botocore.exceptions
 import structlog
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import LABEL_CLUSTER, LABEL_MANAGED, Arch, Offering, Taint
+from autoscaler.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT, Arch, Offering, Taint
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, error_code, provider_error
 from providers.aws.settings import BOTTLEROCKET, AwsSettings, BlockDevice, ManagedTemplate
 from providers.aws.userdata import ClusterInfo, al2023_user_data, bottlerocket_user_data
 
-__all__ = ["LaunchTemplates", "TemplateRef", "default_ami_parameter"]
+__all__ = [
+    "LAUNCH_TAGGED_RESOURCES",
+    "LaunchTemplates",
+    "TemplateRef",
+    "default_ami_parameter",
+    "static_tags",
+]
 
 log = structlog.get_logger("tidal.providers.aws")
 
 _BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+# What a managed template tags at launch (besides what CreateFleet tags), by capacity type.
+LAUNCH_TAGGED_RESOURCES = {
+    "on-demand": ("instance", "volume", "network-interface"),
+    SPOT: ("instance", "volume", "network-interface", "spot-instances-request"),
+}
+
+
+def static_tags(cluster_name: str, eks_cluster_name: str, node_tags: Mapping[str, str]) -> dict[str, str]:
+    """The tags every node of this cluster carries, whatever the launch (no launch token)."""
+    tags = {
+        **node_tags,
+        LABEL_CLUSTER: cluster_name,
+        LABEL_MANAGED: "true",
+        f"kubernetes.io/cluster/{eks_cluster_name}": "owned",
+    }
+    tags.setdefault("Name", f"tidal-{cluster_name}")
+    return tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +112,27 @@ def _block_devices(template: ManagedTemplate) -> list[dict[str, Any]]:
     return out
 
 
+def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
 class LaunchTemplates:
     """Chooses (and for managed templates, creates) the launch templates of a launch; thread-safe."""
 
     def __init__(
-        self, settings: AwsSettings, cluster_name: str, clients: ClientFactory, guard: ApiGuard
+        self,
+        settings: AwsSettings,
+        cluster_name: str,
+        clients: ClientFactory,
+        guard: ApiGuard,
+        *,
+        node_tags: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.cluster_name = cluster_name
         self.clients = clients
         self.guard = guard
+        self.tags = static_tags(cluster_name, settings.eks_cluster_name, node_tags or {})
         self._lock = threading.Lock()
         self._amis: dict[str, str] = {}  # SSM parameter -> AMI id
         self._created: set[str] = set()
@@ -101,9 +140,14 @@ class LaunchTemplates:
         self._version: str | None = None
 
     def for_launch(
-        self, offerings: Sequence[Offering], labels: Mapping[str, str], taints: Sequence[Taint]
+        self,
+        capacity_type: str,
+        offerings: Sequence[Offering],
+        labels: Mapping[str, str],
+        taints: Sequence[Taint],
     ) -> list[tuple[TemplateRef, list[Offering]]]:
-        """The templates to launch ``offerings`` with, each with the offerings it serves (order kept)."""
+        """The templates to launch ``offerings`` (all of ``capacity_type``) with, each with the offerings it
+        serves (order kept)."""
         named = self.settings.launch_template
         if named is not None:
             return [(TemplateRef(named.name, named.id, named.version), list(offerings))]
@@ -112,14 +156,19 @@ class LaunchTemplates:
             groups.setdefault(_variant(o), []).append(o)
         with self._lock:
             return [
-                (self._managed(arch, nvidia, labels, taints), group)
+                (self._managed(capacity_type, arch, nvidia, labels, taints), group)
                 for (arch, nvidia), group in groups.items()
             ]
 
     # -- managed templates -----------------------------------------------------------------------------
 
     def _managed(
-        self, arch: Arch, nvidia: bool, labels: Mapping[str, str], taints: Sequence[Taint]
+        self,
+        capacity_type: str,
+        arch: Arch,
+        nvidia: bool,
+        labels: Mapping[str, str],
+        taints: Sequence[Taint],
     ) -> TemplateRef:
         template = self.settings.managed_launch_template
         assert template is not None
@@ -139,6 +188,10 @@ class LaunchTemplates:
                 "HttpPutResponseHopLimit": 1,
                 "HttpEndpoint": "enabled",
             },
+            "TagSpecifications": [
+                {"ResourceType": resource, "Tags": _tag_list(self.tags)}
+                for resource in LAUNCH_TAGGED_RESOURCES[SPOT if capacity_type == SPOT else "on-demand"]
+            ],
         }
         digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
         name = f"tidal-{self.cluster_name}-{digest}"

@@ -121,7 +121,9 @@ class AwsProvider:
         self.source = OfferingSource(
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
-        self.templates = LaunchTemplates(self.settings, config.cluster_name, self.clients, self.guard)
+        self.templates = LaunchTemplates(
+            self.settings, config.cluster_name, self.clients, self.guard, node_tags=config.node_tags
+        )
         queue = self.settings.spot_interruption_queue
         self.queue = SpotInterruptionQueue(queue, self.clients, self.guard, clock=clock) if queue else None
 
@@ -151,7 +153,10 @@ class AwsProvider:
         for o in request.offerings[:MAX_CANDIDATES]:
             by_type.setdefault(o.capacity_type, []).append(o)
         groups = [
-            (capacity_type, self.templates.for_launch(offerings, request.labels, request.taints))
+            (
+                capacity_type,
+                self.templates.for_launch(capacity_type, offerings, request.labels, request.taints),
+            )
             for capacity_type, offerings in by_type.items()
         ]
         attempts, failed = plan_attempts(groups, subnets.by_zone)
@@ -295,16 +300,14 @@ class AwsProvider:
         return found[0] if found else None
 
     def _tags(self, request: LaunchRequest) -> dict[str, str]:
-        tags = {
-            **self.config.node_tags,
+        fixed = self.templates.tags  # nodeTags, ownership tags and Name, as the managed templates carry them
+        owner = (LABEL_CLUSTER, LABEL_MANAGED, f"kubernetes.io/cluster/{self.settings.eks_cluster_name}")
+        return {
+            **fixed,
             **request.tags,
-            LABEL_CLUSTER: self.config.cluster_name,
-            LABEL_MANAGED: "true",
+            **{k: fixed[k] for k in owner},
             LABEL_LAUNCH_TOKEN: request.token,
-            f"kubernetes.io/cluster/{self.settings.eks_cluster_name}": "owned",
         }
-        tags.setdefault("Name", f"tidal-{self.config.cluster_name}")
-        return tags
 
     def _create_fleet(
         self, attempt: FleetAttempt, token: str, tags: Mapping[str, str], zone_of: Mapping[str, str]

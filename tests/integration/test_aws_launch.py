@@ -359,3 +359,16 @@ def test_terminate_is_idempotent_and_spares_other_clusters(network, make):
     with pytest.raises(ProviderError, match="belongs to cluster 'staging'"):
         provider.terminate(foreign)
     assert foreign.id in running()
+
+
+def test_the_instances_volumes_carry_the_cluster_tags(network, make):
+    instance = make(aws_config(network, nodeTags={"cost-center": "42"})).launch(request(G5))
+    volumes = ec2_client(moto_server_url()).describe_volumes(
+        Filters=[{"Name": "attachment.instance-id", "Values": [instance.id]}]
+    )["Volumes"]
+    assert volumes
+    for volume in volumes:
+        tags = {t["Key"]: t["Value"] for t in volume.get("Tags", [])}
+        assert tags["tidal.dev/cluster"] == "prod"
+        assert tags["kubernetes.io/cluster/prod"] == "owned"
+        assert tags["cost-center"] == "42"

@@ -97,13 +97,28 @@ def resources_for(action: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def resource_type(arn: str) -> str:
+    return arn.rsplit(":", 1)[-1].split("/")[0]
+
+
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
 def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(action):
-    for resource, condition in resources_for(action):
-        if resource.rsplit(":", 1)[-1].split("/")[0] in ("fleet", "instance", "volume", "network-interface"):
-            assert condition["StringEquals"]["aws:RequestTag/tidal.dev/cluster"] == "${CLUSTER_NAME}", (
-                resource
-            )
+    tagged = {
+        resource_type(resource)
+        for resource, condition in resources_for(action)
+        if condition.get("StringEquals", {}).get("aws:RequestTag/tidal.dev/cluster") == "${CLUSTER_NAME}"
+    }
+    assert tagged == {"fleet", "instance", "volume"}
+
+
+@pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
+def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not_tag_them(action):
+    untagged = {resource_type(r) for r, condition in resources_for(action) if not condition}
+    assert {"network-interface", "spot-instances-request"} <= untagged
+    # Only launch actions reach them: creating a bare interface is another action the policy does not grant.
+    for s in statements():
+        if any(resource_type(r) == "network-interface" for r in listed(s["Resource"])):
+            assert set(listed(s["Action"])) <= {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"}
 
 
 def test_only_this_clusters_instances_can_be_terminated():
@@ -113,13 +128,14 @@ def test_only_this_clusters_instances_can_be_terminated():
 
 
 def test_tags_can_only_be_written_while_creating_tidals_resources():
-    for _, condition in resources_for("ec2:CreateTags"):
-        assert set(condition["StringEquals"]["ec2:CreateAction"]) == {
+    for resource, condition in resources_for("ec2:CreateTags"):
+        assert set(condition["StringEquals"]["ec2:CreateAction"]) <= {
             "CreateFleet",
             "RunInstances",
             "CreateLaunchTemplate",
         }
-        assert condition["StringEquals"]["aws:RequestTag/tidal.dev/cluster"] == "${CLUSTER_NAME}"
+        if resource_type(resource) in ("fleet", "instance", "volume", "launch-template"):
+            assert condition["StringEquals"]["aws:RequestTag/tidal.dev/cluster"] == "${CLUSTER_NAME}"
 
 
 def test_the_node_role_can_only_be_passed_to_ec2():
