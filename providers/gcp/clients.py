@@ -59,7 +59,7 @@ class ClientFactory:
     timeout: float = 30.0
     retry_deadline: float = 30.0
     poll_interval: float = 2.0
-    operation_timeout: float = 90.0
+    operation_timeout: float = 20.0
     _built: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def retry(self) -> api_retry.Retry:

@@ -131,6 +131,12 @@ class Inventory:
             if vm.labels.get(LABEL_CLUSTER) == self.cluster and vm.labels.get(LABEL_MANAGED) == "true"
         ]
 
+    def ended(self, instance: Instance) -> None:
+        """Report ``instance`` as terminated for ``GONE_RETENTION`` seconds (unless GCE lists it again): a
+        launch that answered ``pending`` and whose insert then failed never gets a VM to vanish."""
+        with self._lock:
+            self._gone[instance.provider_id] = (replace(instance, state="terminated"), self.clock())
+
     def owned(self) -> list[Instance]:
         """Owned VMs in any state, with recently vanished ones reported as terminated."""
         listed = self.find()

@@ -1,10 +1,11 @@
 """Prices from the Cloud Billing Catalog API: Compute Engine SKUs for one region, turned into a price book.
 
 GCE does not sell machine types; it bills their parts. A machine costs ``vCPU × core SKU + GiB × RAM SKU``
-of its family (``N1 Predefined Instance Core``, ``E2 Instance Ram``, …), plus ``count × GPU SKU`` for every
-GPU it has, built in (A2, A3, G2) or attached (T4 on N1). Spot prices come from the Preemptible SKUs
-(``Spot Preemptible N1 Predefined Instance Core``, ``Nvidia Tesla T4 GPU attached to Spot Preemptible
-VMs``). Commitment, custom, sole-tenancy and licence SKUs are not what tidal launches and are left out.
+of its family (``N1 Predefined Instance Core``, ``E2 Instance Ram``, C2's ``Compute optimized Core``, …),
+plus ``count × GPU SKU`` for every GPU it has, built in (A2, A3, G2) or attached (T4 on N1). Spot prices
+come from the Preemptible SKUs (``Spot Preemptible N1 Predefined Instance Core``, ``Nvidia Tesla T4 GPU
+attached to Spot Preemptible VMs``). Commitment, custom, sole-tenancy and licence SKUs are not what tidal
+launches and are left out.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ _SKIP = re.compile(
     re.IGNORECASE,
 )
 _PREFIX = r"^(?:Spot Preemptible |Preemptible )?"
-_PART = re.compile(_PREFIX + r"(?P<family>.+?) Instance (?P<part>Core|Ram) running in ")
+# "N1 Predefined Instance Core running in Americas", and C2's "Compute optimized Core running in Americas"
+# (no "Instance"; "Compute optimized Instance Core" is seen too).
+_PART = re.compile(_PREFIX + r"(?P<family>.+?) (?:Instance )?(?P<part>Core|Ram) running in ")
 _GPU = re.compile(
     _PREFIX + r"Nvidia (?P<name>.+?) GPU(?: attached to (?:Spot )?Preemptible VMs)? running in ",
     re.IGNORECASE,

@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -28,7 +29,7 @@ from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, NoCapacity, api_error
 from providers.gcp.fallback import load_fallback
 from providers.gcp.inventory import Inventory, instance_from_gce, provider_id
-from providers.gcp.launch import Launcher
+from providers.gcp.launch import Finished, Launcher, Pending
 from providers.gcp.nodes import instance_name, launch_labels, template_arch
 from providers.gcp.pricing import PriceBook, fetch_price_book
 from providers.gcp.settings import SECTION, parse_settings
@@ -56,6 +57,7 @@ class GcpProvider:
         credentials: Credentials | None = None,
         factory: ClientFactory | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """Check the ``gcp:`` section (ProviderConfigError) and build the clients.
 
@@ -98,6 +100,8 @@ class GcpProvider:
             retry_after=RETRY_AFTER / 2,
         )
         self._priced: dict[tuple[str, str, str], float] = {}
+        self._benched: dict[tuple[str, str, str], float] = {}  # offering -> until (clock)
+        self._pending: dict[str, tuple[Instance, Offering]] = {}  # VM name -> launch answered pending
         self._lock = threading.Lock()
         self.inventory = Inventory(
             factory=self.factory,
@@ -106,12 +110,15 @@ class GcpProvider:
             clock=clock,
             price=self._price_of,
         )
-        self.launcher = Launcher(self.factory, s.project, sleep=sleep)
+        self.launcher = Launcher(self.factory, s.project, sleep=sleep, monotonic=monotonic)
+        self.monotonic = monotonic
 
     # --- the provider contract -------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every priced (shape, zone, capacity type), priced from billing, else from the fallback files."""
+        """Every priced (shape, zone, capacity type), priced from billing, else from the fallback files;
+        offerings whose late-failing launch benched them are unavailable for a while."""
+        self._follow_up()
         now = self.clock()
         shapes = self._get(self._shapes, now)
         book: PriceBook | None = None
@@ -135,18 +142,23 @@ class GcpProvider:
             )
         with self._lock:
             self._priced = {(o.instance_type, o.zone, o.capacity_type): o.price for o in out}
-        return out
+        return [replace(o, available=False) if self._is_benched(o) else o for o in out]
 
     def launch(self, request: LaunchRequest) -> Instance:
-        """Launch one VM from the first candidate GCE has capacity for; the same token never makes two."""
+        """Launch one VM from the first candidate GCE has capacity for; the same token never makes two.
+
+        All candidates together wait at most ``operationTimeout`` for their insert operations; a launch
+        whose operation is still running then answers ``pending`` (see :meth:`_follow_up`)."""
         if not request.token or not request.offerings:
             raise ProviderError("a launch request needs a token and at least one candidate offering")
+        self._follow_up()
         existing = [
             i for i in self.inventory.find({LABEL_TOKEN: gce_label(request.token)}) if i.state != "terminated"
         ]
         if existing:
             log.info("gcp_launch_repeated", idempotency_token=request.token, instance=existing[0].id)
             return existing[0]
+        deadline = self.monotonic() + self.settings.operation_timeout
         template = self._get(self._template, self.clock())
         arch = template_arch(template)
         shapes = {(sh.name, sh.zone): sh for sh in self._get(self._shapes, self.clock())}
@@ -161,8 +173,11 @@ class GcpProvider:
                     f"{offering.key} ({'not offered in the zone' if shape is None else 'template is ' + arch.value})"
                 )
                 continue
+            if self._is_benched(offering):  # a launch on it failed after answering pending
+                no_capacity.append(offering)
+                continue
             try:
-                return self._launch_one(request, offering, shape, template)
+                return self._launch_one(request, offering, shape, template, deadline)
             except NoCapacity as err:
                 log.info(
                     "gcp_no_capacity", offering=offering.key, idempotency_token=request.token, error=str(err)
@@ -202,7 +217,9 @@ class GcpProvider:
         log.info("gcp_instance_deleting", instance=instance.id, zone=instance.zone)
 
     def instances(self) -> list[Instance]:
-        """Owned VMs in every zone and state; preempted (vanished) ones reported as terminated for a while."""
+        """Owned VMs in every zone and state; preempted (vanished) ones, and launches whose insert failed
+        after they answered ``pending``, reported as terminated for a while."""
+        self._follow_up()
         return self.inventory.owned()
 
     def stop(self) -> None:
@@ -246,6 +263,42 @@ class GcpProvider:
             price_source=source,
         )
 
+    def _is_benched(self, offering: Offering) -> bool:
+        key = (offering.instance_type, offering.zone, offering.capacity_type)
+        with self._lock:
+            return self._benched.get(key, 0.0) > self.clock()
+
+    def _follow_up(self) -> None:
+        """Look (without waiting) at launches that answered ``pending``: a stockout or quota error found
+        now benches the offering for ``offeringUnavailableDuration`` (so the next launch falls back to the
+        next candidate at once), and the launch is reported as terminated so its pods are planned again."""
+        try:
+            finished = self.launcher.follow_up()
+        except ProviderError as err:  # reported; the next call looks again
+            log.warning("gcp_follow_up_failed", error=str(err))
+            return
+        for done in finished:
+            self._finished(done)
+
+    def _finished(self, done: Finished) -> None:
+        with self._lock:
+            found = self._pending.pop(done.pending.instance, None)
+        if found is None or done.error is None:
+            return
+        instance, offering = found
+        if isinstance(done.error, (NoCapacity, QuotaExceeded)):
+            with self._lock:
+                key = (offering.instance_type, offering.zone, offering.capacity_type)
+                self._benched[key] = self.clock() + self.config.offering_unavailable_duration
+        self.inventory.ended(instance)
+        log.warning(
+            "gcp_launch_failed_later",
+            instance=instance.id,
+            offering=offering.key,
+            idempotency_token=instance.launch_token,
+            error=str(done.error),
+        )
+
     def _price_of(self, instance_type: str, zone: str, capacity_type: str) -> float:
         with self._lock:
             priced = bool(self._priced)
@@ -256,7 +309,12 @@ class GcpProvider:
             return self._priced.get((instance_type, zone, capacity_type), 0.0)
 
     def _launch_one(
-        self, request: LaunchRequest, offering: Offering, shape: Shape, template: compute_v1.InstanceTemplate
+        self,
+        request: LaunchRequest,
+        offering: Offering,
+        shape: Shape,
+        template: compute_v1.InstanceTemplate,
+        deadline: float,
     ) -> Instance:
         name = instance_name(self.config.cluster_name, request.token)
         gce, node = launch_labels(
@@ -277,8 +335,10 @@ class GcpProvider:
             node_labels=node,
             taints=request.taints,
         )
-        vm = self.launcher.create(body, shape.zone, token=request.token, offering_key=offering.key)
-        if vm is not None:
+        vm = self.launcher.create(
+            body, shape.zone, token=request.token, offering_key=offering.key, deadline=deadline
+        )
+        if not isinstance(vm, Pending):
             instance = instance_from_gce(vm, self.settings.project, self._price_of)
         else:
             instance = Instance(
@@ -294,6 +354,8 @@ class GcpProvider:
                 gpu_count=offering.gpu_count,
                 tags=gce,
             )
+            with self._lock:
+                self._pending[name] = (instance, offering)
         log.info(
             "gcp_launched",
             instance=name,

@@ -80,7 +80,7 @@ class GcpSettings:
     gpu_price_fallback: Path | None = None
     price_refresh_interval: float = 3600.0
     request_timeout: float = 30.0
-    operation_timeout: float = 90.0
+    operation_timeout: float = 20.0
     poll_interval: float = 2.0
     gpu_driver_version: str = "default"
 

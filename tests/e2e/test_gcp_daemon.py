@@ -122,3 +122,23 @@ def test_a_stockout_inside_the_operation_falls_back_to_the_next_offering_in_the_
         assert len(launched) == 1
         assert (launched[0].instance_type, launched[0].zone) != (cheapest.instance_type, cheapest.zone)
         assert len(c.gcp.instances()) == 1
+
+
+def test_a_preempted_spot_vm_is_replaced_and_its_workload_runs_again(tmp_path):
+    with gke_cluster(tmp_path, capacityTypes=["spot"]) as c:
+        c.api.create(gpu_pod("train-0"))
+        c.run_until(lambda: c.phase("train-0") == "Running")
+        [preempted] = c.gcp.instances()
+        assert preempted["scheduling"]["provisioningModel"] == "SPOT"
+
+        c.gcp.preempt(preempted["name"])  # GCE deletes a preempted Spot VM (instanceTerminationAction DELETE)
+        c.run_until(lambda: c.api.get("pods", "default", "train-0") is None)  # its Node and pod are gone
+        c.api.create(gpu_pod("train-1"))  # the Job controller makes a new pod
+
+        c.run_until(lambda: c.phase("train-1") == "Running")
+        [replacement] = c.gcp.instances()
+        assert replacement["name"] != preempted["name"]
+        assert replacement["labels"]["tidal-launch-token"] != preempted["labels"]["tidal-launch-token"]
+        [node] = [node_from_dict(n) for n in c.api.list("nodes")]
+        assert node.name == replacement["name"]
+        assert c.api.get("pods", "default", "train-1")["spec"]["nodeName"] == replacement["name"]

@@ -247,6 +247,18 @@ class FakeGcp:
             Fault(429, "rateLimitExceeded", "Rate Limit Exceeded", method, count, retry_after)
         )
 
+    def lose_answer(self, method: str, *, count: int = 1) -> None:
+        """The next ``count`` calls of ``method`` are carried out, but their answer is lost on the way:
+        the client sees HTTP 503 (and, for an insert, retries it with the same requestId)."""
+        self.compute_server.faults.append(
+            Fault(503, "backendError", "The service is currently unavailable.", method, count, lost=True)
+        )
+
+    def capacity_back(self) -> None:
+        """Every injected stockout and quota failure is over."""
+        with self.compute.lock:
+            self.compute.rules.clear()
+
     def preempt(self, name: str) -> None:
         """Preempt a Spot VM: deleted (instanceTerminationAction DELETE) or TERMINATED (STOP)."""
         with self.compute.lock:

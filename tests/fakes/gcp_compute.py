@@ -40,6 +40,7 @@ class Operation:
     on_done: Any = None
     error: tuple[str, int, str] | None = None
     finished: bool = False
+    answer: dict[str, Any] = field(default_factory=dict)  # what the call that started it was answered
 
 
 @dataclass
@@ -128,6 +129,9 @@ class ComputeState:
             "selfLink": f"{self.zone_url(zone)}/operations/{name}",
         }
         op = Operation(resource, zone, time.monotonic(), on_done, error)
+        # GCE answers the call that starts an operation with the operation not yet DONE, however fast it
+        # then is; a repeated requestId gets the operation as it is now.
+        op.answer = copy.deepcopy(resource)
         self.operations[(zone, name)] = op
         if self.operation_delay <= 0:
             self._finish(op)
@@ -176,7 +180,7 @@ class ComputeState:
             op = self._operation(zone, "insert", name, error, done)
             if request_id:
                 self.request_ids[request_id] = (zone, op.resource["name"])
-            return copy.deepcopy(op.resource)
+            return copy.deepcopy(op.answer)
 
     def _instance(
         self, zone: str, body: dict[str, Any], mt: dict[str, Any], accel: str, count: int
@@ -225,7 +229,7 @@ class ComputeState:
             op = self._operation(zone, "delete", name, None, lambda: self.instances.pop((zone, name), None))
             if request_id:
                 self.request_ids[request_id] = (zone, op.resource["name"])
-            return copy.deepcopy(op.resource)
+            return copy.deepcopy(op.answer)
 
     def get_instance(self, zone: str, name: str) -> dict[str, Any]:
         """instances.get."""

@@ -34,7 +34,8 @@ class Call:
 
 @dataclass
 class Fault:
-    """The next ``count`` calls of ``method`` (None: any) fail with this HTTP error."""
+    """The next ``count`` calls of ``method`` (None: any) fail with this HTTP error; with ``lost`` the
+    call is carried out first and only its answer is lost (the client sees the error)."""
 
     status: int
     reason: str
@@ -42,6 +43,7 @@ class Fault:
     method: str | None = None
     count: int = 1
     retry_after: int | None = None
+    lost: bool = False
 
 
 def compute_routes(state: ComputeState) -> list[tuple[str, str, str, Handler]]:
@@ -223,15 +225,20 @@ class FakeHttpServer:
                 fault = next((f for f in self.faults if f.method in (None, method) and f.count > 0), None)
                 if fault is not None:
                     fault.count -= 1
-            if fault is not None:
-                err = GceError(fault.status, fault.reason, fault.message)
-                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-                return fault.status, headers, err.body()
+            if fault is not None and not fault.lost:
+                return self._fault(fault)
             try:
                 if self.before is not None:
                     self.before()
                 body = json.loads(raw_body) if raw_body else {}
-                return 200, {}, handler(m.groupdict(), query, body)
+                answer = handler(m.groupdict(), query, body)
             except GceError as err:
                 return err.status, {}, err.body()
+            return self._fault(fault) if fault is not None else (200, {}, answer)
         return 404, {}, GceError(404, "notFound", f"no such API path {verb} {split.path}").body()
+
+    @staticmethod
+    def _fault(fault: Fault) -> tuple[int, dict[str, str], dict[str, Any]]:
+        err = GceError(fault.status, fault.reason, fault.message)
+        headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+        return fault.status, headers, err.body()

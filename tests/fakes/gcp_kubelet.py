@@ -6,7 +6,7 @@ name, ``spec.providerID = gce://project/zone/name``, labels and taints from the 
 well-known labels the cloud controller manager sets (``node.kubernetes.io/instance-type`` = the machine
 type), capacity from the machine type and its GPUs, Ready. The GPUs appear in allocatable after
 ``gpu_delay`` (the device plugin), and a Node whose VM is gone is deleted (the cloud node lifecycle
-controller does that in GKE).
+controller does that in GKE) together with the pods bound to it (the pod garbage collector).
 """
 
 from __future__ import annotations
@@ -122,6 +122,9 @@ class GkeKubelet:
             name = node["metadata"]["name"]
             if name in self.registered and name not in live:
                 self.api.delete("nodes", None, name)
+                for pod in self.api.list("pods"):
+                    if pod["spec"].get("nodeName") == name:
+                        self.api.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     def start(self, interval: float = 0.1) -> None:
         """Run :meth:`step` every ``interval`` seconds in a thread."""

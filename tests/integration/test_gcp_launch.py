@@ -1,6 +1,7 @@
 """GcpProvider.launch() against the fake Compute Engine: VMs built from a GKE node pool template, candidates
 tried in order, failures inside the zone operation, idempotency by requestId."""
 
+import time
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from google.cloud import compute_v1
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.model import LaunchRequest, Taint
+from providers.gcp.launch import request_id
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 from tests.fakes.gcp_fixtures import attachable_gpu_prices
 
@@ -162,7 +164,19 @@ def test_rate_limiting_is_throttled_with_the_servers_retry_after(gcp):
     assert err.value.retry_after == 7
 
 
-def test_the_same_request_id_returns_the_same_operation_and_makes_one_vm(gcp):
+def test_an_insert_whose_answer_was_lost_is_retried_with_the_same_request_id_and_makes_one_vm(gcp):
+    provider = make_provider(gcp)
+    chosen = offering(provider, "e2-standard-4")
+    gcp.lose_answer("compute.instances.insert")
+
+    instance = provider.launch(request(chosen))
+
+    assert gcp.compute_server.methods().count("compute.instances.insert") == 2
+    assert gcp.compute.inserts == 1
+    assert [vm["name"] for vm in gcp.instances()] == [instance.id]
+
+
+def test_gce_answers_a_repeated_request_id_with_the_same_operation_and_makes_one_vm(gcp):
     client = compute_v1.InstancesClient(
         credentials=AnonymousCredentials(),
         transport="rest",
@@ -188,6 +202,46 @@ def test_launching_the_same_token_twice_makes_one_vm(gcp):
     assert len(gcp.instances()) == 1 and gcp.compute.inserts == 1
 
 
+def test_a_launch_retried_with_the_same_token_after_a_stockout_asks_gce_again(gcp):
+    provider = make_provider(gcp)
+    req = request(offering(provider, "n2-standard-4"))
+    gcp.stockout(machine_type="n2-standard-4")
+    with pytest.raises(CapacityUnavailable):
+        provider.launch(req)
+
+    gcp.capacity_back()
+    instance = provider.launch(req)
+
+    assert gcp.compute.inserts == 2  # the failed insert, then one new one
+    assert [vm["name"] for vm in gcp.instances()] == [instance.id]
+    assert instance.launch_token == req.token and instance.state == "running"
+
+
+def test_a_restarted_tidal_retrying_a_stocked_out_launch_asks_gce_again_once(gcp):
+    req = request(offering(make_provider(gcp), "n2-standard-4"))
+    gcp.stockout(machine_type="n2-standard-4")
+    with pytest.raises(CapacityUnavailable):
+        make_provider(gcp).launch(req)
+    gcp.capacity_back()
+
+    first = make_provider(gcp).launch(req)  # GCE answers the old requestId with the failed operation
+    second = make_provider(gcp).launch(req)
+
+    assert first.id == second.id
+    assert gcp.compute.inserts == 2
+    assert len(gcp.instances()) == 1
+
+
+def test_the_request_ids_of_one_launch_differ_per_offering_and_per_ended_attempt():
+    token = str(uuid.uuid4())
+    first = request_id(token, "n2-standard-4/us-central1-a/on-demand")
+    assert first == request_id(token, "n2-standard-4/us-central1-a/on-demand")
+    assert first != request_id(token, "n2-standard-4/us-central1-b/on-demand")
+    after = request_id(token, "n2-standard-4/us-central1-a/on-demand", after="operation-1-abc")
+    assert after not in (first, request_id(token, "n2-standard-4/us-central1-a/on-demand", "operation-2"))
+    assert all(str(uuid.UUID(r)) == r for r in (first, after))
+
+
 def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instance():
     with FakeGcp(operation_delay=5.0) as gcp:
         provider = make_provider(gcp, gcp={"operationTimeout": "100ms"})
@@ -195,6 +249,48 @@ def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instan
         instance = provider.launch(request(chosen))
         assert instance.state == "pending" and instance.instance_type == "e2-standard-4"
         assert [i.state for i in provider.instances()] == ["pending"]
+
+
+def test_operation_timeout_bounds_the_whole_launch_not_each_candidate():
+    with FakeGcp(operation_delay=0.6) as gcp:
+        provider = make_provider(gcp, gcp={"operationTimeout": "1s"})
+        candidates = [offering(provider, "n2-standard-4", z) for z in (ZONE_A, ZONE_B)]
+        gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
+
+        started = time.monotonic()
+        instance = provider.launch(request(*candidates))
+        elapsed = time.monotonic() - started
+
+        assert elapsed < 1.5  # A's stockout took 0.6 s; B got what was left, not another full second
+        assert (instance.zone, instance.state) == (ZONE_B, "pending")
+
+
+def test_a_stockout_found_after_the_launch_answered_pending_benches_the_offering_and_ends_the_launch():
+    with FakeGcp(operation_delay=0.5) as gcp:
+        provider = make_provider(gcp, gcp={"operationTimeout": "50ms"})
+        first, second = (
+            offering(provider, "n2-standard-4", ZONE_A),
+            offering(provider, "n2-standard-4", ZONE_B),
+        )
+        gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
+
+        started = time.monotonic()
+        pending = provider.launch(request(first, second))
+        assert time.monotonic() - started < 0.4  # the launch did not wait for the operation
+        assert (pending.zone, pending.state) == (ZONE_A, "pending")
+
+        time.sleep(0.6)
+        [ended] = provider.instances()
+        assert (ended.id, ended.state, ended.launch_token) == (pending.id, "terminated", pending.launch_token)
+        assert not next(o for o in provider.offerings() if o.key == first.key).available
+
+        inserts = gcp.compute.inserts
+        retry = provider.launch(request(first, second))  # the controller's next plan, with a new token
+        assert retry.zone == ZONE_B
+        assert gcp.compute.inserts == inserts + 1  # nothing was asked of zone A
+        with pytest.raises(CapacityUnavailable) as err:
+            provider.launch(request(first))
+        assert err.value.offerings == (first,)
 
 
 def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp):

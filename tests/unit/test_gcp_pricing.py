@@ -106,6 +106,44 @@ def test_skus_for_other_regions_commitments_custom_sole_tenant_licences_and_stor
     assert classify_sku(other, REGION) is None
 
 
+C2 = [
+    sku("Compute optimized Core running in Americas", 0.03398),
+    sku("Compute optimized Ram running in Americas", 0.00455, unit="GiBy.h"),
+    sku("Spot Preemptible Compute optimized Core running in Americas", 0.00971, usage="Preemptible"),
+    sku(
+        "Spot Preemptible Compute optimized Ram running in Americas",
+        0.0013,
+        usage="Preemptible",
+        unit="GiBy.h",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "key"),
+    [
+        (C2[0], ("core", "c2", "on-demand")),
+        (C2[1], ("ram", "c2", "on-demand")),
+        (C2[2], ("core", "c2", "spot")),
+        (C2[3], ("ram", "c2", "spot")),
+    ],
+)
+def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(fixture, key):
+    assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))
+
+
+def test_a_c2_machine_is_priced_from_the_compute_optimized_skus():
+    book = book_from_skus(C2, REGION)
+    c2 = Shape("c2-standard-8", "c2-standard-8", "us-central1-a", 8, 32 * 1024, Arch.AMD64)
+    assert book.price(c2, "on-demand") == pytest.approx(8 * 0.03398 + 32 * 0.00455, abs=1e-6)
+    assert book.price(c2, "spot") == pytest.approx(8 * 0.00971 + 32 * 0.0013, abs=1e-6)
+
+
+def fixture_price(fixture):
+    money = fixture.pricing_info[0].pricing_expression.tiered_rates[0].unit_price
+    return money.units + money.nanos / 1e9
+
+
 def test_a_machine_costs_its_vcpus_times_core_plus_gib_times_ram_plus_its_gpus():
     book = book_from_skus(N1, REGION)
     n1 = Shape("n1-standard-8", "n1-standard-8", "us-central1-a", 8, 30 * 1024, Arch.AMD64)
