@@ -10,12 +10,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import botocore.exceptions
 
-from autoscaler.cloud import ProviderError, Throttled
+from autoscaler.cloud import ProviderError, QuotaExceeded, Throttled
+from autoscaler.model import Offering
 
 __all__ = [
     "AUTH_CODES",
@@ -23,6 +24,8 @@ __all__ = [
     "QUOTA_CODES",
     "THROTTLE_CODES",
     "ApiGuard",
+    "QuotaAfterNoCapacity",
+    "ThrottledAfterNoCapacity",
     "describe",
     "error_code",
     "provider_error",
@@ -83,6 +86,22 @@ AUTH_CODES = frozenset(
 _MESSAGE_LIMIT = 240
 
 
+class QuotaAfterNoCapacity(QuotaExceeded):
+    """A quota stopped the launch after other candidates had no capacity (``no_capacity`` names those)."""
+
+    def __init__(self, message: str, no_capacity: Sequence[Offering]) -> None:
+        super().__init__(message)
+        self.no_capacity = tuple(no_capacity)
+
+
+class ThrottledAfterNoCapacity(Throttled):
+    """Throttling stopped the launch after other candidates had no capacity (``no_capacity`` names those)."""
+
+    def __init__(self, retry_after: float, message: str, no_capacity: Sequence[Offering]) -> None:
+        super().__init__(retry_after, message)
+        self.no_capacity = tuple(no_capacity)
+
+
 def error_code(err: BaseException) -> str:
     """The AWS error code of a ClientError (``""`` for transport errors)."""
     if isinstance(err, botocore.exceptions.ClientError):
@@ -138,14 +157,16 @@ class ApiGuard:
                 remaining, f"{operation} is backing off after throttling; retry in {remaining:.1f}s"
             )
 
-    def throttled(self, operation: str, err: BaseException) -> Throttled:
-        """Record a throttling error and return the :class:`Throttled` to raise (the delay doubles per strike)."""
+    def throttled(self, operation: str, err: BaseException | str) -> Throttled:
+        """Record a throttling error (an exception, or the line describing it) and return the
+        :class:`Throttled` to raise (the delay doubles per strike)."""
         with self._lock:
             strikes = self._strikes[operation] = self._strikes.get(operation, 0) + 1
             ceiling = min(self.cap, self.base * 2 ** (strikes - 1))
             delay = ceiling * self.rng.uniform(0.5, 1.0)
             self._until[operation] = self.clock() + delay
-        return Throttled(delay, f"{operation} throttled ({describe(err)}); retry in {delay:.1f}s")
+        detail = err if isinstance(err, str) else describe(err)
+        return Throttled(delay, f"{operation} throttled ({detail}); retry in {delay:.1f}s")
 
     def succeeded(self, operation: str) -> None:
         """A call went through: the next throttle of ``operation`` starts from the shortest delay again."""

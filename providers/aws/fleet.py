@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.model import SPOT, Offering
-from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES
+from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES, ApiGuard
 from providers.aws.launch_template import TemplateRef
 
 __all__ = [
@@ -75,13 +75,17 @@ class FleetOutcome:
     throttled: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
 
-    def raise_for_failure(self, attempt: FleetAttempt) -> None:
-        """Raise the contract error this failed answer stands for."""
-        if self.no_capacity:
-            raise CapacityUnavailable(self.no_capacity)
+    def raise_for_failure(self, attempt: FleetAttempt, guard: ApiGuard | None = None) -> None:
+        """Raise the contract error this failed answer stands for (throttling backs off through ``guard``)."""
+        if self.throttled:
+            if guard is not None:
+                raise guard.throttled("CreateFleet", self.throttled[0])
+            raise Throttled(1.0, f"CreateFleet throttled ({self.throttled[0]})")
         if self.quota:
             raise QuotaExceeded(f"CreateFleet: {self.quota[0]}")
-        detail = (self.throttled or self.other or ["no instance and no error in the answer"])[0]
+        if self.no_capacity:
+            raise CapacityUnavailable(self.no_capacity)
+        detail = (self.other or ["no instance and no error in the answer"])[0]
         raise ProviderError(f"CreateFleet ({attempt.capacity_type}) launched nothing: {detail}")
 
 

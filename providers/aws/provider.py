@@ -16,7 +16,7 @@ import botocore.exceptions
 import structlog
 
 from autoscaler.catalog import CatalogError
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.config import Config
 from autoscaler.model import (
     LABEL_CLUSTER,
@@ -27,7 +27,16 @@ from autoscaler.model import (
     Offering,
 )
 from providers.aws.clients import ClientFactory, ClientOptions
-from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, ApiGuard, describe, error_code, provider_error
+from providers.aws.errors import (
+    CAPACITY_CODES,
+    QUOTA_CODES,
+    ApiGuard,
+    QuotaAfterNoCapacity,
+    ThrottledAfterNoCapacity,
+    describe,
+    error_code,
+    provider_error,
+)
 from providers.aws.fleet import (
     MAX_CANDIDATES,
     FleetAttempt,
@@ -159,27 +168,42 @@ class AwsProvider:
             )
             for capacity_type, offerings in by_type.items()
         ]
-        attempts, failed = plan_attempts(groups, subnets.by_zone)
+        attempts, unplaceable = plan_attempts(groups, subnets.by_zone)
+        if unplaceable:
+            # Not a capacity problem: nothing here can launch them, so they are not benched as if it were.
+            log.warning(
+                "aws_launch_candidates_without_subnet",
+                idempotency_token=request.token,
+                offerings=_keys(unplaceable),
+            )
         tags = self._tags(request)
+        no_capacity: list[Offering] = []
         for attempt in attempts:
             try:
                 outcome = self._create_fleet(attempt, request.token, tags, subnets.zone_of)
                 if outcome.instance_id:
                     return self._launched(outcome, request.token, tags)
-                if not outcome.no_capacity:
-                    outcome.raise_for_failure(attempt)
-                failed += outcome.no_capacity
-                if {o.key for o in attempt.offerings} - {o.key for o in outcome.no_capacity}:
-                    break  # some candidates of this kind were not tried: the re-plan falls back to them
+                no_capacity += outcome.no_capacity
+                if outcome.throttled or outcome.quota or not outcome.no_capacity:
+                    outcome.raise_for_failure(attempt, self.guard)
+            except (QuotaExceeded, Throttled) as err:
+                raise _after_no_capacity(err, no_capacity) from None
             except ProviderError as err:
-                if failed and not isinstance(err, CapacityUnavailable):
+                if no_capacity:
                     # Bench what had no capacity so the re-plan moves on; the other error is still reported.
                     raise CapacityUnavailable(
-                        failed, f"no capacity for {_keys(failed)}; then: {err}"
+                        no_capacity, f"no capacity for {_keys(no_capacity)}; then: {err}"
                     ) from None
                 raise
-        log.info("aws_launch_no_capacity", idempotency_token=request.token, offerings=_keys(failed))
-        raise CapacityUnavailable(failed or list(request.offerings))
+            if {o.key for o in attempt.offerings} - {o.key for o in outcome.no_capacity}:
+                break  # some candidates of this kind were not tried: the re-plan falls back to them
+        if no_capacity:
+            log.info("aws_launch_no_capacity", idempotency_token=request.token, offerings=_keys(no_capacity))
+            raise CapacityUnavailable(no_capacity)
+        raise ProviderError(
+            f"launch {request.token}: no candidate offering is in a zone with a configured subnet "
+            f"({_keys(unplaceable)}); subnets are in {', '.join(sorted(subnets.by_zone)) or 'no zone'}"
+        )
 
     def terminate(self, instance: Instance) -> None:
         """Terminate; an instance that is already gone is fine. Refuses another cluster's instance."""
@@ -353,3 +377,13 @@ class AwsProvider:
 
 def _keys(offerings: Sequence[Offering]) -> str:
     return ", ".join(o.key for o in offerings) or "none"
+
+
+def _after_no_capacity(err: ProviderError, no_capacity: Sequence[Offering]) -> ProviderError:
+    """A quota or throttling error that ended a launch, naming the candidates that had no capacity before."""
+    if not no_capacity:
+        return err
+    message = f"no capacity for {_keys(no_capacity)}; then: {err}"
+    if isinstance(err, Throttled):
+        return ThrottledAfterNoCapacity(err.retry_after, message, no_capacity)
+    return QuotaAfterNoCapacity(message, no_capacity)

@@ -276,6 +276,154 @@ def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(networ
     assert (no_spot.failed, no_spot.sent) == (1, 1)
 
 
+def no_spot_capacity() -> Fault:
+    return Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error("InsufficientInstanceCapacity", "There is no Spot capacity available.", 500),
+        when=lambda params: params.get("TargetCapacitySpecification.DefaultTargetCapacityType") == ["spot"],
+    )
+
+
+def on_demand_refused(code: str, message: str, status: int) -> Fault:
+    return Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(code, message, status),
+        when=lambda params: (
+            params.get("TargetCapacitySpecification.DefaultTargetCapacityType") == ["on-demand"]
+        ),
+    )
+
+
+def test_a_quota_on_the_on_demand_fallback_is_a_quota_error_naming_the_spot_offerings_without_capacity(
+    network, make
+):
+    quota = on_demand_refused("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed.", 400)
+    provider = make(aws_config(network), no_spot_capacity().hook, quota.hook)
+    with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded") as caught:
+        provider.launch(request(G5_SPOT, G5))
+    assert not isinstance(caught.value, CapacityUnavailable)
+    assert [o.key for o in caught.value.no_capacity] == ["g5.xlarge/us-east-1a/spot"]
+    assert running() == []
+
+
+def test_throttling_on_the_on_demand_fallback_is_throttled_naming_the_spot_offerings_without_capacity(
+    network, make
+):
+    throttled = on_demand_refused("RequestLimitExceeded", "Request limit exceeded.", 503)
+    provider = make(aws_config(network), no_spot_capacity().hook, throttled.hook, clock=Clock())
+    with pytest.raises(Throttled) as caught:
+        provider.launch(request(G5_SPOT, G5))
+    assert not isinstance(caught.value, CapacityUnavailable)
+    assert 0.5 <= caught.value.retry_after <= 1.0
+    assert [o.key for o in caught.value.no_capacity] == ["g5.xlarge/us-east-1a/spot"]
+
+
+def test_a_candidate_without_a_subnet_in_its_zone_is_not_reported_as_without_capacity(network, make):
+    ice = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "InsufficientInstanceCapacity",
+            "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
+            "(us-east-1a).",
+            500,
+        ),
+    )
+    nowhere = offering("g5.xlarge", "us-east-1c", price=0.9)  # no configured subnet in us-east-1c
+    with pytest.raises(CapacityUnavailable) as caught:
+        make(aws_config(network), ice.hook).launch(request(nowhere, G5))
+    assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
+
+
+def test_a_launch_with_no_candidate_in_a_subnets_zone_is_an_error_not_a_capacity_shortage(network, make):
+    fleets = spy("before-send.ec2.CreateFleet")
+    nowhere = offering("g5.xlarge", "us-east-1c", price=0.9)
+    with pytest.raises(
+        ProviderError, match="no candidate offering is in a zone with a configured subnet"
+    ) as e:
+        make(aws_config(network), fleets.hook).launch(request(nowhere))
+    assert not isinstance(e.value, CapacityUnavailable)
+    assert fleets.seen == 0
+
+
+def fleet_error_answer(network: Network, code: str, lifecycle: str = "on-demand") -> dict:
+    return {
+        "FleetId": "fleet-0123456789abcdef0",
+        "Instances": [],
+        "Errors": [
+            {
+                "LaunchTemplateAndOverrides": {
+                    "Overrides": {"InstanceType": "g5.xlarge", "SubnetId": network.subnets["us-east-1a"]}
+                },
+                "Lifecycle": lifecycle,
+                "ErrorCode": code,
+                "ErrorMessage": f"{code} for g5.xlarge.",
+            }
+        ],
+    }
+
+
+def test_throttling_inside_fleet_errors_is_throttled_and_backs_off(network, make):
+    clock = Clock()
+    provider = make(aws_config(network), clock=clock)
+    stubber = Stubber(provider.clients.client("ec2", launch=True))
+    stubber.add_response("create_fleet", fleet_error_answer(network, "RequestLimitExceeded"))
+    with stubber:
+        with pytest.raises(Throttled) as caught:
+            provider.launch(request(G5))
+        assert not isinstance(caught.value, CapacityUnavailable)
+        with pytest.raises(Throttled, match="backing off"):
+            provider.launch(request(G5))  # refused without calling EC2: the Stubber has no second answer
+    stubber.assert_no_pending_responses()
+
+
+def test_unfulfillable_capacity_in_fleet_errors_names_that_offering(network, make):
+    provider = make(aws_config(network))
+    stubber = Stubber(provider.clients.client("ec2", launch=True))
+    stubber.add_response("create_fleet", fleet_error_answer(network, "UnfulfillableCapacity"))
+    with stubber, pytest.raises(CapacityUnavailable) as caught:
+        provider.launch(request(G5, G6))
+    assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
+
+
+def test_too_many_spot_instances_is_no_capacity_for_the_spot_offerings(network, make):
+    limit = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "MaxSpotInstanceCountExceeded", "Max spot instance count exceeded for this account.", 400
+        ),
+    )
+    spot_g6 = offering("g6.xlarge", "us-east-1b", SPOT, price=0.5)
+    with pytest.raises(CapacityUnavailable) as caught:
+        make(aws_config(network), limit.hook).launch(request(G5_SPOT, spot_g6))
+    assert sorted(o.key for o in caught.value.offerings) == [
+        "g5.xlarge/us-east-1a/spot",
+        "g6.xlarge/us-east-1b/spot",
+    ]
+
+
+def test_at_most_60_candidates_are_offered_to_ec2(network, make):
+    fleets = spy("before-send.ec2.CreateFleet")
+    candidates = [
+        offering(f"{family}.{size}", zone, price=0.05 * (i + 1), gpus=0)
+        for i, (family, size, zone) in enumerate(
+            (family, size, zone)
+            for family in ("m6i", "m5", "c6i", "r6i", "m7i", "c5")
+            for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")
+            for zone in ("us-east-1a", "us-east-1b")
+        )
+    ]
+    assert len(candidates) == 72
+    make(aws_config(network), fleets.hook).launch(request(*candidates))
+    [params] = fleets.params
+    offered = sorted(
+        (params[k][0], params[k.replace("InstanceType", "SubnetId")][0])
+        for k in params
+        if k.endswith(".InstanceType")
+    )
+    # The 60 cheapest (the request lists them cheapest first), each in its zone's subnet.
+    assert offered == sorted((o.instance_type, network.subnets[o.zone]) for o in candidates[:60])
+
+
 def test_an_account_limit_is_a_quota_error(network, make):
     limit = Fault(
         "before-send.ec2.CreateFleet",

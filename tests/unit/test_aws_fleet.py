@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.model import ON_DEMAND, Offering
 from providers.aws.fleet import (
     FleetAttempt,
@@ -92,6 +92,22 @@ def test_quota_and_unknown_errors_raise_their_own_kind():
     odd = read_fleet_response({"Errors": [error("InvalidFleetConfiguration")]}, ATTEMPT, ZONES)
     with pytest.raises(ProviderError, match="launched nothing: InvalidFleetConfiguration"):
         odd.raise_for_failure(ATTEMPT)
+
+
+def test_a_throttling_code_among_fleet_errors_is_throttled_not_capacity():
+    outcome = read_fleet_response(
+        {
+            "Errors": [
+                error("RequestLimitExceeded", "g5.xlarge", "subnet-a"),
+                error("InsufficientInstanceCapacity", "g6.xlarge", "subnet-a"),
+            ]
+        },
+        ATTEMPT,
+        ZONES,
+    )
+    assert outcome.no_capacity == [G6_A]
+    with pytest.raises(Throttled, match="RequestLimitExceeded happened"):
+        outcome.raise_for_failure(ATTEMPT)
 
 
 def test_a_whole_call_capacity_message_names_the_type_and_zone():
