@@ -37,11 +37,14 @@ _DECIMAL = {
 }
 _QUANTITY_RE = re.compile(
     r"^(?P<sign>[+-])?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))$"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))\Z"
 )
 
-# The API server stores quantities as int64 of their scaled form; anything beyond that is not a real request.
-MAX_MILLI = 2**63 - 1
+# Kubernetes: "no quantity may represent a number greater than 2^63-1 in magnitude" (the API server caps it
+# there). tidal keeps amounts as Python integers of milli-units, which hold that whole range (1E, 8Ei - 1,
+# memory far above 8 PiB); beyond it a value is an error rather than silently capped.
+MAX_UNITS = 2**63 - 1
+MAX_MILLI = MAX_UNITS * 1000
 
 
 class QuantityError(ValueError):
@@ -61,9 +64,11 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return parse_quantity(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
-    text = value.strip()
-    match = _QUANTITY_RE.match(text)
+    match = _QUANTITY_RE.match(value)
     if match is None:
+        if value != value.strip():
+            # As Kubernetes' ParseQuantity: a quantity has no spaces around it.
+            raise QuantityError(f"{value!r} is not a quantity (remove the spaces)")
         raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 1.5, 16Gi, 1e3)")
     number = Fraction(match.group("number"))
     if match.group("binary"):
@@ -100,7 +105,7 @@ def _milli(value: str | int | float) -> int:
     if rounded != milli:
         rounded += 1
     if abs(rounded) > MAX_MILLI:
-        raise QuantityError(f"{value!r} is out of range")
+        raise QuantityError(f"{value!r} is out of range (Kubernetes quantities stop at 2^63-1)")
     return rounded
 
 

@@ -22,6 +22,14 @@ MIB = 2**20 * MILLI
 GIB = 2**30 * MILLI
 
 
+def is_extended(name: str) -> bool:
+    """An extended resource (``nvidia.com/gpu``): a domain-prefixed name outside ``kubernetes.io/``.
+
+    Kubernetes only accepts whole amounts of these.
+    """
+    return "/" in name and "kubernetes.io/" not in name
+
+
 class Resources(Mapping[str, int]):
     """Resource name → amount in milli-units. Zero entries are dropped so equal bags compare equal."""
 
@@ -59,6 +67,11 @@ class Resources(Mapping[str, int]):
             amount = to_milli(raw, field=f"{field}.{name}")
             if amount < 0:
                 raise QuantityError(f"{field}.{name}: {raw!r} is negative")
+            if amount % MILLI and is_extended(name):
+                # As the API server: a device (a GPU, a NIC) is never split between containers.
+                raise QuantityError(
+                    f"{field}.{name}: {raw!r} is not a whole number (extended resources are whole devices)"
+                )
             out[str(name)] = amount
         return cls(out)
 

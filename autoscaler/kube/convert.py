@@ -1,14 +1,16 @@
 """Kubernetes JSON (as dicts) → the decision core's model.
 
 Both the offline snapshot loader and the informers decode raw JSON straight into these values; generated
-``V1Pod`` objects are never built (they are slow and not needed). Every error names the object and field.
+``V1Pod`` objects are never built (they are slow and not needed). Every error names the object, the field
+path (``spec.tolerations[0]``) and the value. The checks that make this so are ``type(x) is dict`` tests on
+the way and, for anything rarer, a path added in the ``except`` branch: decoding 100,000 pods stays cheap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from autoscaler.model import (
     Condition,
@@ -30,97 +32,255 @@ from autoscaler.resources import EMPTY, Resources
 POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+T = TypeVar("T")
 
 
 class ConversionError(ValueError):
-    """A Kubernetes object that cannot be understood; the message names the object and field."""
+    """A Kubernetes object that cannot be understood; the message names the object, field and value."""
+
+
+class FieldError(ValueError):
+    """One field of an object is wrong: ``path`` (``spec.tolerations[0]``) and what is wrong with it."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(path, problem)
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}" if self.path else self.problem
+
+    def under(self, prefix: str) -> FieldError:
+        """The same error seen from the object that contains the field (``prefix`` is its path)."""
+        if not self.path:
+            return FieldError(prefix, self.problem)
+        sep = "" if self.path.startswith("[") else "."
+        return FieldError(f"{prefix}{sep}{self.path}", self.problem)
+
+
+def _got(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- time -------------------------------------------------------------------------------------------
+
+
+def _epoch(value: str) -> float | None:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None  # RFC 3339 always carries Z or an offset; a local time would depend on the machine
+    return parsed.timestamp()
 
 
 def parse_time(value: object) -> float | None:
-    """RFC 3339 timestamp → epoch seconds (``None`` when absent)."""
-    if value in (None, ""):
+    """RFC 3339 timestamp → epoch seconds; ``None`` when absent *or not a timestamp* (never raises).
+
+    For values tidal reads back from its own annotations (``tidal.dev/unneeded-since``) and leases, where a
+    mangled value must mean "start counting again", not stop a reconcile.
+    """
+    if type(value) is not str or not value:
         return None
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a timestamp")
-    text = value.replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    return _epoch(value)
 
 
-def _map(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def parse_timestamp(value: object, field: str) -> float | None:
+    """A timestamp field of an object: ``None`` when absent; anything else but RFC 3339 is a FieldError."""
+    if value is None or value == "":
+        return None
+    if type(value) is str:
+        epoch = _epoch(value)
+        if epoch is not None:
+            return epoch
+    raise FieldError(field, f"{_got(value)} is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)")
+
+
+# --- fields -----------------------------------------------------------------------------------------
+
+
+def _map(obj: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
     value = obj.get(key)
     if value is None:
         return {}
     if type(value) is not dict and not isinstance(value, Mapping):
-        raise ValueError(f"{key}: expected a map, got {type(value).__name__}")
+        raise FieldError(where + key, f"expected a map, got {_got(value)}")
     return value
 
 
-def _list(obj: Mapping[str, Any], key: str) -> Sequence[Any]:
+def _list(obj: Mapping[str, Any], key: str, where: str = "") -> Sequence[Any]:
     value = obj.get(key)
     if value is None:
         return ()
     if type(value) is not list:
-        raise ValueError(f"{key}: expected a list, got {type(value).__name__}")
+        raise FieldError(where + key, f"expected a list, got {_got(value)}")
     return value
 
 
-def _str_map(obj: Mapping[str, Any], key: str) -> Mapping[str, str]:
-    raw = _map(obj, key)
+def _maps(obj: Mapping[str, Any], key: str, where: str = "") -> Sequence[Mapping[str, Any]]:
+    """A list whose entries are all maps (containers, tolerations, conditions, …)."""
+    value = _list(obj, key, where)
+    for i, entry in enumerate(value):
+        if type(entry) is not dict and not isinstance(entry, Mapping):
+            raise FieldError(f"{where}{key}[{i}]", f"expected a map, got {_got(entry)}")
+    return value
+
+
+def _str_map(obj: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, str]:
+    raw = _map(obj, key, where)
     if type(raw) is dict and all(type(v) is str for v in raw.values()):
         return raw  # JSON maps of strings are used as they are: nothing in tidal mutates them
-    return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if isinstance(v, (Mapping, list)):
+            raise FieldError(f"{where}{key}.{k}", f"expected a string, got {_got(v)}")
+        out[str(k)] = "" if v is None else str(v)
+    return out
+
+
+def _int(obj: Mapping[str, Any], key: str, default: int, where: str = "") -> int:
+    value = obj.get(key)
+    if type(value) is int:
+        return value
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if type(value) is str:
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise FieldError(where + key, f"expected an integer, got {_got(value)}")
+
+
+def _name(meta: Mapping[str, Any]) -> str:
+    name = meta.get("name")
+    if type(name) is not str or not name:
+        raise FieldError("metadata.name", "missing" if not name else f"expected a string, got {_got(name)}")
+    return name
 
 
 def _ident(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    kind = obj.get("kind", "object")
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    kind = obj.get("kind", "object") if isinstance(obj, Mapping) else "object"
     name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
     ns = meta.get("namespace") if isinstance(meta, Mapping) else None
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
-def _guard(obj: Mapping[str, Any], fn: Any) -> Any:
+def _guard(obj: Mapping[str, Any], fn: Callable[[Mapping[str, Any]], T]) -> T:
+    if type(obj) is not dict and not isinstance(obj, Mapping):
+        raise ConversionError(f"expected a Kubernetes object (a map), got {_got(obj)}")
     try:
         return fn(obj)
-    except (ValueError, TypeError, KeyError, AttributeError, QuantityError) as err:
+    except (FieldError, QuantityError) as err:
         raise ConversionError(f"{_ident(obj)}: {err}") from None
+    except KeyError as err:  # not expected: every field above is checked; keep the message useful anyway
+        raise ConversionError(f"{_ident(obj)}: field {err.args[0]!r} is missing") from None
+    except (ValueError, TypeError, AttributeError) as err:
+        raise ConversionError(f"{_ident(obj)}: malformed object ({err})") from None
+
+
+# --- scheduling constraints ---------------------------------------------------------------------------
 
 
 def requirement(raw: Mapping[str, Any]) -> Requirement:
-    """One ``matchExpressions`` entry."""
-    op = raw.get("operator", "")
-    if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-        raise ValueError(f"operator {op!r} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt")
-    return Requirement(str(raw["key"]), op, tuple(str(v) for v in raw.get("values") or ()))
+    """One ``matchExpressions`` entry (a FieldError's path is relative to the entry)."""
+    op = raw.get("operator")
+    if op not in OPERATORS:
+        raise FieldError("operator", f"{_got(op)} is not one of {', '.join(OPERATORS)}")
+    key = raw.get("key")
+    if type(key) is not str or not key:
+        raise FieldError("key", "missing" if not key else f"expected a string, got {_got(key)}")
+    values = _list(raw, "values")
+    for i, v in enumerate(values):
+        if isinstance(v, (Mapping, list)) or v is None:
+            raise FieldError(f"values[{i}]", f"expected a string, got {_got(v)}")
+    if op in ("Exists", "DoesNotExist"):
+        if values:
+            raise FieldError("values", f"must be empty for operator {op}")
+    elif not values:
+        raise FieldError("values", f"must not be empty for operator {op}")
+    elif op in ("Gt", "Lt") and len(values) != 1:
+        raise FieldError("values", f"must have exactly one value for operator {op}")
+    return Requirement(key, op, tuple(str(v) for v in values))
 
 
-def required_affinity(spec: Mapping[str, Any]) -> tuple[tuple[Requirement, ...], ...]:
+def _requirements(term: Mapping[str, Any], key: str, where: str) -> list[Requirement]:
+    out = []
+    for i, e in enumerate(_maps(term, key, where)):
+        try:
+            out.append(requirement(e))
+        except FieldError as err:
+            raise err.under(f"{where}{key}[{i}]") from None
+    return out
+
+
+def required_affinity(spec: Mapping[str, Any], where: str = "spec.") -> tuple[tuple[Requirement, ...], ...]:
     """``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` as OR-of-AND terms."""
-    node_affinity = _map(_map(spec, "affinity"), "nodeAffinity")
-    required = _map(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+    affinity = spec.get("affinity")
+    if not affinity:
+        return ()
+    prefix = where + "affinity."
+    node_affinity = _map(_map(spec, "affinity", where), "nodeAffinity", prefix)
+    prefix += "nodeAffinity."
+    required = _map(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", prefix)
+    prefix += "requiredDuringSchedulingIgnoredDuringExecution."
     terms = []
-    for term in _list(required, "nodeSelectorTerms"):
-        reqs = [requirement(e) for e in term.get("matchExpressions") or ()]
+    for i, term in enumerate(_maps(required, "nodeSelectorTerms", prefix)):
+        at = f"{prefix}nodeSelectorTerms[{i}]."
+        reqs = _requirements(term, "matchExpressions", at)
         # matchFields only supports metadata.name; a new node's name is unknown, so keep it as a label key.
-        reqs += [requirement({**e, "key": "metadata.name"}) for e in term.get("matchFields") or ()]
+        fields = _requirements(term, "matchFields", at)
+        reqs += [Requirement("metadata.name", r.operator, r.values) for r in fields]
         terms.append(tuple(reqs))
     return tuple(terms)
 
 
-def tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
-            key=t.get("key") or "",
-            operator=t.get("operator") or "Equal",
-            value=t.get("value") or "",
-            effect=t.get("effect") or "",
-        )
-        for t in _list(spec, "tolerations")
+def _str_field(obj: Mapping[str, Any], key: str, default: str = "") -> str:
+    value = obj.get(key)
+    if type(value) is str:
+        return value or default
+    if value is None:
+        return default
+    if isinstance(value, (Mapping, list)):
+        raise FieldError(key, f"expected a string, got {_got(value)}")
+    return str(value)
+
+
+def _toleration(t: Mapping[str, Any]) -> Toleration:
+    return Toleration(
+        key=_str_field(t, "key"),
+        operator=_str_field(t, "operator", "Equal"),
+        value=_str_field(t, "value"),
+        effect=_str_field(t, "effect"),
     )
 
 
+def tolerations(spec: Mapping[str, Any], where: str = "spec.") -> tuple[Toleration, ...]:
+    out = []
+    for i, t in enumerate(_maps(spec, "tolerations", where)):
+        try:
+            out.append(_toleration(t))
+        except FieldError as err:
+            raise err.under(f"{where}tolerations[{i}]") from None
+    return tuple(out)
+
+
+# --- resources ----------------------------------------------------------------------------------------
+
+
 def _container_requests(container: Mapping[str, Any], field: str) -> Resources:
-    resources = _map(container, "resources")
+    resources = container.get("resources")
+    if not resources:
+        return EMPTY
+    if type(resources) is not dict and not isinstance(resources, Mapping):
+        raise FieldError(f"{field}.resources", f"expected a map, got {_got(resources)}")
     requests = resources.get("requests")
     limits = resources.get("limits")
     parsed = Resources.parse(requests, field=f"{field}.resources.requests") if requests else EMPTY
@@ -133,18 +293,18 @@ def _container_requests(container: Mapping[str, Any], field: str) -> Resources:
     return parsed
 
 
-def pod_requests(spec: Mapping[str, Any]) -> Resources:
+def pod_requests(spec: Mapping[str, Any], where: str = "spec.") -> Resources:
     """max(sum of containers + restartable init containers, largest init container) + overhead."""
-    containers = _list(spec, "containers")
+    containers = _maps(spec, "containers", where)
     if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
-        return _container_requests(containers[0], "spec.containers[0]")  # the common case, kept cheap
+        return _container_requests(containers[0], f"{where}containers[0]")  # the common case, kept cheap
     total = EMPTY
     for i, c in enumerate(containers):
-        total = total + _container_requests(c, f"spec.containers[{i}]")
+        total = total + _container_requests(c, f"{where}containers[{i}]")
     init_peak = EMPTY
     sidecars = EMPTY
-    for i, c in enumerate(_list(spec, "initContainers")):
-        req = _container_requests(c, f"spec.initContainers[{i}]")
+    for i, c in enumerate(_maps(spec, "initContainers", where)):
+        req = _container_requests(c, f"{where}initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             # A sidecar keeps running, so it adds to everything that starts after it.
             sidecars = sidecars + req
@@ -154,12 +314,15 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     total = (total + sidecars).maximum(init_peak)
     overhead = spec.get("overhead")
     if overhead:
-        total = total + Resources.parse(overhead, field="spec.overhead")
+        total = total + Resources.parse(overhead, field=f"{where}overhead")
     return total
 
 
+# --- objects ------------------------------------------------------------------------------------------
+
+
 def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
-    refs = _list(meta, "ownerReferences")
+    refs = _maps(meta, "ownerReferences", "metadata.")
     chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     if chosen is None:
         return None
@@ -170,53 +333,87 @@ def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
     )
 
 
-def _pod(obj: Mapping[str, Any]) -> Pod:
-    meta = _map(obj, "metadata")
-    spec = _map(obj, "spec")
-    status = _map(obj, "status")
+def _scheduled(status: Mapping[str, Any]) -> Condition | None:
     scheduled = None
-    for cond in _list(status, "conditions"):
+    for i, cond in enumerate(_maps(status, "conditions", "status.")):
         if cond.get("type") == "PodScheduled":
             scheduled = Condition(
                 status=str(cond.get("status", "")),
                 reason=str(cond.get("reason") or ""),
                 message=str(cond.get("message") or ""),
-                last_transition=parse_time(cond.get("lastTransitionTime")),
+                last_transition=parse_timestamp(
+                    cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
+                ),
             )
-    annotations = _str_map(meta, "annotations")
-    local = any(
-        ("emptyDir" in v and (v.get("emptyDir") or {}).get("medium") != "Memory") or "hostPath" in v
-        for v in _list(spec, "volumes")
-    )
+    return scheduled
+
+
+def _local_storage(spec: Mapping[str, Any]) -> bool:
+    """A volume whose data lives on the node's disk (emptyDir not in memory, hostPath)."""
+    for i, v in enumerate(_maps(spec, "volumes", "spec.")):
+        if "hostPath" in v:
+            return True
+        if "emptyDir" in v:
+            empty_dir = v["emptyDir"]
+            if empty_dir is None:
+                return True
+            if not isinstance(empty_dir, Mapping):
+                raise FieldError(f"spec.volumes[{i}].emptyDir", f"expected a map, got {_got(empty_dir)}")
+            if empty_dir.get("medium") != "Memory":
+                return True
+    return False
+
+
+def _pod(obj: Mapping[str, Any]) -> Pod:
+    meta = _map(obj, "metadata")
+    spec = _map(obj, "spec")
+    status = _map(obj, "status")
+    annotations = _str_map(meta, "annotations", "metadata.")
     return Pod(
         namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
+        name=_name(meta),
         uid=str(meta.get("uid") or ""),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        labels=_str_map(meta, "labels"),
+        created=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+        labels=_str_map(meta, "labels", "metadata."),
         annotations=annotations,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
-        scheduling_gates=tuple(str(g.get("name", "")) for g in _list(spec, "schedulingGates")),
-        scheduled=scheduled,
+        scheduling_gates=tuple(str(g.get("name", "")) for g in _maps(spec, "schedulingGates", "spec.")),
+        scheduled=_scheduled(status),
         requests=pod_requests(spec),
-        node_selector=_str_map(spec, "nodeSelector"),
+        node_selector=_str_map(spec, "nodeSelector", "spec."),
         affinity=required_affinity(spec),
         tolerations=tolerations(spec),
         owner=owner(meta),
-        priority=int(spec.get("priority") or 0),
-        local_storage=local,
+        priority=_int(spec, "priority", 0, "spec."),
+        local_storage=_local_storage(spec),
         mirror=MIRROR_ANNOTATION in annotations,
         terminating=meta.get("deletionTimestamp") is not None,
-        grace_period_s=int(spec.get("terminationGracePeriodSeconds") or 30),
+        grace_period_s=_int(spec, "terminationGracePeriodSeconds", 30, "spec."),
     )
 
 
 def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
     """A ``v1.Pod`` JSON object."""
-    result: Pod = _guard(obj, _pod)
-    return result
+    return _guard(obj, _pod)
+
+
+def _taint(t: Mapping[str, Any]) -> Taint:
+    key = t.get("key")
+    if type(key) is not str or not key:
+        raise FieldError("key", "missing" if not key else f"expected a string, got {_got(key)}")
+    return Taint(key, _str_field(t, "value"), _str_field(t, "effect", "NoSchedule"))
+
+
+def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(_maps(spec, "taints", "spec.")):
+        try:
+            out.append(_taint(t))
+        except FieldError as err:
+            raise err.under(f"spec.taints[{i}]") from None
+    return tuple(out)
 
 
 def _node(obj: Mapping[str, Any]) -> Node:
@@ -225,20 +422,20 @@ def _node(obj: Mapping[str, Any]) -> Node:
     status = _map(obj, "status")
     ready = False
     ready_since = None
-    for cond in _list(status, "conditions"):
+    for i, cond in enumerate(_maps(status, "conditions", "status.")):
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-            ready_since = parse_time(cond.get("lastTransitionTime")) if ready else None
+            since = parse_timestamp(
+                cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
+            )
+            ready_since = since if ready else None
     return Node(
-        name=str(meta["name"]),
+        name=_name(meta),
         uid=str(meta.get("uid") or ""),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        labels=_str_map(meta, "labels"),
-        annotations=_str_map(meta, "annotations"),
-        taints=tuple(
-            Taint(str(t["key"]), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
-            for t in _list(spec, "taints")
-        ),
+        created=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+        labels=_str_map(meta, "labels", "metadata."),
+        annotations=_str_map(meta, "annotations", "metadata."),
+        taints=_taints(spec),
         capacity=Resources.parse(status.get("capacity"), field="status.capacity"),
         allocatable=Resources.parse(status.get("allocatable"), field="status.allocatable"),
         provider_id=str(spec.get("providerID") or ""),
@@ -251,16 +448,18 @@ def _node(obj: Mapping[str, Any]) -> Node:
 
 def node_from_dict(obj: Mapping[str, Any]) -> Node:
     """A ``v1.Node`` JSON object."""
-    result: Node = _guard(obj, _node)
-    return result
+    return _guard(obj, _node)
 
 
-def label_selector(raw: Mapping[str, Any] | None) -> tuple[Requirement, ...] | None:
+def label_selector(raw: object, where: str = "selector") -> tuple[Requirement, ...] | None:
     """A ``LabelSelector`` as requirements; ``None`` for an absent selector (selects nothing)."""
     if raw is None:
         return None
-    reqs = [Requirement(str(k), "In", (str(v),)) for k, v in (raw.get("matchLabels") or {}).items()]
-    reqs += [requirement(e) for e in raw.get("matchExpressions") or ()]
+    if type(raw) is not dict and not isinstance(raw, Mapping):
+        raise FieldError(where, f"expected a map, got {_got(raw)}")
+    labels = _str_map(raw, "matchLabels", f"{where}.")
+    reqs = [Requirement(str(k), "In", (v,)) for k, v in labels.items()]
+    reqs += _requirements(raw, "matchExpressions", f"{where}.")
     return tuple(reqs)
 
 
@@ -268,46 +467,46 @@ def _pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
     meta = _map(obj, "metadata")
     return DisruptionBudget(
         namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
-        selector=label_selector(_map(obj, "spec").get("selector")),
-        disruptions_allowed=int(_map(obj, "status").get("disruptionsAllowed") or 0),
+        name=_name(meta),
+        selector=label_selector(_map(obj, "spec").get("selector"), "spec.selector"),
+        disruptions_allowed=_int(_map(obj, "status"), "disruptionsAllowed", 0, "status."),
     )
 
 
 def pdb_from_dict(obj: Mapping[str, Any]) -> DisruptionBudget:
     """A ``policy/v1`` PodDisruptionBudget."""
-    result: DisruptionBudget = _guard(obj, _pdb)
-    return result
+    return _guard(obj, _pdb)
 
 
 def _daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     meta = _map(obj, "metadata")
-    template_spec = _map(_map(_map(obj, "spec"), "template"), "spec")
+    template = _map(_map(obj, "spec"), "template", "spec.")
+    where = "spec.template.spec."
+    template_spec = _map(template, "spec", "spec.template.")
     return DaemonSet(
         namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
-        requests=pod_requests(template_spec),
-        node_selector=_str_map(template_spec, "nodeSelector"),
-        affinity=required_affinity(template_spec),
-        tolerations=tolerations(template_spec),
+        name=_name(meta),
+        requests=pod_requests(template_spec, where),
+        node_selector=_str_map(template_spec, "nodeSelector", where),
+        affinity=required_affinity(template_spec, where),
+        tolerations=tolerations(template_spec, where),
     )
 
 
 def daemonset_from_dict(obj: Mapping[str, Any]) -> DaemonSet:
     """An ``apps/v1`` DaemonSet (its pod template is what every new node will run)."""
-    result: DaemonSet = _guard(obj, _daemonset)
-    return result
+    return _guard(obj, _daemonset)
 
 
 def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
     meta = _map(obj, "metadata")
     spec = _map(obj, "spec")
-    min_member = int(spec.get("minMember") or 1)
+    min_member = _int(spec, "minMember", 1, "spec.") or 1
     if min_member < 1:
-        raise ValueError(f"spec.minMember: {min_member} is below 1")
+        raise FieldError("spec.minMember", f"{min_member} is below 1")
     return PodGroup(
         namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
+        name=_name(meta),
         min_member=min_member,
         queue=str(spec.get("queue") or ""),
     )
@@ -315,34 +514,41 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
 
 def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
     """A KAI PodGroup."""
-    result: PodGroup = _guard(obj, _podgroup)
-    return result
+    return _guard(obj, _podgroup)
 
 
-def _limit(value: object) -> int | None:
+def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
+    """A KAI queue quota or limit: a number of GPUs, -1 (or any negative) for none."""
+    value = gpu.get(key)
     if value is None:
         return None
-    number = float(str(value))
+    if type(value) is int:
+        return None if value < 0 else value
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise FieldError(f"spec.resources.gpu.{key}", f"expected a number of GPUs, got {_got(value)}")
     return None if number < 0 else int(number)
 
 
 def _queue(obj: Mapping[str, Any]) -> Queue:
     meta = _map(obj, "metadata")
     spec = _map(obj, "spec")
-    gpu = _map(_map(spec, "resources"), "gpu")
+    gpu = _map(_map(spec, "resources", "spec."), "gpu", "spec.resources.")
     return Queue(
-        name=str(meta["name"]),
+        name=_name(meta),
         parent=str(spec.get("parentQueue") or ""),
         gpu=QueueLimits(
-            quota=_limit(gpu.get("quota")),
-            limit=_limit(gpu.get("limit")),
-            over_quota_weight=int(gpu.get("overQuotaWeight") or 1),
+            quota=_limit(gpu, "quota"),
+            limit=_limit(gpu, "limit"),
+            over_quota_weight=_int(gpu, "overQuotaWeight", 1, "spec.resources.gpu.") or 1,
         ),
-        priority=int(spec.get("priority") or 0),
+        priority=_int(spec, "priority", 0, "spec."),
     )
 
 
 def queue_from_dict(obj: Mapping[str, Any]) -> Queue:
     """A KAI Queue."""
-    result: Queue = _guard(obj, _queue)
-    return result
+    return _guard(obj, _queue)

@@ -59,3 +59,28 @@ def test_formatting_round_trips_whole_and_milli_values():
     assert format_quantity(2000) == "2"
     assert format_memory(to_milli("16Gi")) == "16Gi"
     assert format_memory(to_milli("1536Mi")) == "1536Mi"
+
+
+@pytest.mark.parametrize("spaced", [" 1", "1 ", "500m\n", "\t2Gi"])
+def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does(spaced):
+    with pytest.raises(QuantityError, match=r"is not a quantity \(remove the spaces\)"):
+        to_milli(spaced, field="resources.requests.cpu")
+
+
+@pytest.mark.parametrize(
+    ("text", "units"),
+    [
+        ("1E", 10**18),
+        ("10Pi", 10 * 2**50),  # memory above 8 PiB
+        ("7Ei", 7 * 2**60),
+        ("9223372036854775807", 2**63 - 1),  # the largest quantity Kubernetes represents
+    ],
+)
+def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text, units):
+    assert to_milli(text) == units * 1000
+
+
+@pytest.mark.parametrize("too_big", ["8Ei", "9223372036854775808", "1e19"])
+def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big):
+    with pytest.raises(QuantityError, match=rf"^status.capacity.memory: '{too_big}' is out of range"):
+        to_milli(too_big, field="status.capacity.memory")

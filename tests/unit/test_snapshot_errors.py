@@ -1,0 +1,244 @@
+"""A malformed object in a snapshot (or from the API) is one line naming the object, the field path and the value.
+
+The same decoders serve `tidal plan` and the daemon's informers: for the daemon, a ConversionError is what lets
+the informer skip that one object with a logged error and keep watching.
+"""
+
+import pytest
+import yaml
+
+from autoscaler.cli import main
+from autoscaler.kube.convert import (
+    ConversionError,
+    node_from_dict,
+    parse_time,
+    pdb_from_dict,
+    pod_from_dict,
+    podgroup_from_dict,
+    queue_from_dict,
+)
+from autoscaler.snapshot import SnapshotError, read_snapshots
+from tests.builders import node, pdb, pod, podgroup, queue
+
+REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def p1(**changes):
+    """Pod default/p1 with ``changes`` applied as {"spec.priority": value} style paths."""
+    obj = pod("p1", gpu=1, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    return _apply(obj, changes)
+
+
+def _apply(obj, changes):
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        target = obj
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return obj
+
+
+def affinity(terms):
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+POD_CASES = [
+    pytest.param(
+        {"spec.affinity": affinity([{"matchExpressions": [{"operator": "Exists"}]}])},
+        f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0].key: missing",
+        id="requirement-without-key",
+    ),
+    pytest.param(
+        {"spec.affinity": affinity(["x"])},
+        f"{REQUIRED}.nodeSelectorTerms[0]: expected a map, got 'x'",
+        id="node-selector-term-not-a-map",
+    ),
+    pytest.param(
+        {
+            "spec.affinity": affinity(
+                [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "Is", "values": ["arm64"]}]}]
+            )
+        },
+        f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0].operator: 'Is' is not one of In, NotIn, "
+        "Exists, DoesNotExist, Gt, Lt",
+        id="unknown-operator",
+    ),
+    pytest.param(
+        {
+            "spec.affinity": affinity(
+                [
+                    {
+                        "matchExpressions": [
+                            {"key": "tidal.dev/gpu-count", "operator": "Gt", "values": ["1", "2"]}
+                        ]
+                    }
+                ]
+            )
+        },
+        f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0].values: must have exactly one value for "
+        "operator Gt",
+        id="gt-with-two-values",
+    ),
+    pytest.param(
+        {"spec.tolerations": ["x"]}, "spec.tolerations[0]: expected a map, got 'x'", id="toleration"
+    ),
+    pytest.param(
+        {"spec.tolerations": {"key": "nvidia.com/gpu"}},
+        "spec.tolerations: expected a list, got {'key': 'nvidia.com/gpu'}",
+        id="tolerations-not-a-list",
+    ),
+    pytest.param(
+        {"metadata.ownerReferences": ["x"]},
+        "metadata.ownerReferences[0]: expected a map, got 'x'",
+        id="owner",
+    ),
+    pytest.param({"spec.containers": ["x"]}, "spec.containers[0]: expected a map, got 'x'", id="container"),
+    pytest.param(
+        {"spec.containers": [{"name": "main", "resources": "lots"}]},
+        "spec.containers[0].resources: expected a map, got 'lots'",
+        id="container-resources",
+    ),
+    pytest.param({"spec.priority": "high"}, "spec.priority: expected an integer, got 'high'", id="priority"),
+    pytest.param(
+        {"spec.terminationGracePeriodSeconds": "soon"},
+        "spec.terminationGracePeriodSeconds: expected an integer, got 'soon'",
+        id="grace-period",
+    ),
+    pytest.param(
+        {
+            "status.conditions": [
+                {"type": "PodScheduled", "status": "False", "lastTransitionTime": "yesterday"}
+            ]
+        },
+        "status.conditions[0].lastTransitionTime: 'yesterday' is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)",
+        id="last-transition-time",
+    ),
+    pytest.param(
+        {"metadata.creationTimestamp": "2026-11-20T10:00:00"},
+        "metadata.creationTimestamp: '2026-11-20T10:00:00' is not an RFC 3339 time",
+        id="timestamp-without-zone",
+    ),
+    pytest.param(
+        {"status.conditions": ["x"]}, "status.conditions[0]: expected a map, got 'x'", id="condition"
+    ),
+    pytest.param(
+        {"spec.volumes": ["scratch"]}, "spec.volumes[0]: expected a map, got 'scratch'", id="volume"
+    ),
+    pytest.param(
+        {"spec.schedulingGates": "wait"}, "spec.schedulingGates: expected a list, got 'wait'", id="gates"
+    ),
+    pytest.param(
+        {"metadata.labels": {"app": {"name": "web"}}},
+        "metadata.labels.app: expected a string, got {'name': 'web'}",
+        id="label-value",
+    ),
+    pytest.param(
+        {"spec.nodeSelector": ["gpu=true"]},
+        "spec.nodeSelector: expected a map, got ['gpu=true']",
+        id="selector",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), POD_CASES)
+def test_a_malformed_pod_names_the_field_path_and_value(changes, message):
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(p1(**changes))
+    assert str(err.value).startswith(f"Pod default/p1: {message}")
+
+
+def test_a_fractional_gpu_request_is_rejected_as_the_api_server_does():
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(pod("p1", extra_requests={"nvidia.com/gpu": "0.5"}))
+    assert str(err.value) == (
+        "Pod default/p1: spec.containers[0].resources.requests.nvidia.com/gpu: '0.5' is not a whole number "
+        "(extended resources are whole devices)"
+    )
+
+
+def test_a_node_taint_without_a_key_names_the_taint():
+    obj = node("gpu-a", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"effect": "NoSchedule"}])
+    with pytest.raises(ConversionError, match=r"^Node gpu-a: spec\.taints\[1\]\.key: missing$"):
+        node_from_dict(obj)
+
+
+def test_a_node_with_a_bad_ready_time_names_the_condition():
+    obj = node("cpu-a")
+    obj["status"]["conditions"][0]["lastTransitionTime"] = 1795168800
+    with pytest.raises(ConversionError) as err:
+        node_from_dict(obj)
+    assert str(err.value).startswith(
+        "Node cpu-a: status.conditions[0].lastTransitionTime: 1795168800 is not an RFC 3339 time"
+    )
+
+
+def test_a_pdb_whose_selector_is_not_a_map_names_it():
+    obj = pdb("web", match={"app": "web"}, allowed=1)
+    obj["spec"]["selector"] = 5
+    with pytest.raises(
+        ConversionError, match=r"^PodDisruptionBudget default/web: spec\.selector: expected a map, got 5$"
+    ):
+        pdb_from_dict(obj)
+
+
+def test_a_podgroup_min_member_that_is_not_a_number_names_it():
+    obj = podgroup("train", min_member=4, queue="research")
+    obj["spec"]["minMember"] = "abc"
+    with pytest.raises(
+        ConversionError, match=r"^PodGroup default/train: spec\.minMember: expected an integer, got 'abc'$"
+    ):
+        podgroup_from_dict(obj)
+
+
+def test_a_queue_gpu_limit_that_is_not_a_number_names_it():
+    obj = queue("research", quota=8, limit=16)
+    obj["spec"]["resources"]["gpu"]["limit"] = "abc"
+    with pytest.raises(
+        ConversionError,
+        match=r"^Queue research: spec\.resources\.gpu\.limit: expected a number of GPUs, got 'abc'$",
+    ):
+        queue_from_dict(obj)
+
+
+def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers():
+    obj = queue("research", quota=8, limit=-1)
+    obj["spec"]["resources"]["gpu"]["quota"] = "8"
+    decoded = queue_from_dict(obj)
+    assert (decoded.gpu.quota, decoded.gpu.limit) == (8, None)
+
+
+def test_an_object_that_is_not_a_map_is_a_conversion_error():
+    with pytest.raises(ConversionError, match="expected a Kubernetes object"):
+        pod_from_dict(["not", "a", "pod"])  # type: ignore[arg-type]
+
+
+def test_a_garbage_unneeded_since_annotation_reads_as_absent():
+    """Scale-down reads tidal.dev/unneeded-since back with parse_time: garbage means "start counting now"."""
+    assert parse_time("2026-11-20T09:00:00Z") == 1795165200.0
+    assert parse_time("2026-11-20T10:00:00+01:00") == 1795165200.0
+    for garbage in ("", "yesterday", "2026-11-20T09:00:00", "1795165200", None, 1795165200, ["x"]):
+        assert parse_time(garbage) is None
+
+
+def test_the_snapshot_error_names_the_file_and_item(tmp_path):
+    path = tmp_path / "snapshot.yaml"
+    bad = p1(**{"spec.tolerations": ["x"]})
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [pod("p0"), bad]}))
+    with pytest.raises(SnapshotError) as err:
+        read_snapshots([path])
+    assert str(err.value) == f"{path}: items[1]: Pod default/p1: spec.tolerations[0]: expected a map, got 'x'"
+
+
+def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(tmp_path, capsys):
+    snap = tmp_path / "snapshot.yaml"
+    snap.write_text(yaml.safe_dump(p1(**{"spec.priority": "high"})))
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(
+        "cloud,region,instance_type,vcpu,memory_mib,gpu_count,arch,on_demand_usd_per_hour\n"
+        "aws,us-east-1,g4dn.xlarge,4,16384,1,x86_64,0.526\n"
+    )
+    code = main(["plan", "--snapshot", str(snap), "--catalog", str(catalog)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"tidal: error: {snap}: Pod default/p1: spec.priority: expected an integer, got 'high'\n"
