@@ -3,6 +3,12 @@
 The columns are those of the shared instance catalog (cloud, region, instance_type, vcpu, memory_mib,
 gpu_count, gpu_model, gpu_memory_mib, arch, on_demand_usd_per_hour, spot_usd_per_hour, …, optional zone and
 max_pods). Rows of other clouds and regions are left out; a row without a zone stands for every zone.
+
+Rows of the wanted cloud and region are checked, and a bad one is an error naming the file and line: a row
+with fewer or more fields than the header, a row with neither price, and a row that offers an instance type in
+a zone that an earlier row already offers (a duplicate would leave which price counts to chance). A UTF-8
+byte-order mark (spreadsheet exports) is allowed. Shared-core types (less than one vCPU) are left out quietly:
+they cannot host a Kubernetes node.
 """
 
 from __future__ import annotations
@@ -63,10 +69,18 @@ def offerings_from_rows(
 ) -> list[Offering]:
     """Offerings (one per zone and capacity type with a price) from catalog rows of ``cloud``/``region``."""
     out: list[Offering] = []
-    for line, row in enumerate(rows, start=2):
+    seen: dict[tuple[str, str, str], int] = {}
+    for n, row in enumerate(rows, start=2):
         if (row.get("cloud") or "").strip() != cloud or (row.get("region") or "").strip() != region:
             continue
+        line = getattr(rows, "line_num", n)  # a csv reader knows the physical line (quoted fields span lines)
         where = f"{source}:{line}"
+        if None in row.values() or None in row:
+            fields = sum(v is not None for k, v in row.items() if k is not None)
+            extra = row.get(None)  # type: ignore[call-overload]
+            fields += len(extra) if isinstance(extra, list) else 0
+            header = sum(1 for k in row if k is not None)
+            raise CatalogError(f"{where}: {fields} fields, but the header has {header} columns")
         instance_type = (row.get("instance_type") or "").strip()
         if not instance_type:
             raise CatalogError(f"{where}: instance_type is empty")
@@ -83,6 +97,10 @@ def offerings_from_rows(
             ON_DEMAND: _number(row, "on_demand_usd_per_hour", where, default=-1),
             SPOT: _number(row, "spot_usd_per_hour", where, default=-1),
         }
+        if all(p < 0 for p in prices.values()):
+            raise CatalogError(
+                f"{where}: {instance_type} has neither on_demand_usd_per_hour nor spot_usd_per_hour"
+            )
         zone = (row.get("zone") or "").strip()
         row_zones = [zone] if zone else (list(zones) or [""])
         template = Offering(
@@ -106,6 +124,11 @@ def offerings_from_rows(
             if price < 0:
                 continue
             for z in row_zones:
+                key = (instance_type, z, capacity_type)
+                if key in seen:
+                    zone_text = f" in zone {z}" if z else ""
+                    raise CatalogError(f"{where}: {instance_type}{zone_text} is already on line {seen[key]}")
+                seen[key] = line
                 out.append(replace(template, zone=z, capacity_type=capacity_type, price=price))
     return out
 
@@ -121,7 +144,7 @@ def read_catalog_csv(
     """Read a catalog CSV; raise :class:`CatalogError` with file and line on bad input."""
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             header = reader.fieldnames or []
             missing = [c for c in REQUIRED_COLUMNS if c not in header]

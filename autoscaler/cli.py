@@ -12,11 +12,14 @@ from importlib.metadata import PackageNotFoundError, version
 from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.cloud import ProviderError, ProviderNotFound
 from autoscaler.config import ConfigError, load_config
+from autoscaler.fit import AnnotationError
 from autoscaler.kube.client import KubeConfigError
+from autoscaler.kube.convert import ConversionError
 from autoscaler.planning import plan
 from autoscaler.quantity import QuantityError
-from autoscaler.render import plan_to_json, plan_to_table
-from autoscaler.snapshot import SnapshotError, load_snapshot
+from autoscaler.render import plan_to_json, plan_to_table, snapshot_footer
+from autoscaler.sim.scenario import ScenarioError
+from autoscaler.snapshot import SnapshotError, read_snapshots
 
 EXIT_BAD_INPUT = 2
 
@@ -40,11 +43,15 @@ class _Parser(argparse.ArgumentParser):
 def parse_time_arg(text: str) -> float:
     """``--now`` in RFC 3339 (``2026-11-20T10:00:00Z``) → epoch seconds."""
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(f"--now: {text!r} is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
+        # A time without an offset would mean this machine's local time: the plan would depend on it.
+        raise UsageError(
+            f"--now: {text!r} has no time zone; give an RFC 3339 time with Z or an offset "
+            "(e.g. 2026-11-20T10:00:00Z or 2026-11-20T11:00:00+01:00)"
+        )
     return parsed.timestamp()
 
 
@@ -237,7 +244,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     now = parse_time_arg(args.now) if args.now else datetime.now(UTC).timestamp()
-    snapshot, skipped = load_snapshot(args.snapshot)
+    loaded = read_snapshots(args.snapshot)
     offerings = read_catalog_csv(
         args.catalog,
         cloud=config.cloud,
@@ -247,18 +254,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     if not offerings:
         raise CatalogError(f"{args.catalog}: no rows for cloud {config.cloud!r} region {config.region!r}")
-    result = plan(snapshot, offerings, config, now)
+    result = plan(loaded.snapshot, offerings, config, now)
     if args.output == "json":
         doc = plan_to_json(result)
-        doc["skippedObjects"] = dict(sorted(skipped.items()))
+        doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
+        doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(plan_to_table(result, config))
-        if skipped:
-            kinds = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()))
-            print(f"(skipped objects of other kinds: {kinds})")
+        sys.stdout.write(snapshot_footer(loaded))
     return 0
 
+
+# What a user can get wrong: these are one line on stderr and exit status 2. Any other exception is a bug in
+# tidal and keeps its traceback.
+BAD_INPUT = (
+    UsageError,
+    ConfigError,
+    SnapshotError,
+    CatalogError,
+    QuantityError,
+    ConversionError,
+    AnnotationError,
+    ScenarioError,
+)
 
 COMMANDS = {"plan": cmd_plan, "simulate": cmd_simulate, "catalog": cmd_catalog, "run": cmd_run}
 
@@ -268,10 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, ConfigError, SnapshotError, CatalogError, QuantityError) as err:
+    except BAD_INPUT as err:
         print(f"tidal: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (ProviderNotFound, ProviderError, KubeConfigError, ValueError) as err:
+    except (ProviderNotFound, ProviderError, KubeConfigError) as err:
         # Provider settings, cluster access and cloud errors at start-up: one line, never a traceback.
         print(f"tidal: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

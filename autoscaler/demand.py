@@ -101,7 +101,8 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
     if pod.scheduling_gates:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
     if ann.is_true(pod.annotations, ann.IGNORE):
-        return Ignored(key, Reason.IGNORED, "annotated tidal.dev/ignore")
+        spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
+        return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
     if not _opted_in(pod, config):
         return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
     if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:

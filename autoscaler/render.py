@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.planning import Plan
+from autoscaler.snapshot import LoadedSnapshot
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -94,3 +96,23 @@ def plan_to_table(plan: Plan, config: Config) -> str:
         out += table(["NODE", "REASON"], [[b.node, b.reason] for b in plan.removal.blocked])
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _kinds(counts: Counter[str]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def snapshot_footer(loaded: LoadedSnapshot) -> str:
+    """Lines under the plan table about the snapshot files themselves (empty, skipped, duplicated)."""
+    out = []
+    if not loaded.objects:
+        out.append("(the snapshot has no objects: no pods, nodes, PDBs, DaemonSets, PodGroups or Queues)")
+    if loaded.skipped:
+        out.append(f"(skipped objects of other kinds: {_kinds(loaded.skipped)})")
+    if loaded.duplicates:
+        total = sum(loaded.duplicates.values())
+        out.append(
+            f"({total} object{'s' if total != 1 else ''} given more than once, the later copy used: "
+            f"{_kinds(loaded.duplicates)})"
+        )
+    return "".join(line + "\n" for line in out)

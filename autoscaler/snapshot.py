@@ -39,10 +39,18 @@ class SnapshotError(ValueError):
 
 @dataclass(slots=True)
 class SnapshotBuilder:
-    """Collects objects from several documents into one :class:`Snapshot`."""
+    """Collects objects from several documents into one :class:`Snapshot`.
 
-    parts: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k, _ in _CONVERTERS.values()})
+    An object is known by kind, namespace and name: when the same one comes twice (two ``--snapshot`` files
+    taken a minute apart, or ``kubectl get pods,all``), the later copy replaces the earlier one and is
+    counted in ``duplicates``, so nothing is planned for twice.
+    """
+
+    parts: dict[str, dict[tuple[str, str], Any]] = field(
+        default_factory=lambda: {k: {} for k, _ in _CONVERTERS.values()}
+    )
     skipped: Counter[str] = field(default_factory=Counter)
+    duplicates: Counter[str] = field(default_factory=Counter)
 
     def add(self, obj: Mapping[str, Any], where: str) -> None:
         if not isinstance(obj, Mapping):
@@ -65,12 +73,23 @@ class SnapshotBuilder:
             raise SnapshotError(f"{where}: {kind} has no metadata.name")
         target, convert = _CONVERTERS[kind]
         try:
-            self.parts[target].append(convert(obj))
+            value: Any = convert(obj)
         except ConversionError as err:
             raise SnapshotError(f"{where}: {err}") from None
+        objects = self.parts[target]
+        key = (getattr(value, "namespace", ""), value.name)
+        if key in objects:
+            self.duplicates[kind] += 1
+            del objects[key]  # the later copy takes the earlier one's place at the end
+        objects[key] = value
+
+    @property
+    def count(self) -> int:
+        """Objects of the kinds tidal reads (after duplicates were merged)."""
+        return sum(len(v) for v in self.parts.values())
 
     def build(self) -> Snapshot:
-        return Snapshot(**{k: tuple(v) for k, v in self.parts.items()})
+        return Snapshot(**{k: tuple(v.values()) for k, v in self.parts.items()})
 
 
 def _documents(text: str, name: str) -> Iterable[Any]:
@@ -91,13 +110,23 @@ def _documents(text: str, name: str) -> Iterable[Any]:
         raise SnapshotError(f"{name}: invalid YAML: {err}") from None
 
 
-def load_snapshot(paths: Iterable[str | os.PathLike[str]]) -> tuple[Snapshot, Counter[str]]:
-    """Read snapshot files into one Snapshot, with the count of skipped objects by kind."""
+@dataclass(frozen=True, slots=True)
+class LoadedSnapshot:
+    """What ``--snapshot`` files held: the snapshot, and what was left out of it."""
+
+    snapshot: Snapshot
+    skipped: Counter[str]  # objects of kinds tidal does not read, by kind
+    duplicates: Counter[str]  # objects seen again (the later copy kept), by kind
+    objects: int  # objects in the snapshot
+
+
+def read_snapshots(paths: Iterable[str | os.PathLike[str]]) -> LoadedSnapshot:
+    """Read snapshot files (in order: a later file's copy of an object wins) into one Snapshot."""
     builder = SnapshotBuilder()
     for path in paths:
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_text(encoding="utf-8-sig")
         except OSError as err:
             raise SnapshotError(f"{p}: {err.strerror or err}") from None
         except UnicodeDecodeError:
@@ -106,4 +135,10 @@ def load_snapshot(paths: Iterable[str | os.PathLike[str]]) -> tuple[Snapshot, Co
             if doc is None:
                 continue
             builder.add(doc, f"{p}: document {n + 1}" if n else str(p))
-    return builder.build(), builder.skipped
+    return LoadedSnapshot(builder.build(), builder.skipped, builder.duplicates, builder.count)
+
+
+def load_snapshot(paths: Iterable[str | os.PathLike[str]]) -> tuple[Snapshot, Counter[str]]:
+    """Read snapshot files into one Snapshot, with the count of skipped objects by kind."""
+    loaded = read_snapshots(paths)
+    return loaded.snapshot, loaded.skipped

@@ -219,3 +219,96 @@ def test_a_missing_required_argument_is_a_one_line_usage_error(capsys):
     _, err = capsys.readouterr()
     assert code == 2
     assert "the following arguments are required: --snapshot" in err
+
+
+def test_an_object_in_two_snapshot_files_counts_once_and_the_later_copy_wins(files, capsys):
+    write, catalog, config = files
+    earlier = write("pods-0900.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi"), pod("web-1")))
+    # A minute later the scheduler has bound web-1; infer-1 still waits.
+    later = write(
+        "pods-0901.yaml",
+        items(pod("infer-1", gpu=1, cpu="2", memory="8Gi"), pod("web-1", node_name="cpu-a", phase="Running")),
+    )
+    args = ["--snapshot", earlier, "--snapshot", later, "--catalog", catalog, "--config", config]
+    code, out, _ = run_plan(capsys, *args, "--output", "json")
+    doc = json.loads(out)
+    assert code == 0
+    assert [la["pods"] for la in doc["launches"]] == [["default/infer-1"]]
+    assert doc["ignored"] == [] and doc["unplaced"] == []
+    assert doc["duplicateObjects"] == {"Pod": 2}
+
+    code, out, _ = run_plan(capsys, *args)
+    assert out.rstrip().endswith("(2 objects given more than once, the later copy used: 2 Pod)")
+
+
+def test_an_empty_snapshot_is_a_cluster_with_nothing_to_do(files, capsys):
+    write, catalog, config = files
+    empty = write("empty.yaml", "")
+    code, out, err = run_plan(capsys, "--snapshot", empty, "--catalog", catalog, "--config", config)
+    assert (code, err) == (0, "")
+    assert out.startswith("0 pods need capacity, 0 need no new node, 0 cannot be placed")
+    assert "(the snapshot has no objects" in out
+
+
+def test_now_without_a_time_zone_asks_for_an_offset(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(
+        capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--now", "2026-11-20T10:00:00"
+    )
+    assert "--now: '2026-11-20T10:00:00' has no time zone; give an RFC 3339 time with Z or an offset" in err
+
+
+def test_a_bug_is_not_reported_as_bad_input(monkeypatch):
+    import autoscaler.cli as cli
+
+    def broken(args):
+        raise ValueError("internal invariant broken")
+
+    monkeypatch.setitem(cli.COMMANDS, "plan", broken)
+    with pytest.raises(ValueError, match="internal invariant broken"):
+        main(["plan", "--snapshot", "s.yaml", "--catalog", "c.csv"])
+
+
+def test_a_catalog_saved_by_a_spreadsheet_with_a_byte_order_mark_loads(files, capsys):
+    write, _, config = files
+    catalog = write("excel.csv", "\ufeff" + CATALOG)
+    snap = write("snap.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi")))
+    code, out, _ = run_plan(
+        capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--output", "json"
+    )
+    assert code == 0
+    assert json.loads(out)["launches"][0]["instanceType"] == "g4dn.xlarge"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("aws,us-east-1,m6i.large,2,8192,0\n", "bad.csv:3: 6 fields, but the header has 14 columns"),
+        (
+            "aws,us-east-1,m6i.large,2,8192,0,0,,,,x86_64,,,\n",
+            "bad.csv:3: m6i.large has neither on_demand_usd_per_hour nor spot_usd_per_hour",
+        ),
+        (
+            "aws,us-east-1,m6i.2xlarge,8,32768,0,0,,,,x86_64,0.40,0.17,\n",
+            "bad.csv:3: m6i.2xlarge in zone us-east-1a is already on line 2",
+        ),
+    ],
+    ids=["short-row", "no-prices", "duplicate"],
+)
+def test_a_bad_catalog_row_of_the_configured_region_is_reported_with_its_line(files, capsys, row, message):
+    write, _, config = files
+    catalog = write(
+        "bad.csv", CATALOG_HEADER + "aws,us-east-1,m6i.2xlarge,8,32768,0,0,,,,x86_64,0.384,0.169,\n" + row
+    )
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert err.endswith(message)
+
+
+def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(files, capsys):
+    write, _, config = files
+    catalog = write("mixed.csv", CATALOG + "gcp,us-central1,n2-standard-4,4\n")
+    snap = write("snap.yaml", items(pod("web-1")))
+    code, _, err = run_plan(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert (code, err) == (0, "")

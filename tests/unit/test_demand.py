@@ -52,6 +52,25 @@ def test_each_pod_that_does_not_count_gets_its_reason(make_config, kwargs, reaso
     assert reasons(demand) == {"default/web-1": reason}
 
 
+@pytest.mark.parametrize(
+    ("annotations", "detail"),
+    [
+        ({"tidal.dev/ignore": "true"}, "annotated tidal.dev/ignore"),
+        ({"pod.elotl.co/ignore": "True"}, "annotated pod.elotl.co/ignore"),
+        ({"tidal.dev/ignore": "true", "pod.elotl.co/ignore": "true"}, "annotated tidal.dev/ignore"),
+    ],
+)
+def test_an_ignored_pod_is_reported_with_the_annotation_spelling_it_carries(make_config, annotations, detail):
+    demand = select(snapshot(pod("batch-1", annotations=annotations)), make_config())
+    assert [(i.reason, i.detail) for i in demand.ignored] == [(Reason.IGNORED, detail)]
+
+
+def test_tidal_spelling_wins_over_luna_spelling_of_ignore(make_config):
+    annotations = {"tidal.dev/ignore": "false", "pod.elotl.co/ignore": "true"}
+    demand = select(snapshot(pod("batch-1", annotations=annotations)), make_config())
+    assert [p.key for p in demand.counted] == ["default/batch-1"]
+
+
 def test_pods_without_the_opt_in_labels_are_not_counted(make_config):
     cfg = make_config(labels="team=ml,tier=batch")
     opted = pod("train-1", labels={"team": "ml", "tier": "batch"})
