@@ -8,14 +8,13 @@ instant fleet, inside ``Errors[]`` per override: capacity errors name exactly th
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
-from autoscaler.model import SPOT, Offering
+from autoscaler.model import SPOT, Instance, Offering
 from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES, ApiGuard
 from providers.aws.launch_template import TemplateRef
 
@@ -34,6 +33,7 @@ __all__ = [
 
 MAX_CANDIDATES = 60
 MAX_OVERRIDES = 300  # EC2 Fleet's limit on launch template overrides per request
+_CLIENT_TOKEN_LIMIT = 64
 # What an instant fleet request tags itself. The API reference names fleet and instance; EC2 takes volume as
 # well (tags for the instance's EBS volumes). Network interfaces and spot requests can only be tagged by the
 # launch template.
@@ -67,6 +67,7 @@ class FleetOutcome:
     """What a CreateFleet answer says: the instance launched, or why not."""
 
     instance_id: str = ""
+    existing: Instance | None = None  # launched earlier under the same token (found after a token mismatch)
     instance_type: str = ""
     zone: str = ""
     capacity_type: str = ""
@@ -89,19 +90,28 @@ class FleetOutcome:
         raise ProviderError(f"CreateFleet ({attempt.capacity_type}) launched nothing: {detail}")
 
 
-def client_token(token: str, request: Mapping[str, Any]) -> str:
-    """The request token plus a digest of what is asked.
+def client_token(token: str, spent: int = 0) -> str:
+    """The CreateFleet ClientToken for a launch: the request token itself, while no request under it has come
+    back having launched nothing.
 
-    EC2 refuses a repeated ClientToken whose parameters differ (IdempotentParameterMismatch), and after a
-    capacity error tidal retries the same launch with fewer candidates; the digest keeps retries of the same
-    request idempotent while letting a different candidate list be a new request.
+    EC2 answers a repeated ClientToken with the first request's outcome, and refuses one whose parameters
+    differ (IdempotentParameterMismatch). Once a request under the token is known to have launched nothing
+    (``spent`` such requests), the launch goes on under ``<token>-<spent>``; a retry after an answer that never
+    arrived keeps the same ClientToken, so it can never start a second instance. EC2 takes at most 64 ASCII
+    characters: a token that does not fit (tidal's are UUIDs, which do) is shortened with a digest.
     """
-    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return f"{token[:47]}-{digest}"
+    base = token
+    if len(token) > _CLIENT_TOKEN_LIMIT or not token.isascii() or not token.isprintable():
+        digest = hashlib.sha256(token.encode()).hexdigest()[:16]
+        base = f"{token.encode('ascii', 'ignore').decode()[:40]}-{digest}"
+    if not spent:
+        return base
+    suffix = f"-{spent}"
+    return base[: _CLIENT_TOKEN_LIMIT - len(suffix)] + suffix
 
 
 def fleet_request(attempt: FleetAttempt, *, spot_strategy: str, tags: Mapping[str, str]) -> dict[str, Any]:
-    """The CreateFleet parameters (without ClientToken) for one attempt."""
+    """The CreateFleet parameters (without ClientToken, see :func:`client_token`) for one attempt."""
     configs = []
     for template, pairs in attempt.configs:
         overrides = [

@@ -7,7 +7,9 @@ finds everything it launched, and a launch repeated with the same token returns 
 from __future__ import annotations
 
 import random
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -69,6 +71,9 @@ _STATES = {
 _GONE = frozenset({"InvalidInstanceID.NotFound"})
 _ID_FILTER_LIMIT = 200
 _BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+_TOKEN_MISMATCH = "IdempotentParameterMismatch"
+_TOKEN_MISMATCHES = 4  # client tokens tried per CreateFleet attempt before giving up
+_SPENT_TOKENS_KEPT = 4096
 
 
 def provider_id(zone: str, instance_id: str) -> str:
@@ -127,6 +132,9 @@ class AwsProvider:
             session_factory=session_factory,
         )
         self.guard = ApiGuard(clock=clock, rng=rng)
+        # Launch tokens whose requests came back having launched nothing, and how many times.
+        self._spent: OrderedDict[str, int] = OrderedDict()
+        self._tokens_lock = threading.Lock()
         self.source = OfferingSource(
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
@@ -181,6 +189,8 @@ class AwsProvider:
         for attempt in attempts:
             try:
                 outcome = self._create_fleet(attempt, request.token, tags, subnets.zone_of)
+                if outcome.existing is not None:
+                    return outcome.existing
                 if outcome.instance_id:
                     return self._launched(outcome, request.token, tags)
                 no_capacity += outcome.no_capacity
@@ -336,23 +346,62 @@ class AwsProvider:
     def _create_fleet(
         self, attempt: FleetAttempt, token: str, tags: Mapping[str, str], zone_of: Mapping[str, str]
     ) -> FleetOutcome:
+        """One CreateFleet call under the launch's current ClientToken (see :func:`client_token`).
+
+        A token EC2 already saw with other parameters means an earlier request of this launch (another
+        candidate list, maybe from before a restart): the instance launched under it is returned if there is
+        one; if there is none, that request launched nothing and the launch goes on under the next token.
+        """
         request = fleet_request(attempt, spot_strategy=self.settings.spot_allocation_strategy, tags=tags)
-        request["ClientToken"] = client_token(token, request)
         ec2 = self.clients.client("ec2", launch=True)
-        try:
-            with self.guard.call("CreateFleet"):
-                response = ec2.create_fleet(**request)
-        except botocore.exceptions.ClientError as err:
-            code = error_code(err)
-            if code in CAPACITY_CODES:
-                message = str(err.response.get("Error", {}).get("Message", ""))
-                return FleetOutcome(no_capacity=capacity_from_message(message, attempt.offerings))
-            if code in QUOTA_CODES:
-                raise QuotaExceeded(f"CreateFleet: {describe(err)}") from None
-            raise provider_error("ec2:CreateFleet", err) from None
-        except botocore.exceptions.BotoCoreError as err:
-            raise provider_error("ec2:CreateFleet", err) from None
-        return read_fleet_response(response, attempt, zone_of)
+        for _ in range(_TOKEN_MISMATCHES):
+            request["ClientToken"] = client_token(token, self._spent_tokens(token))
+            try:
+                with self.guard.call("CreateFleet"):
+                    response = ec2.create_fleet(**request)
+            except botocore.exceptions.ClientError as err:
+                code = error_code(err)
+                if code == _TOKEN_MISMATCH:
+                    existing = self._find_by_token(token)
+                    if existing is not None:
+                        log.info("aws_launch_repeated", idempotency_token=token, instance=existing.id)
+                        return FleetOutcome(existing=existing)
+                    self._spend(token)
+                    continue
+                if code in CAPACITY_CODES:
+                    self._spend(token)
+                    message = str(err.response.get("Error", {}).get("Message", ""))
+                    return FleetOutcome(no_capacity=capacity_from_message(message, attempt.offerings))
+                if code in QUOTA_CODES:
+                    self._spend(token)
+                    raise QuotaExceeded(f"CreateFleet: {describe(err)}") from None
+                raise provider_error("ec2:CreateFleet", err) from None
+            except botocore.exceptions.BotoCoreError as err:
+                # No answer: the same ClientToken next time, in case EC2 did launch.
+                raise provider_error("ec2:CreateFleet", err) from None
+            outcome = read_fleet_response(response, attempt, zone_of)
+            if outcome.instance_id:
+                self._forget(token)
+            else:
+                self._spend(token)  # EC2 would answer this ClientToken with this failure from now on
+            return outcome
+        raise ProviderError(
+            f"CreateFleet for launch {token}: EC2 kept refusing its client tokens as used by other requests"
+        )
+
+    def _spent_tokens(self, token: str) -> int:
+        with self._tokens_lock:
+            return self._spent.get(token, 0)
+
+    def _spend(self, token: str) -> None:
+        with self._tokens_lock:
+            self._spent[token] = self._spent.pop(token, 0) + 1
+            while len(self._spent) > _SPENT_TOKENS_KEPT:
+                self._spent.popitem(last=False)
+
+    def _forget(self, token: str) -> None:
+        with self._tokens_lock:
+            self._spent.pop(token, None)
 
     def _launched(self, outcome: FleetOutcome, token: str, tags: Mapping[str, str]) -> Instance:
         instance = self._make_instance(

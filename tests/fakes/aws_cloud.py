@@ -221,6 +221,50 @@ def overrides_include(instance_type: str) -> Callable[[Mapping[str, list[str]]],
     return lambda params: any(k.endswith(".InstanceType") and instance_type in v for k, v in params.items())
 
 
+class ClientTokens:
+    """EC2's ClientToken check, which moto lacks: a CreateFleet that repeats a ClientToken with other
+    parameters is refused with IdempotentParameterMismatch (a ``before-send`` hook; list it before fault
+    hooks so that it sees every request). One instance stands for one EC2 account, shared by providers."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, dict[str, list[str]]] = {}
+        self.sent: list[str] = []
+        self.refused = 0
+
+    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
+        body = request.body
+        params = parse_qs(body.decode() if isinstance(body, bytes) else str(body or ""))
+        token = params.pop("ClientToken", [""])[0]
+        self.sent.append(token)
+        if self.first.setdefault(token, params) != params:
+            self.refused += 1
+            return ec2_error(
+                "IdempotentParameterMismatch",
+                "The client token you have provided is associated with a resource that is already deleted "
+                "or has different parameters.",
+                400,
+            )
+        return None
+
+    @property
+    def hook(self) -> tuple[str, Callable[..., Any]]:
+        return ("before-send.ec2.CreateFleet", self)
+
+
+def lagging_describe_instances(times: int = 1) -> tuple[str, Callable[..., Any]]:
+    """DescribeInstances answering "nothing" the first ``times`` calls, as EC2 may just after a launch (its
+    API is eventually consistent), through a ``before-call`` hook."""
+    left = [times]
+
+    def answer(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if left[0] <= 0:
+            return None
+        left[0] -= 1
+        return AWSResponse("https://ec2.fixture", 200, {}, _Body(b"")), {"Reservations": []}
+
+    return ("before-call.ec2.DescribeInstances", answer)
+
+
 # --- prices -------------------------------------------------------------------------------------------
 
 

@@ -21,15 +21,18 @@ from providers.aws import AwsProvider
 from providers.aws.userdata import parse_al2023_flags
 from tests.fakes.aws_cloud import (
     AMI,
+    ClientTokens,
     Clock,
     Fault,
     Network,
     aws_config,
     ec2_client,
     ec2_error,
+    lagging_describe_instances,
     make_network,
     make_provider,
     moto_server_url,
+    overrides_include,
     reset_moto_server,
     spy,
 )
@@ -84,7 +87,10 @@ G6 = offering("g6.xlarge", "us-east-1b", price=1.2)
 G5_SPOT = offering("g5.xlarge", capacity_type=SPOT, price=0.45)
 
 
-def request(*offerings: Offering, token: str = "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10") -> LaunchRequest:
+TOKEN = "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"
+
+
+def request(*offerings: Offering, token: str = TOKEN) -> LaunchRequest:
     return LaunchRequest(
         token=token,
         offerings=offerings,
@@ -151,7 +157,7 @@ def test_the_fleet_request_crosses_candidates_with_their_zones_subnets_and_tags_
     ]
     resources = sorted(v for k, v in params.items() if k.endswith(".ResourceType"))
     assert resources == ["fleet", "instance", "volume"]
-    assert params["ClientToken"].startswith("3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10-")
+    assert params["ClientToken"] == "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"  # the launch token itself
 
 
 def test_spot_launches_use_the_configured_allocation_strategy(network, make):
@@ -201,6 +207,38 @@ def test_a_repeated_launch_with_the_same_token_returns_the_same_instance(network
     assert again.id == first.id
     assert fleets.sent == 1
     assert running() == [first.id]
+
+
+def test_the_client_token_is_the_launch_token(network, make):
+    fleets = spy("before-send.ec2.CreateFleet")
+    make(aws_config(network), fleets.hook).launch(request(G5, G6))
+    assert [p["ClientToken"] for p in fleets.params] == [[TOKEN]]
+
+
+def test_a_retry_with_other_candidates_returns_the_first_instance_and_launches_none(network, make):
+    ec2_tokens = ClientTokens()
+    first = make(aws_config(network), ec2_tokens.hook).launch(request(G5, G6))
+    # The retry (after a restart, with G5 benched meanwhile) does not see the instance at first: EC2 refuses
+    # the token with other parameters, and the instance launched under it is found and returned.
+    again = make(aws_config(network), ec2_tokens.hook, lagging_describe_instances()).launch(request(G6))
+    assert again.id == first.id
+    assert (ec2_tokens.sent, ec2_tokens.refused) == ([TOKEN, TOKEN], 1)
+    assert running() == [first.id]
+
+
+def test_a_retry_after_a_request_that_launched_nothing_goes_on_under_the_next_client_token(network, make):
+    ec2_tokens = ClientTokens()
+    no_g5 = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error("InsufficientInstanceCapacity", "Insufficient capacity.", 500),
+        when=overrides_include("g5.xlarge"),
+    )
+    with pytest.raises(CapacityUnavailable):
+        make(aws_config(network), ec2_tokens.hook, no_g5.hook).launch(request(G5))
+    instance = make(aws_config(network), ec2_tokens.hook).launch(request(G6))  # after a restart
+    assert instance.instance_type == "g6.xlarge"
+    assert ec2_tokens.sent == [TOKEN, TOKEN, f"{TOKEN}-1"]
+    assert running() == [instance.id]
 
 
 def test_a_named_launch_template_is_used_as_it_is(network, make):
@@ -274,6 +312,8 @@ def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(networ
     instance = provider.launch(request(G5_SPOT, G5))
     assert instance.capacity_type == ON_DEMAND
     assert (no_spot.failed, no_spot.sent) == (1, 1)
+    # The spot request launched nothing, so the on-demand one goes under the next client token.
+    assert [p["ClientToken"] for p in no_spot.params] == [[TOKEN], [f"{TOKEN}-1"]]
 
 
 def no_spot_capacity() -> Fault:

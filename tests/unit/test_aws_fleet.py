@@ -10,7 +10,6 @@ from providers.aws.fleet import (
     FleetAttempt,
     capacity_from_message,
     client_token,
-    fleet_request,
     read_fleet_response,
 )
 from providers.aws.launch_template import TemplateRef
@@ -36,16 +35,21 @@ def error(code: str, instance_type: str | None = None, subnet: str | None = None
     }
 
 
-def test_the_client_token_is_stable_for_the_same_request_and_new_for_another():
-    request = fleet_request(
-        ATTEMPT, spot_strategy="price-capacity-optimized", tags={"tidal.dev/cluster": "prod"}
-    )
-    token = client_token(TOKEN, request)
-    assert token == client_token(TOKEN, request)
-    assert token.startswith(TOKEN + "-") and len(token) <= 64
-    fewer = FleetAttempt(ON_DEMAND, ((TemplateRef("tidal-prod-abc"), ((G5_B, "subnet-b"),)),))
-    other = fleet_request(fewer, spot_strategy="price-capacity-optimized", tags={"tidal.dev/cluster": "prod"})
-    assert client_token(TOKEN, other) != token  # EC2 would refuse a reused token with other parameters
+def test_the_client_token_is_the_launch_token():
+    assert client_token(TOKEN) == TOKEN
+
+
+def test_after_requests_that_launched_nothing_the_client_token_moves_on():
+    assert client_token(TOKEN, spent=1) == f"{TOKEN}-1"
+    assert client_token(TOKEN, spent=2) == f"{TOKEN}-2"
+
+
+def test_a_token_ec2_cannot_take_is_shortened_the_same_way_every_time():
+    long = "launch-" + "x" * 80
+    assert len(client_token(long)) <= 64 and client_token(long) == client_token(long)
+    assert client_token(long) != client_token(long[:-1] + "y")
+    assert len(client_token(long, spent=12)) <= 64
+    assert client_token("lancement-é").isascii()
 
 
 def test_per_override_capacity_errors_name_exactly_those_offerings():
