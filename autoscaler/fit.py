@@ -352,11 +352,12 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
         exc = set(c.family_exclusions)
         filters.append(("every fitting family is excluded", lambda o: o.family not in exc))
     if c.type_regexp:
+        # Luna's semantics: the regexp is searched for in the name (anchor it with ^…$ to match all of it).
         pattern = re.compile(c.type_regexp)
         filters.append(
             (
                 f"no instance type matches {c.type_regexp!r}",
-                lambda o: pattern.fullmatch(o.instance_type) is not None,
+                lambda o: pattern.search(o.instance_type) is not None,
             )
         )
     if c.max_cost is not None:

@@ -2,12 +2,17 @@
 
 Fit is evaluated once per *shape* (instance type), not once per (type × zone × capacity type), and the
 eligible offerings of each constraint set are computed once and reused for every pod that shares it.
+
+The offerings the configuration filters out (zones, architectures, instanceTypeRegexp, maxNodeCostPerHour,
+and those benched after capacity errors) are kept aside: when a pod gets no offering, they tell whether the
+pod's own constraints are the cause or a configuration filter removed the offerings that would have fit, and
+then the reason names that filter ("maxNodeCostPerHour 1.0 excludes every offering that fits …").
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from autoscaler.allocatable import node_allocatable
@@ -18,6 +23,7 @@ from autoscaler.fit import (
     eligible_offerings,
     node_labels,
     node_taints,
+    offering_filters,
     tolerates_all,
 )
 from autoscaler.model import DaemonSet, Offering
@@ -46,9 +52,12 @@ class OfferingIndex:
     def __init__(self, offerings: Sequence[Offering], config: Config, daemonsets: Sequence[DaemonSet] = ()):
         self.config = config
         self.daemonsets = tuple(daemonsets)
-        self.excluded_reason = ""
-        usable, self.excluded_reason = _global_filter(offerings, config)
+        self.filters = config_filters(config)
+        usable, excluded, self.excluded_reason = _global_filter(offerings, self.filters)
         self.offerings: list[Offering] = sorted(usable, key=price_order)
+        # What the configuration (or a capacity error) took away, cheapest first, to explain a pod's verdict.
+        self.excluded: list[Offering] = sorted(excluded, key=price_order)
+        self._excluded_for: dict[Constraints, list[Offering]] = {}
         self._alloc: dict[tuple[str, str, str], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], str]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
@@ -84,15 +93,58 @@ class OfferingIndex:
         return total
 
     def eligible(self, c: Constraints) -> tuple[list[Offering], str]:
-        """Offerings a pod with constraints ``c`` may get, cheapest first, or why there are none."""
+        """Offerings a pod with constraints ``c`` may get, cheapest first, or why there are none.
+
+        When none is left, the reason names the configuration filter that removed the offerings the pod's
+        constraints would otherwise allow; failing that, the pod's own constraint that removed the last one.
+        """
         found = self._eligible.get(c)
         if found is None:
-            if not self.offerings:
-                found = ([], self.excluded_reason or "no offerings")
-            else:
+            if self.offerings:
                 found = eligible_offerings(c, self.offerings, self.config)
+            elif self.excluded:
+                found = ([], eligible_offerings(c, self.excluded, self.config)[1] or self.excluded_reason)
+            else:
+                found = ([], "no offerings")
+            if not found[0]:
+                found = ([], self._config_reason(self._excluded_allowed(c)) or found[1])
             self._eligible[c] = found
         return found
+
+    def excluded_fit_reason(self, c: Constraints, req: Resources, packing: bool) -> str:
+        """Why no eligible offering holds ``req`` when a configuration filter removed one that would have.
+
+        For the planner's "no offering fits …" verdict: an empty string when no filtered-out offering would
+        hold the request either (then the request is simply too big for anything the pod may get).
+        """
+        fitting = [
+            o
+            for o in self._excluded_allowed(c)
+            if req.fits_in(self.allocatable(o)) and (not packing or self.packing_node(o))
+        ]
+        return self._config_reason(fitting)
+
+    def _excluded_allowed(self, c: Constraints) -> list[Offering]:
+        """Filtered-out offerings that the pod's own constraints allow, cheapest first."""
+        found = self._excluded_for.get(c)
+        if found is None:
+            found = self.excluded
+            for _, keep in offering_filters(c, self.config):
+                found = [o for o in found if keep(o)]
+                if not found:
+                    break
+            self._excluded_for[c] = found
+        return found
+
+    def _config_reason(self, offerings: list[Offering]) -> str:
+        """The configuration filter that removes the last of ``offerings`` (applied in order), described."""
+        remaining = offerings
+        for f in self.filters:
+            kept = [o for o in remaining if f.keep(o)]
+            if not kept:
+                return f.explain(remaining) if remaining else ""
+            remaining = kept
+        return ""
 
     def shapes(self, c: Constraints, capacity_type: str, packing: bool) -> list[Shape]:
         """Eligible offerings of one capacity type grouped by instance type, cheapest shape first."""
@@ -121,38 +173,103 @@ class OfferingIndex:
             return False
         if o.max_pods < cfg.bin_packing_node_min_pod_count:
             return False
+        # Luna's semantics: the regexp is searched for in the name (anchor it with ^…$ to match all of it).
         pattern = cfg.bin_packing_node_type_regexp
-        return pattern is None or pattern.fullmatch(o.instance_type) is not None
+        return pattern is None or pattern.search(o.instance_type) is not None
 
 
-def _global_filter(offerings: Sequence[Offering], config: Config) -> tuple[list[Offering], str]:
-    """Filters every pod is subject to: availability, zones, architecture, type regexp, node cost, GPU SKUs."""
-    remaining = [o for o in offerings if o.available]
-    steps: list[tuple[str, object]] = []
+@dataclass(frozen=True, slots=True)
+class ConfigFilter:
+    """One filter of the configuration every pod is subject to."""
+
+    reason: str  # when it removes every offering there is
+    keep: Callable[[Offering], bool]
+    explain: Callable[[list[Offering]], str]  # when it removes the last offerings a pod could have had
+
+
+def _cheapest(offerings: list[Offering]) -> Offering:
+    return min(offerings, key=price_order)
+
+
+def config_filters(config: Config) -> list[ConfigFilter]:
+    """Availability, zones, architectures, instanceTypeRegexp and maxNodeCostPerHour, in that order."""
+    filters = [
+        ConfigFilter(
+            "every offering is unavailable",
+            lambda o: o.available,
+            lambda removed: (
+                "every offering that fits is unavailable after capacity errors "
+                f"(cheapest {_cheapest(removed).key}); tidal tries them again after offeringUnavailableDuration"
+            ),
+        )
+    ]
     if config.zones:
         zones = set(config.zones)
-        steps.append(
-            (f"no offering in zones {','.join(config.zones)}", lambda o: not o.zone or o.zone in zones)
+        listed = ", ".join(config.zones)
+        filters.append(
+            ConfigFilter(
+                f"no offering in zones {','.join(config.zones)}",
+                lambda o: not o.zone or o.zone in zones,
+                lambda removed: (
+                    f"zones [{listed}] exclude every offering that fits (cheapest {_cheapest(removed).key})"
+                ),
+            )
         )
     archs = set(config.architectures)
-    steps.append(
-        (f"no offering with architecture {','.join(config.architectures)}", lambda o: o.arch in archs)
+    allowed = ", ".join(config.architectures)
+    filters.append(
+        ConfigFilter(
+            f"no offering with architecture {','.join(config.architectures)}",
+            lambda o: o.arch in archs,
+            lambda removed: (
+                f"architectures [{allowed}] excludes "
+                f"{'/'.join(sorted({o.arch.value for o in removed}))} offerings"
+            ),
+        )
     )
     pattern: re.Pattern[str] | None = config.instance_type_regexp
     if pattern is not None:
-        steps.append(
-            (
-                f"no instance type matches instanceTypeRegexp {pattern.pattern!r}",
-                lambda o: pattern.fullmatch(o.instance_type) is not None,
+        regexp = pattern
+        filters.append(
+            ConfigFilter(
+                f"no instance type matches instanceTypeRegexp {regexp.pattern!r}",
+                # Luna's semantics: searched for in the name; ^…$ anchors it.
+                lambda o: regexp.search(o.instance_type) is not None,
+                lambda removed: (
+                    f"instanceTypeRegexp {regexp.pattern!r} excludes every offering that fits "
+                    f"(cheapest {_cheapest(removed).instance_type})"
+                ),
             )
         )
     cap = config.max_node_cost_per_hour
     if cap is not None:
-        steps.append((f"no offering at or below maxNodeCostPerHour {cap}", lambda o: o.price <= cap))
-    reason = "every offering is unavailable" if offerings and not remaining else ""
-    for text, keep in steps:
-        kept = [o for o in remaining if keep(o)]  # type: ignore[operator]
+        limit = cap
+        filters.append(
+            ConfigFilter(
+                f"no offering at or below maxNodeCostPerHour {limit}",
+                lambda o: o.price <= limit,
+                lambda removed: (
+                    f"maxNodeCostPerHour {limit} excludes every offering that fits (cheapest "
+                    f"{_cheapest(removed).instance_type} at ${_cheapest(removed).price:.2f}/h)"
+                ),
+            )
+        )
+    return filters
+
+
+def _global_filter(
+    offerings: Sequence[Offering], filters: list[ConfigFilter]
+) -> tuple[list[Offering], list[Offering], str]:
+    """Apply the configuration's filters: what is left, what was removed, and the filter that removed the last
+    offering (if one did)."""
+    remaining = list(offerings)
+    removed: list[Offering] = []
+    reason = ""
+    for f in filters:
+        kept: list[Offering] = []
+        for o in remaining:
+            (kept if f.keep(o) else removed).append(o)
         if remaining and not kept:
-            reason = text
+            reason = f.reason
         remaining = kept
-    return remaining, reason
+    return remaining, removed, reason
