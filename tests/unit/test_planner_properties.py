@@ -11,7 +11,7 @@ from autoscaler.demand import select
 from autoscaler.planning import plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
-from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod, podgroup, snapshot
+from tests.builders import INSUFFICIENT_GPU, T0, aws_offerings, node, pod, podgroup, snapshot
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings(("us-east-1a", "us-east-1b"))
@@ -29,7 +29,7 @@ pod_spec = st.fixed_dictionaries(
 )
 
 
-def build(specs, existing_gpus, limit):
+def build(specs, existing_gpus, limit, extra=""):
     objs = []
     gangs = Counter()
     for i, s in enumerate(specs):
@@ -57,6 +57,24 @@ def build(specs, existing_gpus, limit):
         objs.append(podgroup(name, min_member=n, queue="prod"))
     if existing_gpus:
         objs.append(node("gpu-old", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=existing_gpus))
+    if extra in ("launching", "both"):
+        # A node tidal launched that has not become Ready: its GPUs count before the device plugin shows them.
+        objs.append(
+            node(
+                "gpu-new",
+                instance_type="g6.12xlarge",
+                cpu="48",
+                memory="192Gi",
+                managed=True,
+                ready=False,
+                gpu_label=4,
+            )
+        )
+    if extra in ("idle", "both"):
+        # An empty node tidal launched, unneeded for an hour: scale-down removes it.
+        objs.append(
+            node("cpu-idle", managed=True, annotations={"tidal.dev/unneeded-since": T0.replace("10:", "09:")})
+        )
     config = {
         "cloud": "aws",
         "region": "us-east-1",
@@ -72,6 +90,7 @@ scenario = st.tuples(
     st.lists(pod_spec, min_size=1, max_size=8),
     st.sampled_from([0, 0, 4]),
     st.sampled_from([None, 0, 4, 8, 16, 64]),
+    st.sampled_from(["", "", "launching", "idle", "both"]),
 )
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -93,13 +112,26 @@ def test_every_planned_pod_fits_its_node(case):
         assert total.fits_in(index.allocatable(launch.offering))
 
 
+def node_gpus(obj):
+    """GPUs of a Node object as written: its capacity, or the GPU-count label of a node still starting."""
+    capacity = int(obj["status"]["capacity"].get("nvidia.com/gpu", "0"))
+    return max(capacity, int(obj["metadata"]["labels"].get("tidal.dev/gpu-count", "0")))
+
+
 @SETTINGS
 @given(scenario)
 def test_gpus_after_the_plan_never_exceed_the_limit(case):
     objs, config = build(*case)
     result = plan(snapshot(*objs), OFFERINGS, config, NOW)
-    if config.cluster_gpu_limit is not None and result.launch.gpus_before <= config.cluster_gpu_limit:
-        assert result.launch.gpus_after <= config.cluster_gpu_limit
+    # Counted from the objects themselves, not from the plan's own gpus_before/gpus_after.
+    existing = sum(node_gpus(o) for o in objs if o["kind"] == "Node")
+    launched = sum(la.offering.gpu_count for la in result.launch.launches)
+    assert result.launch.gpus_after == existing + launched
+    if config.cluster_gpu_limit is not None:
+        if existing >= config.cluster_gpu_limit:
+            assert launched == 0
+        else:
+            assert existing + launched <= config.cluster_gpu_limit
 
 
 @SETTINGS
@@ -114,20 +146,21 @@ def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods
         total = Resources()
         for key in launch.pods:
             total = total + pods[key].requests + {"pods": 1000}
+        # Every offering all of the node's pods may get, in any capacity type they allow (spot and on-demand).
         allowed = set.intersection(
             *(set(index.eligible(result.demand.constraints[k])[0]) for k in launch.pods)
         )
         if launch.mode == "bin-packing":
             allowed = {o for o in allowed if index.packing_node(o)}
+        assert {o.capacity_type for o in allowed} >= {launch.offering.capacity_type}
         cheaper = [
-            o
+            o.key
             for o in allowed
-            if o.capacity_type == launch.offering.capacity_type
-            and o.price < launch.offering.price
-            and o.gpu_count <= launch.offering.gpu_count
+            if o.price < launch.offering.price
+            and o.gpu_count <= launch.offering.gpu_count  # never more GPUs against the limit
             and total.fits_in(index.allocatable(o))
         ]
-        assert cheaper == []
+        assert cheaper == [], f"{launch.offering.key} at {launch.offering.price} holds {launch.pods}"
 
 
 @SETTINGS
@@ -138,7 +171,9 @@ def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Ra
     shuffled = list(objs)
     rnd.shuffle(shuffled)
     second = plan(snapshot(*shuffled), list(reversed(OFFERINGS)), config, NOW)
-    assert first.launch == second.launch
+    assert first.launch == second.launch  # launches, unplaced pods with reasons, GPUs before and after
+    assert first.ignored == second.ignored
+    assert first.removal == second.removal  # removals, blocked nodes, unneeded-since times
 
 
 @SETTINGS
