@@ -151,14 +151,16 @@ def fetch_instance_types(
 
 
 def fetch_zone_offerings(
-    ec2: Any, zones: Iterable[str], *, instance_types: Sequence[str] = ()
+    ec2: Any, zones: Iterable[str] | None, *, instance_types: Sequence[str] = ()
 ) -> dict[str, tuple[str, ...]]:
     """For each instance type (of ``instance_types`` when few enough to name), the zones among ``zones``
-    where AWS sells it."""
-    wanted = sorted(set(zones))
-    if not wanted:
-        return {}
-    filters: list[dict[str, Any]] = [{"Name": "location", "Values": wanted}]
+    (None: every zone of the region) where AWS sells it."""
+    filters: list[dict[str, Any]] = []
+    if zones is not None:
+        wanted = sorted(set(zones))
+        if not wanted:
+            return {}
+        filters.append({"Name": "location", "Values": wanted})
     if 0 < len(instance_types) <= _TYPE_FILTER_LIMIT:
         filters.append({"Name": "instance-type", "Values": sorted(instance_types)})
     paginator = ec2.get_paginator("describe_instance_type_offerings")

@@ -171,8 +171,11 @@ class OfferingSource:
 
     # -- queries ------------------------------------------------------------------------------------------
 
-    def launch_zones(self) -> list[str]:
-        """Zones with a configured subnet (and among ``zones`` when that is set)."""
+    def launch_zones(self) -> list[str] | None:
+        """Zones with a configured subnet (and among ``zones`` when that is set). Without subnets in the
+        configuration (listing offerings only): ``zones``, or None for every zone of the region."""
+        if not (self.settings.subnet_ids or self.settings.subnet_selector):
+            return list(self.config.zones) or None
         with self._lock:
             subnets = self.subnets.get()
         if subnets is None:
@@ -206,6 +209,8 @@ class OfferingSource:
 
     def _build(self) -> list[Offering]:
         zones = self.launch_zones()
+        if zones is not None and not zones:
+            return self._from_fallback(zones, "no configured subnet is in the configured zones")
         specs = self.specs.get()
         if specs is None:
             return self._from_fallback(zones, f"instance types: {self.specs.error}")
@@ -216,8 +221,8 @@ class OfferingSource:
         out: list[Offering] = []
         unpriced = 0
         for instance_type, spec in sorted(specs.items()):
-            type_zones = by_type.get(instance_type, ()) if by_type is not None else zones
-            for zone in (z for z in type_zones if z in zones):
+            type_zones = by_type.get(instance_type, ()) if by_type is not None else (zones or ())
+            for zone in (z for z in type_zones if zones is None or z in zones):
                 for capacity_type in spec.capacity_types:
                     found = self._price(instance_type, zone, capacity_type, on_demand, spot)
                     if found is None:
@@ -256,9 +261,11 @@ class OfferingSource:
                 return price, fallback.source
         return None
 
-    def _from_fallback(self, zones: Sequence[str], why: str) -> list[Offering]:
+    def _from_fallback(self, zones: Sequence[str] | None, why: str) -> list[Offering]:
         if self.fallback is None:
-            raise ProviderError(f"cannot build EC2 offerings ({why}) and aws.catalogFallback is not set")
+            unused = self.settings.catalog_fallback_unused
+            fallback = unused if unused else "aws.catalogFallback is not set"
+            raise ProviderError(f"cannot build EC2 offerings ({why}) and {fallback}")
         s = self.settings
         out = [
             o
@@ -267,6 +274,11 @@ class OfferingSource:
             and (not s.families or o.family in s.families)
         ]
         log.warning(
-            "aws_offerings_from_catalog_file", file=str(self.fallback.path), reason=why, count=len(out)
+            "aws_offerings_from_catalog_file",
+            file=str(self.fallback.path),
+            reason=why,
+            count=len(out),
+            # The catalog file has no generation column: only EC2 can tell previous-generation types apart.
+            **({"current_generation_only": "not applied"} if s.current_generation_only else {}),
         )
         return out

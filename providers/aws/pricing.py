@@ -21,6 +21,7 @@ __all__ = [
     "ON_DEMAND_SOURCE",
     "SPOT_SOURCE",
     "CatalogFallback",
+    "NoRowsForRegion",
     "fetch_on_demand_prices",
     "fetch_spot_prices",
     "parse_price_list_item",
@@ -30,6 +31,10 @@ ON_DEMAND_SOURCE = "aws price list api"
 SPOT_SOURCE = "aws spot price history"
 SPOT_PRODUCTS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
 _SPOT_TYPE_LIMIT = 200  # beyond this many types, ask for all of them rather than list them
+
+
+class NoRowsForRegion(CatalogError):
+    """The catalog file is fine but prices no offering of this region."""
 
 
 def _price_filters(region: str) -> list[dict[str, str]]:
@@ -129,10 +134,11 @@ class CatalogFallback:
 
     @classmethod
     def load(cls, path: Path, *, region: str, max_pods: int) -> CatalogFallback:
-        """Read the file; :class:`CatalogError` when it is unreadable or has no rows for ``region``."""
+        """Read the file; :class:`CatalogError` when it is unreadable, :class:`NoRowsForRegion` when it has no
+        rows for ``region``."""
         offerings = read_catalog_csv(path, cloud="aws", region=region, max_pods=max_pods)
         if not offerings:
-            raise CatalogError(f"{path}: no rows for cloud 'aws' region {region!r}")
+            raise NoRowsForRegion(f"{path}: no rows for cloud 'aws' region {region!r}")
         prices = {(o.instance_type, o.capacity_type, o.zone): o.price for o in offerings}
         return cls(path, tuple(offerings), offerings[0].price_source, prices)
 
@@ -141,9 +147,11 @@ class CatalogFallback:
         found = self._prices.get((instance_type, capacity_type, zone))
         return self._prices.get((instance_type, capacity_type, "")) if found is None else found
 
-    def in_zones(self, zones: Iterable[str]) -> list[Offering]:
+    def in_zones(self, zones: Iterable[str] | None) -> list[Offering]:
         """The file's own offerings in ``zones`` (used when EC2 cannot be asked at all); a row without a
-        zone is sold in every zone."""
+        zone is sold in every zone. ``zones`` None: every row as the file has it."""
+        if zones is None:
+            return list(self.offerings)
         wanted = list(zones)
         out: dict[tuple[str, str, str], Offering] = {}
         for o in self.offerings:

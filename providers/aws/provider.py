@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -52,7 +53,7 @@ from providers.aws.fleet import (
 from providers.aws.interruptions import SpotInterruptionQueue
 from providers.aws.launch_template import LaunchTemplates
 from providers.aws.offerings import OfferingSource
-from providers.aws.pricing import CatalogFallback
+from providers.aws.pricing import CatalogFallback, NoRowsForRegion
 from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_settings
 
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
@@ -81,8 +82,12 @@ def provider_id(zone: str, instance_id: str) -> str:
     return f"aws:///{zone}/{instance_id}"
 
 
-def load_settings(config: Config) -> tuple[AwsSettings, CatalogFallback | None]:
-    """The ``aws:`` section and its catalog file; :class:`AwsConfigError` lists every problem in one line."""
+def load_settings(config: Config, *, launching: bool = True) -> tuple[AwsSettings, CatalogFallback | None]:
+    """The ``aws:`` section and its catalog file; :class:`AwsConfigError` lists every problem in one line.
+
+    ``launching=False`` is for listing offerings only: subnets and a launch template may be missing, and a
+    catalog file without rows for the region is left unused (``catalog_fallback_unused`` says why).
+    """
     errors: list[str] = []
     settings: AwsSettings | None = None
     raw = config.providers.get(SECTION) or {}
@@ -90,11 +95,19 @@ def load_settings(config: Config) -> tuple[AwsSettings, CatalogFallback | None]:
         settings = parse_settings(raw, config)
     except AwsConfigError as err:
         errors.extend(err.errors)
+    if settings is not None and launching:
+        errors.extend(settings.launch_problems)
     fallback = None
     path = settings.catalog_fallback if settings is not None else None
-    if path is not None:
+    if path is not None and settings is not None:
         try:
             fallback = CatalogFallback.load(path, region=config.region, max_pods=config.max_pods_per_node)
+        except NoRowsForRegion as err:
+            if launching:
+                errors.append(f"{SECTION}.catalogFallback: {err}")
+            else:
+                unused = f"{SECTION}.catalogFallback {path} has no rows for region {config.region!r}"
+                settings = replace(settings, catalog_fallback_unused=unused)
         except CatalogError as err:
             errors.append(f"{SECTION}.catalogFallback: {err}")
     if errors or settings is None:
@@ -116,14 +129,25 @@ class AwsProvider:
         client_options: ClientOptions | None = None,
         session_factory: Callable[[], Any] | None = None,
         rng: random.Random | None = None,
+        launching: bool | None = None,
     ) -> None:
         """Check the ``aws:`` section (nothing is called on AWS until the first contract call).
 
-        ``kube_api_client`` is accepted for the daemon's sake and unused: EKS nodes register themselves.
+        ``launching``: whether this provider is built to launch nodes, so that subnets and a launch template
+        missing from the section are an error at once. By default it is when built by the daemon (which
+        passes ``kube_api_client``, otherwise unused: EKS nodes register themselves); built for listing
+        offerings (``tidal catalog``) only the region is needed, and :meth:`launch` says what is missing.
         """
-        del kube_api_client
+        if launching is None:
+            launching = kube_api_client is not None
         self.config = config
-        self.settings, fallback = load_settings(config)
+        self.settings, fallback = load_settings(config, launching=launching)
+        if self.settings.catalog_fallback_unused:
+            log.warning(
+                "aws_catalog_fallback_unused",
+                reason=self.settings.catalog_fallback_unused,
+                consequence="prices come from the AWS APIs only",
+            )
         self.clock = clock
         self.clients = ClientFactory(
             config.region,
@@ -156,6 +180,8 @@ class AwsProvider:
             raise ProviderError("launch request has no idempotency token")
         if not request.offerings:
             raise ProviderError(f"launch request {request.token} has no candidate offerings")
+        if self.settings.launch_problems:
+            raise ProviderError(f"cannot launch: {'; '.join(self.settings.launch_problems)}")
         existing = self._find_by_token(request.token)
         if existing is not None:
             log.info(

@@ -99,6 +99,10 @@ class AwsSettings:
     families: tuple[str, ...] = ()
     current_generation_only: bool = False
     eks_cluster_name: str = ""
+    # What is missing for launching (subnets, a launch template); listing offerings does not need it.
+    launch_problems: tuple[str, ...] = ()
+    # Why aws.catalogFallback is not used (a file without rows for the region, when only listing offerings).
+    catalog_fallback_unused: str = ""
 
 
 Convert = Callable[[Any, str], Any]
@@ -304,12 +308,13 @@ _KEYS: dict[str, tuple[str, Convert]] = {
 }
 
 
-def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
-    errors = []
+def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(mistakes, what launching needs but is missing)."""
+    errors, missing = [], []
     if "subnetIds" in raw and "subnetSelector" in raw:
         errors.append(f"{SECTION}.subnetSelector: give subnetIds or subnetSelector, not both")
     elif "subnetIds" not in raw and "subnetSelector" not in raw:
-        errors.append(
+        missing.append(
             f"{SECTION}.subnetIds: required (or {SECTION}.subnetSelector), the subnets nodes launch in"
         )
     elif "subnetIds" in raw and values.get("subnet_ids") == ():
@@ -319,7 +324,7 @@ def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> list[str
             f"{SECTION}.managedLaunchTemplate: give launchTemplate or managedLaunchTemplate, not both"
         )
     elif "launchTemplate" not in raw and "managedLaunchTemplate" not in raw:
-        errors.append(
+        missing.append(
             f"{SECTION}.launchTemplate: required (or {SECTION}.managedLaunchTemplate), how nodes boot and join"
         )
     if "managedLaunchTemplate" in raw and not raw.get("securityGroupIds"):
@@ -329,11 +334,15 @@ def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> list[str
             f"{SECTION}.securityGroupIds: only used by managedLaunchTemplate; "
             "a named launchTemplate brings its own security groups"
         )
-    return errors
+    return errors, missing
 
 
 def parse_settings(raw: Mapping[str, Any], config: Config) -> AwsSettings:
-    """Validate the raw ``aws:`` map; :class:`AwsConfigError` lists every problem at once."""
+    """Validate the raw ``aws:`` map; :class:`AwsConfigError` lists every problem at once.
+
+    Missing subnets or launch template are not mistakes here (listing offerings needs neither): they are kept
+    in ``launch_problems`` for whoever launches to refuse.
+    """
     errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.")
     values: dict[str, Any] = {}
     for key, (attr, convert) in _KEYS.items():
@@ -343,8 +352,9 @@ def parse_settings(raw: Mapping[str, Any], config: Config) -> AwsSettings:
             values[attr] = convert(raw[key], f"{SECTION}.{key}")
         except ConfigError as err:
             errors.extend(err.errors)
-    errors.extend(_cross_checks(raw, values))
+    mistakes, missing = _cross_checks(raw, values)
+    errors.extend(mistakes)
     if errors:
-        raise AwsConfigError(errors)
+        raise AwsConfigError(errors + missing)
     values.setdefault("eks_cluster_name", config.cluster_name)
-    return AwsSettings(**values)
+    return AwsSettings(**values, launch_problems=tuple(missing))

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.cloud import load_provider
+from autoscaler.cloud import ProviderError, load_provider
 from autoscaler.config import Config, ConfigError, config_from_mapping
+from autoscaler.model import LaunchRequest, Offering
 from providers.aws import AwsConfigError, AwsProvider, load_settings
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
@@ -154,3 +155,32 @@ def test_the_provider_is_found_by_its_entry_point_name_without_calling_aws():
     )
     assert isinstance(provider, AwsProvider)
     assert provider.name == "aws"
+
+
+def test_a_provider_built_to_list_offerings_needs_only_the_region():
+    provider = AwsProvider(config({"families": ["g5"]}))  # as `tidal catalog` builds it
+    request = LaunchRequest(
+        "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10",
+        (Offering("g5.xlarge", "us-east-1a", "on-demand", 4, 16384, 1.006, gpu_count=1),),
+    )
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request)
+    assert str(caught.value) == (
+        "cannot launch: aws.subnetIds: required (or aws.subnetSelector), the subnets nodes launch in; "
+        "aws.launchTemplate: required (or aws.managedLaunchTemplate), how nodes boot and join"
+    )
+
+
+def test_the_daemons_provider_refuses_a_section_that_cannot_launch_at_once():
+    with pytest.raises(AwsConfigError, match=r"aws\.subnetIds: required"):
+        load_provider("aws", config({"families": ["g5"]}), kube_api_client=object())
+
+
+def test_a_catalog_file_without_the_region_is_left_unused_when_only_listing_offerings():
+    settings, fallback = load_settings(
+        config({"catalogFallback": str(CATALOG)}, region="eu-west-3"), launching=False
+    )
+    assert fallback is None
+    assert settings.catalog_fallback_unused == (
+        f"aws.catalogFallback {CATALOG} has no rows for region 'eu-west-3'"
+    )
