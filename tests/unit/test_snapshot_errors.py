@@ -17,8 +17,9 @@ from autoscaler.kube.convert import (
     podgroup_from_dict,
     queue_from_dict,
 )
+from autoscaler.planning import plan
 from autoscaler.snapshot import SnapshotError, read_snapshots
-from tests.builders import node, pdb, pod, podgroup, queue
+from tests.builders import aws_offerings, node, pdb, pod, podgroup, queue, snapshot
 
 REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -242,3 +243,21 @@ def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(tmp_path, ca
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == f"tidal: error: {snap}: Pod default/p1: spec.priority: expected an integer, got 'high'\n"
+
+
+@pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", "2026-11-20T09:00:00", ""])
+def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_failing(make_config, mangled):
+    now = 1_795_172_400.0  # 2026-11-20T11:00:00Z
+    empty = node(
+        "gpu-a",
+        instance_type="g5.xlarge",
+        cpu="4",
+        memory="16Gi",
+        gpu=1,
+        managed=True,
+        annotations={"tidal.dev/unneeded-since": mangled},
+    )
+    result = plan(snapshot(empty), aws_offerings(), make_config(), now)
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 300s")]
+    assert result.removal.unneeded_since == {"gpu-a": now}
