@@ -1,7 +1,7 @@
 """Flexible scale sets: one VM per launch, of any size and priority, tagged with tidal's tags.
 
-The VM is built from the scale set's VM profile (image, OS disk, NICs) with the offering's size, zone and
-priority. Its name derives from the launch token and the offering, so a retried launch finds (or re-PUTs)
+The VM is built from the scale set's VM profile (image, OS disk, NICs) and identity with the offering's
+size, zone and priority. Its name derives from the launch token and the offering, so a retried launch finds (or re-PUTs)
 the same VM instead of making a second one.
 """
 
@@ -27,7 +27,13 @@ from autoscaler.model import (
 )
 from providers.azure.arm import ArmCompute
 from providers.azure.errors import classify, is_not_found
-from providers.azure.resources import ScaleSet, VirtualMachine, flexible_provider_id, instance_state
+from providers.azure.resources import (
+    ScaleSet,
+    VirtualMachine,
+    flexible_provider_id,
+    identity_for_write,
+    instance_state,
+)
 from providers.azure.targets import zone_label
 from providers.azure.uniform import LIVE, Describe, PoolSettings
 
@@ -138,6 +144,9 @@ class FlexiblePools:
             "tags": arm_tags(tags),
             "properties": properties,
         }
+        identity = identity_for_write(ss.raw.get("identity"))
+        if identity:  # the kubelet identity the node pool's VMs carry (image pulls, disks)
+            body["identity"] = identity
         zone = offering.zone.removeprefix(f"{self.settings.region}-") if offering.zone else ""
         if zone:
             body["zones"] = [zone]
@@ -204,7 +213,7 @@ class FlexiblePools:
                 raise ProviderError(
                     f"VM {name} does not carry cluster {self.settings.cluster}'s tag; not deleting it"
                 )
-            self.arm.delete_vm(name).wait(self.settings.wait)
+            self.arm.delete_vm(name)  # sent, not waited for: the VM is listed as stopping until it is gone
         except HttpResponseError as err:
             if not is_not_found(err):
                 raise classify(err, what=f"deleting VM {name}") from None

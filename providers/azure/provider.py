@@ -2,9 +2,14 @@
 
 ``offerings()`` joins Resource SKUs (shapes, zones, restrictions), the configured scale sets and prices.
 ``launch()`` tries the candidates cheapest first, grows the chosen scale set (or creates a VM in a Flexible
-one) and waits a bounded time for the operation: a launch still running answers ``pending`` and the next
-``instances()`` completes the picture. Idempotency is by launch token (scale-set tags for Uniform sets, VM
-names and tags for Flexible ones); see ``ledger`` and docs/azure.md.
+one) and gives the operation a short grace (``azure.operationWait``) to report a capacity error, so that the
+next candidate is tried in the same call. An operation still running then is not waited for: the launch
+answers ``pending``, the SDK's poller keeps following it in its own thread, and later ``offerings()`` and
+``instances()`` calls look at the poller without waiting. A failure found that way benches the offering
+(the next launch skips it at once, as after ``CapacityUnavailable``). Other writes (tag rewrites,
+``delete_instances``, VM deletes) are sent and not waited for at all: the next listing shows how they went.
+Idempotency is by launch token (scale-set tags for Uniform sets, VM names and tags for Flexible ones); see
+``ledger`` and docs/azure.md.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient
 from providers.azure.errors import classify
 from providers.azure.flexible import FlexiblePools
+from providers.azure.permissions import LINKED_ACTIONS, linked_actions
 from providers.azure.prices import Prices, fallback_prices, prices_from_items
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import SECTION, parse_settings
@@ -58,15 +64,14 @@ class AzureProvider:
         credential: Any = None,
         connection_verify: bool | str = True,
         polling_interval: float = 5.0,
-        operation_wait: float = 10.0,
         connect_retries: int = 3,
         client: Any = None,
     ) -> None:
         """Check the ``azure:`` section (ProviderConfigError lists every problem) and build the clients.
 
         ``credential`` defaults to Workload Identity / DefaultAzureCredential; ``connection_verify`` is a CA
-        bundle for a private endpoint; ``operation_wait`` bounds how long one call waits for an ARM
-        operation; ``connect_retries`` is how often a refused or dropped connection is retried;
+        bundle for a private endpoint; ``polling_interval`` is the LRO poll interval when ARM sends no
+        Retry-After; ``connect_retries`` is how often a refused or dropped connection is retried;
         ``client`` replaces the ComputeManagementClient the factory would build. AKS registers the nodes
         itself, so ``kube_api_client`` is not used.
         """
@@ -96,7 +101,7 @@ class AzureProvider:
             region=config.region,
             subscription=s.subscription_id,
             resource_group=s.resource_group,
-            wait=operation_wait,
+            wait=s.operation_wait,
             retention=TERMINATED_RETENTION,
             pending_timeout=config.registration_timeout,
         )
@@ -112,6 +117,7 @@ class AzureProvider:
         self._scan: tuple[float, list[Instance]] | None = None
         self._flex_live: dict[str, Instance] = {}
         self._flex_gone: dict[str, tuple[Instance, float]] = {}
+        self._link_warned: set[tuple[str, str]] = set()
 
     # --- offerings -------------------------------------------------------------------------------------
 
@@ -129,6 +135,7 @@ class AzureProvider:
             log.warning("azure_offerings_from_catalog", error=str(error))
             return self._catalog_offerings()
         targets = plan_targets(self.settings, scale_sets, shapes)
+        self._check_links(scale_sets, {t.template or t.scale_set for t in targets})
         offerings, by_key = make_offerings(
             targets,
             shapes,
@@ -144,10 +151,33 @@ class AzureProvider:
         log.info("azure_offerings", offerings=len(offerings), targets=len(targets), sizes=len(shapes))
         return offerings
 
+    def _check_links(self, scale_sets: dict[str, ScaleSet | None], names: set[str]) -> None:
+        """Warn, once each, about resources a launch target's model links to that the shipped role does not
+        let tidal use: the scale-out would fail with LinkedAuthorizationFailed until the action is granted."""
+        for name in sorted(names):
+            ss = scale_sets.get(name)
+            if ss is None:
+                continue
+            needed, unknown = linked_actions(ss.raw)
+            for action, ids in sorted(needed.items()):
+                if action not in LINKED_ACTIONS and (name, action) not in self._link_warned:
+                    self._link_warned.add((name, action))
+                    log.warning(
+                        "azure_scale_set_needs_permission", scale_set=name, action=action, scope=ids[0]
+                    )
+            for rid in unknown:
+                if (name, rid) not in self._link_warned:
+                    self._link_warned.add((name, rid))
+                    log.warning("azure_scale_set_links_unknown_resource", scale_set=name, resource=rid)
+
     def _catalog_offerings(self) -> list[Offering]:
         """Offerings from the catalog file when ARM cannot be read: prices shown as coming from it."""
         s = self.settings
-        wanted = {(size, ON_DEMAND) for size in s.scale_sets} | {(size, SPOT) for size in s.spot_scale_sets}
+        with self._lock:  # the scale sets' priorities as last read, else what the section suggests
+            wanted = {(t.size, t.capacity_type) for t in self._targets.values()}
+        wanted = wanted or (
+            {(size, ON_DEMAND) for size in s.scale_sets} | {(size, SPOT) for size in s.spot_scale_sets}
+        )
         name = s.catalog_fallback.name if s.catalog_fallback else ""
         return [
             dataclasses.replace(o, price_source=f"catalog file {name} (Azure Resource Manager unavailable)")
@@ -344,12 +374,13 @@ class AzureProvider:
 
     def _collect_inflight(self, ended: set[str] | frozenset[str] = frozenset()) -> None:
         """Launches that answered ``pending``: a failure found since benches the offering. For launches
-        the listing already shows ended, give the operation's poller a moment to report why."""
+        the listing already shows ended, give their pollers (together) at most the grace to report why."""
         with self._lock:
             waiting = [p for t, (p, _) in self._inflight.items() if t in ended and not p.done()]
+        deadline = time.monotonic() + self.settings.operation_wait
         for poller in waiting:
             with contextlib.suppress(HttpResponseError):  # the error is read below, with the others
-                poller.wait(timeout=1.0)
+                poller.wait(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             done = [(t, p, o) for t, (p, o) in self._inflight.items() if p.done()]
             for token, _, _ in done:

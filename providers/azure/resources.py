@@ -17,6 +17,7 @@ __all__ = [
     "ScaleSet",
     "VirtualMachine",
     "flexible_provider_id",
+    "identity_for_write",
     "instance_state",
     "scale_set_from_wire",
     "uniform_provider_id",
@@ -102,6 +103,17 @@ def scale_set_from_wire(data: Mapping[str, Any]) -> ScaleSet:
         provisioning=str(props.get("provisioningState") or ""),
         raw=data,
     )
+
+
+def identity_for_write(identity: Any) -> dict[str, Any] | None:
+    """A scale set's ``identity`` as a write sends it: the type and the user-assigned identities' ids
+    (ARM fills in their principal and client ids itself)."""
+    if not identity:
+        return None
+    out: dict[str, Any] = {"type": identity.get("type")}
+    if identity.get("userAssignedIdentities"):
+        out["userAssignedIdentities"] = {k: {} for k in identity["userAssignedIdentities"]}
+    return out
 
 
 def _created(text: Any) -> float:

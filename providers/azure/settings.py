@@ -25,6 +25,8 @@ SECTION = "azure"
 DEFAULT_ENDPOINT = "https://management.azure.com"
 DEFAULT_PRICES_ENDPOINT = "https://prices.azure.com"
 DEFAULT_PRICE_REFRESH = 3600.0
+DEFAULT_OPERATION_WAIT = 2.0
+MAX_OPERATION_WAIT = 30.0
 
 _GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _RESOURCE_GROUP = r"[-\w._()]{0,89}[-\w_()]"
@@ -50,6 +52,7 @@ class AzureSettings:
     prices_endpoint: str = DEFAULT_PRICES_ENDPOINT
     catalog_fallback: Path | None = None
     price_refresh_interval: float = DEFAULT_PRICE_REFRESH
+    operation_wait: float = DEFAULT_OPERATION_WAIT
     fallback_offerings: tuple[Offering, ...] = ()
 
     def scale_set_names(self) -> list[str]:
@@ -92,6 +95,17 @@ def _size_map(value: Any, path: str) -> Mapping[str, str]:
     return out
 
 
+def _operation_wait(value: Any, path: str) -> float:
+    seconds: float = schema.duration(positive=False)(value, path)
+    if seconds > MAX_OPERATION_WAIT:
+        schema.fail(
+            path,
+            f"{schema.show(value)} is longer than {int(MAX_OPERATION_WAIT)}s: a launch must not hold the "
+            "reconcile loop; operations still running are followed without waiting",
+        )
+    return seconds
+
+
 _KEYS: dict[str, tuple[str, schema.Converter]] = {
     "subscriptionId": ("subscription_id", schema.text(pattern=_GUID, rule="a subscription id (a GUID)")),
     "resourceGroup": (
@@ -107,6 +121,7 @@ _KEYS: dict[str, tuple[str, schema.Converter]] = {
     "pricesEndpoint": ("prices_endpoint", _https_url),
     "catalogFallback": ("catalog_fallback", lambda v, p: Path(os.path.expanduser(schema.text()(v, p)))),
     "priceRefreshInterval": ("price_refresh_interval", schema.duration()),
+    "operationWait": ("operation_wait", _operation_wait),
 }
 
 

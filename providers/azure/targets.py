@@ -2,7 +2,11 @@
 
 A target is one (VM size, capacity type) and the scale set that grows for it: a node pool named in
 ``scaleSets``/``spotScaleSets``, a Flexible scale set that takes VMs of any size, or a copy of
-``templateScaleSet`` made on first use. A Uniform scale set spanning several zones picks the zone of each
+``templateScaleSet`` made on first use. A Uniform node pool's priority is part of its model, so a pool
+named under ``scaleSets`` whose model says ``priority: Spot`` is the Spot pool of its size
+(``spotScaleSets`` says the same explicitly, and is how a size gets both a regular and a Spot pool). A Spot
+pool is used only when its model evicts with ``Delete`` and caps the price at ``-1`` (see
+:func:`spot_policy_problem`). A Uniform scale set spanning several zones picks the zone of each
 new instance itself, so its offerings carry no zone; a single-zone one carries that zone; a Flexible one
 offers every zone it spans, because each VM is placed in the zone tidal asks for.
 """
@@ -21,7 +25,14 @@ from providers.azure.resources import ScaleSet
 from providers.azure.settings import AzureSettings
 from providers.azure.skus import VmShape
 
-__all__ = ["LaunchTarget", "copy_name", "make_offerings", "plan_targets", "zone_label"]
+__all__ = [
+    "LaunchTarget",
+    "copy_name",
+    "make_offerings",
+    "plan_targets",
+    "spot_policy_problem",
+    "zone_label",
+]
 
 log = structlog.get_logger("tidal.providers.azure")
 
@@ -53,28 +64,59 @@ def zone_label(region: str, zone: str) -> str:
     return f"{region}-{zone}" if zone else ""
 
 
+def spot_policy_problem(ss: ScaleSet) -> str | None:
+    """Why a Spot scale set's model does not suit tidal, or None when it does.
+
+    Evicted VMs must be deleted (``evictionPolicy: Delete``; a deallocated one keeps its capacity and
+    disks, and Azure's default for Spot is Deallocate), and the price must never evict them
+    (``billingProfile.maxPrice: -1``, also Azure's default when no price is given): tidal plans with the
+    Spot price as a cost, not as a bid.
+    """
+    profile = (ss.raw.get("properties") or {}).get("virtualMachineProfile") or {}
+    eviction = profile.get("evictionPolicy") or "Deallocate"
+    max_price = (profile.get("billingProfile") or {}).get("maxPrice", -1)
+    problems = []
+    if eviction != "Delete":
+        problems.append(f"evictionPolicy is {eviction}, not Delete")
+    if max_price is not None and float(max_price) != -1:
+        problems.append(f"billingProfile.maxPrice is {max_price}, not -1")
+    return "; ".join(problems) or None
+
+
 def _mapped(
-    sizes: Mapping[str, str], capacity_type: str, scale_sets: Mapping[str, ScaleSet | None]
+    sizes: Mapping[str, str], spot_only: bool, scale_sets: Mapping[str, ScaleSet | None]
 ) -> Iterable[LaunchTarget]:
+    """Targets of ``scaleSets`` (``spot_only`` False) or ``spotScaleSets`` (True)."""
     for size, name in sorted(sizes.items()):
         ss = scale_sets.get(name)
         if ss is None:
             log.warning("azure_scale_set_not_found", scale_set=name, size=size)
             continue
-        if not ss.flexible and ss.size != size:
+        if ss.flexible:  # a Flexible scale set takes VMs of any size and priority
+            yield LaunchTarget(size, SPOT if spot_only else ON_DEMAND, name, True, ss.zones)
+            continue
+        if ss.size != size:
             log.warning("azure_scale_set_size_mismatch", scale_set=name, configured=size, actual=ss.size)
             continue
-        if not ss.flexible and ss.spot != (capacity_type == SPOT):
-            # A Uniform pool's priority is fixed when AKS creates it; a Spot pool under scaleSets (or a
-            # regular one under spotScaleSets) would be sold at the wrong price.
+        if spot_only and not ss.spot:
+            # A Uniform pool's priority is fixed when AKS creates it: a regular pool under spotScaleSets
+            # would be sold at the Spot price.
             log.warning(
-                "azure_scale_set_priority_mismatch",
-                scale_set=name,
-                priority=ss.priority,
-                wanted=capacity_type,
+                "azure_scale_set_priority_mismatch", scale_set=name, priority=ss.priority, wanted=SPOT
             )
             continue
-        yield LaunchTarget(size, capacity_type, name, ss.flexible, ss.zones)
+        if ss.spot:
+            problem = spot_policy_problem(ss)
+            if problem is not None:
+                log.warning(
+                    "azure_spot_scale_set_refused",
+                    scale_set=name,
+                    size=size,
+                    reason=f"{problem} (recreate the node pool with --eviction-policy Delete "
+                    "--spot-max-price -1)",
+                )
+                continue
+        yield LaunchTarget(size, SPOT if ss.spot else ON_DEMAND, name, False, ss.zones)
 
 
 def plan_targets(
@@ -82,8 +124,8 @@ def plan_targets(
 ) -> list[LaunchTarget]:
     """Every launch target: mapped node pools first, then what the template can make."""
     targets = [
-        *_mapped(settings.scale_sets, ON_DEMAND, scale_sets),
-        *_mapped(settings.spot_scale_sets, SPOT, scale_sets),
+        *_mapped(settings.scale_sets, False, scale_sets),
+        *_mapped(settings.spot_scale_sets, True, scale_sets),
     ]
     template = settings.template_scale_set
     if not template:

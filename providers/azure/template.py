@@ -14,7 +14,7 @@ from typing import Any
 from autoscaler.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT
 from providers.azure.flexible import arm_tags, spot_settings
 from providers.azure.ledger import TOKEN_TAG_PREFIX
-from providers.azure.resources import ScaleSet
+from providers.azure.resources import ScaleSet, identity_for_write
 from providers.azure.targets import LaunchTarget
 
 __all__ = ["TEMPLATE_TAG", "copy_body", "is_copy_of"]
@@ -32,15 +32,6 @@ def is_copy_of(ss: ScaleSet, template: str, cluster: str) -> bool:
 def arm_key(label: str) -> str:
     """The tag name ARM accepts for a label of tidal's (``tidal.dev/cluster`` → ``tidal.dev.cluster``)."""
     return next(iter(arm_tags({label: ""})))
-
-
-def _identity(identity: Any) -> dict[str, Any] | None:
-    if not identity:
-        return None
-    out: dict[str, Any] = {"type": identity.get("type")}
-    if identity.get("userAssignedIdentities"):
-        out["userAssignedIdentities"] = {k: {} for k in identity["userAssignedIdentities"]}
-    return out
 
 
 def copy_body(template: ScaleSet, target: LaunchTarget, cluster: str) -> dict[str, Any]:
@@ -69,7 +60,7 @@ def copy_body(template: ScaleSet, target: LaunchTarget, cluster: str) -> dict[st
     }
     if template.zones:
         body["zones"] = list(template.zones)
-    identity = _identity(raw.get("identity"))
+    identity = identity_for_write(raw.get("identity"))
     if identity:
         body["identity"] = identity
     return body

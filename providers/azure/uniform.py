@@ -54,7 +54,7 @@ class PoolSettings:
     region: str
     subscription: str
     resource_group: str
-    wait: float  # longest a call waits for a long-running operation before answering "pending"
+    wait: float  # the grace a launch gives its operation to fail before answering "pending"
     retention: float  # how long ended launches stay listed as terminated
     pending_timeout: float  # a pending launch that never produced an instance ends after this
 
@@ -251,14 +251,14 @@ class UniformPools:
         return sorted(dead)
 
     def settle(self, ss: ScaleSet, vms: dict[int, VirtualMachine]) -> bool:
-        """Rewrite the token tags (pending ones that found their instance become ``vm:``, stale ones go)."""
+        """Rewrite the token tags (pending ones that found their instance become ``vm:``, stale ones go).
+
+        ARM applies a PATCH's tags when it accepts the request; the operation is not waited for."""
         kept = self._pruned(ss, vms, self.clock())
         if {r.key: r.value() for r in kept} == {r.key: r.value() for r in parse_records(ss.tags)}:
             return False
         try:
-            self.arm.update_scale_set(ss.name, {"tags": self._tags(ss, kept)}, ss.etag).wait(
-                self.settings.wait
-            )
+            self.arm.update_scale_set(ss.name, {"tags": self._tags(ss, kept)}, ss.etag)
         except HttpResponseError as err:
             log.info("azure_token_tags_not_written", scale_set=ss.name, error=str(classify(err)))
             return False
@@ -282,7 +282,8 @@ class UniformPools:
                 log.info("azure_clean_up_skipped", scale_set=name, error=str(err))
 
     def terminate(self, name: str, key: str, token: str) -> None:
-        """Delete exactly this instance (``key``: its id, or ``pending-…`` for one never identified)."""
+        """Delete exactly this instance (``key``: its id, or ``pending-…`` for one never identified); the
+        delete is sent and not waited for (the instance is listed as stopping until it is gone)."""
         with self.lock(name):
             ss, vms = self.read(name)
             records = parse_records(ss.tags)
@@ -312,7 +313,7 @@ class UniformPools:
             if vm is None or vm.provisioning.lower() == "deleting":
                 return
             try:
-                self.arm.delete_instances(name, [str(number)]).wait(self.settings.wait)
+                self.arm.delete_instances(name, [str(number)])  # sent, not waited for
             except HttpResponseError as err:
                 if not is_not_found(err):
                     raise classify(err, what=f"deleting instance {number} of {name}") from None
@@ -320,8 +321,6 @@ class UniformPools:
 
     def _write_tags(self, ss: ScaleSet, records: list[TokenRecord]) -> None:
         try:
-            self.arm.update_scale_set(ss.name, {"tags": self._tags(ss, records)}, ss.etag).wait(
-                self.settings.wait
-            )
+            self.arm.update_scale_set(ss.name, {"tags": self._tags(ss, records)}, ss.etag)
         except HttpResponseError as err:
             raise classify(err, what=f"updating the tags of {ss.name}") from None

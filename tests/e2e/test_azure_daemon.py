@@ -22,7 +22,16 @@ from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_auth import FakeCredential
 from tests.fakes.azure_kubelet import AzureKubelet
-from tests.fakes.azure_setup import POOL_CPU, POOL_T4, POOL_T4_BIG, T4, T4_BIG, azure_section, seed_node_pools
+from tests.fakes.azure_setup import (
+    POOL_CPU,
+    POOL_T4,
+    POOL_T4_BIG,
+    POOL_T4_SPOT,
+    T4,
+    T4_BIG,
+    azure_section,
+    seed_node_pools,
+)
 from tests.fakes.kube_apiserver import FakeApiServer
 from tests.fakes.scheduler import SchedulerStandIn
 
@@ -62,7 +71,7 @@ class AksCluster:
 
 
 @contextmanager
-def aks_cluster(tmp_path: Path) -> Iterator[AksCluster]:
+def aks_cluster(tmp_path: Path, **overrides: object) -> Iterator[AksCluster]:
     with FakeArm(tmp_path / "tls") as arm, FakeApiServer(bookmark_interval=0.5) as api:
         seed_node_pools(arm)
         path = tmp_path / "config.yaml"
@@ -72,6 +81,7 @@ def aks_cluster(tmp_path: Path) -> Iterator[AksCluster]:
             zones=[],
             instanceTypeRegexp="Standard_.*",
             azure=azure_section(arm),
+            **overrides,
         )
         path.write_text(yaml.safe_dump(config))
         cfg = load_config(path)
@@ -83,11 +93,10 @@ def aks_cluster(tmp_path: Path) -> Iterator[AksCluster]:
             credential=FakeCredential(),
             connection_verify=str(arm.cert),
             polling_interval=0,
-            operation_wait=5.0,
         )
         daemon = Daemon(str(path), client, provider, identity="tidal-0", metrics_address="127.0.0.1:0")
         daemon.start(serve=False, sync_timeout=20)
-        kubelet = AzureKubelet(arm, make_api_client(host=api.url).api_client)
+        kubelet = AzureKubelet(arm, make_api_client(host=api.url).api_client, api=api)
         try:
             yield AksCluster(api, arm, kubelet, SchedulerStandIn(api), daemon)
         finally:
@@ -131,3 +140,53 @@ def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_r
         assert c.arm.state.scale_sets[POOL_T4].vms == {}
         c.run_until(lambda: c.running() == 1)
         assert sorted(c.arm.state.scale_sets[POOL_T4_BIG].vms) == ["0"]
+
+
+def spot_tolerant(pod: dict) -> dict:
+    """A pod that may run on AKS Spot nodes (AKS taints them kubernetes.azure.com/scalesetpriority=spot)."""
+    pod["spec"]["tolerations"] = [
+        {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot"}
+    ]
+    return pod
+
+
+def test_an_evicted_spot_node_is_replaced_and_its_workload_runs_again(tmp_path):
+    with aks_cluster(tmp_path, capacityTypes=["spot", "on-demand"]) as c:
+        c.kubelet.step()
+        c.api.create(spot_tolerant(gpu_pod("train-0")))
+        c.run_until(lambda: c.running() == 1)
+        spot_pool = c.arm.state.scale_sets[POOL_T4_SPOT]
+        assert sorted(spot_pool.vms) == ["0"]  # the cheapest: a Spot T4
+
+        c.arm.state.evict(POOL_T4_SPOT, "0")  # evictionPolicy Delete: the VM and its capacity go
+        c.run_until(lambda: c.api.get("pods", "default", "train-0") is None)  # Node removed, pod collected
+        c.api.create(spot_tolerant(gpu_pod("train-1")))  # the Job controller makes a new pod
+
+        c.run_until(lambda: c.running() == 1)
+        pod = c.api.get("pods", "default", "train-1")
+        [node] = [n for n in c.nodes() if n["metadata"]["name"] == pod["spec"]["nodeName"]]
+        evicted = f"{POOL_T4_SPOT}/virtualMachines/0"
+        assert not node["spec"]["providerID"].endswith(evicted)  # new capacity, not the evicted VM
+        assert sorted(spot_pool.vms) in ([], ["1"])  # instance ids only grow: "0" is gone for good
+        assert len(c.nodes()) == 3  # the CPU pool's two nodes and the replacement; the evicted one went
+
+
+def test_an_allocation_failure_reported_after_the_grace_moves_the_pod_to_the_next_pool(tmp_path):
+    with aks_cluster(tmp_path) as c:
+        c.daemon.reconcile()
+        c.arm.state.hold_operations = True
+        c.arm.state.fail_allocation(T4)
+        c.api.create(gpu_pod("infer-0"))
+        c.scheduler.step()
+        time.sleep(0.2)
+
+        started = time.monotonic()
+        result = c.daemon.reconcile()
+        assert time.monotonic() - started < 10  # the launch answered pending after the grace
+        [pending] = [o.instance for o in result.launched if o.instance is not None]
+        assert (pending.instance_type, pending.state) == (T4, "pending")
+
+        c.arm.state.release()  # Azure reports AllocationFailed now
+        c.run_until(lambda: c.running() == 1)
+        assert sorted(c.arm.state.scale_sets[POOL_T4_BIG].vms) == ["0"]
+        c.run_until(lambda: c.arm.state.scale_sets[POOL_T4].vms == {})  # the failed instance is deleted

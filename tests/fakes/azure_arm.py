@@ -161,6 +161,8 @@ class FakeArm:
         }
         if ss.zones:
             body["zones"] = list(ss.zones)
+        if ss.identity:
+            body["identity"] = ss.identity
         return body
 
     def _instance_view(self, vm: FakeVM) -> dict[str, Any]:

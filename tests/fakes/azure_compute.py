@@ -25,6 +25,7 @@ from tests.fakes.azure_model import (
     check_tags,
     computer_name_suffix,
     default_profile,
+    kubelet_identity,
 )
 
 
@@ -59,10 +60,16 @@ class ComputeState:
         capacity: int = 0,
         pool: str = "",
         tags: dict[str, str] | None = None,
+        application_security_groups: bool = False,
     ) -> FakeScaleSet:
         """A scale set as AKS bootstraps a node pool (``capacity`` VMs already running, not tidal's)."""
         with self.lock:
-            profile = default_profile(priority)
+            profile = default_profile(
+                priority,
+                subscription=self.subscription,
+                resource_group=self.resource_group,
+                application_security_groups=application_security_groups,
+            )
             profile["osProfile"]["computerNamePrefix"] = name
             base_tags = {
                 "aks-managed-poolName": pool or name.split("-")[1],
@@ -71,6 +78,7 @@ class ComputeState:
             ss = FakeScaleSet(
                 name, size, orchestration, zones, priority, 0, {**base_tags, **(tags or {})}, profile
             )
+            ss.identity = kubelet_identity(self.subscription, self.resource_group)
             self.scale_sets[name] = ss
             if orchestration == "Uniform":
                 for _ in range(capacity):
@@ -282,6 +290,7 @@ class ComputeState:
                     int(sku.get("capacity") or 0),
                     dict(body.get("tags") or {}),
                     profile,
+                    identity=copy.deepcopy(body.get("identity") or {}),
                 )
                 if sku.get("name") not in SIZES_BY_NAME:
                     raise ArmError(

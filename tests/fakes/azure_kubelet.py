@@ -4,7 +4,8 @@ Each VM of the fake's scale sets that is provisioned and running joins the clust
 does: named after its computer name, with AKS's providerID (resource group in lower case), AKS's labels
 (agent pool, instance type, zone, Spot priority and its taint, ``accelerator: nvidia``), allocatable after
 AKS's reservations, Ready, and its GPUs reported by the device plugin. A VM that disappears (deleted or
-evicted) leaves its Node NotReady, as the node lifecycle controller would.
+evicted) leaves its Node NotReady, as the node lifecycle controller would; pods bound to a Node that no
+longer exists are deleted, as the pod garbage collector does.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def _offering(vm: FakeVM, region: str) -> Offering:
 class AzureKubelet:
     """Registers and fails Nodes for the fake ARM's VMs; call :meth:`step` to move on."""
 
-    def __init__(self, arm: FakeArm, api_client: Any, *, region: str = "eastus") -> None:
+    def __init__(self, arm: FakeArm, api_client: Any, *, region: str = "eastus", api: Any = None) -> None:
         self.arm = arm
+        self.api = api  # the fake API server, for the pod garbage collector (None: no collection)
         self.region = region
         self.registrar = NodeRegistrar(api_client)
         self.nodes: dict[str, str] = {}  # providerID -> Node name, for every Node ever registered
@@ -78,6 +80,12 @@ class AzureKubelet:
             if pid not in alive and pid not in self.down:
                 self.registrar.mark_unreachable(name, now)
                 self.down.add(pid)
+        if self.api is not None:
+            nodes = {n["metadata"]["name"] for n in self.api.list("nodes")}
+            for pod in self.api.list("pods"):
+                bound = pod["spec"].get("nodeName")
+                if bound and bound in self.nodes.values() and bound not in nodes:
+                    self.api.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     def register(self, ss: FakeScaleSet, vm: FakeVM, pid: str, now: float) -> None:
         offering = _offering(vm, self.region)

@@ -62,6 +62,7 @@ class FakeScaleSet:
     tags: dict[str, str] = field(default_factory=dict)
     profile: dict[str, Any] = field(default_factory=dict)
     provisioning: str = "Succeeded"
+    identity: dict[str, Any] = field(default_factory=dict)
     etag_counter: int = 1
     next_instance_id: int = 0
     vms: dict[str, FakeVM] = field(default_factory=dict)  # Uniform: by instance id
@@ -93,23 +94,88 @@ class AllocationFault:
     remaining: int | None  # None = until cleared
 
 
-def default_profile(priority: str = "Regular") -> dict[str, Any]:
-    """A node pool's VM profile, minus the write-only parts ARM never returns (customData, secrets)."""
+AKS_IMAGE_SUBSCRIPTION = "109a5e88-712a-48ae-9078-9ca8b3c81345"  # where AKS publishes node images
+CLUSTER_ID = "12345678"  # the number AKS puts in the names of a cluster's node resources
+
+
+def node_resource_ids(subscription: str, resource_group: str) -> dict[str, str]:
+    """The resources AKS creates in the node resource group and links every node pool's VMs to."""
+    net = f"/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Network"
+    identity = (
+        f"/subscriptions/{subscription}/resourceGroups/{resource_group}"
+        "/providers/Microsoft.ManagedIdentity/userAssignedIdentities"
+    )
+    return {
+        "subnet": f"{net}/virtualNetworks/aks-vnet-{CLUSTER_ID}/subnets/aks-subnet",
+        "nsg": f"{net}/networkSecurityGroups/aks-agentpool-{CLUSTER_ID}-nsg",
+        "inbound_pool": f"{net}/loadBalancers/kubernetes/backendAddressPools/kubernetes",
+        "outbound_pool": f"{net}/loadBalancers/kubernetes/backendAddressPools/aksOutboundBackendPool",
+        "asg": f"{net}/applicationSecurityGroups/gpu-nodes-asg",
+        "kubelet_identity": f"{identity}/tidal-agentpool",
+    }
+
+
+def default_profile(
+    priority: str = "Regular",
+    *,
+    subscription: str = "00000000-0000-4000-8000-000000000001",
+    resource_group: str = "MC_tidal-rg_tidal_eastus",
+    application_security_groups: bool = False,
+) -> dict[str, Any]:
+    """A node pool's VM profile as ARM returns it for an AKS scale set (minus the write-only parts it
+    never returns: customData, secrets): AKS's gallery image, and a NIC configuration in the cluster's
+    subnet, behind the node NSG, in the cluster load balancer's backend pools."""
+    ids = node_resource_ids(subscription, resource_group)
+    ip_configuration: dict[str, Any] = {
+        "name": "ipconfig1",
+        "properties": {
+            "primary": True,
+            "privateIPAddressVersion": "IPv4",
+            "subnet": {"id": ids["subnet"]},
+            "loadBalancerBackendAddressPools": [{"id": ids["inbound_pool"]}, {"id": ids["outbound_pool"]}],
+        },
+    }
+    if application_security_groups:  # a node pool created with --asg-ids
+        ip_configuration["properties"]["applicationSecurityGroups"] = [{"id": ids["asg"]}]
+    image = (
+        f"/subscriptions/{AKS_IMAGE_SUBSCRIPTION}/resourceGroups/AKS-Ubuntu/providers/Microsoft.Compute"
+        "/galleries/AKSUbuntu/images/2204gen2containerd/versions/202501.12.0"
+    )
     profile: dict[str, Any] = {
         "storageProfile": {
-            "imageReference": {"id": "/subscriptions/x/resourceGroups/AKS-Ubuntu/providers/images/2204gen2"},
+            "imageReference": {"id": image},
             "osDisk": {"createOption": "FromImage", "caching": "ReadOnly", "diskSizeGB": 128},
         },
         "osProfile": {"computerNamePrefix": "", "adminUsername": "azureuser", "linuxConfiguration": {}},
         "networkProfile": {
             "networkInterfaceConfigurations": [
-                {"name": "nic", "properties": {"primary": True, "ipConfigurations": [{"name": "ip"}]}}
+                {
+                    "name": f"aks-nodepool-{CLUSTER_ID}-vmss",
+                    "properties": {
+                        "primary": True,
+                        "enableAcceleratedNetworking": True,
+                        "enableIPForwarding": True,
+                        "networkSecurityGroup": {"id": ids["nsg"]},
+                        "ipConfigurations": [ip_configuration],
+                    },
+                }
             ]
         },
     }
     if priority == "Spot":
         profile.update(priority="Spot", evictionPolicy="Delete", billingProfile={"maxPrice": -1})
     return profile
+
+
+def kubelet_identity(subscription: str, resource_group: str) -> dict[str, Any]:
+    """The scale set's identity block: AKS's kubelet identity, user-assigned."""
+    principal = {"principalId": str(uuid.uuid4()), "clientId": str(uuid.uuid4())}
+    return {
+        "type": "UserAssigned",
+        "userAssignedIdentities": {
+            node_resource_ids(subscription, resource_group)["kubelet_identity"]: principal
+        },
+    }
 
 
 def check_tags(tags: dict[str, str]) -> None:

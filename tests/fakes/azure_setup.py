@@ -40,7 +40,7 @@ def seed_node_pools(arm: FakeArm) -> None:
     state.add_scale_set(POOL_T4, T4, zones=("1",))
     state.add_scale_set(POOL_T4_SPOT, T4, zones=("1",), priority="Spot")
     state.add_scale_set(POOL_T4_BIG, T4_BIG, zones=("2",))
-    state.add_scale_set(POOL_A100, A100, zones=("1", "2", "3"))
+    state.add_scale_set(POOL_A100, A100, zones=("1", "2", "3"), application_security_groups=True)
     state.add_scale_set(POOL_CPU, CPU, zones=("1",), capacity=2)
     state.add_scale_set(FLEX, T4_FLEX, orchestration="Flexible", zones=("1", "2", "3"))
     state.add_scale_set(TEMPLATE, T4, zones=("2",))
@@ -78,7 +78,6 @@ def azure_provider(arm: FakeArm, config: Config | None = None, **kwargs: Any) ->
         "credential": FakeCredential(),
         "connection_verify": str(arm.cert),
         "polling_interval": 0,
-        "operation_wait": 5.0,
         "clock": kwargs.pop("clock", None),
         **kwargs,
     }

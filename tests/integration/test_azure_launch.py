@@ -1,6 +1,7 @@
 """Launching and removing AKS nodes through the unmodified Azure SDK against the fake ARM."""
 
 import dataclasses
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.fakes.azure_setup import (
     POOL_T4_SPOT,
     T4,
     T4_BIG,
+    azure_config,
     azure_provider,
     running_arm,
 )
@@ -36,6 +38,13 @@ def offering(provider, size, capacity_type="on-demand"):
 
 def request(token, *offerings):
     return LaunchRequest(token, tuple(offerings), {}, (), {**TAGS, "tidal.dev/launch-token": token})
+
+
+def eventually(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
 
 
 def tidal_vms(arm, pool):
@@ -150,7 +159,7 @@ def test_throttling_is_reported_with_the_retry_after_arm_sent(arm):
 
 
 def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_it(arm):
-    provider = azure_provider(arm, operation_wait=0.2)
+    provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     arm.state.hold_operations = True
     instance = provider.launch(request("tok-a", offering(provider, T4)))
     assert instance.state == "pending"
@@ -167,7 +176,7 @@ def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_i
 
 
 def test_an_allocation_failure_found_after_a_pending_answer_benches_the_offering(arm):
-    provider = azure_provider(arm, operation_wait=0.2)
+    provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     candidate = offering(provider, T4)
     arm.state.hold_operations = True
     arm.state.fail_allocation(T4)
@@ -179,6 +188,58 @@ def test_an_allocation_failure_found_after_a_pending_answer_benches_the_offering
             break
     assert [i.state for i in listing] == ["terminated"]
     assert not next(o for o in provider.offerings() if o.key == candidate.key).available
+
+
+def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm):
+    provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "300ms"}))
+    candidate = offering(provider, T4)
+    provider.instances()
+    arm.state.hold_operations = True
+
+    started = time.monotonic()
+    instance = provider.launch(request("tok-a", candidate))
+    elapsed = time.monotonic() - started
+
+    assert instance.state == "pending" and instance.instance_type == T4
+    assert 0.3 <= elapsed < 1.3
+    started = time.monotonic()
+    assert [i.state for i in provider.instances()] == ["pending"]  # looks at the poller, no waiting
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_failure_reported_after_the_grace_benches_the_offering_so_later_launches_skip_it(arm):
+    provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
+    cheapest, next_best = offering(provider, T4), offering(provider, T4_BIG)
+    arm.state.hold_operations = True
+    arm.state.fail_allocation(T4)
+    assert provider.launch(request("tok-a", cheapest, next_best)).state == "pending"
+
+    arm.state.release()
+    eventually(lambda: [i.state for i in provider.instances()] == ["terminated"])
+
+    assert not next(o for o in provider.offerings() if o.key == cheapest.key).available
+    grown = len(arm.calls("PATCH", POOL_T4))
+    retry = provider.launch(request("tok-b", cheapest, next_best))  # the controller's next plan
+    assert retry.instance_type == T4_BIG
+    with pytest.raises(CapacityUnavailable) as failure:
+        provider.launch(request("tok-c", cheapest))
+    assert failure.value.offerings == (cheapest,)
+    assert len(arm.calls("PATCH", POOL_T4)) == grown  # neither asked the benched pool to grow
+
+
+def test_terminate_sends_the_delete_and_returns_without_waiting_for_it(arm):
+    provider = azure_provider(arm)
+    instance = provider.launch(request("tok-1", offering(provider, T4)))
+    arm.state.hold_operations = True
+
+    started = time.monotonic()
+    provider.terminate(instance)
+    assert time.monotonic() - started < 1.0
+
+    assert [(i.id, i.state) for i in provider.instances()] == [(instance.id, "stopping")]
+    arm.state.release()
+    eventually(lambda: tidal_vms(arm, POOL_T4) == [])
+    assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
 def test_spot_launches_go_to_the_spot_pool(arm):
@@ -194,7 +255,7 @@ def test_terminate_deletes_exactly_the_drained_instance(arm):
     provider.launch(request("tok-2", offering(provider, T4)))
     provider.terminate(first)
     assert [r.path.endswith("/delete") for r in arm.calls("POST", POOL_T4)] == [True]
-    assert tidal_vms(arm, POOL_T4) == [1]
+    eventually(lambda: tidal_vms(arm, POOL_T4) == [1])
     assert arm.state.scale_sets[POOL_T4].capacity == 1
     provider.terminate(first)  # already gone: nothing more happens
     assert len(arm.calls("POST", POOL_T4)) == 1

@@ -1,12 +1,17 @@
 """Offerings from Resource SKUs, the configured node pools and the Retail Prices API (fake ARM, real SDK)."""
 
 import pytest
+from structlog.testing import capture_logs
 
 from autoscaler.cloud import ProviderError
+from autoscaler.model import LaunchRequest
 from tests.fakes.azure_setup import (
     A100,
     CPU,
     FLEX,
+    POOL_T4,
+    POOL_T4_BIG,
+    POOL_T4_SPOT,
     T4,
     T4_BIG,
     T4_FLEX,
@@ -199,3 +204,57 @@ def test_configured_zones_limit_the_offerings(arm):
         arm, azure={"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": None}, zones=["eastus-2"]
     )
     assert {o.zone for o in azure_provider(arm, config).offerings()} == {"eastus-2"}
+
+
+# --- Spot pools: read from the scale set's model ---------------------------------------------------------
+
+ONLY_SCALE_SETS = {"scaleSets": {T4: POOL_T4_SPOT, T4_BIG: POOL_T4_BIG}, "spotScaleSets": None}
+
+
+def test_a_spot_node_pool_listed_under_scale_sets_is_the_spot_pool_of_its_size(arm):
+    provider = azure_provider(arm, azure_config(arm, azure=ONLY_SCALE_SETS))
+    offered = {(o.instance_type, o.capacity_type) for o in provider.offerings()}
+    assert offered == {(T4, "spot"), (T4_BIG, "on-demand")}
+
+    spot = next(o for o in provider.offerings() if o.instance_type == T4)
+    instance = provider.launch(LaunchRequest("tok-s", (spot,), {}, (), {}))
+
+    assert (instance.capacity_type, instance.id) == ("spot", f"{POOL_T4_SPOT}/0")
+    assert arm.state.scale_sets[POOL_T4_SPOT].capacity == 1
+
+
+def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(arm):
+    offered = {(o.instance_type, o.capacity_type) for o in azure_provider(arm).offerings()}
+    assert {(T4, "on-demand"), (T4, "spot")} <= offered
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        ({"evictionPolicy": "Deallocate"}, "evictionPolicy is Deallocate, not Delete"),
+        ({"evictionPolicy": None}, "evictionPolicy is Deallocate, not Delete"),  # Azure's default
+        ({"billingProfile": {"maxPrice": 0.2}}, "billingProfile.maxPrice is 0.2, not -1"),
+    ],
+)
+def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(arm, model, reason):
+    profile = arm.state.scale_sets[POOL_T4_SPOT].profile
+    for key, value in model.items():
+        if value is None:
+            profile.pop(key)
+        else:
+            profile[key] = value
+    for section in (ONLY_SCALE_SETS, {}):
+        with capture_logs() as logs:
+            offered = azure_provider(arm, azure_config(arm, azure=section)).offerings()
+        assert (T4, "spot") not in {(o.instance_type, o.capacity_type) for o in offered}
+        [refusal] = [e for e in logs if e["event"] == "azure_spot_scale_set_refused"]
+        assert refusal["scale_set"] == POOL_T4_SPOT and refusal["reason"].startswith(reason)
+
+
+def test_a_regular_pool_under_spot_scale_sets_is_not_sold_as_spot(arm):
+    section = {"scaleSets": {T4_BIG: POOL_T4_BIG}, "spotScaleSets": {T4: POOL_T4}}
+    offered = {
+        (o.instance_type, o.capacity_type)
+        for o in azure_provider(arm, azure_config(arm, azure=section)).offerings()
+    }
+    assert offered == {(T4_BIG, "on-demand")}

@@ -4,12 +4,20 @@ import json
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from autoscaler.model import LaunchRequest
-from providers.azure.permissions import ACTIONS, LINKED_ACTIONS, SUBSCRIPTION_ACTIONS
+from providers.azure.permissions import (
+    ACTIONS,
+    FLEXIBLE_ACTIONS,
+    LINKED_ACTIONS,
+    SUBSCRIPTION_ACTIONS,
+    linked_actions,
+)
 from tests.fakes.azure_setup import (
     A100,
     FLEX,
+    POOL_T4,
     T4,
     T4_FLEX,
     TEMPLATE,
@@ -59,6 +67,84 @@ def test_the_role_definitions_grant_exactly_the_actions_used_and_their_linked_ch
     assert not [a for a in granted if "*" in a]
 
 
+def granted_actions():
+    return set(role("role-definition.json")["Actions"]) | set(role("role-definition-skus.json")["Actions"])
+
+
+def test_every_resource_a_node_pools_model_links_to_has_its_join_or_assign_action_in_the_role(arm):
+    provider = azure_provider(arm)
+    needed: set[str] = set()
+    for ss in provider.arm.scale_sets():  # as ARM returns them to the provider, through the SDK
+        actions, unknown = linked_actions(ss.raw)
+        assert unknown == [], f"{ss.name} links to resources of an unknown type"
+        assert set(actions) <= granted_actions(), ss.name
+        needed |= set(actions)
+    # the seeded pools link to what AKS puts in a node pool's model (one pool also names an ASG)
+    assert needed == {
+        "Microsoft.Network/virtualNetworks/subnets/join/action",
+        "Microsoft.Network/loadBalancers/backendAddressPools/join/action",
+        "Microsoft.Network/networkSecurityGroups/join/action",
+        "Microsoft.Network/applicationSecurityGroups/joinIpConfiguration/action",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
+    }
+    # ... and the role grants no linked action that neither they nor a Flexible VM's NIC need
+    assert set(LINKED_ACTIONS) == needed | set(FLEXIBLE_ACTIONS)
+
+
+def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kubelet_identity(arm):
+    config = azure_config(arm, azure={"scaleSets": {T4_FLEX: FLEX}})
+    provider = azure_provider(arm, config)
+    offer = next(o for o in provider.offerings() if o.instance_type == T4_FLEX)
+    provider.launch(LaunchRequest("f", (offer,), {}, (), {}))
+    [vm] = arm.state.vms.values()
+    sent, unknown = linked_actions(vm.body)
+    model, _ = linked_actions(provider.arm.scale_set(FLEX).raw)
+    assert unknown == [] and sent == model
+    assert list(vm.body["identity"]["userAssignedIdentities"]) == list(
+        provider.arm.scale_set(FLEX).raw["identity"]["userAssignedIdentities"]
+    )
+
+
+def test_links_the_shipped_role_does_not_cover_are_named_by_action_and_unknown_ones_reported():
+    gallery = (
+        "/subscriptions/s/resourceGroups/images/providers/Microsoft.Compute/galleries/g/images/i/versions/1"
+    )
+    prefix = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/publicIPPrefixes/nodes"
+    placement = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/proximityPlacementGroups/ppg"
+    model = {
+        "properties": {
+            "virtualMachineProfile": {
+                "storageProfile": {"imageReference": {"id": gallery}},
+                "networkProfile": {
+                    "networkInterfaceConfigurations": [
+                        {
+                            "properties": {
+                                "ipConfigurations": [
+                                    {
+                                        "properties": {
+                                            "publicIPAddressConfiguration": {
+                                                "properties": {"publicIPPrefix": {"id": prefix}}
+                                            }
+                                        }
+                                    }
+                                ]
+                            }
+                        }
+                    ]
+                },
+            },
+            "proximityPlacementGroup": {"id": placement},
+        }
+    }
+    actions, unknown = linked_actions(model)
+    assert actions == {
+        "Microsoft.Compute/galleries/images/versions/read": [gallery],
+        "Microsoft.Network/publicIPPrefixes/join/action": [prefix],
+    }
+    assert not set(actions) & granted_actions()
+    assert unknown == [placement]  # a link tidal has no rule for is reported, not ignored
+
+
 def test_only_resource_skus_need_the_subscription_scope():
     node_group, subscription = role("role-definition.json"), role("role-definition-skus.json")
     assert set(subscription["Actions"]) == SUBSCRIPTION_ACTIONS
@@ -66,4 +152,20 @@ def test_only_resource_skus_need_the_subscription_scope():
     assert subscription["AssignableScopes"] == ["/subscriptions/<subscription-id>"]
     assert node_group["AssignableScopes"] == [
         "/subscriptions/<subscription-id>/resourceGroups/<node-resource-group>"
+    ]
+
+
+def test_a_node_pool_linking_to_a_resource_the_role_does_not_cover_is_named_once_at_start(arm):
+    gallery = (
+        f"/subscriptions/{arm.subscription}/resourceGroups/images/providers/Microsoft.Compute"
+        "/galleries/ours/images/gpu-node/versions/1.0.0"
+    )
+    arm.state.scale_sets[POOL_T4].profile["storageProfile"]["imageReference"] = {"id": gallery}
+    provider = azure_provider(arm)
+    with capture_logs() as logs:
+        provider.offerings()
+        provider.offerings()
+    warnings = [e for e in logs if e["event"] == "azure_scale_set_needs_permission"]
+    assert [(w["scale_set"], w["action"], w["scope"]) for w in warnings] == [
+        (POOL_T4, "Microsoft.Compute/galleries/images/versions/read", gallery)
     ]

@@ -70,6 +70,16 @@ def test_every_key_of_the_contract_is_read(tmp_path):
     ]
 
 
+def test_a_launch_gives_its_operation_a_short_grace_that_the_section_may_change():
+    assert settings(GOOD).operation_wait == 2.0
+    assert settings({**GOOD, "operationWait": "500ms"}).operation_wait == 0.5
+    assert settings({**GOOD, "operationWait": "0s"}).operation_wait == 0.0  # never wait
+    assert problems({**GOOD, "operationWait": "5m"}).errors == [
+        "azure.operationWait: '5m' is longer than 30s: a launch must not hold the reconcile loop; "
+        "operations still running are followed without waiting"
+    ]
+
+
 def test_a_template_alone_is_enough():
     s = settings(
         {"subscriptionId": SUBSCRIPTION, "resourceGroup": "MC_x", "templateScaleSet": "aks-gpu-1-vmss"}
