@@ -19,8 +19,10 @@ __all__ = ["ClientFactory", "ClientOptions", "Credentials", "pricing_region"]
 
 DEFAULT_MAX_ATTEMPTS = 3
 # botocore retries an InsufficientInstanceCapacity returned as HTTP 500 by itself; launches must fail over to
-# the next offering quickly instead, so their client retries at most once.
-DEFAULT_LAUNCH_MAX_ATTEMPTS = 2
+# the next offering at once instead, so CreateFleet is sent once per call. Nothing is lost: a failed launch is
+# planned again (in the same reconcile after a capacity error), and the ClientToken makes a repeat of a request
+# whose answer never arrived return what it launched.
+DEFAULT_LAUNCH_MAX_ATTEMPTS = 1
 
 
 @dataclass(frozen=True, slots=True)

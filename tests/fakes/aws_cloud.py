@@ -63,12 +63,12 @@ def reset_moto_server(url: str) -> None:
 
 
 def client_options(*hooks: tuple[str, Callable[..., Any]], endpoint_url: str | None = None) -> ClientOptions:
-    """Fixed credentials, no SDK retries (faults are seen once), and the given event hooks."""
+    """Fixed credentials, no SDK retries for reads (faults are seen once), launch clients as configured by
+    default, and the given event hooks."""
     return ClientOptions(
         endpoint_url=endpoint_url,
         credentials=CREDENTIALS,
         max_attempts=1,
-        launch_max_attempts=1,
         event_hooks=tuple(hooks),
     )
 
@@ -365,12 +365,32 @@ def aws_config(network: Network, *, aws: Mapping[str, Any] | None = None, **top:
     return config_from_mapping(data, source="test")
 
 
-def stub_prices(provider: Any, prices: Mapping[str, float]) -> Stubber:
-    """Answer the provider's next Price List query with these on-demand prices (activated Stubber)."""
+def price_list_query(region: str = REGION) -> dict[str, Any]:
+    """The GetProducts parameters of a query for Linux, shared-tenancy, on-demand EC2 prices in ``region``."""
+    terms = {
+        "regionCode": region,
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+        "marketoption": "OnDemand",
+    }
+    return {
+        "ServiceCode": "AmazonEC2",
+        "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()],
+        "FormatVersion": "aws_v1",
+        "MaxResults": 100,
+    }
+
+
+def stub_prices(provider: Any, prices: Mapping[str, float], region: str = REGION) -> Stubber:
+    """Answer the provider's next Price List query with these on-demand prices (activated Stubber); the
+    query must be the one for Linux, shared tenancy and ``region``, or the Stubber refuses it."""
     stubber = Stubber(provider.clients.client("pricing"))
     stubber.add_response(
         "get_products",
-        {"PriceList": [price_list_item(t, p) for t, p in prices.items()], "FormatVersion": "aws_v1"},
+        {"PriceList": [price_list_item(t, p, region) for t, p in prices.items()], "FormatVersion": "aws_v1"},
+        expected_params=price_list_query(region),
     )
     stubber.activate()
     return stubber

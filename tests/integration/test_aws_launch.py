@@ -17,10 +17,11 @@ from botocore.stub import Stubber
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.config import Config
 from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
-from providers.aws import AwsProvider
+from providers.aws import AwsProvider, ClientOptions
 from providers.aws.userdata import parse_al2023_flags
 from tests.fakes.aws_cloud import (
     AMI,
+    CREDENTIALS,
     ClientTokens,
     Clock,
     Fault,
@@ -34,6 +35,7 @@ from tests.fakes.aws_cloud import (
     moto_server_url,
     overrides_include,
     reset_moto_server,
+    shared_session,
     spy,
 )
 
@@ -299,7 +301,26 @@ def test_an_ice_error_for_the_whole_call_names_the_offering_in_its_message(netwo
     with pytest.raises(CapacityUnavailable) as caught:
         provider.launch(request(G5, G6))
     assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
-    assert ice.seen == 1  # the launch client does not retry a capacity error by itself
+    assert ice.seen == 1
+
+
+def test_with_the_default_retry_settings_a_capacity_error_is_not_retried_by_the_sdk(
+    network, server, monkeypatch
+):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "5")  # reads may retry; launches still go once
+    ice = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error("InsufficientInstanceCapacity", "Insufficient capacity.", 500),
+    )
+    provider = AwsProvider(
+        aws_config(network),
+        client_options=ClientOptions(endpoint_url=server, credentials=CREDENTIALS, event_hooks=(ice.hook,)),
+        session_factory=shared_session,
+    )
+    with pytest.raises(CapacityUnavailable):
+        provider.launch(request(G5))
+    assert ice.seen == 1
+    assert provider.clients.client("ec2", launch=True).meta.config.retries["total_max_attempts"] == 1
 
 
 def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(network, make):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import boto3
 import pytest
 from moto import mock_aws
 
@@ -14,6 +15,7 @@ from providers.aws import AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,
+    CREDENTIALS,
     Clock,
     Fault,
     Network,
@@ -23,6 +25,7 @@ from tests.fakes.aws_cloud import (
     make_network,
     make_provider,
     price_list_item,
+    price_list_query,
     pricing_denied,
     spot_price_hook,
     stub_prices,
@@ -81,6 +84,26 @@ def test_on_demand_prices_come_from_the_price_list_and_spot_prices_from_the_hist
     assert not [o for o in offerings if o.instance_type == "g5.2xlarge"]
 
 
+def test_on_demand_prices_are_asked_for_linux_on_shared_tenancy_in_the_clusters_region():
+    with mock_aws():
+        ec2 = boto3.client(
+            "ec2",
+            region_name="eu-west-1",
+            aws_access_key_id=CREDENTIALS.access_key_id,
+            aws_secret_access_key=CREDENTIALS.secret_access_key,
+        )
+        network = make_network(ec2, zones=("eu-west-1a",))
+        provider = make_provider(
+            aws_config(network, region="eu-west-1", aws={"families": ["g5"]}), spot_price_hook({})
+        )
+        # The Stubber refuses any other query: another region, OS, tenancy or pre-installed software.
+        stubber = stub_prices(provider, {"g5.xlarge": 1.258}, region="eu-west-1")
+        g5 = find(provider.offerings(), "g5.xlarge", "eu-west-1a")
+        assert (g5.price, g5.price_source) == (1.258, "aws price list api")
+        stubber.assert_no_pending_responses()
+        assert provider.clients.client("pricing").meta.region_name == "us-east-1"  # where the API is served
+
+
 def test_offerings_are_only_in_zones_with_a_configured_subnet(network):
     provider = gpu_provider(network, spot_price_hook({}))
     stub_prices(provider, ON_DEMAND_PRICES)
@@ -120,7 +143,9 @@ def test_prices_are_refreshed_only_after_the_price_refresh_interval(network):
     clock.tick(1800)
     assert find(provider.offerings(), "g5.xlarge").price == 1.006  # cached: the Stubber has no second answer
     stubber.add_response(
-        "get_products", {"PriceList": [price_list_item("g5.xlarge", 0.95)], "FormatVersion": "aws_v1"}
+        "get_products",
+        {"PriceList": [price_list_item("g5.xlarge", 0.95)], "FormatVersion": "aws_v1"},
+        expected_params=price_list_query(),
     )
     clock.tick(1801)
     assert find(provider.offerings(), "g5.xlarge").price == 0.95
