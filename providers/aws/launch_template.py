@@ -17,7 +17,8 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,8 @@ __all__ = [
 
 log = structlog.get_logger("tidal.providers.aws")
 
-_BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
+_FAILURES = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ProviderError)
+RETRY_AFTER_FAILURE = 60.0
 # What a managed template tags at launch (besides what CreateFleet tags), by capacity type.
 LAUNCH_TAGGED_RESOURCES = {
     "on-demand": ("instance", "volume", "network-interface"),
@@ -127,17 +129,21 @@ class LaunchTemplates:
         guard: ApiGuard,
         *,
         node_tags: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """The AMI (from SSM) and the cluster's details (from EKS) are read again every
+        ``aws.priceRefreshInterval``, so a new recommended AMI is used without a restart."""
         self.settings = settings
         self.cluster_name = cluster_name
         self.clients = clients
         self.guard = guard
+        self.clock = clock
+        self.refresh_interval = settings.price_refresh_interval
         self.tags = static_tags(cluster_name, settings.eks_cluster_name, node_tags or {})
         self._lock = threading.Lock()
-        self._amis: dict[str, str] = {}  # SSM parameter -> AMI id
+        self._amis: dict[str, tuple[str, float]] = {}  # SSM parameter -> (AMI id, when to read it again)
+        self._described: tuple[dict[str, Any], float] | None = None  # DescribeCluster, when to read again
         self._created: set[str] = set()
-        self._cluster: ClusterInfo | None = None
-        self._version: str | None = None
 
     def for_launch(
         self,
@@ -224,25 +230,31 @@ class LaunchTemplates:
         parameter = template.ami_ssm_parameter or default_ami_parameter(
             template.ami_family, self._kubernetes_version(template), arch, nvidia
         )
-        if parameter not in self._amis:
-            ssm = self.clients.client("ssm")
-            try:
-                with self.guard.call("GetParameter"):
-                    self._amis[parameter] = str(ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
-            except _BOTOCORE_ERRORS as err:
-                raise provider_error(f"ssm:GetParameter {parameter}", err) from None
-        return self._amis[parameter]
+        now = self.clock()
+        cached = self._amis.get(parameter)
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        ssm = self.clients.client("ssm")
+        try:
+            with self.guard.call("GetParameter"):
+                ami = str(ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+        except _FAILURES as err:
+            if cached is None:
+                raise _as_provider_error(f"ssm:GetParameter {parameter}", err) from None
+            log.warning("aws_ami_refresh_failed", parameter=parameter, error=str(err), kept=cached[0])
+            self._amis[parameter] = (cached[0], now + min(self.refresh_interval, RETRY_AFTER_FAILURE))
+            return cached[0]
+        if cached is not None and cached[0] != ami:
+            log.info("aws_ami_updated", parameter=parameter, previous=cached[0], ami=ami)
+        self._amis[parameter] = (ami, now + self.refresh_interval)
+        return ami
 
     def _kubernetes_version(self, template: ManagedTemplate) -> str:
         if template.kubernetes_version:
             return template.kubernetes_version
-        self._describe_cluster()
-        assert self._version is not None
-        return self._version
+        return str(self._describe_cluster().get("version") or "")
 
     def _cluster_info(self, template: ManagedTemplate) -> ClusterInfo:
-        if self._cluster is not None:
-            return self._cluster
         endpoint = template.cluster_endpoint
         authority = template.cluster_certificate_authority
         cidr = template.cluster_service_cidr
@@ -256,15 +268,31 @@ class LaunchTemplates:
                 f"EKS cluster {self.settings.eks_cluster_name!r} has no endpoint, certificate or service CIDR yet; "
                 "set aws.managedLaunchTemplate.clusterEndpoint, clusterCertificateAuthority and clusterServiceCidr"
             )
-        self._cluster = ClusterInfo(self.settings.eks_cluster_name, endpoint, authority, cidr)
-        return self._cluster
+        return ClusterInfo(self.settings.eks_cluster_name, endpoint, authority, cidr)
 
     def _describe_cluster(self) -> Mapping[str, Any]:
+        """The cluster as EKS describes it, read again every refresh interval (the last answer is kept while
+        EKS cannot be asked)."""
+        now = self.clock()
+        cached = self._described
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        name = self.settings.eks_cluster_name
         eks = self.clients.client("eks")
         try:
             with self.guard.call("DescribeCluster"):
-                cluster = eks.describe_cluster(name=self.settings.eks_cluster_name)["cluster"]
-        except _BOTOCORE_ERRORS as err:
-            raise provider_error(f"eks:DescribeCluster {self.settings.eks_cluster_name}", err) from None
-        self._version = self._version or str(cluster.get("version") or "")
-        return dict(cluster)
+                cluster = dict(eks.describe_cluster(name=name)["cluster"])
+        except _FAILURES as err:
+            if cached is None:
+                raise _as_provider_error(f"eks:DescribeCluster {name}", err) from None
+            log.warning("aws_cluster_refresh_failed", cluster=name, error=str(err))
+            self._described = (cached[0], now + min(self.refresh_interval, RETRY_AFTER_FAILURE))
+            return cached[0]
+        if cached is not None and cached[0].get("version") != cluster.get("version"):
+            log.info("aws_cluster_version_changed", cluster=name, version=cluster.get("version"))
+        self._described = (cluster, now + self.refresh_interval)
+        return cluster
+
+
+def _as_provider_error(action: str, err: BaseException) -> ProviderError:
+    return err if isinstance(err, ProviderError) else provider_error(action, err)

@@ -163,7 +163,12 @@ class AwsProvider:
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
         self.templates = LaunchTemplates(
-            self.settings, config.cluster_name, self.clients, self.guard, node_tags=config.node_tags
+            self.settings,
+            config.cluster_name,
+            self.clients,
+            self.guard,
+            node_tags=config.node_tags,
+            clock=clock,
         )
         queue = self.settings.spot_interruption_queue
         self.queue = SpotInterruptionQueue(queue, self.clients, self.guard, clock=clock) if queue else None
