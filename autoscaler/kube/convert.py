@@ -123,9 +123,22 @@ def _list(obj: Mapping[str, Any], key: str, where: str = "") -> Sequence[Any]:
 
 def _maps(obj: Mapping[str, Any], key: str, where: str = "") -> Sequence[Mapping[str, Any]]:
     """A list whose entries are all maps (containers, tolerations, conditions, …)."""
-    value = _list(obj, key, where)
+    value = obj.get(key)
+    if value is None:
+        return ()
+    if type(value) is list:
+        for entry in value:
+            if type(entry) is not dict:
+                return _checked_maps(value, key, where)
+        return value  # the JSON case, checked with one type test per entry
+    return _checked_maps(value, key, where)
+
+
+def _checked_maps(value: object, key: str, where: str) -> Sequence[Mapping[str, Any]]:
+    if type(value) is not list:
+        raise FieldError(where + key, f"expected a list, got {_got(value)}")
     for i, entry in enumerate(value):
-        if type(entry) is not dict and not isinstance(entry, Mapping):
+        if not isinstance(entry, Mapping):
             raise FieldError(f"{where}{key}[{i}]", f"expected a map, got {_got(entry)}")
     return value
 
@@ -254,6 +267,12 @@ def _str_field(obj: Mapping[str, Any], key: str, default: str = "") -> str:
 
 
 def _toleration(t: Mapping[str, Any]) -> Toleration:
+    key = t.get("key") or ""
+    operator = t.get("operator") or "Equal"
+    value = t.get("value") or ""
+    effect = t.get("effect") or ""
+    if type(key) is str and type(operator) is str and type(value) is str and type(effect) is str:
+        return Toleration(key, operator, value, effect)
     return Toleration(
         key=_str_field(t, "key"),
         operator=_str_field(t, "operator", "Equal"),
