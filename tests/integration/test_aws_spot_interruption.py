@@ -1,0 +1,171 @@
+"""The controller and the AWS provider together: an EC2 spot interruption warning read from SQS drains the
+node of the instance it names and launches a replacement for that node's pods, in one reconcile (EC2 and SQS
+in moto, the cluster a fixed snapshot)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from autoscaler.controller import Controller
+from autoscaler.drain import DrainJob
+from autoscaler.model import SPOT, LaunchRequest, Offering, Snapshot
+from tests.builders import node, pod, snapshot
+from tests.fakes.aws_cloud import (
+    CATALOG,
+    CREDENTIALS,
+    REGION,
+    Clock,
+    aws_config,
+    ec2_client,
+    make_network,
+    make_provider,
+    pricing_denied,
+    spot_price_hook,
+)
+
+QUEUE = "prod-interruptions"
+
+
+class Cluster:
+    """The cluster as the controller reads it: one fixed snapshot."""
+
+    def __init__(self, view: Snapshot) -> None:
+        self.view = view
+
+    def snapshot(self) -> Snapshot:
+        return self.view
+
+
+class Recorder:
+    """Actions and events, remembered instead of sent to an API server."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self.calls.append((name, args))
+
+
+class Drains:
+    """Drains, remembered instead of run (the real runner cordons and evicts through the API server)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[DrainJob] = []
+
+    def active(self) -> set[str]:
+        return {job.node for job in self.jobs}
+
+    def submit(self, job: DrainJob) -> bool:
+        if job.node in self.active():
+            return False
+        self.jobs.append(job)
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+@pytest.fixture
+def sqs() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client(
+            "sqs",
+            region_name=REGION,
+            aws_access_key_id=CREDENTIALS.access_key_id,
+            aws_secret_access_key=CREDENTIALS.secret_access_key,
+        )
+
+
+def interruption_warning(instance_id: str) -> str:
+    return json.dumps(
+        {
+            "version": "0",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "region": REGION,
+            "resources": [f"arn:aws:ec2:{REGION}a:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+    )
+
+
+def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_one_reconcile(sqs):
+    queue = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+    network = make_network(ec2_client(), zones=("us-east-1a",))
+    config = aws_config(
+        network,
+        aws={"families": ["g5"], "catalogFallback": str(CATALOG), "spotInterruptionQueue": QUEUE},
+        zones=["us-east-1a"],
+    )
+    clock = Clock()
+    provider = make_provider(
+        config, pricing_denied(), spot_price_hook({("g5.xlarge", "us-east-1a"): 0.45}), clock=clock
+    )
+    # A spot node tidal launched earlier, running one training pod.
+    spot = Offering("g5.xlarge", "us-east-1a", SPOT, 4, 16384, 0.45, gpu_count=1, gpu_model="A10G")
+    doomed = provider.launch(
+        LaunchRequest(
+            "aaaaaaaa-0000-4000-8000-000000000000",
+            (spot,),
+            tags={"tidal.dev/cluster": "prod", "tidal.dev/managed": "true"},
+        )
+    )
+    gpu_node = node(
+        "ip-10-0-1-17.ec2.internal",
+        instance_type="g5.xlarge",
+        cpu="4",
+        memory="16Gi",
+        gpu=1,
+        managed=True,
+        capacity_type=SPOT,
+        labels={
+            "tidal.dev/cluster": "prod",
+            "tidal.dev/launch-token": "aaaaaaaa-0000-4000-8000-000000000000",
+        },
+    )
+    gpu_node["spec"]["providerID"] = doomed.provider_id
+    training = pod(
+        "train-0",
+        cpu="2",
+        memory="8Gi",
+        gpu=1,
+        node_name="ip-10-0-1-17.ec2.internal",
+        phase="Running",
+        message=None,
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+    sqs.send_message(QueueUrl=queue, MessageBody=interruption_warning(doomed.id))
+    drains, events = Drains(), Recorder()
+    controller = Controller(
+        config=lambda: config,
+        cluster=Cluster(snapshot(gpu_node, training)),
+        provider=provider,
+        actions=Recorder(),
+        events=events,
+        clock=clock,
+        drainer=drains,
+    )
+
+    result = controller.reconcile_once()
+
+    assert not result.error
+    assert result.drains_started == ["ip-10-0-1-17.ec2.internal"]
+    [job] = drains.jobs
+    assert [p.name for p in job.pods] == ["train-0"]
+    assert job.instance is not None and job.instance.id == doomed.id
+    assert (
+        "node",
+        ("ip-10-0-1-17.ec2.internal", "SpotInterrupted", "the cloud is reclaiming this node; draining now"),
+    ) in events.calls
+    [replacement] = [o for o in result.launched if o.instance is not None]
+    assert replacement.launch.pods == ("default/train-0",)
+    assert replacement.instance.id != doomed.id
+    assert replacement.token != "aaaaaaaa-0000-4000-8000-000000000000"  # a new launch, not the doomed one
+    live = {i.id for i in provider.instances() if i.state in ("pending", "running")}
+    assert live == {doomed.id, replacement.instance.id}
