@@ -24,6 +24,7 @@ from autoscaler.resources import Resources
 __all__ = [
     "Config",
     "ConfigError",
+    "KubeClientConfig",
     "LeaderElectionConfig",
     "ScaleDownConfig",
     "config_from_configmap",
@@ -58,6 +59,14 @@ class LeaderElectionConfig:
     lease_duration: float
     renew_deadline: float
     retry_period: float
+
+
+@dataclass(frozen=True, slots=True)
+class KubeClientConfig:
+    """``kubeClient``: how many requests a second tidal may send the Kubernetes API server."""
+
+    qps: float
+    burst: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +114,7 @@ class Config:
     new_node_grace_period: float
     max_parallel_launches: int
     leader_election: LeaderElectionConfig
+    kube_client: KubeClientConfig
     metrics_address: str
     log_format: str
     log_level: str
@@ -148,9 +158,15 @@ _LEADER_ELECTION = {
     "retryPeriod": _Key("retry_period", schema.duration(minimum=1.0)),
 }
 
+_KUBE_CLIENT = {
+    "qps": _Key("qps", schema.number(minimum=0)),
+    "burst": _Key("burst", schema.integer(minimum=1)),
+}
+
 _SECTIONS: dict[str, tuple[str, type, dict[str, _Key]]] = {
     "scaleDown": ("scale_down", ScaleDownConfig, _SCALE_DOWN),
     "leaderElection": ("leader_election", LeaderElectionConfig, _LEADER_ELECTION),
+    "kubeClient": ("kube_client", KubeClientConfig, _KUBE_CLIENT),
 }
 
 _PROVIDERS = ("simulated", "aws", "gcp", "azure")

@@ -7,6 +7,10 @@ and compares hashes. Polling every couple of seconds costs one small read and is
 
 A change is validated with ``load_config``. A valid one replaces the current configuration; an invalid or
 unreadable one is reported (one line, naming the key path) and the last good configuration stays in use.
+
+Several files may be layered (``tidal run --config base.yaml --config kai.yaml``, two keys of one ConfigMap):
+:func:`load_layered` reads them in order, a later file's options replacing an earlier one's, and the watcher
+reloads when any of them changes.
 """
 
 from __future__ import annotations
@@ -15,23 +19,69 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import structlog
 
-from autoscaler.config import Config, ConfigError, load_config
+from autoscaler import config_schema as schema
+from autoscaler.config import Config, ConfigError, config_from_mapping, load_config
 
-__all__ = ["ConfigWatcher"]
+__all__ = ["LAYERED_SECTIONS", "ConfigWatcher", "load_layered"]
+
+LAYERED_SECTIONS = ("scaleDown", "leaderElection", "kubeClient", "simulated", "aws", "gcp", "azure")
+"""Sections a later file merges into option by option; every other key it sets replaces the earlier value."""
+
+PathLike = str | os.PathLike[str]
+
+
+def _read_document(path: str) -> Mapping[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as err:
+        raise ConfigError([f"cannot read the file: {err.strerror or err}"], path) from None
+    except UnicodeDecodeError:
+        raise ConfigError(["is not UTF-8 text"], path) from None
+    document = schema.load_yaml(text, path)
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping):
+        raise ConfigError([f"the document must be a map of settings, not {schema.show(document)}"], path)
+    return document
+
+
+def load_layered(paths: Sequence[PathLike]) -> Config:
+    """Read configuration files in order, each laid over the ones before it, and validate the result.
+
+    A top-level option in a later file replaces the earlier value; the sections in LAYERED_SECTIONS merge
+    option by option (``scaleDown: {maxParallelDrains: 2}`` keeps the other scaleDown options of the files
+    before). One file is exactly :func:`load_config`.
+    """
+    names = [os.fspath(p) for p in paths]
+    if len(names) == 1:
+        return load_config(names[0])
+    merged: dict[str, Any] = {}
+    for name in names:
+        for key, value in _read_document(name).items():
+            before = merged.get(key)
+            if key in LAYERED_SECTIONS and isinstance(before, Mapping) and isinstance(value, Mapping):
+                merged[key] = {**before, **value}
+            else:
+                merged[key] = value
+    return config_from_mapping(merged, source=" + ".join(names))
+
 
 log = structlog.get_logger("tidal.config")
 
 
 class ConfigWatcher:
-    """Polls ``path`` and hands each new valid configuration to ``on_change``."""
+    """Polls ``path`` (one file, or several layered ones) and hands each new valid configuration to
+    ``on_change``."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: PathLike | Sequence[PathLike],
         *,
         on_change: Callable[[Config], None],
         on_error: Callable[[str], None],
@@ -45,7 +95,11 @@ class ConfigWatcher:
         ``sleeper(interval)`` waits between polls in the thread (default: a wait that ``stop()`` interrupts);
         ``clock`` timestamps ``loaded_at``.
         """
-        self.path = os.fspath(path)
+        listed = [path] if isinstance(path, str | os.PathLike) else list(path)
+        if not listed:
+            raise ValueError("ConfigWatcher needs at least one file")
+        self.paths = [os.fspath(p) for p in listed]
+        self.path = " + ".join(self.paths)  # how logs and errors name the configuration
         self.interval = interval
         self._on_change = on_change
         self._on_error = on_error
@@ -58,7 +112,7 @@ class ConfigWatcher:
         self._last_error: str | None = None
 
         before = self._hash_or_none()
-        self._current = load_config(self.path)  # ConfigError names the file and every bad key
+        self._current = load_layered(self.paths)  # ConfigError names the file and every bad key
         # If the file changed while it was loaded, remember no hash: the next poll validates it again.
         self._seen: bytes | None = before if before is not None and self._hash_or_none() == before else None
         self.loaded_at = clock()
@@ -86,7 +140,7 @@ class ConfigWatcher:
             self._last_error = None
             return False
         try:
-            config: Config | None = load_config(self.path)
+            config: Config | None = load_layered(self.paths)
             problem = ""
         except ConfigError as err:
             config, problem = None, " ".join(str(err).split())  # one line, even for multi-line YAML errors
@@ -138,8 +192,11 @@ class ConfigWatcher:
 
     def _hash(self) -> bytes:
         # open() follows the symlink chain (config.yaml -> ..data/config.yaml -> ..<timestamp>/config.yaml).
-        with open(self.path, "rb") as handle:
-            return hashlib.sha256(handle.read()).digest()
+        digest = hashlib.sha256()
+        for name in self.paths:
+            with open(name, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+        return digest.digest()
 
     def _hash_or_none(self) -> bytes | None:
         try:
@@ -152,7 +209,7 @@ class ConfigWatcher:
         try:
             return self._hash()
         except OSError as err:
-            self._report(f"{self.path}: cannot read the file: {err.strerror or err}")
+            self._report(f"{err.filename or self.path}: cannot read the file: {err.strerror or err}")
             return None
 
     def _report(self, message: str, *, repeat: bool = False) -> None:

@@ -3,12 +3,13 @@ controller, and loop: wait for a batch or the scan interval, reconcile, repeat."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +18,9 @@ import structlog
 from autoscaler.batching import Batcher
 from autoscaler.cloud import CloudProvider, load_provider
 from autoscaler.config import Config, load_config
-from autoscaler.config_watch import ConfigWatcher
+from autoscaler.config_watch import ConfigWatcher, load_layered
 from autoscaler.controller import Controller
-from autoscaler.drain import Drainer, pods_on
+from autoscaler.drain import STOPPED, Drainer, DrainJob, pods_on, termination_reason
 from autoscaler.kube.actions import ClusterActions
 from autoscaler.kube.client import KubeClient, make_api_client
 from autoscaler.kube.cluster_cache import ClusterCache
@@ -32,6 +33,48 @@ from autoscaler.observability.server import HealthServer, HealthState
 
 log = structlog.get_logger("tidal.daemon")
 
+# Options read once at start-up: the provider, the client, the lease and the metrics server are built from
+# them. A reload that changes one applies everything else and keeps these at their running values.
+RESTART_REQUIRED: dict[str, str] = {
+    "cloud": "cloud",
+    "region": "region",
+    "zones": "zones",
+    "cluster_name": "clusterName",
+    "leader_election": "leaderElection",
+    "kube_client": "kubeClient",
+    "metrics_address": "metricsAddress",
+    "providers": "",  # the simulated, aws, gcp and azure sections, named key by key
+}
+
+
+def restart_required_changes(running: Config, loaded: Config) -> list[str]:
+    """The keys (``leaderElection.leaseDuration``, ``simulated.launchDelay``...) whose new values only take
+    effect after a restart, in the order of RESTART_REQUIRED."""
+    changed: list[str] = []
+    for attr, key in RESTART_REQUIRED.items():
+        old, new = getattr(running, attr), getattr(loaded, attr)
+        if old == new:
+            continue
+        if attr == "providers":
+            for section in sorted(set(old) | set(new)):
+                before, after = dict(old.get(section) or {}), dict(new.get(section) or {})
+                changed += [
+                    f"{section}.{k}"
+                    for k in sorted(set(before) | set(after))
+                    if before.get(k) != after.get(k)
+                ]
+        elif dataclasses.is_dataclass(old):
+            names = [f.name for f in dataclasses.fields(old)]
+            changed += [f"{key}.{_camel(n)}" for n in names if getattr(old, n) != getattr(new, n)]
+        else:
+            changed.append(key)
+    return changed
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.title() for word in rest)
+
 
 def became_unschedulable(old: Any, new: Any) -> bool:
     """A pod whose PodScheduled=False condition appeared or changed its message: a batch trigger."""
@@ -43,15 +86,21 @@ def became_unschedulable(old: Any, new: Any) -> bool:
 
 @dataclass
 class Daemon:
-    """Everything ``tidal run`` starts, kept together so tests can run several replicas in one process."""
+    """Everything ``tidal run`` starts, kept together so tests can run several replicas in one process.
 
-    config_path: str | None
+    ``config_path`` is one file or several layered ones (later files override earlier ones' keys, see
+    :func:`autoscaler.config_watch.load_layered`).
+    """
+
+    config_path: str | Sequence[str] | None
     client: KubeClient
     provider: CloudProvider
     dry_run: bool = False
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     clock: Callable[[], float] = time.time
     metrics_address: str | None = None
+    # Set by `tidal run`, which configured logging from the file: a reload then applies logFormat/logLevel.
+    manage_logging: bool = False
     cache: ClusterCache = field(init=False)
     controller: Controller = field(init=False)
 
@@ -64,7 +113,10 @@ class Daemon:
         self.config: Config = self.watcher.current if self.watcher else load_config(None)
         cfg = self.config
         self.metrics = Metrics()
-        self.health = HealthState(staleness_limit=max(60.0, cfg.scan_interval * 6), clock=self.clock)
+        # Every failed API request, from every part of the edge, is counted by verb, resource and code.
+        self.client.on_error = self.metrics.kube_error
+        # The liveness limit follows the scan interval of the configuration in use, reloads included.
+        self.health = HealthState(staleness_limit=self.staleness_limit, clock=self.clock)
         self.health.mark_config_ok(True)
         self.cache = ClusterCache(self.client)
         self.actions = ClusterActions(self.client, dry_run=self.dry_run)
@@ -83,13 +135,17 @@ class Daemon:
                 renew_deadline=le.renew_deadline,
                 retry_period=le.retry_period,
                 clock=self.clock,
+                on_started_leading=lambda: self.metrics.set_leader(True),
+                on_stopped_leading=self._stopped_leading,
             )
-        drainer = Drainer(
+        self.drainer = Drainer(
             self.actions,
             None if self.dry_run else self.provider,
             self.events,
             pods_on(self.cache.snapshot),
             max_parallel=cfg.scale_down.max_parallel_drains,
+            on_done=self._drain_done,
+            leading=self.leads,
         )
         self.controller = Controller(
             config=lambda: self.config,
@@ -101,13 +157,17 @@ class Daemon:
             leader=self.is_leader,
             clock=self.clock,
             dry_run=self.dry_run,
-            drainer=drainer,
+            drainer=self.drainer,
         )
         self.server = HealthServer(self.metrics_address or cfg.metrics_address, self.metrics, self.health)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     # -- callbacks ---------------------------------------------------------------------------------------
+
+    def staleness_limit(self) -> float:
+        """Seconds without a reconcile after which ``/healthz`` fails: six scan intervals, at least 60s."""
+        return max(60.0, self.config.scan_interval * 6)
 
     def _pod_event(self, pod: Pod, reason: str, message: str, event_type: str = "Normal") -> None:
         self.actions.pod_event(pod, reason=reason, message=message, event_type=event_type)
@@ -119,15 +179,45 @@ class Daemon:
         if kind == "pods" and became_unschedulable(old, new):
             self.batcher.notify()
 
+    def _drain_done(self, job: DrainJob, outcome: str, why: str) -> None:
+        """Every drain ends in tidal_terminations_total, spot interruptions included."""
+        self.metrics.termination(termination_reason(job.reason), outcome)
+        if outcome != STOPPED and why:
+            log.info("drain_finished", node=job.node, outcome=outcome, reason=why)
+
+    def _stopped_leading(self) -> None:
+        self.metrics.set_leader(False)
+        active = sorted(self.drainer.active())
+        if active:
+            log.warning("lost_leadership_during_drains", nodes=active)
+
     def _config_changed(self, cfg: Config) -> None:
+        running = self.config
+        pending = restart_required_changes(running, cfg)
+        if pending:
+            # Keep what was built at start consistent with the configuration the controller reads.
+            cfg = dataclasses.replace(cfg, **{attr: getattr(running, attr) for attr in RESTART_REQUIRED})
         self.config = cfg
         self.batcher.idle, self.batcher.maximum = cfg.batch_idle_duration, cfg.batch_max_duration
-        self.metrics.config_reload(True)
+        self.drainer.max_parallel = cfg.scale_down.max_parallel_drains
+        if self.manage_logging and (cfg.log_format, cfg.log_level) != (running.log_format, running.log_level):
+            configure_logging(cfg.log_format, cfg.log_level)
         self.health.mark_config_ok(True)
+        if pending:
+            self.metrics.config_reload(True, restart_required=True)
+            log.warning("config_restart_required", path=self.config_path, keys=pending)
+            self._self_event(
+                "ConfigRestartRequired",
+                f"applied the new configuration except {', '.join(pending)}, which keep their running "
+                "values until tidal restarts",
+            )
+        else:
+            self.metrics.config_reload(True)
         log.info("config_reloaded", path=self.config_path)
 
     def _config_invalid(self, message: str) -> None:
         self.metrics.config_reload(False)
+        self.health.mark_config_ok(False)
         log.error("config_invalid_kept_last_good", error=message)
         self._self_event("ConfigReloadFailed", f"kept the last good configuration: {message}")
 
@@ -142,8 +232,12 @@ class Daemon:
                 "Warning",
             )
 
+    def leads(self) -> bool:
+        """Whether this replica may act now (always, without leader election)."""
+        return self.elector.is_leader() if self.elector else True
+
     def is_leader(self) -> bool:
-        leading = self.elector.is_leader() if self.elector else True
+        leading = self.leads()
         self.metrics.set_leader(leading)
         return leading
 
@@ -171,7 +265,7 @@ class Daemon:
         self._threads.append(t)
 
     def run_forever(self) -> None:
-        """The thin loop: batch or scan, reconcile, heartbeat."""
+        """The thin loop: a batch of unschedulable pods or the scan interval, reconcile, heartbeat."""
         while not self._stop.is_set():
             why = self.batcher.wait(self.config.scan_interval)
             if why == "stop":
@@ -196,8 +290,7 @@ class Daemon:
                 self.elector.release()
             except Exception:  # the lease simply expires instead
                 log.warning("lease_release_failed")
-        if self.controller.drainer is not None:
-            self.controller.drainer.shutdown()
+        self.drainer.shutdown()
         self.cache.stop()
         self.server.stop()
 
@@ -207,13 +300,14 @@ def build_provider(cfg: Config, client: KubeClient) -> CloudProvider:
     return load_provider(cfg.cloud, cfg, kube_api_client=client.api_client)
 
 
-def run(config_path: str | None, kubeconfig: str | None, *, dry_run: bool, once: bool) -> int:
+def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_run: bool, once: bool) -> int:
     """``tidal run``: returns the process exit status."""
-    cfg = load_config(config_path)
+    paths = [config_path] if isinstance(config_path, str) else list(config_path or [])
+    cfg = load_layered(paths) if paths else load_config(None)
     configure_logging(cfg.log_format, cfg.log_level)
-    client = make_api_client(kubeconfig=kubeconfig)
+    client = make_api_client(kubeconfig=kubeconfig, qps=cfg.kube_client.qps, burst=cfg.kube_client.burst)
     provider = build_provider(cfg, client)
-    daemon = Daemon(config_path, client, provider, dry_run=dry_run)
+    daemon = Daemon(paths or None, client, provider, dry_run=dry_run, manage_logging=True)
     signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     daemon.start(serve=not once)
     try:

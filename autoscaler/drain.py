@@ -2,6 +2,10 @@
 
 A 429 from the Eviction API means a PodDisruptionBudget says "not now": tidal retries until the drain's
 deadline and never forces. A drain that cannot finish uncordons the node and says why.
+
+Only the leader acts, and a drain outlives many reconciles: before every cordon, eviction, Node deletion and
+termination the drain asks whether this replica still leads. One that lost the lease stops where it is and
+touches nothing more, not even to uncordon: the new leader owns the node from then on.
 """
 
 from __future__ import annotations
@@ -21,6 +25,30 @@ from autoscaler.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
 log = structlog.get_logger("tidal.drain")
 
 EVICTION_SLACK_S = 30.0
+
+# How a drain ended (label ``outcome`` of tidal_terminations_total).
+SUCCESS = "success"  # Node deleted, instance terminated
+ERROR = "error"  # Node deleted, but the instance could not be terminated (the orphan cleanup retries)
+ABANDONED = "abandoned"  # pods could not be moved in time: the node was uncordoned and kept
+STOPPED = "stopped"  # this replica stopped leading mid-drain and left the node to the new leader
+
+DoneCallback = Callable[["DrainJob", str, str], None]
+"""``fn(job, outcome, why)`` after every drain, on the drain's thread."""
+
+
+class LeadershipLost(Exception):
+    """This replica no longer leads: the drain must not make another change."""
+
+
+def termination_reason(job_reason: str) -> str:
+    """The bounded ``reason`` label for a drain's free-text reason."""
+    if job_reason.startswith("spot interruption"):
+        return "spot_interruption"
+    if job_reason.startswith("empty"):
+        return "empty"
+    if job_reason.startswith("utilization"):
+        return "underutilized"
+    return "drain"
 
 
 class Actions(Protocol):
@@ -73,7 +101,8 @@ class Drainer:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         poll_interval: float = 1.0,
-        on_done: Callable[[str, bool, str], None] | None = None,
+        on_done: DoneCallback | None = None,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.actions = actions
         self.provider = provider
@@ -83,10 +112,34 @@ class Drainer:
         self.sleep = sleep
         self.poll_interval = poll_interval
         self.on_done = on_done
+        self.leading = leading
         self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="tidal-drain")
+        self._pool_size = max_parallel
         self._max = max_parallel
         self._active: set[str] = set()
         self._lock = threading.Lock()
+
+    @property
+    def max_parallel(self) -> int:
+        """Most drains at once; lowering it lets running drains finish and starts no new one until below."""
+        with self._lock:
+            return self._max
+
+    @max_parallel.setter
+    def max_parallel(self, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"max_parallel: {value} must be at least 1")
+        with self._lock:
+            self._max = value
+            if value <= self._pool_size:
+                return
+            # A larger pool for new drains; the old one finishes what it runs and then lets its threads go.
+            old, self._pool = (
+                self._pool,
+                ThreadPoolExecutor(max_workers=value, thread_name_prefix="tidal-drain"),
+            )
+            self._pool_size = value
+        old.shutdown(wait=False)
 
     def active(self) -> set[str]:
         with self._lock:
@@ -98,26 +151,49 @@ class Drainer:
             if job.node in self._active or len(self._active) >= self._max:
                 return False
             self._active.add(job.node)
-        self._pool.submit(self._run, job)
+            pool = self._pool
+        pool.submit(self._run, job)
         return True
 
     def _run(self, job: DrainJob) -> None:
-        ok, why = False, ""
+        ok, why, stopped = False, "", False
         try:
             ok, why = self.drain(job)
+        except LeadershipLost as err:
+            stopped, why = True, str(err)
+            log.warning("drain_stopped_not_leading", node=job.node, before=why)
         except Exception as err:  # a drain must never take the daemon down; it reports and uncordons
             why = f"{type(err).__name__}: {err}"
             log.exception("drain_crashed", node=job.node)
         finally:
-            if not ok:
+            if not ok and not stopped:
                 self._abort(job, why)
             with self._lock:
                 self._active.discard(job.node)
+            outcome = STOPPED if stopped else ABANDONED if not ok else ERROR if why else SUCCESS
             if self.on_done:
-                self.on_done(job.node, ok, why)
+                try:
+                    self.on_done(job, outcome, why)
+                except Exception:  # reporting must not fail the drain thread
+                    log.exception("drain_report_failed", node=job.node)
+
+    def _still_leading(self, before: str) -> None:
+        """Raise :class:`LeadershipLost` unless this replica still leads; ``before`` names the next step."""
+        try:
+            leading = self.leading()
+        except Exception:  # cannot tell: acting without the lease is the worse mistake
+            leading = False
+        if not leading:
+            raise LeadershipLost(before)
 
     def drain(self, job: DrainJob) -> tuple[bool, str]:
-        """Cordon, evict every pod (retrying PDB refusals), wait for them to go, then remove the node."""
+        """Cordon, evict every pod (retrying PDB refusals), wait for them to go, then remove the node.
+
+        Returns (True, "") when the node is gone, (True, why) when its Node is gone but the instance could
+        not be terminated, (False, why) when the drain gave up; raises :class:`LeadershipLost` when this
+        replica stopped leading before one of its steps.
+        """
+        self._still_leading(f"cordon {job.node}")
         self.actions.cordon(job.node, taint_key=TAINT_DISRUPTED)
         self.events.node(job.node, "ScaleDown", f"draining: {job.reason}")
         grace = max((p.grace_period_s for p in job.pods), default=0)
@@ -125,6 +201,7 @@ class Drainer:
         remaining = {p.key: p for p in job.pods}
         while True:
             for key, pod in list(remaining.items()):
+                self._still_leading(f"evict {key}")
                 result = self.actions.evict(pod.namespace, pod.name)
                 name = getattr(result, "name", str(result))
                 if name in ("EVICTED", "GONE"):
@@ -141,11 +218,17 @@ class Drainer:
                     f"pods still on the node after {int(grace + EVICTION_SLACK_S)}s: {', '.join(waiting[:5])}",
                 )
             self.sleep(self.poll_interval)
+        self._still_leading(f"delete node {job.node}")
+        self.actions.delete_node(job.node)
+        if job.instance is None or self.provider is None:
+            return True, ""
+        self._still_leading(f"terminate {job.instance.id}")
         try:
-            remove_node(self.actions, self.provider, job.node, job.instance)
+            self.provider.terminate(job.instance)
         except ProviderError as err:
             # The Node is gone; the orphaned instance is retried by the fleet's orphan cleanup.
             log.warning("terminate_failed", node=job.node, error=str(err))
+            return True, f"instance {job.instance.id} not terminated: {err}"
         return True, ""
 
     def _abort(self, job: DrainJob, why: str) -> None:

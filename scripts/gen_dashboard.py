@@ -198,7 +198,7 @@ def panels() -> list[dict[str, Any]]:
         ),
         panel(
             "Cloud and Kubernetes API errors",
-            "Errors by cloud operation and kind, and by Kubernetes API operation and HTTP status.",
+            "Errors by cloud operation and kind, and by Kubernetes API verb, resource and HTTP status.",
             [
                 (
                     "sum by (provider, operation, kind) "
@@ -206,8 +206,9 @@ def panels() -> list[dict[str, Any]]:
                     "cloud {{provider}} {{operation}}: {{kind}}",
                 ),
                 (
-                    f"sum by (operation, code) (increase(tidal_kube_api_errors_total{{{JOB}}}[$__rate_interval]))",
-                    "kube {{operation}}: {{code}}",
+                    "sum by (verb, resource, code) "
+                    f"(increase(tidal_kube_api_errors_total{{{JOB}}}[$__rate_interval]))",
+                    "kube {{verb}} {{resource}}: {{code}}",
                 ),
             ],
             bars=True,

@@ -1,8 +1,9 @@
 """The changes tidal makes to the cluster: cordon, evict, delete nodes, label, events, the status ConfigMap.
 
 Expected outcomes (a PDB saying "not now", an object already gone) come back as results; anything else raises
-:class:`KubeApiError` with one line. In dry-run every mutation only logs what it would do, except Events, which
-are still written because they are how a dry run tells people what would happen.
+:class:`KubeApiError` with one line. In dry-run every mutation only logs what it would do, except tidal's own
+informational objects, which are how a dry run tells people what would happen: Events, and the status
+ConfigMap (marked ``dryRun: "true"``).
 """
 
 from __future__ import annotations
@@ -290,10 +291,9 @@ class ClusterActions:
     # --- ConfigMaps ----------------------------------------------------------------------------------------
 
     def write_status(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
-        """Create or replace the ConfigMap ``namespace/name`` with exactly ``data`` (the ``tidal-status``)."""
-        if self.dry_run:
-            self._would("write status configmap", namespace=namespace, name=name, keys=sorted(data))
-            return
+        """Create or replace the ConfigMap ``namespace/name`` (the ``tidal-status``) with ``data`` and a
+        ``dryRun`` key, "true" when this replica only reports; written in dry-run too, like Events."""
+        data = {**data, "dryRun": "true" if self.dry_run else "false"}
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",

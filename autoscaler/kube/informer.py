@@ -19,7 +19,7 @@ import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.kube.client import KubeClient, api_error_message
+from autoscaler.kube.client import KubeClient, api_error_message, describe_call
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "Backoff", "Informer", "Key", "ListFn"]
 
@@ -119,6 +119,7 @@ class Informer(Generic[T]):
         self.kind = kind
         self._client = client
         self._list_fn = list_fn
+        self._resource = describe_call(list_fn)[1]  # for the error metric: "pods", "podgroups"...
         self._convert = convert
         self._page_size = page_size
         self._watch_timeout = watch_timeout
@@ -298,8 +299,10 @@ class Informer(Generic[T]):
         started = time.monotonic()
         try:
             resp = self._open_watch(rv)
-        except ApiException as exc:
-            if exc.status == 410:  # some servers refuse a too-old resourceVersion outright, not in-band
+        except Exception as exc:
+            self._client.record_error("watch", self._resource, exc)
+            if isinstance(exc, ApiException) and exc.status == 410:
+                # Some servers refuse a too-old resourceVersion outright, not in-band.
                 raise _Expired() from None
             raise
         with self._resp_lock:
@@ -313,6 +316,16 @@ class Informer(Generic[T]):
                     break
                 if self._handle(line):
                     self._delivered = True
+        except _Expired:
+            self._client.record_error("watch", self._resource, "410")
+            raise
+        except _WatchError as exc:
+            self._client.record_error("watch", self._resource, str(exc.status))
+            raise
+        except Exception as exc:
+            if not self._stop.is_set():  # stop() breaks the stream on purpose
+                self._client.record_error("watch", self._resource, exc)
+            raise
         finally:
             with self._resp_lock:
                 self._resp = None

@@ -87,12 +87,13 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "tidal_kube_api_errors_total": (
         "counter",
-        "Kubernetes API errors by operation and HTTP status code.",
-        ("operation", "code"),
+        "Failed Kubernetes API requests by verb, resource and HTTP status code (or timeout|connection).",
+        ("verb", "resource", "code"),
     ),
     "tidal_config_reloads_total": (
         "counter",
-        "Configuration reloads by outcome (success|invalid).",
+        "Configuration reloads by outcome: success, invalid (kept the last good one), or restart_required "
+        "(applied except options read only at start).",
         ("outcome",),
     ),
     "tidal_config_last_reload_success": ("gauge", "1 when the last configuration reload was valid.", ()),
@@ -253,7 +254,8 @@ class Metrics:
 
     @_never_raises
     def termination(self, reason: str, outcome: str) -> None:
-        """Count one node termination (reason e.g. empty, underutilized, unregistered; outcome success|error)."""
+        """Count one node removal (reason e.g. empty, underutilized, spot_interruption, timeout; outcome success,
+        error, abandoned (drain gave up, node uncordoned) or stopped (leadership lost mid-drain))."""
         self._terminations.labels(reason=reason, outcome=outcome).inc()
 
     @_never_raises
@@ -269,14 +271,17 @@ class Metrics:
         self._cloud_errors.labels(provider=provider, operation=operation, kind=kind).inc()
 
     @_never_raises
-    def kube_error(self, operation: str, code: int | str) -> None:
-        """Count one Kubernetes API error; ``code`` is the HTTP status (or e.g. "timeout")."""
-        self._kube_api_errors.labels(operation=operation, code=str(code)).inc()
+    def kube_error(self, verb: str, resource: str, code: int | str) -> None:
+        """Count one failed Kubernetes API request (verb e.g. patch, resource e.g. nodes or pods/eviction);
+        ``code`` is the HTTP status, or "timeout"/"connection" when no answer came."""
+        self._kube_api_errors.labels(verb=verb, resource=resource, code=str(code)).inc()
 
     @_never_raises
-    def config_reload(self, ok: bool) -> None:
-        """Record a configuration reload that was applied (ok) or rejected as invalid."""
-        self._config_reloads.labels(outcome=SUCCESS if ok else "invalid").inc()
+    def config_reload(self, ok: bool, *, restart_required: bool = False) -> None:
+        """Record a configuration reload that was applied (ok), applied except options that need a restart
+        (``restart_required``), or rejected as invalid."""
+        outcome = ("restart_required" if restart_required else SUCCESS) if ok else "invalid"
+        self._config_reloads.labels(outcome=outcome).inc()
         self._config_last_reload_success.set(1 if ok else 0)
 
     @_never_raises

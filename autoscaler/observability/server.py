@@ -36,8 +36,11 @@ _TEXT = "text/plain; charset=utf-8"
 class HealthState:
     """What the probes report, updated by the controller from its own thread; every method is thread-safe."""
 
-    def __init__(self, *, staleness_limit: float = 300.0, clock: Callable[[], float] = time.time) -> None:
-        """``staleness_limit``: seconds without a heartbeat after which ``/healthz`` fails.
+    def __init__(
+        self, *, staleness_limit: float | Callable[[], float] = 300.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        """``staleness_limit``: seconds without a heartbeat after which ``/healthz`` fails, or a function
+        giving them, read at every check (the daemon derives it from the scan interval in use).
 
         ``clock`` defaults to Unix time because the controller passes its reconcile ``now`` (Unix time, as in
         ``Metrics.observe_reconcile``) to ``heartbeat``; both must come from the same clock.
@@ -75,11 +78,9 @@ class HealthState:
         with self._lock:
             last = self._last_heartbeat
         age = self.clock() - last
-        if age > self.staleness_limit:
-            return (
-                False,
-                f"reconcile loop stalled: no progress for {age:.0f}s (limit {self.staleness_limit:g}s)",
-            )
+        limit = self.staleness_limit() if callable(self.staleness_limit) else self.staleness_limit
+        if age > limit:
+            return False, f"reconcile loop stalled: no progress for {age:.0f}s (limit {limit:g}s)"
         return True, "ok"
 
     def readiness(self) -> tuple[bool, str]:

@@ -1,5 +1,6 @@
 """The daemon end to end: fake API server + scheduler/KAI stand-ins + simulated cloud + `tidal run` pieces."""
 
+import threading
 import time
 
 import pytest
@@ -128,20 +129,29 @@ def test_leader_failover_never_has_two_actors(tmp_path):
         assert len(c.provider.instances()) == 2
 
 
-def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(tmp_path):
+def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(tmp_path, monkeypatch):
     from tests.e2e.harness import base_config
 
+    monkeypatch.setenv("POD_NAME", "tidal-7d9f-abcde")  # as the Deployment's downward API sets it
+    monkeypatch.setenv("POD_NAMESPACE", "tidal-system")
     with cluster(tmp_path) as c:
         d = c.daemon()
         assert d.config.cluster_gpu_limit is None
-        c.write_config(base_config(clusterGPULimit=2))
+        c.write_config(base_config(clusterGPULimit=2, scaleDown={"maxParallelDrains": 2}, scanInterval="20s"))
         assert d.watcher is not None and d.watcher.check()
         assert d.config.cluster_gpu_limit == 2
+        assert d.drainer.max_parallel == 2  # in-flight drains are bounded by the new value
+        assert d.staleness_limit() == 120  # liveness allows six of the new scan intervals
         c.write_config(base_config(clusterGPULimit=-5))
         d.watcher.check()
         assert d.config.cluster_gpu_limit == 2
         metrics = d.metrics.render().decode()
         assert 'tidal_config_reloads_total{outcome="invalid"} 1.0' in metrics
+        assert "tidal_config_last_reload_success 0.0" in metrics
+        failed = [e for e in c.api.list("events", "tidal-system") if e["reason"] == "ConfigReloadFailed"]
+        assert len(failed) == 1 and failed[0]["type"] == "Warning"
+        assert failed[0]["involvedObject"]["name"] == "tidal-7d9f-abcde"
+        assert "clusterGPULimit: -5 is below 0" in failed[0]["message"]
         for i in range(4):
             c.api.create(gpu_pod(f"infer-{i}"))
         c.run_until(lambda: c.running() == 2)
@@ -150,15 +160,71 @@ def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(tmp_path
         assert c.launched_gpus_peak == 2
 
 
-def test_api_faults_are_survived(tmp_path):
+def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_needed(tmp_path, monkeypatch):
+    from structlog.testing import capture_logs
+
+    from tests.e2e.harness import base_config
+
+    monkeypatch.setenv("POD_NAME", "tidal-7d9f-abcde")
+    monkeypatch.setenv("POD_NAMESPACE", "tidal-system")
     with cluster(tmp_path) as c:
         d = c.daemon()
-        c.api.faults.push(500, count=3, verbs={"list", "watch"}, resource="pods")
-        c.api.faults.push(429, count=2, verbs={"patch"}, resource="nodes")
+        started = d.config
+        changed = base_config(
+            clusterGPULimit=3,
+            clusterName="elsewhere",
+            leaderElection={"leaseName": "tidal-2"},
+            simulated={"launchDelay": "5s"},
+        )
+        c.write_config(changed)
+        with capture_logs() as logs:
+            assert d.watcher is not None and d.watcher.check()
+        assert d.config.cluster_gpu_limit == 3  # applied at once
+        # Read only at start: they keep their running values, so the provider and the lease stay consistent.
+        assert d.config.cluster_name == started.cluster_name == "e2e"
+        assert d.config.leader_election == started.leader_election
+        assert d.config.providers == started.providers
+        keys = ["clusterName", "leaderElection.leaseName", "simulated.launchDelay"]
+        assert [e["keys"] for e in logs if e["event"] == "config_restart_required"] == [keys]
+        text = d.metrics.render().decode()
+        assert 'tidal_config_reloads_total{outcome="restart_required"} 1.0' in text
+        assert "tidal_config_last_reload_success 1.0" in text
+        [event] = [e for e in c.api.list("events", "tidal-system") if e["reason"] == "ConfigRestartRequired"]
+        assert "except clusterName, leaderElection.leaseName, simulated.launchDelay" in event["message"]
+
+
+def test_api_faults_on_lists_watches_and_writes_are_survived(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        watch_fault = c.api.faults.push(500, count=2, verbs={"watch"}, resource="pods")
+        list_fault = c.api.faults.push(500, count=1, verbs={"list"}, resource="pods")
+        status_fault = c.api.faults.push(500, count=1, verbs={"update"}, resource="configmaps")
+        # The API server restarts: every watch ends. The pod informer's reconnects fail twice; meanwhile a
+        # pod arrives and the history is compacted, so when a watch finally opens it answers 410 and the
+        # informer must relist (and that list fails once too). Only then can tidal see the pod.
+        c.api.drop_watches()
+        c.wait_for(lambda: watch_fault.hits == 1)  # disconnected, backing off: the old stream saw nothing
         c.api.create(gpu_pod("infer-0"))
+        c.api.compact()
         c.run_until(lambda: c.running() == 1)
+        assert (watch_fault.hits, list_fault.hits, status_fault.hits) == (2, 1, 1)
+        assert len(c.api.faults) == 0
         assert len(c.provider.instances()) == 1
+        c.step()
         assert d.controller.last is not None and not d.controller.last.error
+        assert d.cache.stats()["pods"]["relists"] >= 1
+        assert c.api.get("configmaps", "tidal-system", "tidal-status") is not None  # written again later
+        text = d.metrics.render().decode()
+        for verb, resource, code, n in [
+            ("watch", "pods", "500", 2),
+            ("watch", "pods", "410", 1),
+            ("list", "pods", "500", 1),
+            ("update", "configmaps", "500", 1),
+        ]:
+            assert (
+                f'tidal_kube_api_errors_total{{code="{code}",resource="{resource}",verb="{verb}"}} {n}.0'
+                in text
+            )
 
 
 def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path):
@@ -171,6 +237,10 @@ def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path):
         assert d.controller.last is not None and d.controller.last.plan.launch.launches
         events = [e for e in c.api.list("events") if e.get("reason") == "TriggeredScaleUp"]
         assert events and events[0]["message"].startswith("would launch g4dn.xlarge")
+        # tidal's own status object is written in dry-run too, marked so.
+        status = c.api.get("configmaps", "tidal-system", "tidal-status")
+        assert status is not None and status["data"]["dryRun"] == "true"
+        assert "g4dn.xlarge" in status["data"]["status"]
 
 
 def cpu_pod(name, cpu, **labels):
@@ -220,7 +290,13 @@ def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_e
         c.api.patch_status("poddisruptionbudgets", "default", "small", {"disruptionsAllowed": 1})
         c.run_until(lambda: len(c.nodes()) == 1, timeout=30)
         assert all(n.name != host for n in c.nodes())
-        assert [i.state for i in c.provider.instances() if i.id == host] == ["terminated"]
+        c.wait_for(lambda: [i.state for i in c.provider.instances() if i.id == host] == ["terminated"])
+        c.wait_for(
+            lambda: (
+                'tidal_terminations_total{outcome="success",reason="underutilized"} 1.0'
+                in d.metrics.render().decode()
+            )
+        )
 
 
 def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path):
@@ -272,6 +348,12 @@ def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at
         c.api.create(gpu_pod("infer-0-retry"))
         c.run_until(lambda: c.running() == 1 and all(n.name != doomed.id for n in c.nodes()), timeout=30)
         assert sorted(i.id for i in c.provider.instances()) == sorted([doomed.id, replacements[0].id])
+        c.wait_for(
+            lambda: (
+                'tidal_terminations_total{outcome="success",reason="spot_interruption"} 1.0'
+                in d.metrics.render().decode()
+            )
+        )
 
 
 @pytest.mark.xfail(
@@ -290,3 +372,98 @@ def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp
             c.step()
             time.sleep(0.1)
         assert len(c.nodes()) == 1
+
+
+def test_an_unschedulable_pod_wakes_the_loop_and_is_reconciled_within_the_batch_window(tmp_path):
+    # The scan interval is far away: only the pod's PodScheduled=False event can make this reconcile happen.
+    with cluster(tmp_path, scanInterval="5m", batchIdleDuration="300ms", batchMaxDuration="2s") as c:
+        d = c.daemon()
+        loop = threading.Thread(target=d.run_forever, name="tidal-loop", daemon=True)
+        loop.start()
+        c.api.create(gpu_pod("infer-0"))
+        time.sleep(0.5)
+        assert d.controller.last is None  # a pod without a scheduling verdict is no trigger
+        c.scheduler.step()  # the scheduler finds no node and marks the pod unschedulable
+        marked = time.monotonic()
+        c.wait_for(lambda: d.controller.last is not None, timeout=5)
+        waited = time.monotonic() - marked
+        assert 0.3 <= waited < 2.0  # the batch closed after batchIdleDuration, within batchMaxDuration
+        assert [o.instance is not None for o in d.controller.last.launched] == [True]
+        d.stop()
+        loop.join(timeout=5)
+        assert not loop.is_alive()
+
+
+class Recorded:
+    """A provider seen through one replica's drainer: records what that replica asks the cloud to do."""
+
+    def __init__(self, inner, acted):
+        self._inner, self._acted = inner, acted
+
+    def terminate(self, instance):
+        self._acted.append((time.monotonic(), "terminate"))
+        return self._inner.terminate(instance)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_acts(tmp_path):
+    election = {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "1s"}
+    with cluster(tmp_path, leaderElection=election) as c:
+        a, b = c.daemon(identity="tidal-a"), c.daemon(identity="tidal-b")
+        c.wait_for(lambda: a.leads() or b.leads())
+        leader, standby = (a, b) if a.leads() else (b, a)
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: c.running() == 1)
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T10:00:00Z"}
+        c.api.patch_status("pods", "default", "infer-0", {"conditions": [ready]})  # what its kubelet reports
+        c.api.create(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "infer", "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
+                "status": {
+                    "disruptionsAllowed": 0,
+                    "currentHealthy": 1,
+                    "desiredHealthy": 1,
+                    "expectedPods": 1,
+                },
+            }
+        )
+        acted: list[tuple[float, str]] = []
+        for verb in ("cordon", "uncordon", "evict", "delete_node"):
+            original = getattr(leader.actions, verb)
+
+            def record(*args, _verb=verb, _original=original, **kwargs):
+                acted.append((time.monotonic(), _verb))
+                return _original(*args, **kwargs)
+
+            setattr(leader.actions, verb, record)
+        leader.drainer.provider = Recorded(c.provider, acted)
+        doomed = c.provider.instances()[0]
+        time.sleep(0.3)  # the leader's cache sees the PDB
+        c.provider.warn_interruption(doomed.id)
+        assert leader.reconcile().drains_started == [doomed.id]
+        c.wait_for(lambda: [w for _, w in acted].count("evict") >= 1)  # in flight: the PDB refuses
+
+        # The leader's election loop dies without releasing the lease (a crash, or a partition from the API
+        # server); its drain thread lives on. Nothing reconciles on it any more.
+        leader.elector.try_acquire_or_renew = lambda: False
+        crashed = time.monotonic()
+        c.daemons.remove(leader)
+        c.run_until(standby.leads, daemons=[standby], timeout=15)
+        took_over = time.monotonic()
+        assert took_over - crashed >= 2.0  # the standby waited for the lease to expire
+        assert not leader.leads()
+        c.step(daemons=[standby])
+        assert standby.controller.last is not None and standby.controller.last.acted
+        c.wait_for(lambda: not leader.drainer.active())
+        time.sleep(1.5)  # longer than the drain's retry interval: it would have evicted again by now
+        # Never two actors: everything the old leader did happened before the standby could act.
+        assert acted and all(t < took_over for t, _ in acted)
+        assert {w for _, w in acted} == {"cordon", "evict"}  # it left the node as it was, cordon and all
+        assert 'tidal_terminations_total{outcome="stopped",reason="spot_interruption"} 1.0' in (
+            leader.metrics.render().decode()
+        )

@@ -189,6 +189,11 @@ class FakeApiServer:
         obj, removed = self.store.delete(rt, namespace, name, options)
         return None if removed else copy.deepcopy(obj)
 
+    def drop_watches(self) -> None:
+        """End every open watch stream, as an API server restart or a load balancer cutting idle connections
+        does; clients reconnect from their last resourceVersion (and relist after a :meth:`compact`)."""
+        self.store.drop_watches()
+
     def compact(self) -> None:
         """Drop the watch history: watches and continue tokens from older resourceVersions get 410."""
         self.store.compact()

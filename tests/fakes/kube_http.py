@@ -411,12 +411,13 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         try:
             try:
                 rv = None if send_initial else query.get("resourceVersion")
+                epoch = store.watch_epoch
                 events, cursor = store.watch_open(rt, namespace, match, rv)
                 self._write_events(events)
                 if send_initial and bookmarks:
                     self._write_bookmark(rt, cursor, initial_events_end=True)
                 next_bookmark = time.monotonic() + fake.bookmark_interval
-                while not store.closed:
+                while not store.closed and store.watch_epoch == epoch:
                     now = time.monotonic()
                     if now >= deadline:
                         break

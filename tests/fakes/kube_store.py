@@ -98,6 +98,8 @@ class Store:
         self.changed = threading.Condition(self.lock)
         self.clock = clock
         self.closed = False
+        # Bumped by drop_watches(): every watch open at that moment ends, as when an API server restarts.
+        self.watch_epoch = 0
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self._rv = 0
         self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
@@ -120,6 +122,12 @@ class Store:
         """Wake every watcher so it can end its stream."""
         with self.changed:
             self.closed = True
+            self.changed.notify_all()
+
+    def drop_watches(self) -> None:
+        """End every open watch stream now (clients reconnect from their last resourceVersion)."""
+        with self.changed:
+            self.watch_epoch += 1
             self.changed.notify_all()
 
     def compact(self) -> None:
@@ -504,7 +512,8 @@ class Store:
         """Block until something changed after `cursor` (or timeout/close); return matching events and cursor."""
         deadline = time.monotonic() + timeout
         with self.changed:
-            while not self.closed and self._rv == cursor:
+            epoch = self.watch_epoch
+            while not self.closed and self._rv == cursor and self.watch_epoch == epoch:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break

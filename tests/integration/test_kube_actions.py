@@ -210,12 +210,14 @@ def test_write_status_creates_then_replaces(api: FakeApiServer, actions: Cluster
     actions.write_status("tidal-system", "tidal-status", {"pendingPods": "3", "plan": "launch 1 g5.xlarge"})
     actions.write_status("tidal-system", "tidal-status", {"pendingPods": "0"})
 
-    assert actions.read_configmap("tidal-system", "tidal-status") == {"pendingPods": "0"}
+    assert actions.read_configmap("tidal-system", "tidal-status") == {"pendingPods": "0", "dryRun": "false"}
     writes = [r.method for r in mutations(api) if "configmaps" in r.path]
     assert writes == ["PUT", "POST", "PUT"]  # replace (404), create, replace
 
 
-def test_dry_run_mutates_nothing_but_still_writes_events(api: FakeApiServer, client: KubeClient) -> None:
+def test_dry_run_mutates_nothing_but_still_writes_events_and_the_status(
+    api: FakeApiServer, client: KubeClient
+) -> None:
     api.create(node("cpu-a", annotations={"a": "b"}))
     created = api.create(ready_pod("web-0"))
     before = {"node": api.get("nodes", None, "cpu-a"), "pod": api.get("pods", "default", "web-0")}
@@ -231,10 +233,13 @@ def test_dry_run_mutates_nothing_but_still_writes_events(api: FakeApiServer, cli
     dry.pod_event(pod_from_dict(created), reason="WouldEvict", message="dry run: would evict")
 
     assert {"node": api.get("nodes", None, "cpu-a"), "pod": api.get("pods", "default", "web-0")} == before
-    assert api.get("configmaps", "tidal-system", "tidal-status") is None
+    # tidal's own informational objects are written, the status marked as a dry run's.
+    assert api.get("configmaps", "tidal-system", "tidal-status")["data"] == {"k": "v", "dryRun": "true"}
     writes = [(r.method, r.path, r.query.get("dryRun")) for r in mutations(api)]
     assert writes == [
         ("POST", "/api/v1/namespaces/default/pods/web-0/eviction", "All"),
+        ("PUT", "/api/v1/namespaces/tidal-system/configmaps/tidal-status", None),
+        ("POST", "/api/v1/namespaces/tidal-system/configmaps", None),
         ("POST", "/api/v1/namespaces/default/events", None),
     ]
     assert [e["reason"] for e in api.list("events")] == ["WouldEvict"]

@@ -8,6 +8,7 @@ import yaml
 from autoscaler.config import (
     Config,
     ConfigError,
+    KubeClientConfig,
     LeaderElectionConfig,
     ScaleDownConfig,
     config_from_configmap,
@@ -93,6 +94,10 @@ LEADER_ELECTION_KEYS = [
     ("renewDeadline", "renew_deadline", "5s", 5.0),
     ("retryPeriod", "retry_period", "1s", 1.0),
 ]
+KUBE_CLIENT_KEYS = [
+    ("qps", "qps", 20, 20.0),
+    ("burst", "burst", 40, 40),
+]
 PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 
 
@@ -100,6 +105,7 @@ def every_documented_key() -> list[str]:
     keys = [key for key, *_ in TOP_LEVEL_KEYS] + [key for key, _ in REGEXP_KEYS] + PROVIDER_KEYS
     keys += ["scaleDown"] + [f"scaleDown.{key}" for key, *_ in SCALE_DOWN_KEYS]
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
+    keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
     return keys
 
 
@@ -198,11 +204,14 @@ def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults()
 
 def test_every_config_attribute_has_a_key_in_this_specification():
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
-    mapped |= {"scale_down", "leader_election", "providers"}
+    mapped |= {"scale_down", "leader_election", "kube_client", "providers"}
     assert mapped == {f.name for f in dataclasses.fields(Config)}
     assert {attr for _, attr, *_ in SCALE_DOWN_KEYS} == {f.name for f in dataclasses.fields(ScaleDownConfig)}
     assert {attr for _, attr, *_ in LEADER_ELECTION_KEYS} == {
         f.name for f in dataclasses.fields(LeaderElectionConfig)
+    }
+    assert {attr for _, attr, *_ in KUBE_CLIENT_KEYS} == {
+        f.name for f in dataclasses.fields(KubeClientConfig)
     }
 
 
@@ -229,10 +238,12 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
 
 def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
-    top = set(document) - {"scaleDown", "leaderElection"}
-    assert top == {key for key in every_documented_key() if "." not in key} - {"scaleDown", "leaderElection"}
+    sections = {"scaleDown", "leaderElection", "kubeClient"}
+    top = set(document) - sections
+    assert top == {key for key in every_documented_key() if "." not in key} - sections
     assert set(document["scaleDown"]) == {key for key, *_ in SCALE_DOWN_KEYS}
     assert set(document["leaderElection"]) == {key for key, *_ in LEADER_ELECTION_KEYS}
+    assert set(document["kubeClient"]) == {key for key, *_ in KUBE_CLIENT_KEYS}
 
 
 # --- keys, types and the camelCase mapping ------------------------------------------------------------
@@ -272,6 +283,22 @@ def test_each_leader_election_key_fills_its_attribute_and_keeps_the_other_defaul
     config = config_from_mapping({"leaderElection": {key: value}})
     assert getattr(config.leader_election, attr) == expected
     assert config.leader_election == dataclasses.replace(default_config().leader_election, **{attr: expected})
+
+
+@pytest.mark.parametrize(
+    ("key", "attr", "value", "expected"), KUBE_CLIENT_KEYS, ids=[k[0] for k in KUBE_CLIENT_KEYS]
+)
+def test_each_kube_client_key_fills_its_attribute_and_keeps_the_other_defaults(key, attr, value, expected):
+    config = config_from_mapping({"kubeClient": {key: value}})
+    assert getattr(config.kube_client, attr) == expected
+    assert config.kube_client == dataclasses.replace(default_config().kube_client, **{attr: expected})
+
+
+def test_the_kube_client_rate_limit_is_never_negative_and_bursts_at_least_one_request():
+    assert errors_of({"kubeClient": {"qps": -1, "burst": 0}}) == [
+        "kubeClient.qps: -1 is below 0",
+        "kubeClient.burst: 0 is below 1",
+    ]
 
 
 def test_an_empty_section_means_all_of_its_defaults():

@@ -127,3 +127,102 @@ def test_the_number_of_parallel_drains_is_bounded():
     drainer, *_ = make([], [])
     drainer._active = {"a", "b"}
     assert not drainer.submit(DrainJob("c", (), None, "empty"))
+
+
+def finished(drainer, done=None):
+    """Record what on_done reports: (node, termination reason label, outcome)."""
+    from autoscaler.drain import termination_reason
+
+    done = [] if done is None else done
+    drainer.on_done = lambda job, outcome, why: done.append(
+        (job.node, termination_reason(job.reason), outcome)
+    )
+    return done
+
+
+def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, *_ = make([Result.EVICTED], [web])
+    done = finished(drainer)
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "spot interruption"))
+    drainer, *_ = make([], [web])
+    finished(drainer, done)
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10, 1 pods can move; unneeded for 300s"))
+    assert done == [
+        ("ip-1", "spot_interruption", "success"),
+        ("ip-1", "underutilized", "abandoned"),
+    ]
+
+
+def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome():
+    from autoscaler.cloud import ProviderError
+
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, _ = make([Result.EVICTED], [web])
+
+    def refuse(instance):
+        raise ProviderError("throttled")
+
+    provider.terminate = refuse
+    done = finished(drainer)
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    assert ("delete_node", "ip-1") in actions.calls
+    assert ("uncordon", "ip-1") not in actions.calls  # the Node is gone; the orphan cleanup retries
+    assert done == [("ip-1", "empty", "error")]
+
+
+def test_a_drain_stops_acting_the_moment_its_replica_stops_leading():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    db = pod_from_dict(pod("db-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, events = make([Result.BLOCKED, Result.EVICTED, Result.EVICTED], [web, db])
+    leading = iter([True, True, True, False])  # cordon, evict web, evict db, then the lease is gone
+    drainer.leading = lambda: next(leading)
+    done = finished(drainer)
+    drainer._run(DrainJob("ip-1", (web, db), INSTANCE, "utilization 0.10"))
+    # One eviction round ran; before the retry of the refused pod the lease was gone: nothing more, not even
+    # the uncordon (the new leader owns the node now), and no event.
+    assert actions.calls == [
+        ("cordon", "ip-1"),
+        ("evict", "default/web-1", "BLOCKED"),
+        ("evict", "default/db-1", "EVICTED"),
+    ]
+    assert provider.terminated == []
+    assert [e[1] for e in events.sent] == ["ScaleDown"]
+    assert done == [("ip-1", "underutilized", "stopped")]
+    assert drainer.active() == set()
+
+
+def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act():
+    drainer, actions, _, _ = make([], [])
+
+    def unknown():
+        raise RuntimeError("lease unreadable")
+
+    drainer.leading = unknown
+    done = finished(drainer)
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    assert actions.calls == []
+    assert done == [("ip-1", "empty", "stopped")]
+
+
+def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_instance_alone():
+    drainer, actions, provider, _ = make([], [])
+    leading = iter([True, True, False])  # cordon, delete node, (terminate)
+    drainer.leading = lambda: next(leading)
+    done = finished(drainer)
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    assert actions.calls == [("cordon", "ip-1"), ("delete_node", "ip-1")]
+    assert provider.terminated == []
+    assert done == [("ip-1", "empty", "stopped")]
+
+
+def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains():
+    drainer, *_ = make([], [])
+    drainer._active = {"a", "b"}
+    assert not drainer.submit(DrainJob("c", (), None, "empty"))
+    drainer.max_parallel = 3
+    drainer.leading = lambda: False  # the submitted drain stops at once: this test only counts slots
+    assert drainer.submit(DrainJob("c", (), None, "empty"))
+    drainer.max_parallel = 1
+    assert not drainer.submit(DrainJob("d", (), None, "empty"))  # two still run: no new one below the limit
+    drainer.shutdown()
