@@ -3,13 +3,16 @@
 It behaves like a real provider where tidal can tell the difference: launches are idempotent by token and
 fall back across candidates, capacity and quota failures raise the contract's errors, instances go
 pending → running → (Node registered, Ready) → (GPUs allocatable) on a clock, and a terminated or reclaimed
-instance's Node turns NotReady but stays until tidal deletes it.
+instance's Node turns NotReady but stays until tidal deletes it. With ``spotInterruptionRate`` set, spot
+instances get interruption notices at random (reproducibly for a seed) and are reclaimed after
+``spotInterruptionNotice``, as a cloud does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +28,7 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
+    SPOT,
     Instance,
     LaunchRequest,
     Offering,
@@ -102,6 +106,7 @@ class SimulatedProvider:
         self._thread: threading.Thread | None = None
         self._offerings_cache: tuple[str, list[Offering]] | None = None
         self._notices: list[str] = []
+        self._noticed: set[str] = set()  # instances whose configured interruption notice went out
         if self.settings.register_nodes and kube is None:
             log.debug("simulated_nodes_not_registered", reason="no Kubernetes client given")
 
@@ -223,6 +228,7 @@ class SimulatedProvider:
 
     def interrupted_instances(self) -> list[Instance]:
         """Instances with an interruption notice since the last call (reading consumes the notices)."""
+        self.advance()  # configured interruptions due by now send their notices first
         with self._lock:
             ids, self._notices = self._notices, []
         live = {i.id: i for i in self.instances() if i.state != "terminated"}
@@ -242,6 +248,7 @@ class SimulatedProvider:
         now = self.clock()
         with self._store.transaction() as state:
             self._progress(state, now)
+            self._interrupt_spot(state, now)
             work = self._due(state, now) if self.kube is not None else []
         if not work or not self._kube_lock.acquire(blocking=False):
             return  # another thread is already talking to the API server; it or the next advance will do it
@@ -345,6 +352,39 @@ class SimulatedProvider:
             elif record.terminated_at is not None and now - record.terminated_at >= TERMINATED_RETENTION:
                 del state.instances[record.id]
                 log.debug("instance_forgotten", instance=record.id)
+
+    def interruption_notice_at(self, record: InstanceRecord) -> float | None:
+        """When ``spotInterruptionRate`` sends this instance its notice (None: never). The same for a seed and
+        an instance whatever the polling pattern: drawn from both, counted from when it started running."""
+        rate = self.settings.spot_interruption_rate
+        if rate <= 0 or record.offering.capacity_type != SPOT:
+            return None
+        draw = random.Random(f"{self.seed}:{record.id}").expovariate(rate / 3600.0)
+        return record.running_at + draw
+
+    def _interrupt_spot(self, state: CloudState, now: float) -> None:
+        """Configured spot interruptions: the notice when its time comes, the reclaim a notice period later."""
+        if self.settings.spot_interruption_rate <= 0:
+            return
+        for record in list(state.instances.values()):
+            if record.state != RUNNING or record.cluster != self.config.cluster_name:
+                continue
+            notice_at = self.interruption_notice_at(record)
+            if notice_at is None or now < notice_at:
+                continue
+            with self._lock:
+                first = record.id not in self._noticed
+                if first:
+                    self._noticed.add(record.id)
+                    self._notices.append(record.id)
+            if first:
+                log.info(
+                    "spot_interruption_notice",
+                    instance=record.id,
+                    reclaim_in=self.settings.spot_interruption_notice,
+                )
+            if now >= notice_at + self.settings.spot_interruption_notice:
+                self._end(record, interrupted=True)
 
     def _due(self, state: CloudState, now: float) -> list[tuple[str, InstanceRecord]]:
         work = []

@@ -97,6 +97,10 @@ class SimulatedSettings:
     capacity_failures: tuple[CapacityRule, ...] = ()
     quota_gpus: int | None = None
     state_file: Path | None = None
+    # Spot interruptions: each running spot instance gets a notice after an exponentially distributed time
+    # (this many per instance-hour on average; 0 = never) and is reclaimed ``spot_interruption_notice`` later.
+    spot_interruption_rate: float = 0.0
+    spot_interruption_notice: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +161,8 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "capacityFailures": ("capacity_failures", _capacity_failures),
     "quotaGPUs": ("quota_gpus", schema.optional(schema.integer(minimum=0))),
     "stateFile": ("state_file", schema.optional(_path)),
+    "spotInterruptionRate": ("spot_interruption_rate", schema.number(minimum=0)),
+    "spotInterruptionNotice": ("spot_interruption_notice", schema.duration(positive=False)),
 }
 
 

@@ -467,3 +467,13 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         assert 'tidal_terminations_total{outcome="stopped",reason="spot_interruption"} 1.0' in (
             leader.metrics.render().decode()
         )
+
+
+def test_spot_interruptions_configured_for_the_simulated_cloud_reach_the_daemon(tmp_path):
+    simulated = {"spotInterruptionRate": 1800, "spotInterruptionNotice": "1s"}  # one every ~2s per node
+    with cluster(tmp_path, capacityTypes=["spot"], simulated=simulated) as c:
+        d = c.daemon()
+        c.api.create(gpu_pod("infer-0"))
+        c.run_until(lambda: any(e["reason"] == "SpotInterrupted" for e in c.api.list("events")), timeout=30)
+        c.run_until(lambda: any(i.state == "terminated" for i in c.provider.instances()), timeout=30)
+        c.wait_for(lambda: 'reason="spot_interruption"' in d.metrics.render().decode())

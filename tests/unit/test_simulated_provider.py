@@ -590,3 +590,69 @@ def test_the_shared_catalog_offers_real_gpu_instances(
     assert p.catalog.zones == ("us-east-1a", "us-east-1b", "us-east-1c")
     instance = p.launch(LaunchRequest(token="t", offerings=(g5,)))
     assert instance.gpu_count == 1
+
+
+# --- configured spot interruptions ---------------------------------------------------------------------
+
+
+def test_spot_instances_get_a_notice_at_the_configured_rate_and_are_reclaimed_after_the_notice_period(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    settings = {"launchDelay": 0, "spotInterruptionRate": 60, "spotInterruptionNotice": "2m"}  # ~1 a minute
+    p = SimulatedProvider(sim_config(settings), clock=clock)
+    spot = p.launch(request(p, "s", "g5.xlarge/us-east-1a/spot"))
+    on_demand = p.launch(request(p, "o", "g5.xlarge/us-east-1a/on-demand"))
+    with p._store.transaction() as state:
+        notice_at = p.interruption_notice_at(state.instances[spot.id])
+        assert p.interruption_notice_at(state.instances[on_demand.id]) is None  # only spot is reclaimed
+    assert notice_at is not None and notice_at > clock.now
+
+    clock.now = notice_at - 0.001
+    assert p.interrupted_instances() == []
+    clock.now = notice_at
+    assert [i.id for i in p.interrupted_instances()] == [spot.id]  # the two-minute warning, once
+    assert p.interrupted_instances() == []
+    assert {i.id: i.state for i in p.instances()}[spot.id] == "running"  # still running during the notice
+    clock.now = notice_at + 120
+    assert {i.id: i.state for i in p.instances()} == {spot.id: "terminated", on_demand.id: "running"}
+
+
+def test_configured_interruptions_are_the_same_for_a_seed_and_differ_between_seeds(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    def notice_times(seed: int) -> list[float]:
+        p = SimulatedProvider(
+            sim_config({"launchDelay": 0, "spotInterruptionRate": 1}), clock=clock, seed=seed
+        )
+        ids = [p.launch(request(p, f"t{i}", "m5.xlarge/us-east-1a/spot")).id for i in range(5)]
+        with p._store.transaction() as state:
+            return [p.interruption_notice_at(state.instances[i]) - clock.now for i in ids]
+
+    first = notice_times(1)
+    assert notice_times(1) == first
+    assert notice_times(2) != first
+    assert 0 < sum(first) / len(first) < 4 * 3600  # about an hour each on average at 1 per instance-hour
+
+
+def test_without_a_rate_no_instance_is_ever_interrupted(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    provider.launch(request(provider, "s", "g5.xlarge/us-east-1a/spot"))
+    clock.tick(365 * 24 * 3600)
+    assert provider.interrupted_instances() == []
+    assert [i.state for i in provider.instances()] == ["running"]
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"spotInterruptionRate": -1}, "simulated.spotInterruptionRate: -1 is below 0"),
+        ({"spotInterruptionNotice": "soon"}, "simulated.spotInterruptionNotice:"),
+    ],
+)
+def test_bad_interruption_settings_name_the_key(
+    sim_config: Callable[..., Config], clock: FakeClock, section: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ProviderConfigError) as caught:
+        SimulatedProvider(sim_config(section), clock=clock)
+    assert str(caught.value).startswith(message), str(caught.value)
