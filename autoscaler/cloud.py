@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "tidal.providers"
+SDK_EXTRAS = frozenset({"aws", "gcp", "azure"})
+"""Built-in clouds whose SDK comes with the package extra of the same name."""
 
 
 class ProviderError(Exception):
@@ -105,7 +107,8 @@ def _lazy(ep: Any) -> ProviderFactory:
 def load_provider(
     name: str, *args: Any, registry: Mapping[str, ProviderFactory] | None = None, **kwargs: Any
 ) -> CloudProvider:
-    """Build the provider registered as ``name``; unknown names list what is installed."""
+    """Build the provider registered as ``name``; unknown names list what is installed, and a provider whose
+    cloud SDK is not installed says which extra brings it (one line, not an import traceback)."""
     providers = dict(registry) if registry is not None else available_providers()
     if name not in providers:
         known = ", ".join(sorted(providers)) or "none"
@@ -113,4 +116,12 @@ def load_provider(
             f"cloud {name!r} has no installed provider (installed: {known}); "
             f"install the extra, e.g. pip install 'tidal-autoscaler[{name}]'"
         )
-    return providers[name](*args, **kwargs)
+    try:
+        return providers[name](*args, **kwargs)
+    except ModuleNotFoundError as err:
+        missing = f"module {err.name!r} is not installed" if err.name else str(err)
+        if name in SDK_EXTRAS:
+            raise ProviderNotFound(
+                f"cloud {name!r} needs the {name} extra: pip install 'tidal-autoscaler[{name}]' ({missing})"
+            ) from None
+        raise ProviderNotFound(f"cloud {name!r}: its provider cannot be loaded ({missing})") from None

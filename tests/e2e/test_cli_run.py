@@ -1,8 +1,14 @@
 """`tidal run --once` through the command line, against the fake API server via a kubeconfig file."""
 
+import os
+import subprocess
+import sys
+
+import pytest
 import yaml
 
 from autoscaler.cli import main
+from autoscaler.cloud import ProviderNotFound, load_provider
 from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.kube_apiserver import FakeApiServer
 
@@ -65,3 +71,66 @@ def test_run_with_an_unknown_cloud_names_the_installed_providers(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert "cloud 'oracle' has no installed provider" in err and "simulated" in err
+
+
+BLOCK_AWS_SDK = '''
+import sys
+
+
+class BlockAwsSdk:
+    """As if boto3 and botocore were not installed (tidal-autoscaler installed without the aws extra)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("boto3", "botocore"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, BlockAwsSdk())
+'''
+
+
+def test_run_without_the_clouds_sdk_says_which_extra_to_install_in_one_line(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_AWS_SDK)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"cloud": "aws", "region": "us-east-1", "logFormat": "json"}))
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autoscaler",
+            "run",
+            "--once",
+            "--config",
+            str(config),
+            "--kubeconfig",
+            kubeconfig("http://127.0.0.1:9", tmp_path / "kc"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "tidal: error: cloud 'aws' needs the aws extra: pip install 'tidal-autoscaler[aws]' "
+        "(module 'boto3' is not installed)"
+    ]
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module():
+    def needs_oci(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'oci'", name="oci")
+
+    with pytest.raises(ProviderNotFound) as raised:
+        load_provider("oracle", registry={"oracle": needs_oci})
+    assert (
+        str(raised.value) == "cloud 'oracle': its provider cannot be loaded (module 'oci' is not installed)"
+    )
+    with pytest.raises(ProviderNotFound, match=r"needs the gcp extra: pip install 'tidal-autoscaler\[gcp\]'"):
+        load_provider("gcp", registry={"gcp": needs_oci})
