@@ -111,7 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="the autoscaler daemon: watch the cluster, launch and remove nodes")
     r.add_argument(
-        "--config", metavar="FILE", help="configuration file (the mounted ConfigMap); hot reloaded"
+        "--config",
+        metavar="FILE",
+        action="append",
+        help="configuration file (the mounted ConfigMap); hot reloaded. Repeat it to lay files over each "
+        "other, later ones winning (e.g. a cloud's config.yaml, then the KAI preset's kai.yaml)",
     )
     r.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"

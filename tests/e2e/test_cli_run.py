@@ -134,3 +134,26 @@ def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module(
     )
     with pytest.raises(ProviderNotFound, match=r"needs the gcp extra: pip install 'tidal-autoscaler\[gcp\]'"):
         load_provider("gcp", registry={"gcp": needs_oci})
+
+
+def test_run_lays_a_second_config_file_over_the_first(tmp_path):
+    with FakeApiServer() as api:
+        pod = gpu_pod("infer-0")
+        pod["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "no nodes available to schedule pods",
+            }
+        ]
+        api.create(pod)
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump(base_config(simulated={"registerNodes": False})))
+        preset = tmp_path / "kai.yaml"
+        preset.write_text("clusterGPULimit: 0\n")  # the preset wins: nothing may be launched
+        argv = ["run", "--once", "--config", str(config), "--config", str(preset)]
+        assert main([*argv, "--kubeconfig", kubeconfig(api.url, tmp_path / "kc")]) == 0
+        reasons = {e["reason"]: e["message"] for e in api.list("events")}
+        assert "TriggeredScaleUp" not in reasons
+        assert "clusterGPULimit 0 reached" in reasons["NotTriggerScaleUp"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.config import Config, ConfigError
-from autoscaler.config_watch import ConfigWatcher
+from autoscaler.config_watch import ConfigWatcher, load_layered
 
 GOOD = "cloud: aws\nregion: us-east-1\nclusterGPULimit: 8\n"
 
@@ -119,3 +119,49 @@ def test_thread_polls_until_stopped(tmp_path: Path) -> None:
         watcher.stop()
 
     assert limits == [4]
+
+
+# --- layered files (tidal run --config base.yaml --config kai.yaml) ------------------------------------
+
+
+def test_a_later_file_overrides_an_earlier_ones_keys_and_merges_its_sections(tmp_path: Path) -> None:
+    base = tmp_path / "config.yaml"
+    base.write_text(GOOD + "schedulerNames: [default-scheduler]\nscaleDown:\n  maxParallelDrains: 2\n")
+    preset = tmp_path / "kai.yaml"
+    preset.write_text(
+        "clusterGPULimit: 16\nschedulerNames: [kai-scheduler]\nscaleDown:\n  nodeUnneededDuration: 1m\n"
+    )
+
+    config = load_layered([base, preset])
+
+    assert config.cloud == "aws" and config.region == "us-east-1"  # only in the first file
+    assert config.cluster_gpu_limit == 16  # both: the later file wins
+    assert config.scheduler_names == ("kai-scheduler",)  # a list is replaced, not merged
+    assert (config.scale_down.max_parallel_drains, config.scale_down.node_unneeded_duration) == (2, 60.0)
+
+
+def test_a_bad_key_in_any_layer_names_every_file(tmp_path: Path) -> None:
+    base = tmp_path / "config.yaml"
+    base.write_text(GOOD)
+    preset = tmp_path / "kai.yaml"
+    preset.write_text("clusterGPULimt: 16\n")
+    with pytest.raises(ConfigError) as caught:
+        load_layered([base, preset])
+    assert f"{base} + {preset}" in str(caught.value)
+    assert "clusterGPULimt: unknown key" in str(caught.value)
+
+
+def test_a_change_to_any_layer_is_reloaded(tmp_path: Path) -> None:
+    base = tmp_path / "config.yaml"
+    base.write_text(GOOD)
+    preset = tmp_path / "kai.yaml"
+    preset.write_text("clusterGPULimit: 16\n")
+    seen = Recorder()
+    watcher = ConfigWatcher([base, preset], on_change=seen.changes.append, on_error=seen.errors.append)
+    assert watcher.current.cluster_gpu_limit == 16
+
+    preset.write_text("clusterGPULimit: 24\n")
+    assert watcher.check()
+    base.write_text(GOOD.replace("us-east-1", "us-west-2"))
+    assert watcher.check()
+    assert [(c.region, c.cluster_gpu_limit) for c in seen.changes] == [("us-east-1", 24), ("us-west-2", 24)]

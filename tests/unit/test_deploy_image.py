@@ -179,3 +179,41 @@ def test_the_build_context_holds_what_the_dockerfile_copies():
 )
 def test_the_build_context_leaves_out_what_the_image_does_not_need(path):
     assert dockerignore_excludes(path)
+
+
+def _tag_for(extras: str) -> str:
+    """The tag the overlays expect for an image built with ``--build-arg EXTRAS=<extras>``."""
+    return f"0.1.0-{extras or 'simulated'}"
+
+
+def _image_tag(directory: str) -> str:
+    image = find(render(directory), "Deployment", "tidal")["spec"]["template"]["spec"]["containers"][0][
+        "image"
+    ]
+    return image.rpartition(":")[2]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
+@pytest.mark.parametrize(
+    ("directory", "extras"),
+    [
+        ("deploy/base", re.search(r"^ARG EXTRAS=(\S*)", DOCKERFILE.read_text(), re.M).group(1)),
+        ("deploy/overlays/eks", "aws"),
+        ("deploy/overlays/gke", "gcp"),
+        ("deploy/overlays/aks", "azure"),
+        ("deploy/overlays/simulated", ""),
+    ],
+)
+def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory, extras):
+    # The base has no cloud of its own: it names what a build with the Dockerfile's default EXTRAS makes.
+    assert _image_tag(directory) == _tag_for(extras)
+
+
+def test_every_build_command_in_the_install_guide_tags_the_image_the_overlays_expect():
+    guide = (REPO / "docs" / "install.md").read_text()
+    builds = re.findall(r"docker build --build-arg EXTRAS=(\S*) -t (\S+) \.", guide)
+    assert {extras for extras, _ in builds} == {"aws", ""}  # a cloud's image, and the simulated one
+    for extras, image in builds:
+        assert image.rpartition(":")[2] == _tag_for(extras), image
+    loaded = re.findall(r"kind load docker-image (\S+)", guide)
+    assert loaded == [image for extras, image in builds if not extras]

@@ -4,13 +4,16 @@ overlay wires what it promises (cloud, identity, configuration) without weakenin
 from __future__ import annotations
 
 import json
+import posixpath
 import re
+import tempfile
 import tomllib
 
 import pytest
+import yaml
 
 from autoscaler import cli
-from autoscaler.config import config_from_configmap
+from autoscaler.config_watch import load_layered
 from autoscaler.controller import STATUS_CONFIGMAP
 from tests.fakes.kustomize import KUBECTL, REPO, find, render
 
@@ -19,14 +22,36 @@ pytestmark = pytest.mark.skipif(
 )
 
 KUBERNETES_VERSION = "1.32.0"  # the oldest minor still supported on EKS, GKE and AKS alike
-DIRECTORIES = ["deploy/base", *(f"deploy/overlays/{o}" for o in ("eks", "gke", "aks", "kai", "simulated"))]
-CLOUDS = {"eks": "aws", "gke": "gcp", "aks": "azure", "kai": "aws", "simulated": "simulated"}
+# The KAI preset is a Component: it is rendered the way it is meant to be used, on a cloud overlay.
+KAI_ON_EKS = "eks+kai"
+DIRECTORIES = [
+    "deploy/base",
+    *(f"deploy/overlays/{o}" for o in ("eks", "gke", "aks", KAI_ON_EKS, "simulated")),
+]
+CLOUDS = {"eks": "aws", "gke": "gcp", "aks": "azure", KAI_ON_EKS: "aws", "simulated": "simulated"}
 NAMESPACE = "tidal-system"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 
 
 def config_of(objects):
-    return config_from_configmap(find(objects, "ConfigMap", "tidal-config")["data"], source="tidal-config")
+    """The configuration the daemon runs with: the files its --config arguments name, read from the mounted
+    tidal-config ConfigMap and laid over each other in order, as ``tidal run`` does."""
+    spec = pod_spec(objects)
+    container = spec["containers"][0]
+    args = container["args"]
+    paths = [args[i + 1] for i, arg in enumerate(args) if arg == "--config"]
+    mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "config")
+    data = find(objects, "ConfigMap", "tidal-config")["data"]
+    where = tempfile.mkdtemp(prefix="tidal-config-")
+    files = []
+    for path in paths:
+        directory, key = posixpath.split(path)
+        assert directory == mount, f"{path} is not in the ConfigMap mounted at {mount}"
+        local = f"{where}/{key}"
+        with open(local, "w", encoding="utf-8") as handle:
+            handle.write(data[key])
+        files.append(local)
+    return load_layered(files)
 
 
 def pod_spec(objects):
@@ -68,13 +93,27 @@ def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay):
     assert config.cloud == CLOUDS[overlay]
 
 
-def test_the_kai_overlay_carries_the_kai_preset():
+def test_the_kai_component_carries_the_kai_preset_and_is_never_applied_alone():
     preset = (REPO / "config" / "examples" / "kai.yaml").read_text(encoding="utf-8")
-    copy = (REPO / "deploy" / "overlays" / "kai" / "config.yaml").read_text(encoding="utf-8")
-    assert copy == preset, "run: cp config/examples/kai.yaml deploy/overlays/kai/config.yaml"
-    regexp = config_of(render("deploy/overlays/kai")).pending_pod_reason_regexp
+    copy = (REPO / "deploy" / "overlays" / "kai" / "kai.yaml").read_text(encoding="utf-8")
+    assert copy == preset, "run: cp config/examples/kai.yaml deploy/overlays/kai/kai.yaml"
+    kustomization = yaml.safe_load((REPO / "deploy" / "overlays" / "kai" / "kustomization.yaml").read_text())
+    assert kustomization["kind"] == "Component"
+
+
+def test_the_kai_preset_on_a_cloud_overlay_keeps_the_clouds_settings_and_adds_the_presets():
+    preset = yaml.safe_load((REPO / "config" / "examples" / "kai.yaml").read_text(encoding="utf-8"))
+    eks, both = config_of(render("deploy/overlays/eks")), config_of(render(f"deploy/overlays/{KAI_ON_EKS}"))
+    assert (both.cloud, both.region, both.cluster_name) == (eks.cloud, eks.region, eks.cluster_name)
+    assert both.providers == eks.providers
+    assert both.scheduler_names == tuple(preset["schedulerNames"])
+    assert both.capacity_types == tuple(preset["capacityTypes"])
+    assert both.cluster_gpu_limit == preset["clusterGPULimit"]
+    regexp = both.pending_pod_reason_regexp
     assert regexp.search("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
     assert not regexp.search("OverLimit: research quota has reached the allowable limit of GPUs.")
+    args = pod_spec(render(f"deploy/overlays/{KAI_ON_EKS}"))["containers"][0]["args"]
+    assert args == ["run", "--config", "/etc/tidal/config.yaml", "--config", "/etc/tidal/kai.yaml"]
 
 
 @pytest.mark.parametrize(
@@ -105,13 +144,17 @@ def test_the_base_carries_no_cloud_identity():
     assert not account["metadata"].get("annotations")
 
 
-@pytest.mark.parametrize("overlay", ["eks", "gke", "aks", "kai"])
-def test_an_overlay_keeps_the_base_pod_apart_from_identity_and_image(overlay):
+@pytest.mark.parametrize("overlay", ["eks", "gke", "aks", KAI_ON_EKS])
+def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configuration_files(overlay):
     base = find(render("deploy/base"), "Deployment", "tidal")
     mine = find(render(f"deploy/overlays/{overlay}"), "Deployment", "tidal")
     for deployment in (base, mine):
         deployment["spec"]["template"]["metadata"]["labels"].pop("azure.workload.identity/use", None)
-        deployment["spec"]["template"]["spec"]["containers"][0].pop("image")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        container.pop("image")
+        args = container["args"]
+        assert args[:3] == ["run", "--config", "/etc/tidal/config.yaml"]
+        del args[3:]  # more --config files layered over the first (the KAI preset)
     assert mine == base
 
 
@@ -181,7 +224,7 @@ def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay():
 
     assert simulated_roles("deploy/base") == ["tidal"]
     assert sorted(simulated_roles("deploy/overlays/simulated")) == ["tidal", "tidal-simulated-nodes"]
-    for overlay in ("eks", "gke", "aks", "kai"):
+    for overlay in ("eks", "gke", "aks", KAI_ON_EKS):
         assert simulated_roles(f"deploy/overlays/{overlay}") == ["tidal"]
 
 
