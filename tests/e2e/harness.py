@@ -66,6 +66,11 @@ class Cluster:
     config_path: Path
     daemons: list[Daemon] = field(default_factory=list)
     launched_gpus_peak: int = 0
+    # Daemons no longer stepped (a "crashed" leader) that must still be stopped when the cluster goes.
+    retired: list[Daemon] = field(default_factory=list)
+
+    def stop_at_exit(self, daemon: Daemon) -> None:
+        self.retired.append(daemon)
 
     def daemon(self, *, identity: str = "tidal-0", dry_run: bool = False) -> Daemon:
         client = make_api_client(host=self.api.url)
@@ -145,7 +150,7 @@ def cluster(tmp_path: Path, **config: Any) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        for d in c.daemons:
+        for d in [*c.daemons, *c.retired]:
             d.stop()
         api.stop()
 

@@ -453,6 +453,7 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         leader.elector.try_acquire_or_renew = lambda: False
         crashed = time.monotonic()
         c.daemons.remove(leader)
+        c.stop_at_exit(leader)  # its threads must not outlive the test
         c.run_until(standby.leads, daemons=[standby], timeout=15)
         took_over = time.monotonic()
         assert took_over - crashed >= 2.0  # the standby waited for the lease to expire
