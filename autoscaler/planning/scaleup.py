@@ -246,6 +246,9 @@ class _Planner:
                 if mode == BIN_PACKING
                 else "no offerings"
             )
+        excluded = self.index.excluded_fit_reason(c, req, mode == BIN_PACKING)
+        if excluded:
+            return excluded
         for name in sorted(req, key=lambda k: (k not in GPU_RESOURCES, k != CPU, k != MEMORY, k)):
             if req[name] > max(s.alloc.get(name, 0) for s in shapes):
                 return f"no offering fits {describe(Resources({name: req[name]}))}"

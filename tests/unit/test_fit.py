@@ -320,3 +320,7 @@ def test_a_cost_cap_is_named_when_it_removed_the_only_type_big_enough_for_a_gang
     result = plan(snapshot(*members), offerings, config, NOW)
     assert result.launch.launches == ()
     assert set(unplaced(result)) == {"default/train-0", "default/train-1"}
+    assert set(unplaced(result).values()) == {
+        "gang default/train (2 pods) cannot be placed whole: "
+        "maxNodeCostPerHour 1.0 excludes every offering that fits (cheapest g4dn.12xlarge at $3.91/h)"
+    }
