@@ -25,6 +25,7 @@ from autoscaler.demand import Reason
 from autoscaler.drain import DrainJob, DrainRunner, remove_node
 from autoscaler.fit import node_labels, node_taints
 from autoscaler.fleet import Fleet, State
+from autoscaler.kube.convert import parse_time
 from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
@@ -402,7 +403,8 @@ class Controller:
         # Persist "unneeded since" on the Node so every replica (and a restart) counts from the same time.
         for name, since in removal.unneeded_since.items():
             node = nodes.get(name)
-            if node is not None and UNNEEDED_SINCE not in node.annotations:
+            # A missing or mangled value is (re)written, so the count that starts now survives the next reconcile.
+            if node is not None and parse_time(node.annotations.get(UNNEEDED_SINCE)) is None:
                 self._best_effort("annotate_node", name, {UNNEEDED_SINCE: rfc3339(since)})
         for node in snapshot.nodes:
             if (

@@ -180,3 +180,24 @@ def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config):
     assert result.error == ""
     assert result.removed == []
     assert actions.named("uncordon") == [("ip-10-0-0-9",)]
+
+
+@pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", ""])
+def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finish(config, mangled):
+    cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
+    clock = Clock()
+    provider = SimulatedProvider(cfg, clock=clock)
+    idle = node(
+        "ip-10-0-0-9",
+        instance_type="m6i.2xlarge",
+        managed=True,
+        annotations={"tidal.dev/unneeded-since": mangled},
+    )
+    actions = CallRecorder()
+
+    controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions).reconcile_once()
+
+    # Left alone, the planner would read "now" again on every reconcile and the node would never go.
+    assert actions.named("annotate_node") == [
+        ("ip-10-0-0-9", {"tidal.dev/unneeded-since": "2026-11-20T10:00:00Z"})
+    ]
