@@ -145,10 +145,14 @@ class Fleet:
         listed_tokens = set()
         for inst in instances:
             listed_tokens.add(inst.launch_token)
+            offering = by_type.get((inst.instance_type, inst.zone, inst.capacity_type)) or by_type_any.get(
+                inst.instance_type
+            )
             if inst.state == "terminated":
                 node = nodes.get(inst.provider_id)
                 if node is not None and node.managed:
-                    member = Member(inst.provider_id, State.REGISTERED, inst, node)
+                    # The offering goes with it so a reclaimed spot offering is benched, not bought again at once.
+                    member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
                     seen[inst.provider_id] = member
                     overdue.append(
                         Overdue(
@@ -160,9 +164,6 @@ class Fleet:
                         )
                     )
                 continue
-            offering = by_type.get((inst.instance_type, inst.zone, inst.capacity_type)) or by_type_any.get(
-                inst.instance_type
-            )
             node = nodes.get(inst.provider_id)
             pending = self._pending.get(inst.launch_token)
             member = Member(

@@ -116,6 +116,17 @@ def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config):
     ]
 
 
+def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(make_config):
+    from dataclasses import replace
+
+    fleet = Fleet(make_config())
+    reclaimed = replace(instance(state="terminated"), capacity_type="spot", price=0.2104)
+    overdue = observe(fleet, [reclaimed], gpu_node())
+    assert [(o.bench_offering, o.member.offering) for o in overdue] == [
+        (True, next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "spot"))
+    ]
+
+
 def test_nodes_tidal_did_not_launch_are_not_members(make_config):
     fleet = Fleet(make_config())
     observe(fleet, [], node("static-a"))
