@@ -9,6 +9,7 @@ anything else. Nothing an object or a listener does can kill the thread.
 from __future__ import annotations
 
 import contextlib
+import queue
 import random
 import threading
 import time
@@ -57,6 +58,16 @@ class Backoff:
 
 class _Expired(Exception):
     """The resourceVersion we watch from is gone from the server's history: relist."""
+
+
+_RESTART = object()  # a paged list starts over (its continue token expired)
+
+
+class _Failed:
+    """A page request that failed, passed from the fetching thread to the decoding one."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class _WatchError(Exception):
@@ -245,35 +256,74 @@ class Informer(Generic[T]):
         with self._lock:
             self._stats[name] += n
 
-    def _list(self) -> None:
-        """List every page, then swap the cache in one step and tell listeners what changed."""
-        items: dict[Key, T] = {}
-        token: str | None = None
-        decode_errors = 0
-        restarted = False
-        while True:
-            kwargs: dict[str, Any] = {"limit": self._page_size}
-            if token:
-                kwargs["_continue"] = token
-            try:
-                body = self._client.call(self._list_fn, **kwargs)
-            except ApiException as exc:
-                if exc.status == 410 and token and not restarted:
-                    # The continue token outlived the server's history: start over, once.
-                    items, token, restarted = {}, None, True
+    def _fetch_pages(self, pages: queue.Queue[Any], done: threading.Event) -> None:
+        """Request every page in turn, handing each to ``pages``; runs ahead of the decoding by one page."""
+
+        def put(item: Any) -> bool:
+            while not done.is_set():
+                try:
+                    pages.put(item, timeout=0.2)
+                    return True
+                except queue.Full:
                     continue
-                raise
-            for obj in body.get("items") or ():
-                value = self._decode(obj)
-                if value is None:
-                    decode_errors += 1
-                else:
-                    items[_key(obj)] = value
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or None
-            if token is None:
-                rv = str(meta.get("resourceVersion") or "")
-                break
+            return False
+
+        token: str | None = None
+        restarted = False
+        try:
+            while not done.is_set():
+                kwargs: dict[str, Any] = {"limit": self._page_size}
+                if token:
+                    kwargs["_continue"] = token
+                try:
+                    body = self._client.call(self._list_fn, **kwargs)
+                except ApiException as exc:
+                    if exc.status == 410 and token and not restarted:
+                        # The continue token outlived the server's history: start over, once.
+                        token, restarted = None, True
+                        put(_RESTART)
+                        continue
+                    raise
+                token = (body.get("metadata") or {}).get("continue") or None
+                if not put(body) or token is None:
+                    return
+        except BaseException as exc:  # handed to the decoding side, which raises it in the informer thread
+            put(_Failed(exc))
+
+    def _list(self) -> None:
+        """List every page, then swap the cache in one step and tell listeners what changed.
+
+        The next page is requested while this one is decoded (one page ahead, so memory stays bounded): the
+        API server's encoding and the wire overlap with the decoding, which is most of a large list's time.
+        """
+        items: dict[Key, T] = {}
+        decode_errors = 0
+        pages: queue.Queue[Any] = queue.Queue(maxsize=1)
+        done = threading.Event()
+        fetcher = threading.Thread(
+            target=self._fetch_pages, args=(pages, done), name=f"informer-{self.kind}-list", daemon=True
+        )
+        fetcher.start()
+        try:
+            while True:
+                body = pages.get()
+                if body is _RESTART:
+                    items, decode_errors = {}, 0
+                    continue
+                if isinstance(body, _Failed):
+                    raise body.error
+                for obj in body.get("items") or ():
+                    value = self._decode(obj)
+                    if value is None:
+                        decode_errors += 1
+                    else:
+                        items[_key(obj)] = value
+                meta = body.get("metadata") or {}
+                if not meta.get("continue"):
+                    rv = str(meta.get("resourceVersion") or "")
+                    break
+        finally:
+            done.set()
         with self._lock:
             old, self._items, self._rv = self._items, items, rv
             self._stats["lists"] += 1
