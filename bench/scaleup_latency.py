@@ -2,16 +2,23 @@
 
 A real daemon loop (informers, batch window of batchIdleDuration 1s / batchMaxDuration 10s, reconcile) runs
 against the in-process fake API server and the simulated cloud. Pods arrive one at a time already carrying
-kube-scheduler's ``PodScheduled=False`` condition; each needs its own GPU node. Recorded in
-bench/results/scaleup_latency.json: p50/p95/p99/max seconds.
+kube-scheduler's ``PodScheduled=False`` condition; each needs its own GPU node. Two arrival patterns are
+measured, each with a fresh API server and daemon, and recorded in bench/results/scaleup_latency.json
+(p50/p95/p99/max seconds):
 
-    python bench/scaleup_latency.py [--pods 30] [--interval 1.2]
+- ``sparse``: a pod every 1.2 s, longer than batchIdleDuration, so every pod closes its own window after 1 s;
+- ``stream``: a pod every 0.3 s, shorter than batchIdleDuration, so the window stays open until
+  batchMaxDuration (10 s) and the first pods of each batch wait that long. The issue's "p99 under 2 s with the
+  default window" cannot hold for such a stream; the run records what happens, and the defaults stay.
+
+    python bench/scaleup_latency.py [--pods 30] [--sparse-interval 1.2] [--stream-interval 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -69,12 +76,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pods", type=int, default=30)
-    parser.add_argument("--interval", type=float, default=1.2)
-    args = parser.parse_args()
-
+def measure(pods: int, interval: float) -> dict[str, Any]:
+    """One run: ``pods`` pods, one every ``interval`` seconds, against a fresh API server and daemon."""
     from autoscaler.config import load_config
     from autoscaler.daemon import Daemon
     from autoscaler.kube.client import make_api_client
@@ -123,33 +126,66 @@ def main() -> int:
         loop = threading.Thread(target=daemon.run_forever, daemon=True)
         loop.start()
         try:
-            for i in range(args.pods):
+            for i in range(pods):
                 name = f"job-{i:03d}"
                 created[f"default/{name}"] = time.monotonic()
                 api.create(_pod(name))
-                time.sleep(args.interval)
+                time.sleep(interval)
             deadline = time.monotonic() + 30
-            while len(launched) < args.pods and time.monotonic() < deadline:
+            while len(launched) < pods and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             daemon.stop()
             api.stop()
     latencies = [launched[k] - created[k] for k in created if k in launched]
-    summary = {
-        "benchmark": "scaleup_latency",
-        "batchIdleDuration": cfg.batch_idle_duration,
-        "batchMaxDuration": cfg.batch_max_duration,
-        "pods": args.pods,
+    return {
+        "arrivalIntervalSeconds": interval,
+        "pods": pods,
         "launched": len(latencies),
         "p50Seconds": round(statistics.median(latencies), 3),
         "p95Seconds": round(percentile(latencies, 0.95), 3),
         "p99Seconds": round(percentile(latencies, 0.99), 3),
         "maxSeconds": round(max(latencies), 3),
+        "p99Under2s": percentile(latencies, 0.99) < 2.0,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=30)
+    parser.add_argument("--sparse-interval", type=float, default=1.2)
+    parser.add_argument("--stream-interval", type=float, default=0.3)
+    args = parser.parse_args()
+
+    from autoscaler.config import default_config
+
+    defaults = default_config()
+    load_before = os.getloadavg()
+    runs = {
+        "sparse": measure(args.pods, args.sparse_interval),
+        "stream": measure(args.pods, args.stream_interval),
+    }
+    summary = {
+        "benchmark": "scaleup_latency",
+        "batchIdleDuration": defaults.batch_idle_duration,
+        "batchMaxDuration": defaults.batch_max_duration,
+        "target": "p99 under 2s from unschedulable to the launch call, default batch window",
+        "runs": runs,
+        "note": (
+            "sparse: pods further apart than batchIdleDuration, each waits about one idle period. stream: pods "
+            "closer together than batchIdleDuration keep the window open until batchMaxDuration, so a batch's "
+            "first pods wait up to 10s; the 2s target does not hold for a steady stream with the defaults."
+        ),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "loadAverageBefore": [round(x, 2) for x in load_before],
+            "loadAverageAfter": [round(x, 2) for x in os.getloadavg()],
+        },
     }
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "scaleup_latency.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return 0 if len(latencies) == args.pods else 1
+    return 0 if all(r["launched"] == args.pods for r in runs.values()) else 1
 
 
 def _wrap_tokens(daemon: Any) -> None:
