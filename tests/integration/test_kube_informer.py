@@ -250,6 +250,36 @@ def test_pages_through_a_large_list_with_a_small_limit(
     assert watch_requests(api)[0].query["resourceVersion"] == api.resource_version
 
 
+def test_a_list_whose_continue_token_expired_starts_over_and_caches_only_what_exists(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    for i in range(20):
+        api.create(pod(f"batch-{i:02d}"))
+    calls: list[dict[str, Any]] = []
+
+    def list_pods(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        body = client.core.list_pod_for_all_namespaces(**kwargs)
+        if len(calls) == 1:
+            # Between the first and second page: one pod goes, one comes, and etcd compacts its history.
+            api.delete("pods", "default", "batch-00")
+            api.create(pod("late-arrival"))
+            api.compact()
+        return body
+
+    informer: Informer[Pod] = Informer("pods", client, list_pods, pod_from_dict, page_size=7, watch_timeout=5)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        pages = [c for c in calls if not c.get("watch")]
+        # Page 2 got 410 for its token; the list started over without one and went to the end.
+        assert [bool(c.get("_continue")) for c in pages] == [False, True, False, True, True]
+        names = cached_names(informer)
+        assert len(names) == 20 and "batch-00" not in names and "late-arrival" in names
+    finally:
+        informer.stop()
+
+
 def test_a_malformed_object_is_skipped_not_fatal(
     api: FakeApiServer, make_pod_informer: Callable[..., Informer[Pod]]
 ) -> None:
