@@ -407,3 +407,27 @@ class Clock:
 
     def tick(self, seconds: float) -> None:
         self.now += seconds
+
+
+def spot_interruption_warning(instance_id: str) -> str:
+    """An EventBridge "EC2 Spot Instance Interruption Warning" as it arrives in the SQS queue."""
+    return json.dumps(
+        {
+            "version": "0",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "region": REGION,
+            "resources": [f"arn:aws:ec2:{REGION}a:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+    )
+
+
+def sqs_client() -> Any:
+    """An SQS client in the test region with the fake credentials (moto must be active)."""
+    return boto3.client(
+        "sqs",
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS.access_key_id,
+        aws_secret_access_key=CREDENTIALS.secret_access_key,
+    )

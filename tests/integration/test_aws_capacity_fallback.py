@@ -3,12 +3,9 @@ launched in the same reconcile (against a moto server, the capacity error inject
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from autoscaler.controller import Controller
-from autoscaler.model import Snapshot
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,
@@ -24,26 +21,7 @@ from tests.fakes.aws_cloud import (
     pricing_denied,
     reset_moto_server,
 )
-
-
-class Cluster:
-    """The cluster as the controller reads it: one fixed snapshot."""
-
-    def __init__(self, view: Snapshot) -> None:
-        self.view = view
-
-    def snapshot(self) -> Snapshot:
-        return self.view
-
-
-class Recorder:
-    """Actions and events, remembered instead of sent to an API server."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: self.calls.append((name, args))
+from tests.fakes.reconcile import CallRecorder, StaticCluster
 
 
 @pytest.fixture(scope="session")
@@ -74,10 +52,12 @@ def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_sam
     provider = make_provider(config, no_g4dn.hook, pricing_denied(), clock=clock, endpoint_url=server)
     controller = Controller(
         config=lambda: config,
-        cluster=Cluster(snapshot(pod("infer-0", cpu="1", memory="4Gi", gpu=1, message=INSUFFICIENT_GPU))),
+        cluster=StaticCluster(
+            snapshot(pod("infer-0", cpu="1", memory="4Gi", gpu=1, message=INSUFFICIENT_GPU))
+        ),
         provider=provider,
-        actions=Recorder(),
-        events=Recorder(),
+        actions=CallRecorder(),
+        events=CallRecorder(),
         clock=clock,
     )
     result = controller.reconcile_once()

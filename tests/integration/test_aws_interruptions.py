@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-
-import boto3
-import pytest
-from moto import mock_aws
-
 from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering
-from tests.fakes.aws_cloud import CREDENTIALS, REGION, aws_config, ec2_client, make_network, make_provider
-
-
-@pytest.fixture
-def sqs() -> Iterator[object]:
-    with mock_aws():
-        yield boto3.client(
-            "sqs",
-            region_name=REGION,
-            aws_access_key_id=CREDENTIALS.access_key_id,
-            aws_secret_access_key=CREDENTIALS.secret_access_key,
-        )
-
-
-def warning(instance_id: str) -> str:
-    return json.dumps(
-        {
-            "version": "0",
-            "detail-type": "EC2 Spot Instance Interruption Warning",
-            "source": "aws.ec2",
-            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
-        }
-    )
+from tests.fakes.aws_cloud import (
+    aws_config,
+    ec2_client,
+    make_network,
+    make_provider,
+    spot_interruption_warning,
+)
 
 
 def test_interrupted_instances_are_this_clusters_live_instances_named_by_a_notice(sqs):
@@ -47,8 +24,10 @@ def test_interrupted_instances_are_this_clusters_live_instances_named_by_a_notic
             (Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.0),),
         )
     )
-    sqs.send_message(QueueUrl=queue, MessageBody=warning(doomed.id))
-    sqs.send_message(QueueUrl=queue, MessageBody=warning("i-0123456789abcdef0"))  # not this cluster's
+    sqs.send_message(QueueUrl=queue, MessageBody=spot_interruption_warning(doomed.id))
+    sqs.send_message(
+        QueueUrl=queue, MessageBody=spot_interruption_warning("i-0123456789abcdef0")
+    )  # not this cluster's
     sqs.send_message(QueueUrl=queue, MessageBody="not an event")
 
     interrupted = provider.interrupted_instances()

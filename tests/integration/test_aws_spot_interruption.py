@@ -4,52 +4,24 @@ in moto, the cluster a fixed snapshot)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from typing import Any
-
-import boto3
-import pytest
-from moto import mock_aws
-
 from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob
-from autoscaler.model import SPOT, LaunchRequest, Offering, Snapshot
+from autoscaler.model import SPOT, LaunchRequest, Offering
 from tests.builders import node, pod, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,
-    CREDENTIALS,
-    REGION,
     Clock,
     aws_config,
     ec2_client,
     make_network,
     make_provider,
     pricing_denied,
+    spot_interruption_warning,
     spot_price_hook,
 )
+from tests.fakes.reconcile import CallRecorder, StaticCluster
 
 QUEUE = "prod-interruptions"
-
-
-class Cluster:
-    """The cluster as the controller reads it: one fixed snapshot."""
-
-    def __init__(self, view: Snapshot) -> None:
-        self.view = view
-
-    def snapshot(self) -> Snapshot:
-        return self.view
-
-
-class Recorder:
-    """Actions and events, remembered instead of sent to an API server."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: self.calls.append((name, args))
 
 
 class Drains:
@@ -69,30 +41,6 @@ class Drains:
 
     def shutdown(self) -> None:
         pass
-
-
-@pytest.fixture
-def sqs() -> Iterator[Any]:
-    with mock_aws():
-        yield boto3.client(
-            "sqs",
-            region_name=REGION,
-            aws_access_key_id=CREDENTIALS.access_key_id,
-            aws_secret_access_key=CREDENTIALS.secret_access_key,
-        )
-
-
-def interruption_warning(instance_id: str) -> str:
-    return json.dumps(
-        {
-            "version": "0",
-            "detail-type": "EC2 Spot Instance Interruption Warning",
-            "source": "aws.ec2",
-            "region": REGION,
-            "resources": [f"arn:aws:ec2:{REGION}a:instance/{instance_id}"],
-            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
-        }
-    )
 
 
 def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_one_reconcile(sqs):
@@ -140,13 +88,13 @@ def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_on
         message=None,
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     )
-    sqs.send_message(QueueUrl=queue, MessageBody=interruption_warning(doomed.id))
-    drains, events = Drains(), Recorder()
+    sqs.send_message(QueueUrl=queue, MessageBody=spot_interruption_warning(doomed.id))
+    drains, events = Drains(), CallRecorder()
     controller = Controller(
         config=lambda: config,
-        cluster=Cluster(snapshot(gpu_node, training)),
+        cluster=StaticCluster(snapshot(gpu_node, training)),
         provider=provider,
-        actions=Recorder(),
+        actions=CallRecorder(),
         events=events,
         clock=clock,
         drainer=drains,
