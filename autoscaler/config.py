@@ -329,15 +329,24 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     if path is None:
         return default_config()
     source = os.fspath(path)
+    return config_from_mapping(read_document(source), source=source)
+
+
+def read_document(path: str) -> Mapping[str, Any]:
+    """A configuration file's settings as written (an empty file has none), not yet validated."""
     try:
-        with open(source, encoding="utf-8") as handle:
-            document = handle.read()
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except OSError as err:
-        raise ConfigError([f"cannot read the file: {err.strerror or err}"], source) from None
+        raise ConfigError([f"cannot read the file: {err.strerror or err}"], path) from None
     except UnicodeDecodeError:
-        raise ConfigError(["is not UTF-8 text"], source) from None
-    data = schema.load_yaml(document, source)
-    return config_from_mapping({} if data is None else data, source=source)
+        raise ConfigError(["is not UTF-8 text"], path) from None
+    document = schema.load_yaml(text, path)
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping):
+        raise ConfigError([f"the document must be a map of settings, not {schema.show(document)}"], path)
+    return document
 
 
 def config_from_configmap(data: Mapping[str, str], *, source: str = "configmap") -> Config:

@@ -24,8 +24,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler import config_schema as schema
-from autoscaler.config import Config, ConfigError, config_from_mapping, load_config
+from autoscaler.config import Config, ConfigError, config_from_mapping, load_config, read_document
 
 __all__ = ["LAYERED_SECTIONS", "ConfigWatcher", "load_layered"]
 
@@ -33,22 +32,6 @@ LAYERED_SECTIONS = ("scaleDown", "leaderElection", "kubeClient", "simulated", "a
 """Sections a later file merges into option by option; every other key it sets replaces the earlier value."""
 
 PathLike = str | os.PathLike[str]
-
-
-def _read_document(path: str) -> Mapping[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as err:
-        raise ConfigError([f"cannot read the file: {err.strerror or err}"], path) from None
-    except UnicodeDecodeError:
-        raise ConfigError(["is not UTF-8 text"], path) from None
-    document = schema.load_yaml(text, path)
-    if document is None:
-        return {}
-    if not isinstance(document, Mapping):
-        raise ConfigError([f"the document must be a map of settings, not {schema.show(document)}"], path)
-    return document
 
 
 def load_layered(paths: Sequence[PathLike]) -> Config:
@@ -63,7 +46,7 @@ def load_layered(paths: Sequence[PathLike]) -> Config:
         return load_config(names[0])
     merged: dict[str, Any] = {}
     for name in names:
-        for key, value in _read_document(name).items():
+        for key, value in read_document(name).items():
             before = merged.get(key)
             if key in LAYERED_SECTIONS and isinstance(before, Mapping) and isinstance(value, Mapping):
                 merged[key] = {**before, **value}
