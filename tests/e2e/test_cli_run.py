@@ -29,18 +29,23 @@ def kubeconfig(url, path):
     return str(path)
 
 
+def unschedulable_gpu_pod(name: str) -> dict[str, object]:
+    """A one-GPU pod kube-scheduler found no node for."""
+    pod = gpu_pod(name)
+    pod["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "no nodes available to schedule pods",
+        }
+    ]
+    return pod
+
+
 def test_run_once_reconciles_and_launches(tmp_path, capsys):
     with FakeApiServer() as api:
-        pod = gpu_pod("infer-0")
-        pod["status"]["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "no nodes available to schedule pods",
-            }
-        ]
-        api.create(pod)
+        api.create(unschedulable_gpu_pod("infer-0"))
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump(base_config(simulated={"registerNodes": False})))
         code = main(
@@ -138,16 +143,7 @@ def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module(
 
 def test_run_lays_a_second_config_file_over_the_first(tmp_path):
     with FakeApiServer() as api:
-        pod = gpu_pod("infer-0")
-        pod["status"]["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "no nodes available to schedule pods",
-            }
-        ]
-        api.create(pod)
+        api.create(unschedulable_gpu_pod("infer-0"))
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump(base_config(simulated={"registerNodes": False})))
         preset = tmp_path / "kai.yaml"
