@@ -9,6 +9,7 @@ anything else. Nothing an object or a listener does can kill the thread.
 from __future__ import annotations
 
 import contextlib
+import gc
 import queue
 import random
 import threading
@@ -22,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.kube.client import KubeClient, api_error_message, describe_call
 
-__all__ = ["ADDED", "DELETED", "MODIFIED", "Backoff", "Informer", "Key", "ListFn"]
+__all__ = ["ADDED", "DELETED", "MODIFIED", "Backoff", "Informer", "Key", "ListFn", "collector_paused"]
 
 T = TypeVar("T")
 Key = tuple[str, str]  # (namespace or "", name): sorts like etcd keys, unlike "ns/name" strings
@@ -54,6 +55,34 @@ class Backoff:
     def reset(self) -> None:
         """Back to ``base`` after a healthy watch."""
         self.attempts = 0
+
+
+_collector_lock = threading.Lock()
+_collector_pauses = 0
+_collector_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a page of a list is decoded; nests across threads.
+
+    A 100,000-pod list allocates millions of objects that all survive, and the collector keeps walking them
+    while they are young: that doubles the decoding time. Decoded objects hold no reference cycles, so nothing
+    is missed, and the pause never spans a network wait: it lasts one page's decoding.
+    """
+    global _collector_pauses, _collector_was_enabled
+    with _collector_lock:
+        _collector_pauses += 1
+        if _collector_pauses == 1:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_pauses -= 1
+            if _collector_pauses == 0 and _collector_was_enabled:
+                gc.enable()
 
 
 class _Expired(Exception):
@@ -312,12 +341,13 @@ class Informer(Generic[T]):
                     continue
                 if isinstance(body, _Failed):
                     raise body.error
-                for obj in body.get("items") or ():
-                    value = self._decode(obj)
-                    if value is None:
-                        decode_errors += 1
-                    else:
-                        items[_key(obj)] = value
+                with collector_paused():
+                    for obj in body.get("items") or ():
+                        value = self._decode(obj)
+                        if value is None:
+                            decode_errors += 1
+                        else:
+                            items[_key(obj)] = value
                 meta = body.get("metadata") or {}
                 if not meta.get("continue"):
                     rv = str(meta.get("resourceVersion") or "")

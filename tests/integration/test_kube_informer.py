@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import threading
@@ -13,7 +14,7 @@ import pytest
 
 from autoscaler.kube.client import KubeClient, make_api_client
 from autoscaler.kube.convert import node_from_dict, pod_from_dict
-from autoscaler.kube.informer import Informer
+from autoscaler.kube.informer import Informer, collector_paused
 from autoscaler.model import Node, Pod
 from tests.builders import INSUFFICIENT_GPU, node, pod
 from tests.fakes.kube_apiserver import FakeApiServer, RecordedRequest
@@ -400,3 +401,34 @@ def test_decodes_a_hundred_thousand_pods_from_raw_pages(client: KubeClient) -> N
         print(f"decoded {count} pods in {elapsed:.2f}s")
     finally:
         informer.stop()
+
+
+def test_the_garbage_collector_is_paused_while_a_page_is_decoded_and_resumed_after(
+    client: KubeClient,
+) -> None:
+    collector_on_while_decoding: list[bool] = []
+
+    def decode(obj: dict[str, Any]) -> Pod:
+        collector_on_while_decoding.append(gc.isenabled())
+        return pod_from_dict(obj)
+
+    informer: Informer[Pod] = Informer("pods", client, _MemoryList(_encoded_pages(1200, 500)), decode)
+    informer._list()
+
+    assert collector_on_while_decoding == [False] * 1200
+    assert gc.isenabled()
+
+
+def test_pauses_of_the_garbage_collector_nest_and_leave_it_as_they_found_it() -> None:
+    with collector_paused():
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # an outer list is still decoding
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # disabled by someone else before: not ours to turn on
+    finally:
+        gc.enable()
