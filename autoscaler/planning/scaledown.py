@@ -4,6 +4,10 @@ A node is removable when it has been unneeded for ``nodeUnneededDuration``: empt
 pods), or under-utilised with every pod safe to evict and a place to go on the nodes that stay (the pods are
 re-planned with the same fit rules as scale-up), or, failing that, on new nodes that cost at least
 ``replaceSavings`` less than it does. GPU nodes go all the way to zero.
+
+A node whose pods all started within ``YOUNG_POD_SECONDS`` is replaced, however busy, when new nodes cost at
+least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
+bought for bigger pods (the scheduler binds a new pod to any idle node that fits) for their whole run.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ _REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...],
     weakref.WeakKeyDictionary()
 )
 NODE_MODE = "tidal.dev/node-mode"
+# Moving a pod restarts it: past this age the work it would lose outweighs a modest saving.
+YOUNG_POD_SECONDS = 900.0
+YOUNG_REPLACE_SAVINGS = 0.2
 
 
 def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tuple[str, str], int]) -> str:
@@ -66,6 +73,17 @@ def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tu
     if pod.namespace == "kube-system":
         return f"pod {pod.key} is a kube-system pod"
     return ""
+
+
+def _young(pods: Sequence[Pod], now: float) -> bool:
+    """Every pod was bound at most ``YOUNG_POD_SECONDS`` ago."""
+    for p in pods:
+        bound = p.scheduled
+        if bound is None or bound.status != "True" or bound.last_transition is None:
+            return False
+        if now - bound.last_transition > YOUNG_POD_SECONDS:
+            return False
+    return True
 
 
 def _utilization(node: Node, pods: Sequence[Pod]) -> float:
@@ -128,6 +146,22 @@ def _replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, savings:
     return "", f"new nodes hold its pods for ${cost:.4f}/h instead of ${current.price:.4f}/h"
 
 
+def _young_replaceable(
+    node: Node, workload: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex, now: float
+) -> bool:
+    """A busy node of young, movable pods that new nodes hold for ``YOUNG_REPLACE_SAVINGS`` less.
+
+    Only such nodes join the candidates (a busy node that stays must stay a place other pods can move to).
+    """
+    cfg = index.config.scale_down
+    if cfg.replace_savings >= 1.0 or not _young(workload, now):
+        return False
+    if any(_moves_blocker(p, snapshot.pdbs, {}) for p in workload):
+        return False
+    blocker, _ = _replacement(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS))
+    return not blocker
+
+
 def scale_down(
     snapshot: Snapshot,
     index: OfferingIndex,
@@ -164,7 +198,7 @@ def scale_down(
             if mode == BIN_PACKING
             else cfg.utilization_threshold_bin_selection
         )
-        if workload and util >= threshold:
+        if workload and util >= threshold and not _young_replaceable(node, workload, snapshot, index, now):
             blocked.append(
                 Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
             )
@@ -190,7 +224,10 @@ def scale_down(
         if not blocker and workload:
             blocker = _place(workload, targets, free)
             if blocker and replace_ok:
-                blocker, how = _replacement(node, workload, index, cfg.replace_savings)
+                savings = cfg.replace_savings
+                if _young(workload, now):
+                    savings = min(savings, YOUNG_REPLACE_SAVINGS)
+                blocker, how = _replacement(node, workload, index, savings)
         if blocker:
             blocked.append(Blocked(node.name, blocker))
             continue

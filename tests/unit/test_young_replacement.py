@@ -1,0 +1,81 @@
+"""Scale-down replaces a busy node whose pods have only just started when right-sized nodes cost less.
+
+The scheduler binds a new pod to any idle node that fits it, so a pod can start on a node bought for a bigger
+one and hold it for its whole run. Moving a pod that started minutes ago loses minutes of work.
+"""
+
+from autoscaler.planning import plan
+from tests.builders import aws_offerings, node, pod, snapshot
+
+NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
+LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
+FIVE_MINUTES_AGO = "2026-11-20T10:55:00Z"
+TWO_HOURS_AGO = "2026-11-20T09:00:00Z"
+
+
+def l4_node(name):
+    """An on-demand L4 node ($0.8048/h); a T4 node holds the same pod for $0.526/h, 35% less."""
+    return node(
+        name, instance_type="g6.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, annotations=LONG_AGO
+    )
+
+
+def running_since(name, node_name, bound_at, **kw):
+    """A running pod with the PodScheduled condition the scheduler set when it bound the pod."""
+    obj = pod(name, node_name=node_name, phase="Running", message=None, gpu=1, cpu="2", memory="8Gi", **kw)
+    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}]
+    return obj
+
+
+def run(make_config, *objs):
+    return plan(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW)
+
+
+def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_saves_a_fifth(make_config):
+    result = run(make_config, l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
+    [removal] = result.removal.removals
+    assert (removal.node, removal.empty, removal.pods) == ("gpu-a", False, ("default/infer-1",))
+    assert removal.reason == (
+        "utilization 1.00, new nodes hold its pods for $0.5260/h instead of $0.8048/h; unneeded for 7200s"
+    )
+
+
+def test_a_busy_node_whose_pod_has_run_for_hours_is_kept(make_config):
+    result = run(make_config, l4_node("gpu-a"), running_since("infer-1", "gpu-a", TWO_HOURS_AGO))
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-a", "utilization 1.00 is at or above 0.75 (bin-selection)")
+    ]
+
+
+def test_a_busy_node_of_young_pods_is_kept_when_right_sized_nodes_save_too_little(make_config):
+    # Asking for an L4, the pod has no cheaper node to go to.
+    young = running_since(
+        "infer-1",
+        "gpu-a",
+        FIVE_MINUTES_AGO,
+        annotations={"node.elotl.co/instance-gpu-skus": "L4"},
+    )
+    result = run(make_config, l4_node("gpu-a"), young)
+    assert result.removal.removals == ()
+    assert [b.reason for b in result.removal.blocked] == [
+        "utilization 1.00 is at or above 0.75 (bin-selection)"
+    ]
+
+
+def test_a_young_pod_that_must_not_be_evicted_keeps_its_busy_node(make_config):
+    guarded = running_since(
+        "train-1", "gpu-a", FIVE_MINUTES_AGO, annotations={"tidal.dev/do-not-evict": "true"}
+    )
+    result = run(make_config, l4_node("gpu-a"), guarded)
+    assert result.removal.removals == ()
+    assert [b.reason for b in result.removal.blocked] == [
+        "utilization 1.00 is at or above 0.75 (bin-selection)"
+    ]
+
+
+def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(make_config):
+    objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
+    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 1})
+    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    assert result.removal.removals == ()
