@@ -47,6 +47,7 @@ class ScaleDownConfig:
     max_parallel_drains: int
     max_empty_bulk_delete: int
     replace_savings: float
+    replace_young_pods_within: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,7 @@ _SCALE_DOWN = {
     "maxParallelDrains": _Key("max_parallel_drains", schema.integer(minimum=1)),
     "maxEmptyBulkDelete": _Key("max_empty_bulk_delete", schema.integer(minimum=1)),
     "replaceSavings": _Key("replace_savings", schema.number(minimum=0, maximum=1)),
+    "replaceYoungPodsWithin": _Key("replace_young_pods_within", schema.duration(positive=False)),
 }
 
 _LEADER_ELECTION = {

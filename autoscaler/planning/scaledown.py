@@ -5,8 +5,8 @@ pods), or under-utilised with every pod safe to evict and a place to go on the n
 re-planned with the same fit rules as scale-up), or, failing that, on new nodes that cost at least
 ``replaceSavings`` less than it does. GPU nodes go all the way to zero.
 
-A node whose pods all started within ``YOUNG_POD_SECONDS`` is replaced, however busy, when new nodes cost at
-least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
+A node whose pods all started within ``replaceYoungPodsWithin`` is replaced, however busy, when new nodes cost
+at least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
 bought for bigger pods (the scheduler binds a new pod to any idle node that fits) for their whole run.
 """
 
@@ -41,8 +41,7 @@ _REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...],
     weakref.WeakKeyDictionary()
 )
 NODE_MODE = "tidal.dev/node-mode"
-# Moving a pod restarts it: past this age the work it would lose outweighs a modest saving.
-YOUNG_POD_SECONDS = 900.0
+# The saving that justifies restarting pods that have only just started (capped by replaceSavings).
 YOUNG_REPLACE_SAVINGS = 0.2
 
 
@@ -75,13 +74,15 @@ def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tu
     return ""
 
 
-def _young(pods: Sequence[Pod], now: float) -> bool:
-    """Every pod was bound at most ``YOUNG_POD_SECONDS`` ago."""
+def _young(pods: Sequence[Pod], now: float, within: float) -> bool:
+    """Every pod was bound at most ``within`` seconds ago (never, when ``within`` is 0)."""
+    if within <= 0:
+        return False
     for p in pods:
         bound = p.scheduled
         if bound is None or bound.status != "True" or bound.last_transition is None:
             return False
-        if now - bound.last_transition > YOUNG_POD_SECONDS:
+        if now - bound.last_transition > within:
             return False
     return True
 
@@ -154,7 +155,7 @@ def _young_replaceable(
     Only such nodes join the candidates (a busy node that stays must stay a place other pods can move to).
     """
     cfg = index.config.scale_down
-    if cfg.replace_savings >= 1.0 or not _young(workload, now):
+    if cfg.replace_savings >= 1.0 or not _young(workload, now, cfg.replace_young_pods_within):
         return False
     if any(_moves_blocker(p, snapshot.pdbs, {}) for p in workload):
         return False
@@ -225,7 +226,7 @@ def scale_down(
             blocker = _place(workload, targets, free)
             if blocker and replace_ok:
                 savings = cfg.replace_savings
-                if _young(workload, now):
+                if _young(workload, now, cfg.replace_young_pods_within):
                     savings = min(savings, YOUNG_REPLACE_SAVINGS)
                 blocker, how = _replacement(node, workload, index, savings)
         if blocker:

@@ -85,6 +85,7 @@ SCALE_DOWN_KEYS = [
     ("maxParallelDrains", "max_parallel_drains", 2, 2),
     ("maxEmptyBulkDelete", "max_empty_bulk_delete", 20, 20),
     ("replaceSavings", "replace_savings", 0.3, 0.3),
+    ("replaceYoungPodsWithin", "replace_young_pods_within", "0s", 0.0),
 ]
 LEADER_ELECTION_KEYS = [
     ("enabled", "enabled", False, False),
@@ -164,6 +165,7 @@ def test_defaults_are_the_documented_values():
         max_parallel_drains=5,
         max_empty_bulk_delete=10,
         replace_savings=0.5,
+        replace_young_pods_within=900.0,
     )
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0

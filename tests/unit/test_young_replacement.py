@@ -4,8 +4,10 @@ The scheduler binds a new pod to any idle node that fits it, so a pod can start 
 one and hold it for its whole run. Moving a pod that started minutes ago loses minutes of work.
 """
 
+import pytest
+
 from autoscaler.planning import plan
-from tests.builders import aws_offerings, node, pod, snapshot
+from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -79,3 +81,21 @@ def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(make_con
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 1})
     result = plan(snapshot(*objs), aws_offerings(), config, NOW)
     assert result.removal.removals == ()
+
+
+def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(make_config):
+    guarded = running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO, labels={"app": "infer"})
+    budget = pdb("infer", match={"app": "infer"}, allowed=0)
+    result = run(make_config, l4_node("gpu-a"), guarded, budget)
+    assert result.removal.removals == ()
+
+
+@pytest.mark.parametrize("within", ["0s", "2m"])
+def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(make_config, within):
+    objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
+    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceYoungPodsWithin": within})
+    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    assert result.removal.removals == ()
+    assert [b.reason for b in result.removal.blocked] == [
+        "utilization 1.00 is at or above 0.75 (bin-selection)"
+    ]
