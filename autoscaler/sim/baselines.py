@@ -2,9 +2,11 @@
 
 - ``ca-like``: cluster-autoscaler's shape — one node group per allowed instance type (on-demand, first zone),
   reacts to every unschedulable pod, first-fit-decreasing with the least-waste expander, scale-down after
-  10 minutes under 50% utilisation.
+  10 minutes under 50% utilisation, and never a node replaced by cheaper ones (cluster-autoscaler only
+  removes nodes whose pods fit elsewhere).
 - ``karpenter-like``: first-fit-decreasing into nodes that keep a flexible set of instance types, the
-  cheapest offering chosen at the end, spot and on-demand as the pod allows; no queue awareness.
+  cheapest offering chosen at the end, spot and on-demand as the pod allows; no queue awareness. Scale-down
+  is tidal's, replacing nodes by cheaper ones included, as Karpenter's consolidation does.
 
 Both honour ``clusterGPULimit`` (cluster-autoscaler's ``--gpu-total``, a NodePool limit in Karpenter). What
 they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them.
@@ -122,6 +124,7 @@ def _plan(
                 node_unneeded_duration=600.0,
                 utilization_threshold_bin_packing=0.5,
                 utilization_threshold_bin_selection=0.5,
+                replace_savings=1.0,
             ),
         )
     index = OfferingIndex(offerings, blind, snapshot.daemonsets)

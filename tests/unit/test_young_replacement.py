@@ -99,3 +99,16 @@ def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(make_con
     assert [b.reason for b in result.removal.blocked] == [
         "utilization 1.00 is at or above 0.75 (bin-selection)"
     ]
+
+
+def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_does(make_config):
+    """cluster-autoscaler only removes nodes whose pods fit elsewhere; Karpenter's consolidation replaces."""
+    from autoscaler.sim.baselines import planner_for
+
+    objs = snapshot(l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
+    config = make_config(capacityTypes=["on-demand"])
+    removed = {
+        policy: [r.node for r in planner_for(policy)(objs, aws_offerings(), config, NOW).removal.removals]
+        for policy in ("ca-like", "karpenter-like")
+    }
+    assert removed == {"ca-like": [], "karpenter-like": ["gpu-a"]}
