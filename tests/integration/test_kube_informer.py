@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from autoscaler.kube.client import KubeClient, make_api_client
 from autoscaler.kube.convert import node_from_dict, pod_from_dict
@@ -403,7 +404,7 @@ def test_decodes_a_hundred_thousand_pods_from_raw_pages(client: KubeClient) -> N
         informer.stop()
 
 
-def test_the_garbage_collector_is_paused_while_a_page_is_decoded_and_resumed_after(
+def test_the_garbage_collector_is_paused_while_a_list_is_decoded_and_resumed_after(
     client: KubeClient,
 ) -> None:
     collector_on_while_decoding: list[bool] = []
@@ -432,3 +433,17 @@ def test_pauses_of_the_garbage_collector_nest_and_leave_it_as_they_found_it() ->
         assert not gc.isenabled()  # disabled by someone else before: not ours to turn on
     finally:
         gc.enable()
+
+
+def test_a_list_that_fails_midway_resumes_the_garbage_collector(client: KubeClient) -> None:
+    pages = _MemoryList(_encoded_pages(1200, 500))
+
+    def failing_second_page(**kwargs: Any) -> Any:
+        if kwargs.get("_continue"):
+            raise ApiException(status=500, reason="Internal Server Error")
+        return pages(**kwargs)
+
+    informer: Informer[Pod] = Informer("pods", client, failing_second_page, pod_from_dict)
+    with pytest.raises(ApiException):
+        informer._list()
+    assert gc.isenabled()
