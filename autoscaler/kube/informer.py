@@ -70,7 +70,7 @@ def collector_paused() -> Iterator[None]:
     again as they age, generation by generation: that doubles the list's time (about 6 s against 3 s on
     the replayed pages of bench/reconcile_scale.py). Lists and decoded objects hold no reference cycles, so
     nothing is missed; the pause lasts one list (seconds, bounded by the request timeout per page), and the
-    collector runs again when the last list in progress is done.
+    collector runs, once in full, when the last list in progress is done.
     """
     global _collector_pauses, _collector_was_enabled
     with _collector_lock:
@@ -83,8 +83,13 @@ def collector_paused() -> Iterator[None]:
     finally:
         with _collector_lock:
             _collector_pauses -= 1
-            if _collector_pauses == 0 and _collector_was_enabled:
+            resume = _collector_pauses == 0 and _collector_was_enabled
+            if resume:
                 gc.enable()
+        if resume:
+            # The deferred work is done now, in the informer's thread, rather than by whichever allocation
+            # next crosses the collector's threshold (a reconcile's: 0.9 s instead of 0.45 s at 100,000 pods).
+            gc.collect()
 
 
 class _Expired(Exception):
