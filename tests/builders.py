@@ -205,7 +205,12 @@ def pdb(name: str, *, namespace: str = "default", match: dict[str, str], allowed
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": match}},
-        "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1},
+        "status": {
+            "disruptionsAllowed": allowed,
+            "currentHealthy": 1,
+            "desiredHealthy": 1,
+            "expectedPods": 1,
+        },
     }
 
 

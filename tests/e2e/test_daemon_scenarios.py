@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from tests.builders import pdb
 from tests.e2e.harness import cluster, gpu_pod, podgroup, queue
 
 pytestmark = pytest.mark.slow
@@ -266,20 +267,7 @@ def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_e
             for p in c.pods()
             if p["spec"].get("nodeName") == host and p["metadata"]["name"].startswith("big")
         )
-        c.api.create(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "small", "namespace": "default"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "small"}}},
-                "status": {
-                    "disruptionsAllowed": 0,
-                    "currentHealthy": 1,
-                    "desiredHealthy": 1,
-                    "expectedPods": 1,
-                },
-            }
-        )
+        c.api.create(pdb("small", match={"app": "small"}, allowed=0))
         c.scheduler.finish("default", big_there)
         for _ in range(8):
             c.step()
@@ -418,20 +406,7 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         c.run_until(lambda: c.running() == 1)
         ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T10:00:00Z"}
         c.api.patch_status("pods", "default", "infer-0", {"conditions": [ready]})  # what its kubelet reports
-        c.api.create(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "infer", "namespace": "default"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "infer"}}},
-                "status": {
-                    "disruptionsAllowed": 0,
-                    "currentHealthy": 1,
-                    "desiredHealthy": 1,
-                    "expectedPods": 1,
-                },
-            }
-        )
+        c.api.create(pdb("infer", match={"app": "infer"}, allowed=0))
         acted: list[tuple[float, str]] = []
         for verb in ("cordon", "uncordon", "evict", "delete_node"):
             original = getattr(leader.actions, verb)

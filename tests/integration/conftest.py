@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from tests.fakes.aws_cloud import sqs_client
+from tests.fakes.aws_cloud import (
+    Network,
+    ec2_client,
+    make_network,
+    moto_server_url,
+    reset_moto_server,
+    sqs_client,
+)
 
 
 @pytest.fixture
@@ -16,3 +23,16 @@ def sqs() -> Iterator[Any]:
     """SQS in moto, for spot interruption queues."""
     with mock_aws():
         yield sqs_client()
+
+
+@pytest.fixture(scope="session")
+def server() -> str:
+    """A moto server shared by the tests that drive AWS over HTTP."""
+    return moto_server_url()
+
+
+@pytest.fixture
+def network(server: str) -> Network:
+    """A VPC with subnets in a freshly reset moto server."""
+    reset_moto_server(server)
+    return make_network(ec2_client(server))

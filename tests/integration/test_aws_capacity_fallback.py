@@ -3,8 +3,6 @@ launched in the same reconcile (against a moto server, the capacity error inject
 
 from __future__ import annotations
 
-import pytest
-
 from autoscaler.controller import Controller
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
@@ -16,17 +14,11 @@ from tests.fakes.aws_cloud import (
     ec2_error,
     make_network,
     make_provider,
-    moto_server_url,
     overrides_include,
     pricing_denied,
     reset_moto_server,
 )
 from tests.fakes.reconcile import CallRecorder, StaticCluster
-
-
-@pytest.fixture(scope="session")
-def server() -> str:
-    return moto_server_url()
 
 
 def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_same_reconcile(server):

@@ -30,25 +30,12 @@ from tests.fakes.aws_cloud import (
     ec2_client,
     ec2_error,
     lagging_describe_instances,
-    make_network,
     make_provider,
     moto_server_url,
     overrides_include,
-    reset_moto_server,
     shared_session,
     spy,
 )
-
-
-@pytest.fixture(scope="session")
-def server() -> str:
-    return moto_server_url()
-
-
-@pytest.fixture
-def network(server: str) -> Network:
-    reset_moto_server(server)
-    return make_network(ec2_client(server))
 
 
 @pytest.fixture

@@ -23,10 +23,8 @@ from tests.fakes.aws_cloud import (
     Network,
     aws_config,
     ec2_client,
-    make_network,
     make_provider,
     moto_server_url,
-    reset_moto_server,
     spy,
 )
 
@@ -93,17 +91,6 @@ def request(capacity_type: str) -> LaunchRequest:
         labels={"tidal.dev/managed": "true"},
         tags={"tidal.dev/cluster": "prod", "tidal.dev/managed": "true", "tidal.dev/launch-token": TOKEN},
     )
-
-
-@pytest.fixture(scope="session")
-def server() -> str:
-    return moto_server_url()
-
-
-@pytest.fixture
-def network(server: str) -> Network:
-    reset_moto_server(server)
-    return make_network(ec2_client(server))
 
 
 @pytest.fixture

@@ -106,16 +106,13 @@ def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save
     ]
 
 
+def big_gpu_node(**kw):
+    """A 4-GPU g5.12xlarge tidal launched ($5.672/h on demand)."""
+    return node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True, **kw)
+
+
 def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one(make_config):
-    big = node(
-        "gpu-big",
-        instance_type="g5.12xlarge",
-        cpu="48",
-        memory="192Gi",
-        gpu=4,
-        managed=True,
-        annotations=LONG_AGO,
-    )
+    big = big_gpu_node(annotations=LONG_AGO)
     last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
     result = run(make_config, big, last)
     [removal] = result.removal.removals
@@ -126,7 +123,7 @@ def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one
 
 
 def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config):
-    big = node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True)
+    big = big_gpu_node()
     last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
     result = run(make_config, big, last)
     assert result.removal.removals == ()
@@ -134,15 +131,7 @@ def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config
 
 
 def test_a_protected_pod_keeps_even_an_expensive_node(make_config):
-    big = node(
-        "gpu-big",
-        instance_type="g5.12xlarge",
-        cpu="48",
-        memory="192Gi",
-        gpu=4,
-        managed=True,
-        annotations=LONG_AGO,
-    )
+    big = big_gpu_node(annotations=LONG_AGO)
     last = running(
         "train-3", "gpu-big", gpu=1, cpu="2", memory="8Gi", annotations={"tidal.dev/do-not-evict": "true"}
     )
