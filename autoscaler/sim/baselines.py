@@ -40,10 +40,51 @@ class _Node:
     pods: list[str] = field(default_factory=list)
 
 
-def _queue_blind(snapshot: Snapshot, config: Config) -> tuple[Snapshot, Config]:
-    """What a queue-unaware autoscaler sees: every unschedulable pod is demand."""
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What a baseline derives from one set of offerings and one config, reused while neither changes."""
+
+    offerings: Sequence[Offering]
+    config: Config
+    daemonsets: tuple[Any, ...]
+    blind: Config
+    index: OfferingIndex
+    room_only: OfferingIndex
+
+
+def _prepare(
+    policy: str, offerings: Sequence[Offering], config: Config, daemonsets: Sequence[Any]
+) -> _Prepared:
+    """The baseline's view of the offerings and config: queue-blind, and for ca-like, fixed node groups."""
+    # What a queue-unaware autoscaler sees: every unschedulable pod is demand.
     blind = replace(config, pending_pod_reason_regexp=__import__("re").compile(".*"), scheduler_names=())
-    return replace(snapshot, queues=()), blind
+    usable = offerings
+    if policy == "ca-like":
+        groups: dict[str, Offering] = {}
+        first_zone = config.zones[0] if config.zones else ""
+        for o in sorted(offerings, key=price_order):
+            if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
+                groups.setdefault(o.instance_type, o)
+        usable = list(groups.values())
+        blind = replace(
+            blind,
+            capacity_types=("on-demand",),
+            scale_down=replace(
+                config.scale_down,
+                node_unneeded_duration=600.0,
+                utilization_threshold_bin_packing=0.5,
+                utilization_threshold_bin_selection=0.5,
+                replace_savings=1.0,
+            ),
+        )
+    return _Prepared(
+        offerings,
+        config,
+        tuple(daemonsets),
+        blind,
+        OfferingIndex(usable, blind, daemonsets),
+        OfferingIndex([], blind),
+    )
 
 
 def _ffd(
@@ -101,33 +142,14 @@ def _waste(need: Resources, alloc: Resources) -> float:
 
 def _plan(
     policy: str,
+    prepared: _Prepared,
     snapshot: Snapshot,
-    offerings: Sequence[Offering],
-    config: Config,
     now: float,
     launching: Sequence[Capacity],
     launching_usage: Usage,
 ) -> Plan:
-    seen, blind = _queue_blind(snapshot, config)
-    if policy == "ca-like":
-        groups: dict[str, Offering] = {}
-        first_zone = config.zones[0] if config.zones else ""
-        for o in sorted(offerings, key=price_order):
-            if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
-                groups.setdefault(o.instance_type, o)
-        offerings = list(groups.values())
-        blind = replace(
-            blind,
-            capacity_types=("on-demand",),
-            scale_down=replace(
-                config.scale_down,
-                node_unneeded_duration=600.0,
-                utilization_threshold_bin_packing=0.5,
-                utilization_threshold_bin_selection=0.5,
-                replace_savings=1.0,
-            ),
-        )
-    index = OfferingIndex(offerings, blind, snapshot.daemonsets)
+    config, blind, index = prepared.config, prepared.blind, prepared.index
+    seen = replace(snapshot, queues=())
     demand = select(seen, blind)
     by_node = pods_by_node(snapshot.pods)
     existing = node_capacity(snapshot, index, by_node=by_node)
@@ -140,7 +162,7 @@ def _plan(
     # Existing and launching room first (both real autoscalers simulate scheduling onto them), then FFD.
     absorbed = scale_up(
         replace(demand, singles=demand.counted, gangs=[]),
-        OfferingIndex([], blind),
+        prepared.room_only,
         capacity=[*existing, *launching],
         usage=total,
     )
@@ -169,6 +191,7 @@ def planner_for(policy: str) -> Any:
         return None
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
+    prepared: _Prepared | None = None
 
     def planner(
         snapshot: Snapshot,
@@ -180,6 +203,15 @@ def planner_for(policy: str) -> Any:
         launching_usage: Usage = NO_USAGE,
         unneeded_since: Mapping[str, float] | None = None,
     ) -> Plan:
-        return _plan(policy, snapshot, offerings, config, now, launching, launching_usage)
+        nonlocal prepared
+        if (
+            prepared is None
+            or prepared.offerings is not offerings
+            or prepared.config is not config
+            or prepared.daemonsets != tuple(snapshot.daemonsets)
+        ):
+            # Offerings and config rarely change between reconciles; the index's memos only pay when kept.
+            prepared = _prepare(policy, offerings, config, snapshot.daemonsets)
+        return _plan(policy, prepared, snapshot, now, launching, launching_usage)
 
     return planner
