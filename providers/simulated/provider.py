@@ -88,6 +88,9 @@ class SimulatedProvider:
         self.kube = kube if self.settings.register_nodes else None
         self.calls: list[tuple[str, str]] = []
         self._by_key: dict[str, Offering] = {}
+        # The contract view of each listed instance, rebuilt only when its state changes: clusters of
+        # thousands of nodes are listed every reconcile.
+        self._views: dict[str, Instance] = {}
         for offering in self.catalog.offerings:
             self._by_key.setdefault(offering.key, offering)
         self._store: StateStore = MemoryStore()
@@ -194,7 +197,14 @@ class SimulatedProvider:
         self._enter("instances", "")
         with self._store.transaction() as state:
             records = sorted(state.instances.values(), key=lambda r: (r.created, r.id))
-            return [r.instance() for r in records if r.tags.get(LABEL_CLUSTER) == self.config.cluster_name]
+            views: dict[str, Instance] = {}
+            for r in records:
+                if r.tags.get(LABEL_CLUSTER) != self.config.cluster_name:
+                    continue
+                view = self._views.get(r.id)
+                views[r.id] = view if view is not None and view.state == r.state else r.instance()
+            self._views = views
+            return list(views.values())
 
     # --- test hooks ------------------------------------------------------------------------------------
 
@@ -231,6 +241,8 @@ class SimulatedProvider:
         self.advance()  # configured interruptions due by now send their notices first
         with self._lock:
             ids, self._notices = self._notices, []
+        if not ids:
+            return []
         live = {i.id: i for i in self.instances() if i.state != "terminated"}
         return [live[i] for i in ids if i in live]
 
