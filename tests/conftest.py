@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,3 +20,13 @@ def make_config() -> Callable[..., Config]:
         return config_from_mapping(data, source="test")
 
     return build
+
+
+@pytest.fixture(autouse=True)
+def _tidal_log_handler_ends_with_its_test() -> Iterator[None]:
+    """A test that configures logging binds tidal's handler to pytest's capture stream, which closes when the
+    test ends; a thread still logging afterwards would then write to a closed file."""
+    yield
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "tidal"]:
+        root.removeHandler(handler)
