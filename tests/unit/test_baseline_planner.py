@@ -1,0 +1,45 @@
+"""A baseline policy keeps what it derived from the offerings and config only while both stay the same.
+
+The simulator calls a baseline's planner once per reconcile; preparing the offerings again every time made
+large scenarios slow, but a changed ConfigMap or catalog must still be planned with at once.
+"""
+
+import pytest
+
+from autoscaler.sim.baselines import planner_for
+from tests.builders import aws_offerings, pod, snapshot
+
+NOW = 1_795_168_800.0
+
+
+def pending_gpu_pods():
+    return snapshot(
+        pod("train-0", gpu=1, cpu="2", memory="8Gi"), pod("train-1", gpu=1, cpu="2", memory="8Gi")
+    )
+
+
+@pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
+def test_a_new_gpu_limit_applies_on_the_next_plan(make_config, policy):
+    planner = planner_for(policy)
+    offerings = aws_offerings()
+    first = planner(pending_gpu_pods(), offerings, make_config(), NOW)
+    assert first.launch.gpus_after >= 2
+    assert first.launch.unplaced == ()
+
+    limited = planner(pending_gpu_pods(), offerings, make_config(clusterGPULimit=1), NOW)
+    assert limited.launch.gpus_after == 1
+    assert [u.pod for u in limited.launch.unplaced] == ["default/train-1"]
+
+
+@pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
+def test_offerings_that_went_away_are_not_planned_on_the_next_plan(make_config, policy):
+    planner = planner_for(policy)
+    config = make_config()
+    offerings = aws_offerings()
+    first = planner(pending_gpu_pods(), offerings, config, NOW)
+    used = {la.offering.instance_type for la in first.launch.launches}
+
+    rest = [o for o in offerings if o.instance_type not in used]
+    second = planner(pending_gpu_pods(), rest, config, NOW)
+    assert second.launch.launches
+    assert not used & {la.offering.instance_type for la in second.launch.launches}
