@@ -14,6 +14,7 @@ they lack is what tidal adds: a pending pod held back by its KAI queue is demand
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,7 +58,7 @@ def _prepare(
 ) -> _Prepared:
     """The baseline's view of the offerings and config: queue-blind, and for ca-like, fixed node groups."""
     # What a queue-unaware autoscaler sees: every unschedulable pod is demand.
-    blind = replace(config, pending_pod_reason_regexp=__import__("re").compile(".*"), scheduler_names=())
+    blind = replace(config, pending_pod_reason_regexp=re.compile(".*"), scheduler_names=())
     usable = offerings
     if policy == "ca-like":
         groups: dict[str, Offering] = {}
