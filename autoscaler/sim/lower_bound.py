@@ -54,6 +54,12 @@ class _Columns:
         self.req = np.array(
             [[1.0 if r == "pods" else req.get(r, 0) / 1000 for r in RESOURCES] for _, req, _ in classes]
         ).reshape(len(classes), len(RESOURCES))
+        # Each resource in units of the largest node's: memory in bytes beside cpu in cores left HiGHS
+        # calling some of these LPs unbounded. Scaling a resource only rescales its dual; the bound is the same.
+        self.unit = self.alloc.max(axis=0, initial=0.0)
+        self.unit[self.unit <= 0] = 1.0
+        self.alloc = self.alloc / self.unit
+        self.req = self.req / self.unit
         self.eligible: list[list[int]] = []
         for ci, (c, _req, outages) in enumerate(classes):
             eligible, _ = index.eligible(c)
@@ -202,9 +208,7 @@ def bound_rates(
     demand[:, [ci for ci in range(len(classes)) if not columns.eligible[ci]]] = 0
 
     # Sample the LP where the demand is heaviest in each of SAMPLES equal slices of time, deduplicated.
-    weight = demand @ np.array(
-        [max(columns.req[ci, 2], columns.req[ci, 0] / 64) for ci in range(len(classes))]
-    )
+    weight = demand @ np.array([max(gpus, cpu / 64) for cpu, _, gpus, _ in columns.req * columns.unit])
     edges = np.linspace(times[0], times[-1], SAMPLES + 1)
     picks: set[int] = set()
     for lo, hi in itertools.pairwise(edges):

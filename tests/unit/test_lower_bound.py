@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from autoscaler.planning import plan
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import build_config
 from autoscaler.sim.lower_bound import lower_bound
@@ -73,3 +76,31 @@ def test_a_run_started_during_an_outage_of_the_cheapest_offering_is_bounded_by_t
 def test_no_policy_pays_less_than_the_bound(name, policy):
     doc = simulate(load_scenario(name), policy=policy).summary
     assert 0 < doc["lowerBound"]["cost"] <= doc["cost"]["total"]
+
+
+SHARED_CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "catalog" / "instance_catalog.csv"
+
+
+@pytest.mark.skipif(not SHARED_CATALOG.exists(), reason="needs the shared instance catalog")
+def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound():
+    """Six GPU pods from the Alibaba trace over us-east-1's whole catalog: the LP in raw units (bytes next to
+    cores) was one that HiGHS called unbounded, which left this moment without a bound."""
+    config = build_config(
+        load_scenario("trace"), {}, catalog=str(SHARED_CATALOG), cloud="aws", region="us-east-1"
+    )
+    offerings = _provider(config, clock=lambda: 0.0, kube=None).offerings()
+    partial = {"tidal.dev/instance-partial-gpu": "true"}
+    mix = [
+        (2, {"gpu": 1, "cpu": "3152m", "memory": "5600Mi", "annotations": partial}),
+        (2, {"gpu": 1, "cpu": "11400m", "memory": "47Gi"}),
+        (1, {"gpu": 1, "cpu": "4", "memory": "23999807488", "annotations": partial}),
+        (1, {"gpu": 1, "cpu": "8", "memory": "16Gi"}),
+    ]
+    runs = [run for n, kw in mix for run in _runs(n, 0.0, 3600.0, **kw)]
+    bound = lower_bound(runs, offerings, config, end=3600.0)
+    assert "why" not in bound
+    assert bound["samples"] == 1
+    # The nodes tidal's planner would buy for the same pods are one feasible answer to the same LP.
+    pending = snapshot(*(pod(f"p{i}-{k}", **kw) for i, (n, kw) in enumerate(mix) for k in range(n)))
+    planned = sum(la.offering.price for la in plan(pending, offerings, config, 0.0).launch.launches)
+    assert 0 < bound["cost"] <= planned
