@@ -27,6 +27,7 @@ from autoscaler.catalog import read_catalog_csv  # noqa: E402
 from autoscaler.config import config_from_mapping  # noqa: E402
 from autoscaler.planning import plan  # noqa: E402
 from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
+from autoscaler.sim.lower_bound import moment_bound  # noqa: E402
 from autoscaler.snapshot import SnapshotBuilder  # noqa: E402
 
 SHARED_CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "instance_catalog.csv"
@@ -109,57 +110,15 @@ def workload(n: int, seed: int = 7) -> list[dict[str, Any]]:
 
 
 def lower_bound(result: Any, index: OfferingIndex, pods: dict[str, Any]) -> float | None:
-    """LP relaxation: fractional nodes of each offering, pods of each class spread fractionally."""
+    """The LP relaxation of the cheapest capacity for the launched pods (the simulator's bound, one moment)."""
     try:
-        import numpy as np
-        from scipy.optimize import linprog
-        from scipy.sparse import lil_matrix
+        import scipy  # noqa: F401
     except ImportError:
         return None
     classes: dict[tuple[Any, Any], int] = defaultdict(int)
-    launched = {k for la in result.launch.launches for k in la.pods}
-    for key in launched:
-        p = pods[key]
-        classes[(result.demand.constraints[key], p.requests)] += 1
-    # Zones carry the same price here, so one column per (instance type, capacity type) suffices.
-    columns: dict[tuple[str, str], Any] = {}
-    for o in index.offerings:
-        k = (o.instance_type, o.capacity_type)
-        if k not in columns or o.price < columns[k].price:
-            columns[k] = o
-    offers = sorted(columns.values(), key=lambda o: (o.price, o.instance_type, o.capacity_type))
-    col = {(o.instance_type, o.capacity_type): j for j, o in enumerate(offers)}
-    resources = ["cpu", "memory", "nvidia.com/gpu", "pods"]
-    y_vars: list[tuple[int, int]] = []
-    for ci, (c, _req) in enumerate(classes):
-        eligible, _ = index.eligible(c)
-        for j in sorted({col[(o.instance_type, o.capacity_type)] for o in eligible}):
-            y_vars.append((ci, j))
-    nx = len(offers)
-    nvar = nx + len(y_vars)
-    cost = np.zeros(nvar)
-    cost[:nx] = [o.price for o in offers]
-    a_ub = lil_matrix((nx * len(resources), nvar))
-    b_ub = np.zeros(nx * len(resources))
-    alloc = [index.allocatable(o) for o in offers]
-    class_list = list(classes.items())
-    for v, (ci, j) in enumerate(y_vars):
-        (_, req), _n = class_list[ci]
-        for r, name in enumerate(resources):
-            amount = 1000 if name == "pods" else req.get(name, 0)
-            if amount:
-                a_ub[j * len(resources) + r, nx + v] = amount / 1000
-    for j in range(nx):
-        for r, name in enumerate(resources):
-            a_ub[j * len(resources) + r, j] = -alloc[j].get(name, 0) / 1000
-    a_eq = lil_matrix((len(class_list), nvar))
-    b_eq = np.array([n for _, n in class_list], dtype=float)
-    for v, (ci, _j) in enumerate(y_vars):
-        a_eq[ci, nx + v] = 1
-    res = linprog(
-        cost, A_ub=a_ub.tocsr(), b_ub=b_ub, A_eq=a_eq.tocsr(), b_eq=b_eq, bounds=(0, None), method="highs"
-    )
-    return float(res.fun) if res.success else None
+    for key in {k for la in result.launch.launches for k in la.pods}:
+        classes[(result.demand.constraints[key], pods[key].requests)] += 1
+    return moment_bound(classes, index)
 
 
 def main() -> int:

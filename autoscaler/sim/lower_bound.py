@@ -15,7 +15,7 @@ Needs scipy (the ``bench`` environment has it); without it there is no bound.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoscaler.config import Config
@@ -145,6 +145,21 @@ class _Columns:
         # A class with nowhere to go is left out, which only lowers the bound.
         worth[~np.isfinite(worth)] = 0.0
         return worth
+
+
+def moment_bound(demand: Mapping[tuple[Constraints, Resources], int], index: OfferingIndex) -> float | None:
+    """The LP bound in USD/hour for one moment's demand, ``{(constraints, requests): pods}``, over
+    ``index``'s offerings; None when the LP has no solution. Pods no offering can hold are left out."""
+    classes: list[Class] = [(c, req, ()) for c, req in demand]
+    columns = _Columns(index, classes)
+    counts = {ci: n for ci, n in enumerate(demand.values()) if n > 0 and columns.eligible[ci]}
+    if not counts:
+        return 0.0
+    mu = columns.solve(counts)
+    if mu is None:
+        return None
+    worth = columns.pod_worth(mu)
+    return float(sum(worth[ci] * n for ci, n in counts.items()))
 
 
 def lower_bound(

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.fit import pod_constraints
 from autoscaler.planning import plan
+from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import build_config
-from autoscaler.sim.lower_bound import lower_bound
+from autoscaler.sim.lower_bound import lower_bound, moment_bound
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import pod, snapshot
@@ -104,3 +106,21 @@ def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound():
     pending = snapshot(*(pod(f"p{i}-{k}", **kw) for i, (n, kw) in enumerate(mix) for k in range(n)))
     planned = sum(la.offering.price for la in plan(pending, offerings, config, 0.0).launch.launches)
     assert 0 < bound["cost"] <= planned
+
+
+def test_a_pod_is_never_split_across_nodes_too_small_to_hold_it(world):
+    config, offerings = world
+    # Four g4dn.xlarge would hold four GPUs for $2.104/h, but one pod asking for four needs one node that
+    # has them: a g4dn.12xlarge, or half of a g4dn.metal, $3.912/h either way.
+    runs = _runs(1, 0.0, 3600.0, gpu=4, cpu="16", memory="64Gi")
+    bound = lower_bound(runs, offerings, config, end=3600.0)
+    assert bound["cost"] == pytest.approx(3.912)
+
+
+def test_one_moment_is_bounded_like_a_run_of_an_hour(world):
+    config, offerings = world
+    runs = _runs(3, 0.0, 3600.0, gpu=1, cpu="3", memory="12Gi")
+    demand = {(pod_constraints(runs[0].pod, config), runs[0].pod.requests): 3}
+    hourly = moment_bound(demand, OfferingIndex(offerings, config))
+    assert hourly == pytest.approx(lower_bound(runs, offerings, config, end=3600.0)["cost"])
+    assert hourly == pytest.approx(3 * 0.526)
