@@ -181,6 +181,7 @@ class OfferingCatalog:
         self._offerings: list[Offering] = []
         self._fetched_at: float | None = None
         self._benched: dict[tuple[str, str, str], float] = {}
+        self._view: tuple[list[Offering], frozenset[tuple[str, str, str]], list[Offering]] | None = None
         self.last_error = ""
 
     def offerings(self, now: float) -> list[Offering]:
@@ -197,10 +198,16 @@ class OfferingCatalog:
         self._benched = {k: until for k, until in self._benched.items() if until > now}
         if not self._benched:
             return self._offerings
-        return [
-            replace(o, available=False) if (o.instance_type, o.zone, o.capacity_type) in self._benched else o
-            for o in self._offerings
-        ]
+        # The same list while neither the offerings nor the benched set change, so a planner keeping work
+        # derived from the list (keyed on the list itself) keeps it through a capacity outage.
+        benched = frozenset(self._benched)
+        if self._view is None or self._view[0] is not self._offerings or self._view[1] != benched:
+            view = [
+                replace(o, available=False) if (o.instance_type, o.zone, o.capacity_type) in benched else o
+                for o in self._offerings
+            ]
+            self._view = (self._offerings, benched, view)
+        return self._view[2]
 
     def bench(self, offerings: Iterable[Offering], now: float) -> None:
         """Mark offerings unavailable for ``unavailable_for`` seconds."""

@@ -116,7 +116,7 @@ class Controller:
         )
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
-        self._index: tuple[Any, Any] | None = None
+        self._index: tuple[Any, Config, Any, Any] | None = None
         self._last_status: dict[str, Any] | None = None
         self._retired_tokens: set[str] = set()
         self.last: ReconcileResult | None = None
@@ -185,11 +185,22 @@ class Controller:
         offerings = self.catalog.offerings(now)
         extra: dict[str, Any] = {}
         if self.planner is plan:
-            # Offerings and config rarely change between reconciles: keep the prepared index.
-            key = (id(offerings), id(cfg), snapshot.daemonsets)
-            if self._index is None or self._index[0] != key:
-                self._index = (key, offering_index(offerings, cfg, snapshot))
-            extra["index"] = self._index[1]
+            # Offerings and config rarely change between reconciles: keep the prepared index. The key holds the
+            # list itself, not its id: a freed list's id can come back on the next one, with other contents.
+            kept = self._index
+            if (
+                kept is None
+                or kept[0] is not offerings
+                or kept[1] is not cfg
+                or kept[2] != snapshot.daemonsets
+            ):
+                kept = self._index = (
+                    offerings,
+                    cfg,
+                    snapshot.daemonsets,
+                    offering_index(offerings, cfg, snapshot),
+                )
+            extra["index"] = kept[3]
         return self.planner(
             snapshot,
             offerings,

@@ -105,6 +105,29 @@ def test_the_fallback_plan_puts_pods_on_the_room_of_launches_that_just_succeeded
     assert launched_for == [f"default/job-{i}" for i in range(4)]  # every pod bought for exactly once
 
 
+def test_the_fallback_plan_leaves_out_offerings_benched_while_others_already_were(tmp_path, make_config):
+    catalog = tmp_path / "two-t4-sizes.csv"
+    catalog.write_text(CATALOG + "aws,us-east-1,g4dn.2xlarge,8,32768,1,1,NVIDIA,T4,16384,x86_64,0.752,,\n")
+    cfg = make_config(simulated={"catalog": str(catalog)})
+    clock = Clock()
+    provider = SimulatedProvider(cfg, clock=clock)
+    cluster = StaticCluster(snapshot())
+    ctl = controller(cfg, provider, cluster)
+    # An earlier capacity error benched the CPU type: from then on each reconcile sees a new offerings list.
+    [cpu_type] = [o for o in provider.offerings() if o.instance_type == "m6i.2xlarge"]
+    ctl.catalog.bench([cpu_type], clock())
+    ctl.reconcile_once()
+
+    provider.fail_capacity("g4dn.xlarge")
+    provider.fail_capacity("g4dn.2xlarge")
+    cluster.view = snapshot(gpu_job("job-0"))
+    result = ctl.reconcile_once()
+
+    # Both 1-GPU types failed and were benched; the plan made again at once has only the 4-GPU type left.
+    launched = [o.instance.instance_type for o in result.launched if o.instance is not None]
+    assert launched == ["g4dn.12xlarge"]
+
+
 def test_a_failed_label_patch_does_not_stop_the_launches_of_the_same_reconcile(config):
     cfg = config()
     clock = Clock()
