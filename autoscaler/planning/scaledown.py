@@ -177,6 +177,7 @@ def scale_down(
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
+    grace = index.config.new_node_grace_period
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
     since_map = dict(unneeded_since or {})
     removals: list[Removal] = []
@@ -240,6 +241,14 @@ def scale_down(
                     node.name,
                     f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
                 )
+            )
+            continue
+        # The unneeded clock runs from the start, but a node is never removed younger than the grace period:
+        # a pod cancelled while its node launched is often followed by the next one.
+        age = now - node.created
+        if node.created and age < grace:
+            blocked.append(
+                Blocked(node.name, f"new node: {int(age)}s old of newNodeGracePeriod {int(grace)}s")
             )
             continue
         for pod in workload:

@@ -38,6 +38,7 @@ def base_config(**overrides: Any) -> dict[str, Any]:
         "batchIdleDuration": "100ms",
         "batchMaxDuration": "1s",
         "scaleDown": {"nodeUnneededDuration": "1s"},
+        "newNodeGracePeriod": "0s",  # real seconds here: a scenario's nodes go away within them
         "leaderElection": {"enabled": False},
         "metricsAddress": "127.0.0.1:0",
         "logFormat": "console",

@@ -344,10 +344,6 @@ def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scale-down does not read newNodeGracePeriod yet (autoscaler/planning/scaledown.py)",
-)
 def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp_path):
     with cluster(tmp_path, newNodeGracePeriod="1m") as c:
         c.daemon()

@@ -66,6 +66,7 @@ def gke_cluster(tmp_path: Path, **config: object) -> Iterator[GkeCluster]:
             batchIdleDuration="100ms",
             batchMaxDuration="1s",
             scaleDown={"nodeUnneededDuration": "1s"},
+            newNodeGracePeriod="0s",
             leaderElection={"enabled": False},
             metricsAddress="127.0.0.1:0",
             logFormat="console",

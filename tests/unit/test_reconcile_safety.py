@@ -165,7 +165,7 @@ class BindsAfterSnapshot(StaticCluster):
 
 
 def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_deleted(config):
-    cfg = config(scaleDown={"nodeUnneededDuration": "0s"})
+    cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
     idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
@@ -190,7 +190,7 @@ def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_delet
 
 
 def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config):
-    cfg = config(scaleDown={"nodeUnneededDuration": "0s"})
+    cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
     idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)

@@ -175,3 +175,25 @@ def test_a_node_pending_pods_will_use_is_kept(make_config):
 def test_scale_down_can_be_disabled(make_config):
     result = run(make_config, gpu_node("gpu-a"), scaleDown={"enabled": False})
     assert result.removal.removals == ()
+
+
+def created_at(obj, timestamp):
+    obj["metadata"]["creationTimestamp"] = timestamp
+    return obj
+
+
+def test_a_node_younger_than_new_node_grace_period_is_kept_even_when_empty(make_config):
+    # Its pod was cancelled while it launched; the next one often follows within minutes.
+    young = created_at(gpu_node("gpu-a", annotations={}), "2026-11-20T10:59:00Z")
+    result = run(make_config, young, scaleDown={"nodeUnneededDuration": "0s"})
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-a", "new node: 60s old of newNodeGracePeriod 120s")
+    ]
+    assert result.removal.unneeded_since == {"gpu-a": NOW}  # the unneeded clock runs all the same
+
+
+def test_a_node_as_old_as_new_node_grace_period_can_go(make_config):
+    old_enough = created_at(gpu_node("gpu-a", annotations={}), "2026-11-20T10:58:00Z")
+    result = run(make_config, old_enough, scaleDown={"nodeUnneededDuration": "0s"})
+    assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]
