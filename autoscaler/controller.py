@@ -34,8 +34,9 @@ from autoscaler.model import (
     LaunchRequest,
     Snapshot,
 )
-from autoscaler.planning import Plan, offering_index, plan
+from autoscaler.planning import Plan, plan
 from autoscaler.planning.cluster import pods_by_node
+from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Launch, Removal
 from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
@@ -116,7 +117,7 @@ class Controller:
         )
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
-        self._index: tuple[Any, Config, Any, Any] | None = None
+        self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self._last_status: dict[str, Any] | None = None
         self._retired_tokens: set[str] = set()
         self.last: ReconcileResult | None = None
@@ -185,22 +186,7 @@ class Controller:
         offerings = self.catalog.offerings(now)
         extra: dict[str, Any] = {}
         if self.planner is plan:
-            # Offerings and config rarely change between reconciles: keep the prepared index. The key holds the
-            # list itself, not its id: a freed list's id can come back on the next one, with other contents.
-            kept = self._index
-            if (
-                kept is None
-                or kept[0] is not offerings
-                or kept[1] is not cfg
-                or kept[2] != snapshot.daemonsets
-            ):
-                kept = self._index = (
-                    offerings,
-                    cfg,
-                    snapshot.daemonsets,
-                    offering_index(offerings, cfg, snapshot),
-                )
-            extra["index"] = kept[3]
+            extra["index"] = self._index.get(offerings, cfg, snapshot.daemonsets)
         return self.planner(
             snapshot,
             offerings,

@@ -45,8 +45,9 @@ def plan(
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
     ``launching`` is capacity the cloud is still bringing up that has no Node yet (the fleet knows it);
-    ``launching_usage`` is what it counts against the limits. ``index`` may be passed back from
-    :func:`offering_index` to reuse the work on offerings between plans over the same offerings and config.
+    ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
+    (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
+    offerings and config.
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
@@ -66,8 +67,3 @@ def plan(
         snapshot, index, now, unneeded_since=unneeded_since, needed=needed, by_node=by_node, capacity=existing
     )
     return Plan(demand, launch, removal)
-
-
-def offering_index(offerings: Sequence[Offering], config: Config, snapshot: Snapshot) -> OfferingIndex:
-    """The prepared offerings :func:`plan` uses, for a caller that plans repeatedly over the same ones."""
-    return OfferingIndex(offerings, config, snapshot.daemonsets)

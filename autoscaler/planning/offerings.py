@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from autoscaler.allocatable import node_allocatable
 from autoscaler.config import Config
@@ -273,3 +274,25 @@ def _global_filter(
             reason = f.reason
         remaining = kept
     return remaining, removed, reason
+
+
+T = TypeVar("T")
+
+
+class OfferingsMemo(Generic[T]):
+    """What a planner derives from one offerings list, one config and the DaemonSets, kept while the list and
+    the config are the same objects and the DaemonSets are equal: planners run every reconcile, and offerings
+    and config rarely change between them. Held by the objects, never by ``id()``: a freed list's id can come
+    back on the next list, with other contents."""
+
+    def __init__(self, build: Callable[[Sequence[Offering], Config, tuple[DaemonSet, ...]], T]) -> None:
+        self._build = build
+        self._kept: tuple[Sequence[Offering], Config, tuple[DaemonSet, ...], T] | None = None
+
+    def get(self, offerings: Sequence[Offering], config: Config, daemonsets: Sequence[DaemonSet]) -> T:
+        """The derived value, built again only when the offerings, config or DaemonSets changed."""
+        ds = tuple(daemonsets)
+        kept = self._kept
+        if kept is None or kept[0] is not offerings or kept[1] is not config or kept[2] != ds:
+            kept = self._kept = (offerings, config, ds, self._build(offerings, config, ds))
+        return kept[3]

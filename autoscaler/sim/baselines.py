@@ -24,7 +24,7 @@ from autoscaler.demand import select
 from autoscaler.model import Offering, Pod, Snapshot
 from autoscaler.planning import Plan
 from autoscaler.planning.cluster import node_capacity, pods_by_node, usage
-from autoscaler.planning.offerings import OfferingIndex, price_order
+from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo, price_order
 from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Capacity, Launch, LaunchPlan, Unplaced, Usage
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
@@ -45,9 +45,7 @@ class _Node:
 class _Prepared:
     """What a baseline derives from one set of offerings and one config, reused while neither changes."""
 
-    offerings: Sequence[Offering]
     config: Config
-    daemonsets: tuple[Any, ...]
     blind: Config
     index: OfferingIndex
     room_only: OfferingIndex
@@ -79,9 +77,7 @@ def _prepare(
             ),
         )
     return _Prepared(
-        offerings,
         config,
-        tuple(daemonsets),
         blind,
         OfferingIndex(usable, blind, daemonsets),
         OfferingIndex([], blind),
@@ -192,7 +188,7 @@ def planner_for(policy: str) -> Any:
         return None
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
-    prepared: _Prepared | None = None
+    prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
 
     def planner(
         snapshot: Snapshot,
@@ -204,15 +200,7 @@ def planner_for(policy: str) -> Any:
         launching_usage: Usage = NO_USAGE,
         unneeded_since: Mapping[str, float] | None = None,
     ) -> Plan:
-        nonlocal prepared
-        if (
-            prepared is None
-            or prepared.offerings is not offerings
-            or prepared.config is not config
-            or prepared.daemonsets != tuple(snapshot.daemonsets)
-        ):
-            # Offerings and config rarely change between reconciles; the index's memos only pay when kept.
-            prepared = _prepare(policy, offerings, config, snapshot.daemonsets)
-        return _plan(policy, prepared, snapshot, now, launching, launching_usage)
+        ready = prepared.get(offerings, config, snapshot.daemonsets)
+        return _plan(policy, ready, snapshot, now, launching, launching_usage)
 
     return planner
