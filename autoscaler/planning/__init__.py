@@ -64,6 +64,13 @@ def plan(
     launch = scale_up(demand, index, capacity=capacity, usage=total)
     needed = {a.node for a in launch.absorbed}
     removal = scale_down(
-        snapshot, index, now, unneeded_since=unneeded_since, needed=needed, by_node=by_node, capacity=existing
+        snapshot,
+        index,
+        now,
+        unneeded_since=unneeded_since,
+        needed=needed,
+        by_node=by_node,
+        capacity=existing,
+        total=total,
     )
     return Plan(demand, launch, removal)

@@ -29,15 +29,23 @@ from autoscaler.model import (
     Pod,
     Snapshot,
 )
-from autoscaler.planning.cluster import node_capacity, pods_by_node, requested
+from autoscaler.planning.cluster import node_capacity, node_gpus, pods_by_node, requested, usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import BIN_PACKING, BIN_SELECTION, Blocked, Capacity, Removal, RemovalPlan
+from autoscaler.planning.plan import (
+    BIN_PACKING,
+    BIN_SELECTION,
+    Blocked,
+    Capacity,
+    Removal,
+    RemovalPlan,
+    Usage,
+)
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, Resources
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 # Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
-_REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...], float]] = (
+_REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...], tuple[float, str]]] = (
     weakref.WeakKeyDictionary()
 )
 NODE_MODE = "tidal.dev/node-mode"
@@ -45,7 +53,9 @@ NODE_MODE = "tidal.dev/node-mode"
 YOUNG_REPLACE_SAVINGS = 0.2
 
 
-def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tuple[str, str], int]) -> str:
+def _moves_blocker(
+    pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: Mapping[tuple[str, str], int]
+) -> str:
     """Why this pod must not be evicted, or an empty string."""
     a = pod.annotations
     if ann.is_true(a, ann.DO_NOT_EVICT):
@@ -71,6 +81,36 @@ def _moves_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: dict[tu
         return f"pod {pod.key} has no controller to recreate it"
     if pod.namespace == "kube-system":
         return f"pod {pod.key} is a kube-system pod"
+    return ""
+
+
+def _budgets_of(pod: Pod, pdbs: Sequence[DisruptionBudget]) -> list[tuple[str, str]]:
+    """The PodDisruptionBudgets that select ``pod``."""
+    return [
+        (pdb.namespace, pdb.name)
+        for pdb in pdbs
+        if pdb.namespace == pod.namespace
+        and pdb.selector is not None
+        and all(requirement_matches(r, pod.labels) for r in pdb.selector)
+    ]
+
+
+def _eviction_blocker(
+    pods: Sequence[Pod], pdbs: Sequence[DisruptionBudget], evicting: dict[tuple[str, str], int]
+) -> str:
+    """Why ``pods`` cannot all be evicted, or an empty string; then ``evicting`` counts them too.
+
+    A budget's allowance is shared by every pod it selects, on this node as on the nodes already chosen:
+    two pods of one Deployment on the same node take two of its disruptions, not one.
+    """
+    counted = dict(evicting)
+    for pod in pods:
+        blocker = _moves_blocker(pod, pdbs, counted)
+        if blocker:
+            return blocker
+        for key in _budgets_of(pod, pdbs):
+            counted[key] = counted.get(key, 0) + 1
+    evicting.update(counted)
     return ""
 
 
@@ -119,9 +159,24 @@ def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
     return None
 
 
-def _replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, savings: float) -> tuple[str, str]:
+def _without(total: Usage, node: Node) -> Usage:
+    """What counts against the limits once ``node`` is gone."""
+    return Usage(
+        gpus=max(0, total.gpus - node_gpus(node)),
+        cpu_milli=max(0, total.cpu_milli - (node.capacity.cpu or node.allocatable.cpu)),
+        managed_nodes=max(0, total.managed_nodes - node.managed),
+    )
+
+
+def _replacement(
+    node: Node, pods: Sequence[Pod], index: OfferingIndex, savings: float, total: Usage
+) -> tuple[str, str]:
     """(why not, "") or ("", how): new nodes may take ``pods`` when they cost at least ``savings`` less than
-    ``node`` (Karpenter's single-node replace; the evicted pods then get the nodes the scale-up plans)."""
+    ``node`` (Karpenter's single-node replace; the evicted pods then get the nodes the scale-up plans).
+
+    The new nodes must fit the cluster limits with ``node`` gone (``total`` is the usage with it): a
+    replacement the limits forbid would leave its pods to the node that fits, the same as this one, which
+    would be replaced again, and again."""
     current = node_offering(node, index)
     if current is None:
         return "nowhere to move its pods, and its price is unknown", ""
@@ -130,25 +185,41 @@ def _replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, savings:
     except AnnotationError as err:
         return f"nowhere to move its pods ({err})", ""
     # The same node keeps the same pods for hours: plan its replacement once per offering index.
+    cfg = index.config
+    limited = (
+        cfg.cluster_gpu_limit is not None or cfg.cluster_cpu_limit is not None or cfg.max_nodes is not None
+    )
+    after = _without(total, node)
     memo = _REPLACEMENTS.setdefault(index, {})
-    key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
-    cost = memo.get(key)
-    if cost is None:
-        launch = scale_up(Demand(singles=list(pods), constraints=constraints), index)
-        cost = float("inf") if launch.unplaced else launch.cost_per_hour
-        memo[key] = cost
-    if cost == float("inf"):
-        return "nowhere to move its pods, and no offering holds them", ""
+    key = (
+        *sorted(((constraints[p.key], p.requests) for p in pods), key=repr),
+        after if limited else None,  # without limits the usage cannot change the answer: more cache hits
+    )
+    found = memo.get(key)
+    if found is None:
+        launch = scale_up(Demand(singles=list(pods), constraints=constraints), index, usage=after)
+        found = (float("inf"), launch.unplaced[0].reason) if launch.unplaced else (launch.cost_per_hour, "")
+        memo[key] = found
+    cost, unplaced = found
+    if unplaced:
+        return f"nowhere to move its pods, and no offering holds them ({unplaced})", ""
     if cost > current.price * (1 - savings):
         return (
             f"nowhere to move its pods; new nodes for them would cost ${cost:.4f}/h against "
             f"${current.price:.4f}/h now, less than {savings:.0%} saved"
         ), ""
+    if cost >= current.price:
+        # Even at replaceSavings 0 a move must save something: a replacement at the same price is just as
+        # under-used and would be replaced in turn, restarting its pods over and over for nothing.
+        return (
+            f"nowhere to move its pods; new nodes for them would cost ${cost:.4f}/h, "
+            f"no less than ${current.price:.4f}/h now"
+        ), ""
     return "", f"new nodes hold its pods for ${cost:.4f}/h instead of ${current.price:.4f}/h"
 
 
 def _young_replaceable(
-    node: Node, workload: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex, now: float
+    node: Node, workload: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex, now: float, total: Usage
 ) -> bool:
     """A busy node of young, movable pods that new nodes hold for ``YOUNG_REPLACE_SAVINGS`` less.
 
@@ -157,9 +228,9 @@ def _young_replaceable(
     cfg = index.config.scale_down
     if cfg.replace_savings >= 1.0 or not _young(workload, now, cfg.replace_young_pods_within):
         return False
-    if any(_moves_blocker(p, snapshot.pdbs, {}) for p in workload):
+    if _eviction_blocker(workload, snapshot.pdbs, {}):
         return False
-    blocker, _ = _replacement(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS))
+    blocker, _ = _replacement(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
     return not blocker
 
 
@@ -172,12 +243,17 @@ def scale_down(
     needed: Collection[str] = (),
     by_node: Mapping[str, list[Pod]] | None = None,
     capacity: Sequence[Capacity] | None = None,
+    total: Usage | None = None,
 ) -> RemovalPlan:
-    """Removable managed nodes and, for every other managed node, what blocks its removal."""
+    """Removable managed nodes and, for every other managed node, what blocks its removal.
+
+    ``total`` is what counts against the cluster limits (nodes still launching included); the snapshot's
+    nodes when not given."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
     grace = index.config.new_node_grace_period
+    total = total if total is not None else usage(snapshot)
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
     since_map = dict(unneeded_since or {})
     removals: list[Removal] = []
@@ -200,7 +276,11 @@ def scale_down(
             if mode == BIN_PACKING
             else cfg.utilization_threshold_bin_selection
         )
-        if workload and util >= threshold and not _young_replaceable(node, workload, snapshot, index, now):
+        if (
+            workload
+            and util >= threshold
+            and not _young_replaceable(node, workload, snapshot, index, now, total)
+        ):
             blocked.append(
                 Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
             )
@@ -218,18 +298,16 @@ def scale_down(
         since = since_map.get(node.name)
         if since is None:
             since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
-        blocker = how = ""
-        for pod in workload:
-            blocker = _moves_blocker(pod, snapshot.pdbs, evicting)
-            if blocker:
-                break
+        how = ""
+        counted = dict(evicting)
+        blocker = _eviction_blocker(workload, snapshot.pdbs, counted)
         if not blocker and workload:
             blocker = _place(workload, targets, free)
             if blocker and replace_ok:
                 savings = cfg.replace_savings
                 if _young(workload, now, cfg.replace_young_pods_within):
                     savings = min(savings, YOUNG_REPLACE_SAVINGS)
-                blocker, how = _replacement(node, workload, index, savings)
+                blocker, how = _replacement(node, workload, index, savings, total)
         if blocker:
             blocked.append(Blocked(node.name, blocker))
             continue
@@ -251,14 +329,7 @@ def scale_down(
                 Blocked(node.name, f"new node: {int(age)}s old of newNodeGracePeriod {int(grace)}s")
             )
             continue
-        for pod in workload:
-            for pdb in snapshot.pdbs:
-                if (
-                    pdb.namespace == pod.namespace
-                    and pdb.selector is not None
-                    and all(requirement_matches(r, pod.labels) for r in pdb.selector)
-                ):
-                    evicting[(pdb.namespace, pdb.name)] = evicting.get((pdb.namespace, pdb.name), 0) + 1
+        evicting = counted  # this node's pods now take their share of every budget
         kind = "empty" if not workload else f"utilization {util:.2f}, {len(workload)} pods can move"
         if how:
             kind = f"utilization {util:.2f}, {how}"

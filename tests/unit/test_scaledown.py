@@ -73,6 +73,22 @@ def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config):
     ]
 
 
+def test_a_pdb_allowing_one_disruption_keeps_a_node_with_two_of_its_pods(make_config):
+    # Draining the node evicts both replicas at once: the budget's one disruption covers only the first.
+    api = [running(f"api-{i}", "cpu-a", cpu="500m", memory="1Gi", labels={"app": "api"}) for i in (1, 2)]
+    result = run(
+        make_config,
+        node("cpu-a", managed=True, annotations=LONG_AGO),
+        node("big", cpu="32", memory="128Gi"),
+        *api,
+        pdb("api", match={"app": "api"}, allowed=1),
+    )
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("cpu-a", "pod default/api-2 is protected by PodDisruptionBudget default/api")
+    ]
+
+
 def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(make_config):
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
     cpu_a = node("cpu-a", managed=True, annotations=LONG_AGO)
@@ -106,6 +122,24 @@ def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save
     ]
 
 
+def test_a_node_is_never_replaced_by_one_that_costs_the_same_even_at_replace_savings_zero(make_config):
+    # The replacement would be just as under-used, and replaced in turn: its pods restarted forever.
+    small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
+    result = run(
+        make_config,
+        node("cpu-a", instance_type="m6i.2xlarge", managed=True, annotations=LONG_AGO),
+        small,
+        scaleDown={"replaceSavings": 0},
+    )
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        (
+            "cpu-a",
+            "nowhere to move its pods; new nodes for them would cost $0.3840/h, no less than $0.3840/h now",
+        )
+    ]
+
+
 def big_gpu_node(**kw):
     """A 4-GPU g5.12xlarge tidal launched ($5.672/h on demand)."""
     return node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True, **kw)
@@ -120,6 +154,18 @@ def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one
     assert removal.reason == (
         "utilization 0.25, new nodes hold its pods for $0.5260/h instead of $5.6720/h; unneeded for 7200s"
     )
+
+
+def test_a_replacement_is_planned_within_max_nodes_with_the_node_it_replaces_gone(make_config):
+    # Two T4 nodes would hold the pods for far less, but maxNodes allows one node in its place: a plan
+    # that counted on two would evict the pods, launch one T4 node and leave the other pod pending.
+    big = big_gpu_node(annotations=LONG_AGO)
+    pods = [running(f"infer-{i}", "gpu-big", gpu=1, cpu="2", memory="8Gi") for i in (1, 2)]
+    result = run(make_config, big, *pods, maxNodes=1)
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-big", "nowhere to move its pods, and no offering holds them (maxNodes 1 reached)")
+    ]
 
 
 def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config):
