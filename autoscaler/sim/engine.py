@@ -360,6 +360,9 @@ def build_config(
         data.setdefault("pendingPodReasonRegexp", _kai_regexp())
         data.setdefault("schedulerNames", ["kai-scheduler"])
     data["leaderElection"] = {"enabled": False}
+    # The simulated cloud numbers instances in the order launches reach it; launching from parallel threads
+    # would let thread timing pick that order (and which nodes a spot wave reclaims), so one seed, one run.
+    data["maxParallelLaunches"] = 1
     data["simulated"] = {
         "catalog": catalog,
         "catalogCloud": data["cloud"],

@@ -1,11 +1,14 @@
 """The simulator: its invariants, the kai-day story, determinism, and clear errors for bad input."""
 
+import itertools
 import json
+import time
 
 import pytest
 
 from autoscaler.cli import main
-from autoscaler.sim.run import simulate
+from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from autoscaler.sim.trace import load_trace
 
@@ -71,6 +74,38 @@ def test_the_same_scenario_gives_the_same_result():
     for doc in (a, b):
         doc.pop("wallSeconds")
     assert a == b
+
+
+def test_a_slow_first_launch_does_not_reorder_the_instances_the_cloud_creates():
+    # The cloud numbers instances in the order launches reach it, and spot waves reclaim by that order: a
+    # launch that happens to be slow must not let thread timing change the run.
+    scenario = parse_scenario(
+        {
+            "name": "slow-cloud",
+            "duration": "01:00",
+            "config": {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]},
+            "jobs": [{"at": "00:00", "name": "infer", "pods": 4, "gpus": 1, "cpu": "3", "memory": "12Gi"}],
+        },
+        "slow-cloud.yaml",
+    )
+    config = build_config(scenario, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
+    sim = Simulation(scenario, config, _provider)
+    reached: list[str] = []
+    calls = itertools.count()
+    launch = sim.provider.launch
+
+    def slow_first(request):
+        if next(calls) == 0:
+            time.sleep(0.2)
+        reached.append(request.token)
+        return launch(request)
+
+    sim.provider.launch = slow_first
+    sim.cluster.submit(scenario.jobs[0], 0.0)
+    sim.cluster.schedule(0.0)
+    launched = sim.controller.reconcile_once().launched
+    assert len(launched) == 4
+    assert reached == [o.token for o in launched]
 
 
 def test_trace_sampling_is_deterministic_with_a_seed(tmp_path):
