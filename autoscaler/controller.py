@@ -43,7 +43,7 @@ from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.status import STATUS_CONFIGMAP, rfc3339, status_summary, unplaced_kind
 
 log = structlog.get_logger("tidal.controller")
-NOTIFY_REASONS = {Reason.QUEUE_LIMIT, Reason.BAD_ANNOTATION, Reason.GANG_INCOMPLETE}
+NOTIFY_REASONS = {Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA, Reason.BAD_ANNOTATION, Reason.GANG_INCOMPLETE}
 
 
 class ClusterView(Protocol):

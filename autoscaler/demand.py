@@ -2,7 +2,8 @@
 
 KAI writes the same ``PodScheduled=False/Unschedulable`` condition for "no capacity" and for "the queue is over
 its quota or limit"; ``pendingPodReasonRegexp`` tells them apart by message, and the KAI Queue objects (when the
-snapshot has them) catch what a regexp cannot: a pod whose queue would exceed its GPU limit never counts.
+snapshot has them) catch what a regexp cannot: a pod whose queue would exceed its GPU limit never counts, nor a
+non-preemptible one that would take its queue past its GPU quota (KAI runs non-preemptible work only within quota).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from dataclasses import dataclass, field
 from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.fit import AnnotationError, Constraints, pod_constraints
-from autoscaler.kube.convert import POD_GROUP_ANNOTATION
+from autoscaler.kube.convert import POD_GROUP_ANNOTATION, preemptibility
 from autoscaler.model import Pod, PodGroup, Queue, Snapshot
 
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# KAI's rule when neither the pod's label nor its PodGroup says: this priority and above is non-preemptible.
+NON_PREEMPTIBLE_PRIORITY = 100
 
 
 class Reason(enum.StrEnum):
@@ -34,6 +38,7 @@ class Reason(enum.StrEnum):
     NO_CONDITION = "no-condition"
     REASON_MISMATCH = "reason-mismatch"
     QUEUE_LIMIT = "queue-limit"
+    QUEUE_QUOTA = "queue-quota"
     GANG_INCOMPLETE = "gang-incomplete"
     BAD_ANNOTATION = "bad-annotation"
     FITS_EXISTING = "fits-existing"
@@ -70,17 +75,30 @@ class Demand:
         return self.singles + [p for g in self.gangs for p in g.pods]
 
 
+def _group(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> PodGroup | None:
+    name = pod.annotations.get(POD_GROUP_ANNOTATION)
+    return groups.get((pod.namespace, name)) if name else None
+
+
 def pod_queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
     """The KAI queue of a pod: its PodGroup's queue, else the queue label."""
-    group_name = pod.annotations.get(POD_GROUP_ANNOTATION)
-    if group_name:
-        group = groups.get((pod.namespace, group_name))
-        if group and group.queue:
-            return group.queue
+    group = _group(pod, groups)
+    if group and group.queue:
+        return group.queue
     for label in QUEUE_LABELS:
         if pod.labels.get(label):
             return pod.labels[label]
     return ""
+
+
+def pod_preemptibility(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
+    """preemptible, non-preemptible or semi-preemptible, as KAI decides it: the pod's
+    ``kai.scheduler/preemptibility`` label, else its PodGroup's ``spec.preemptibility``, else its priority."""
+    group = _group(pod, groups)
+    found = preemptibility(pod.labels.get(PREEMPTIBILITY_LABEL)) or (group.preemptibility if group else "")
+    if found:
+        return found
+    return "non-preemptible" if pod.priority >= NON_PREEMPTIBLE_PRIORITY else "preemptible"
 
 
 def _opted_in(pod: Pod, config: Config) -> bool:
@@ -116,18 +134,34 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
 
 
 class _QueueBook:
-    """GPUs in use per KAI queue (including children) so that over-limit pods never count."""
+    """GPUs in use per KAI queue (including children), all and non-preemptible, so that pods KAI would hold
+    over a limit or quota never count."""
 
     def __init__(self, snapshot: Snapshot, groups: Mapping[tuple[str, str], PodGroup]) -> None:
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
         self.used: dict[str, int] = defaultdict(int)
+        self.non_preemptible: dict[str, int] = defaultdict(int)
         self.groups = groups
         if not self.queues:
             return  # no KAI queues: nothing to account
+        core: dict[tuple[str, str], int] = defaultdict(int)
         for pod in snapshot.pods:
             if pod.node_name and not pod.finished and pod.requests.gpus:
-                for name in self.lineage(pod_queue(pod, groups)):
+                chain = self.lineage(pod_queue(pod, groups))
+                for name in chain:
                     self.used[name] += pod.requests.gpus
+                kind = pod_preemptibility(pod, groups)
+                if kind == "semi-preemptible":
+                    # Only a gang's first minMember pods are non-preemptible; which ones does not matter here.
+                    group = _group(pod, groups)
+                    key = (group.namespace, group.name) if group else (pod.namespace, pod.name)
+                    core[key] += 1
+                    if group and core[key] > group.min_member:
+                        continue
+                elif kind != "non-preemptible":
+                    continue
+                for name in chain:
+                    self.non_preemptible[name] += pod.requests.gpus
 
     def lineage(self, name: str) -> list[str]:
         chain: list[str] = []
@@ -136,19 +170,27 @@ class _QueueBook:
             name = self.queues[name].parent
         return chain
 
-    def admit(self, queue: str, gpus: int) -> str:
-        """Reserve ``gpus`` in ``queue`` and its parents; an empty string when allowed, else why not."""
+    def admit(self, queue: str, gpus: int, non_preemptible: int = 0) -> tuple[Reason | None, str]:
+        """Reserve ``gpus`` (``non_preemptible`` of them for non-preemptible pods) in ``queue`` and its
+        parents; ``(None, "")`` when allowed, else the reason and why."""
         chain = self.lineage(queue)
         for name in chain:
-            limit = self.queues[name].gpu.limit
-            if limit is not None and self.used[name] + gpus > limit:
-                return (
+            limits = self.queues[name].gpu
+            if limits.limit is not None and self.used[name] + gpus > limits.limit:
+                return Reason.QUEUE_LIMIT, (
                     f"queue {name} would exceed its GPU limit: {self.used[name]} allocated + {gpus} requested "
-                    f"> limit {limit}"
+                    f"> limit {limits.limit}"
+                )
+            held = self.non_preemptible[name]
+            if non_preemptible and limits.quota is not None and held + non_preemptible > limits.quota:
+                return Reason.QUEUE_QUOTA, (
+                    f"queue {name} would exceed its GPU quota with non-preemptible pods, which KAI runs only "
+                    f"within quota: {held} allocated + {non_preemptible} requested > quota {limits.quota}"
                 )
         for name in chain:
             self.used[name] += gpus
-        return ""
+            self.non_preemptible[name] += non_preemptible
+        return None, ""
 
 
 def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
@@ -198,21 +240,39 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
             detail = f"gang {key} has {have} of minMember {group.min_member} pods"
             demand.ignored.extend(Ignored(p.key, Reason.GANG_INCOMPLETE, detail) for p in pods)
             continue
-        refusal = book.admit(group.queue, sum(p.requests.gpus for p in pods))
-        if refusal:
-            demand.ignored.extend(Ignored(p.key, Reason.QUEUE_LIMIT, refusal) for p in pods)
+        reason, refusal = book.admit(
+            group.queue, sum(p.requests.gpus for p in pods), _non_preemptible_gpus(pods, group, groups, have)
+        )
+        if reason:
+            demand.ignored.extend(Ignored(p.key, reason, refusal) for p in pods)
             continue
         demand.gangs.append(Gang(key, group.min_member, tuple(pods)))
     for pod in singles:
         gpus = pod.requests.gpus
-        refusal = book.admit(pod_queue(pod, groups), gpus) if gpus else ""
-        if refusal:
-            demand.ignored.append(Ignored(pod.key, Reason.QUEUE_LIMIT, refusal))
-            continue
+        if gpus:
+            held = gpus if pod_preemptibility(pod, groups) != "preemptible" else 0
+            reason, refusal = book.admit(pod_queue(pod, groups), gpus, held)
+            if reason:
+                demand.ignored.append(Ignored(pod.key, reason, refusal))
+                continue
         demand.singles.append(pod)
     for pod_key in [i.pod for i in demand.ignored]:
         demand.constraints.pop(pod_key, None)
     return demand
+
+
+def _non_preemptible_gpus(
+    pods: Sequence[Pod], group: PodGroup, groups: Mapping[tuple[str, str], PodGroup], have: int
+) -> int:
+    """GPUs of a pending gang's pods that KAI treats as non-preemptible: all of a non-preemptible gang's; of a
+    semi-preemptible one, those of the members still missing from its first minMember (running ones count)."""
+    kind = pod_preemptibility(pods[0], groups)
+    if kind == "preemptible":
+        return 0
+    if kind == "semi-preemptible":
+        missing = max(0, group.min_member - (have - len(pods)))
+        return sum(p.requests.gpus for p in pods[:missing])
+    return sum(p.requests.gpus for p in pods)
 
 
 def _running_members(pods: Iterable[Pod]) -> dict[str, int]:

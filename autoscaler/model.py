@@ -202,6 +202,8 @@ class PodGroup:
     name: str
     min_member: int = 1
     queue: str = ""
+    # spec.preemptibility: "preemptible", "non-preemptible", "semi-preemptible", or "" (KAI then goes by priority)
+    preemptibility: str = ""
 
 
 @dataclass(frozen=True, slots=True)

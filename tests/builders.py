@@ -241,12 +241,17 @@ def daemonset(
     }
 
 
-def podgroup(name: str, *, namespace: str = "default", min_member: int, queue: str) -> dict[str, Any]:
+def podgroup(
+    name: str, *, namespace: str = "default", min_member: int, queue: str, preemptibility: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
+    if preemptibility is not None:
+        spec["preemptibility"] = preemptibility
     return {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": min_member, "queue": queue},
+        "spec": spec,
     }
 
 

@@ -528,7 +528,18 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
         name=_name(meta),
         min_member=min_member,
         queue=str(spec.get("queue") or ""),
+        preemptibility=preemptibility(spec.get("preemptibility")),
     )
+
+
+PREEMPTIBILITY = ("preemptible", "non-preemptible", "semi-preemptible")
+
+
+def preemptibility(value: object) -> str:
+    """A KAI preemptibility value, lowercased; "" for none or one KAI does not know (it then goes by priority,
+    and so does tidal)."""
+    text = value.lower() if isinstance(value, str) else ""
+    return text if text in PREEMPTIBILITY else ""
 
 
 def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autoscaler import annotations as ann
+from autoscaler.demand import PREEMPTIBILITY_LABEL
 from autoscaler.fit import fits_node, gpu_model_name
 from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
@@ -121,6 +122,9 @@ class EmulatedCluster:
         if job.gpus:
             requests[NVIDIA_GPU] = job.gpus * 1000
         labels = {"app": job.name, **({QUEUE_LABEL: job.queue} if job.queue else {})}
+        if self.kai:
+            # What the emulated KAI goes by must be on the pod, where tidal (and the real KAI) can read it.
+            labels[PREEMPTIBILITY_LABEL] = "preemptible" if job.preemptible else "non-preemptible"
         # The scheduler must honour the GPU model too, or a pod asking for L4s runs on whatever GPU is free:
         # the required node affinity a user writes next to tidal's annotation.
         models = tuple(sorted({gpu_model_name(s.strip()) for s in job.gpu_skus.split(",") if s.strip()}))

@@ -145,6 +145,70 @@ def test_a_parent_queue_limit_applies_to_its_children(make_config):
     assert "queue org would exceed" in demand.ignored[0].detail
 
 
+def serving(name, *, gpu=1, node_name=None, queue_name="inference", **kw):
+    """A KAI pod of the inference queue: running when ``node_name`` is given, else pending for capacity."""
+    if node_name:
+        kw.update(node_name=node_name, phase="Running")
+    else:
+        kw.setdefault("message", KAI_NO_CAPACITY)
+    labels = {"kai.scheduler/queue": queue_name, **kw.pop("labels", {})}
+    return pod(name, gpu=gpu, scheduler="kai-scheduler", labels=labels, **kw)
+
+
+NON_PREEMPTIBLE = {"kai.scheduler/preemptibility": "non-preemptible"}
+
+
+def test_a_non_preemptible_pod_that_would_take_its_queue_past_its_quota_never_counts(make_config):
+    # KAI runs non-preemptible work only within the queue's quota, however far the limit is.
+    objs = [
+        queue("inference", quota=2, limit=8),
+        serving("llm-0", node_name="gpu-a", labels=NON_PREEMPTIBLE),
+        serving("llm-1", labels=NON_PREEMPTIBLE, created="2026-11-20T10:01:00Z"),
+        serving("llm-2", labels=NON_PREEMPTIBLE, created="2026-11-20T10:02:00Z"),
+    ]
+    demand = select(snapshot(*objs), make_config())
+    assert [p.key for p in demand.counted] == ["default/llm-1"]
+    assert reasons(demand) == {"default/llm-2": Reason.QUEUE_QUOTA}
+    detail = next(i.detail for i in demand.ignored)
+    assert detail == (
+        "queue inference would exceed its GPU quota with non-preemptible pods, which KAI runs only within "
+        "quota: 2 allocated + 1 requested > quota 2"
+    )
+
+
+def test_preemptible_pods_count_beyond_the_quota_up_to_the_limit(make_config):
+    objs = [
+        queue("inference", quota=1, limit=3),
+        serving("llm-0", node_name="gpu-a", labels=NON_PREEMPTIBLE),
+        *[serving(f"batch-{i}", created=f"2026-11-20T10:0{i}:00Z") for i in range(3)],
+    ]
+    demand = select(snapshot(*objs), make_config())
+    assert [p.key for p in demand.counted] == ["default/batch-0", "default/batch-1"]
+    assert reasons(demand) == {"default/batch-2": Reason.QUEUE_LIMIT}
+
+
+def test_a_pod_of_priority_100_or_more_is_non_preemptible_when_no_label_says_otherwise(make_config):
+    objs = [
+        queue("inference", quota=1, limit=4),
+        serving("llm-0", node_name="gpu-a", priority=125),
+        serving("llm-1", priority=125),
+        serving("llm-2", priority=125, labels={"kai.scheduler/preemptibility": "preemptible"}),
+    ]
+    demand = select(snapshot(*objs), make_config())
+    assert [p.key for p in demand.counted] == ["default/llm-2"]
+    assert reasons(demand) == {"default/llm-1": Reason.QUEUE_QUOTA}
+
+
+def test_a_semi_preemptible_gang_holds_to_the_quota_only_its_min_member_pods(make_config):
+    # minMember 2 of 4 workers must fit the quota of 2; the two elastic ones may go over it.
+    workers = [serving(f"elastic-{i}", annotations={"pod-group-name": "pg-elastic"}) for i in range(4)]
+    group = podgroup("pg-elastic", min_member=2, queue="inference", preemptibility="Semi-Preemptible")
+    fits = select(snapshot(queue("inference", quota=2, limit=8), group, *workers), make_config())
+    assert [(g.key, len(g.pods)) for g in fits.gangs] == [("default/pg-elastic", 4)]
+    held = select(snapshot(queue("inference", quota=1, limit=8), group, *workers), make_config())
+    assert held.gangs == [] and set(reasons(held).values()) == {Reason.QUEUE_QUOTA}
+
+
 def test_gang_members_are_grouped_and_counted_together(make_config):
     members = [
         pod(

@@ -212,3 +212,32 @@ def test_every_pod_of_the_spot_storm_is_served_despite_reclaimed_nodes_and_gang_
     assert out.summary["podsNeverServed"] == 0
     assert out.record.cut_runs  # interruptions did cut runs short, and those pods ran again
     assert out.summary["gpuLimitViolations"] == 0
+
+
+def test_non_preemptible_pods_over_their_queue_quota_cause_no_launch():
+    # Quota 1, limit 2: KAI runs one of the five non-preemptible pods, so tidal buys one GPU, not two.
+    scenario = parse_scenario(
+        {
+            "name": "quota",
+            "duration": "02:00",
+            "config": {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]},
+            "queues": [{"name": "serve", "quota": 1, "limit": 2}],
+            "jobs": [
+                {
+                    "at": "00:00",
+                    "name": "llm",
+                    "queue": "serve",
+                    "pods": 5,
+                    "gpus": 1,
+                    "cpu": "3",
+                    "memory": "12Gi",
+                    "duration": "1h",
+                    "preemptible": False,
+                }
+            ],
+        },
+        "quota.yaml",
+    )
+    doc = simulate(scenario, bound=False).summary
+    assert doc["overLimitLaunches"] == 0
+    assert doc["nodes"]["launched"] == 1
