@@ -63,6 +63,16 @@ def plan(
     )
     launch = scale_up(demand, index, capacity=capacity, usage=total)
     needed = {a.node for a in launch.absorbed}
+    # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
+    # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
+    # to pending, would find the same node again, and be moved again.
+    planned = [la.offering for la in launch.launches]
+    total = Usage(
+        gpus=total.gpus + sum(o.gpu_count for o in planned),
+        cpu_milli=total.cpu_milli + sum(o.vcpu * 1000 for o in planned),
+        managed_nodes=total.managed_nodes + len(planned),
+    )
+    contended = next((u.reason for u in launch.unplaced if u.limited), "")
     removal = scale_down(
         snapshot,
         index,
@@ -72,5 +82,6 @@ def plan(
         by_node=by_node,
         capacity=existing,
         total=total,
+        contended=contended,
     )
     return Plan(demand, launch, removal)

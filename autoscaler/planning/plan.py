@@ -56,6 +56,8 @@ class Launch:
 class Unplaced:
     pod: str
     reason: str
+    # A cluster limit (clusterGPULimit, clusterCPULimit, maxNodes) left it out, not a lack of fitting offerings.
+    limited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

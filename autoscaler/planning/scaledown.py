@@ -3,7 +3,8 @@
 A node is removable when it has been unneeded for ``nodeUnneededDuration``: empty (only DaemonSet and mirror
 pods), or under-utilised with every pod safe to evict and a place to go on the nodes that stay (the pods are
 re-planned with the same fit rules as scale-up), or, failing that, on new nodes that cost at least
-``replaceSavings`` less than it does. GPU nodes go all the way to zero.
+``replaceSavings`` less than it does, within the cluster limits. GPU nodes go all the way to zero. While a cluster
+limit keeps pending pods out, no node is replaced: the budget it frees would go to those pods.
 
 A node whose pods all started within ``replaceYoungPodsWithin`` is replaced, however busy, when new nodes cost
 at least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
@@ -244,11 +245,13 @@ def scale_down(
     by_node: Mapping[str, list[Pod]] | None = None,
     capacity: Sequence[Capacity] | None = None,
     total: Usage | None = None,
+    contended: str = "",
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
-    ``total`` is what counts against the cluster limits (nodes still launching included); the snapshot's
-    nodes when not given."""
+    ``total`` is what counts against the cluster limits (nodes still launching and planned included); the
+    snapshot's nodes when not given. ``contended`` is the limit that keeps pending pods out, if one does: no
+    node is then replaced (its pods would lose the budget it frees to them)."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
@@ -279,7 +282,7 @@ def scale_down(
         if (
             workload
             and util >= threshold
-            and not _young_replaceable(node, workload, snapshot, index, now, total)
+            and (contended or not _young_replaceable(node, workload, snapshot, index, now, total))
         ):
             blocked.append(
                 Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
@@ -303,7 +306,9 @@ def scale_down(
         blocker = _eviction_blocker(workload, snapshot.pdbs, counted)
         if not blocker and workload:
             blocker = _place(workload, targets, free)
-            if blocker and replace_ok:
+            if blocker and replace_ok and contended:
+                blocker = f"{blocker}; no node is replaced while pending pods wait for a limit ({contended})"
+            elif blocker and replace_ok:
                 savings = cfg.replace_savings
                 if _young(workload, now, cfg.replace_young_pods_within):
                     savings = min(savings, YOUNG_REPLACE_SAVINGS)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
 from autoscaler.fit import Constraints, affinity_matches, tolerates_all
@@ -196,10 +196,13 @@ class _Planner:
 
     # -- step 4: new nodes -----------------------------------------------------------------------------
 
-    def _choose(self, c: Constraints, req: Resources, mode: str, remaining: int) -> tuple[Shape, int] | str:
+    def _choose(
+        self, c: Constraints, req: Resources, mode: str, remaining: int
+    ) -> tuple[Shape, int] | Unplaced:
+        """The shape to open and how many pods each node takes; or why none (``Unplaced`` with no pod)."""
         eligible, reason = self.index.eligible(c)
         if not eligible:
-            return reason
+            return Unplaced("", reason)
         fits_somewhere = False
         best: tuple[float, int, tuple[float, str, str, str]] | None = None
         chosen: tuple[Shape, int] | None = None
@@ -225,8 +228,8 @@ class _Planner:
         if chosen is not None:
             return chosen
         if fits_somewhere:
-            return self._limit_reason()
-        return self._no_fit_reason(c, req, mode)
+            return Unplaced("", self._limit_reason(), limited=True)
+        return Unplaced("", self._no_fit_reason(c, req, mode))
 
     def _limit_reason(self) -> str:
         cfg = self.index.config
@@ -261,8 +264,8 @@ class _Planner:
         remaining = pods
         while remaining:
             choice = self._choose(c, req, mode, len(remaining))
-            if isinstance(choice, str):
-                self.unplaced.extend(Unplaced(p.key, choice) for p in remaining)
+            if isinstance(choice, Unplaced):
+                self.unplaced.extend(replace(choice, pod=p.key) for p in remaining)
                 return []
             shape, k = choice
             o = shape.cheapest
@@ -320,7 +323,8 @@ class _Planner:
             self.free[i] = before
         self.budget = budget
         detail = f"gang {gang.key} ({len(gang.pods)} pods) cannot be placed whole: {why}"
-        self.unplaced.extend(Unplaced(p.key, detail) for p in gang.pods)
+        limited = any(u.limited for u in failed)
+        self.unplaced.extend(Unplaced(p.key, detail, limited) for p in gang.pods)
 
     # -- step 6 ----------------------------------------------------------------------------------------
 

@@ -168,6 +168,43 @@ def test_a_replacement_is_planned_within_max_nodes_with_the_node_it_replaces_gon
     ]
 
 
+def test_a_replacement_is_planned_within_what_this_plans_launches_leave_of_max_nodes(make_config):
+    # The pending web pod (it asks for an m6i node) takes the second of two nodes: the GPU pods' two T4 nodes
+    # no longer fit.
+    big = big_gpu_node(annotations=LONG_AGO)
+    pods = [running(f"infer-{i}", "gpu-big", gpu=1, cpu="2", memory="8Gi") for i in (1, 2)]
+    web = pod("web-1", node_selector={"node.kubernetes.io/instance-type": "m6i.xlarge"})
+    result = run(make_config, big, *pods, web, maxNodes=2)
+    assert len(result.launch.launches) == 1
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-big", "nowhere to move its pods, and no offering holds them (maxNodes 2 reached)")
+    ]
+
+
+def test_no_node_is_replaced_while_a_cluster_limit_keeps_pending_pods_out(make_config):
+    # The GPUs a replacement frees would go to the waiting pod first, and the moved pod would find its old
+    # node's twin again: moved for nothing, and again at the next pass.
+    big = big_gpu_node(annotations=LONG_AGO)
+    last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
+    waiting = pod(
+        "train-1",
+        gpu=4,
+        cpu="8",
+        memory="32Gi",
+        message="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+    )
+    result = run(make_config, big, last, waiting, clusterGPULimit=5)
+    assert [u.limited for u in result.launch.unplaced] == [True]
+    assert result.removal.removals == ()
+    [(name, reason)] = [(b.node, b.reason) for b in result.removal.blocked]
+    assert name == "gpu-big"
+    assert reason.endswith(
+        "; no node is replaced while pending pods wait for a limit (clusterGPULimit 5 reached (4 GPUs in use, "
+        "launching or planned))"
+    )
+
+
 def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config):
     big = big_gpu_node()
     last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
