@@ -57,6 +57,10 @@ def test_luna_and_cluster_autoscaler_annotations_also_protect(make_config):
         make_config, gpu_node("gpu-a"), gpu_node("gpu-b"), node("big", cpu="32", memory="128Gi"), a, b
     )
     assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        ("gpu-a", "pod default/a-1 is annotated pod.elotl.co/do-not-evict"),
+        ("gpu-b", "pod default/b-1 is annotated cluster-autoscaler.kubernetes.io/safe-to-evict=false"),
+    ]
 
 
 def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config):
@@ -156,7 +160,15 @@ def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one
     )
 
 
-def test_a_replacement_is_planned_within_max_nodes_with_the_node_it_replaces_gone(make_config):
+def test_a_replacement_counts_the_node_it_replaces_as_gone_against_max_nodes(make_config):
+    # One node now, two T4 nodes in its place: maxNodes 2 allows that once the big node is gone.
+    big = big_gpu_node(annotations=LONG_AGO)
+    pods = [running(f"infer-{i}", "gpu-big", gpu=1, cpu="2", memory="8Gi") for i in (1, 2)]
+    result = run(make_config, big, *pods, maxNodes=2)
+    assert [r.node for r in result.removal.removals] == ["gpu-big"]
+
+
+def test_a_replacement_that_max_nodes_has_no_room_for_is_refused(make_config):
     # Two T4 nodes would hold the pods for far less, but maxNodes allows one node in its place: a plan
     # that counted on two would evict the pods, launch one T4 node and leave the other pod pending.
     big = big_gpu_node(annotations=LONG_AGO)
@@ -168,7 +180,7 @@ def test_a_replacement_is_planned_within_max_nodes_with_the_node_it_replaces_gon
     ]
 
 
-def test_a_replacement_is_planned_within_what_this_plans_launches_leave_of_max_nodes(make_config):
+def test_a_replacement_is_refused_when_this_plans_launches_leave_no_room_under_max_nodes(make_config):
     # The pending web pod (it asks for an m6i node) takes the second of two nodes: the GPU pods' two T4 nodes
     # no longer fit.
     big = big_gpu_node(annotations=LONG_AGO)
