@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -65,20 +66,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--snapshot",
         action="append",
         required=True,
+        type=_given,
         metavar="FILE",
         help="Kubernetes List document (YAML or JSON); repeatable",
     )
-    p.add_argument("--catalog", required=True, metavar="CSV", help="instance catalog CSV")
-    p.add_argument("--config", metavar="FILE", help="tidal configuration YAML")
+    p.add_argument("--catalog", required=True, type=_given, metavar="CSV", help="instance catalog CSV")
+    p.add_argument("--config", type=_given, metavar="FILE", help="tidal configuration YAML")
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
 
     c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
     c.add_argument(
-        "--config", metavar="FILE", help="tidal configuration YAML (cloud, region, provider section)"
+        "--config",
+        type=_given,
+        metavar="FILE",
+        help="tidal configuration YAML (cloud, region, provider section)",
     )
-    c.add_argument("--cloud", help="override the configured cloud")
-    c.add_argument("--region", help="override the configured region")
+    c.add_argument("--cloud", type=_given, help="override the configured cloud")
+    c.add_argument("--region", type=_given, help="override the configured region")
     c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
     c.add_argument(
         "--output",
@@ -91,21 +96,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--scenario",
         required=True,
+        type=_given,
         metavar="NAME|FILE",
         help="kai-day, spot-storm, burst-10k, or a scenario YAML file",
     )
-    s.add_argument("--trace", metavar="CSV", help="replay pods of a trace CSV (Alibaba GPU trace columns)")
+    s.add_argument(
+        "--trace", type=_given, metavar="CSV", help="replay pods of a trace CSV (Alibaba GPU trace columns)"
+    )
     s.add_argument("--compression", type=_positive, default=1.0, help="divide trace times by this factor")
     s.add_argument("--sample", type=_fraction, default=1.0, help="keep this fraction of trace pods")
     s.add_argument("--start", type=_seconds, default=0.0, help="trace time to start from (seconds)")
     s.add_argument("--window", type=_seconds, default=None, help="trace seconds to replay from --start")
     s.add_argument("--seed", type=int, default=0, help="seed for sampling")
-    s.add_argument("--catalog", metavar="CSV", help="instance catalog (default: the AWS demo catalog)")
-    s.add_argument("--cloud", help="which cloud's rows of a multi-cloud catalog to offer")
-    s.add_argument("--region", help="which region's rows of the catalog to offer")
-    s.add_argument("--config", metavar="FILE", help="tidal configuration keys over the scenario's")
+    s.add_argument(
+        "--catalog", type=_given, metavar="CSV", help="instance catalog (default: the AWS demo catalog)"
+    )
+    s.add_argument("--cloud", type=_given, help="which cloud's rows of a multi-cloud catalog to offer")
+    s.add_argument("--region", type=_given, help="which region's rows of the catalog to offer")
+    s.add_argument(
+        "--config", type=_given, metavar="FILE", help="tidal configuration keys over the scenario's"
+    )
     s.add_argument("--policy", choices=("tidal", "ca-like", "karpenter-like"), default="tidal")
-    s.add_argument("--report", metavar="DIR", help="write summary.json, report.md and timeline.png here")
+    s.add_argument(
+        "--report", type=_given, metavar="DIR", help="write summary.json, report.md and timeline.png here"
+    )
     s.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
     s.add_argument("--max-lines", type=int, default=400, help=argparse.SUPPRESS)
 
@@ -130,6 +144,8 @@ def _positive(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
@@ -140,6 +156,13 @@ def _fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at most 1")
     return value
+
+
+def _given(text: str) -> str:
+    # An empty value would otherwise read as "not given" (the default) or, for a path, as the current directory.
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def _seconds(text: str) -> float:
@@ -247,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    now = parse_time_arg(args.now) if args.now else datetime.now(UTC).timestamp()
+    now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
     offerings = read_catalog_csv(
         args.catalog,

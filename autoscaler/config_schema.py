@@ -405,7 +405,7 @@ def raw_map(value: Any, path: str) -> Mapping[str, Any]:
 # --- YAML ---------------------------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
+class StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys, which plain YAML loading would silently let the last win."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -426,7 +426,7 @@ class _StrictLoader(yaml.SafeLoader):
 def load_yaml(document: str, source: str) -> Any:
     """Parse one YAML document; a syntax error becomes one ``source:line:column: problem`` line."""
     try:
-        return yaml.load(document, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+        return yaml.load(document, Loader=StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         problem = err.problem or "invalid YAML"
@@ -441,3 +441,5 @@ def load_yaml(document: str, source: str) -> Any:
         raise ConfigError([problem], f"{source}:{mark.line + 1}:{mark.column + 1}") from None
     except yaml.YAMLError as err:
         raise ConfigError([f"invalid YAML: {err}"], source) from None
+    except RecursionError:
+        raise ConfigError(["invalid YAML: nested too deeply"], source) from None

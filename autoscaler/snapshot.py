@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from autoscaler.config_schema import StrictLoader
 from autoscaler.kube.convert import (
     ConversionError,
     daemonset_from_dict,
@@ -30,6 +31,17 @@ _CONVERTERS = {
     "DaemonSet": ("daemonsets", daemonset_from_dict),
     "PodGroup": ("podgroups", podgroup_from_dict),
     "Queue": ("queues", queue_from_dict),
+}
+
+
+class _KubeLoader(StrictLoader):
+    """YAML as the API server reads it: duplicate keys are an error, and an unquoted time
+    (``creationTimestamp: 2026-11-20T10:00:00Z``) stays the string it is rather than becoming a datetime."""
+
+
+_KubeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in StrictLoader.yaml_implicit_resolvers.items()
 }
 
 
@@ -99,15 +111,19 @@ def _documents(text: str, name: str) -> Iterable[Any]:
             yield json.loads(text)
         except json.JSONDecodeError as err:
             raise SnapshotError(f"{name}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+        except RecursionError:
+            raise SnapshotError(f"{name}: invalid JSON: nested too deeply") from None
         return
     try:
-        yield from yaml.safe_load_all(text)
+        yield from yaml.load_all(text, Loader=_KubeLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "?"
         raise SnapshotError(f"{name}:{pos}: invalid YAML: {err.problem or err}") from None
     except yaml.YAMLError as err:
-        raise SnapshotError(f"{name}: invalid YAML: {err}") from None
+        raise SnapshotError(f"{name}: invalid YAML: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise SnapshotError(f"{name}: invalid YAML: nested too deeply") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from autoscaler.config import ConfigError
+from autoscaler.config import ConfigError, read_document
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Record, Simulation, build_config
 from autoscaler.sim.lower_bound import lower_bound
@@ -47,14 +45,8 @@ def simulate(
     echo: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run one scenario under one policy; the record, its summary, and the report files written."""
-    overrides: dict[str, Any] = {}
-    if config_file:
-        try:
-            overrides = yaml.safe_load(Path(config_file).read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ScenarioError(f"{config_file}: {err}") from None
-        if not isinstance(overrides, dict):
-            raise ScenarioError(f"{config_file}: expected a map of configuration keys")
+    # Read as `tidal plan --config` reads it: unreadable, non-UTF-8, duplicate keys and non-maps are errors.
+    overrides: dict[str, Any] = dict(read_document(config_file)) if config_file else {}
     catalog_path = str(catalog or DEFAULT_CATALOG)
     config = build_config(scenario, overrides, catalog=catalog_path, cloud=cloud, region=region)
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy), echo=echo)
@@ -79,6 +71,14 @@ def run_cli(args: Any) -> int:
         "console", "error", stream=sys.stderr
     )  # the timeline is the output; log lines would bury it
     try:
+        if args.report:
+            # Before the run, which can take minutes: a path that cannot be a directory fails now.
+            try:
+                Path(args.report).mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise ScenarioError(f"--report: {args.report} is a file, not a directory") from None
+            except OSError as err:
+                raise ScenarioError(f"--report: {args.report}: {err.strerror or err}") from None
         scenario = load_scenario(args.scenario)
         if args.trace:
             jobs = load_trace(

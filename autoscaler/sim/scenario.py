@@ -22,9 +22,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from autoscaler.annotations import split_list
 from autoscaler.config import ConfigError, parse_duration
+from autoscaler.config_schema import load_yaml
+from autoscaler.model import CAPACITY_TYPES
 from autoscaler.quantity import QuantityError, to_milli
 
 BUILT_IN = ("kai-day", "spot-storm", "burst-10k", "trace")
@@ -107,18 +108,89 @@ def clock_time(value: object, where: str) -> float:
         raise ScenarioError(f"{where}: {value!r} is not a time (e.g. 08:30, 90m, 3600)") from err
 
 
-def _int(raw: dict[str, Any], key: str, where: str, default: int | None = None) -> int | None:
+def _int(
+    raw: dict[str, Any],
+    key: str,
+    where: str,
+    default: int | None = None,
+    *,
+    minimum: int | None = 0,
+    unlimited: bool = False,
+) -> int | None:
+    """A whole number at least ``minimum``; with ``unlimited``, -1 (KAI's "no limit") reads as None."""
     value = raw.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ScenarioError(f"{where}.{key}: {value!r} is not a whole number")
-    return None if value == -1 else value
+    if unlimited and value == -1:
+        return None
+    if minimum is not None and value < minimum:
+        hint = " (-1 means no limit)" if unlimited else ""
+        raise ScenarioError(f"{where}.{key}: {value!r} is below {minimum}{hint}")
+    return value
+
+
+def _bool(raw: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    # A quoted "false" is a non-empty string, which bool() would read as true.
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{where}.{key}: {value!r} is not true or false")
+    return value
+
+
+def _str(raw: dict[str, Any], key: str, where: str, default: str = "") -> str:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ScenarioError(f"{where}.{key}: {value!r} is not a string")
+    return str(value)
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    # Iterating a map or a string instead would report its keys or letters as the entries.
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ScenarioError(f"{key}: {value!r} is not a list")
+    return value
+
+
+def _entry(raw: Any, where: str, known: set[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: {raw!r} is not a map")
+    unknown = sorted(set(raw) - known, key=str)
+    if unknown:
+        raise ScenarioError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    return raw
+
+
+def _required(raw: dict[str, Any], key: str, where: str) -> Any:
+    if raw.get(key) is None:
+        raise ScenarioError(f"{where}: {key!r} is required")
+    return raw[key]
+
+
+def _unique(names: list[str], where: str) -> set[str]:
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ScenarioError(f"{where}[{i}].name: {name!r} is already the name of {where}[{seen[name]}]")
+        seen[name] = i
+    return set(seen)
+
+
+def _quantity(raw: dict[str, Any], key: str, where: str, default: str) -> int:
+    try:
+        milli = to_milli(raw.get(key, default), field=f"{where}.{key}")
+    except QuantityError as err:
+        raise ScenarioError(str(err)) from None
+    if milli < 0:
+        raise ScenarioError(f"{where}.{key}: {raw[key]!r} is below 0")
+    return milli
 
 
 def _job(raw: Any, where: str) -> JobSpec:
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{where}: expected a map")
     known = {
         "at",
         "name",
@@ -135,34 +207,30 @@ def _job(raw: Any, where: str) -> JobSpec:
         "partialGpu",
         "priority",
     }
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ScenarioError(f"{where}: unknown key {unknown[0]!r}")
+    raw = _entry(raw, where, known)
     if "name" not in raw or "at" not in raw:
         raise ScenarioError(f"{where}: 'name' and 'at' are required")
-    try:
-        cpu = to_milli(raw.get("cpu", "1"), field=f"{where}.cpu")
-        memory = to_milli(raw.get("memory", "4Gi"), field=f"{where}.memory")
-    except QuantityError as err:
-        raise ScenarioError(str(err)) from None
-    pods = _int(raw, "pods", where, 1) or 0
-    if pods < 1:
-        raise ScenarioError(f"{where}.pods: must be at least 1")
+    offerings = _str(raw, "offerings", where)
+    if "offerings" in raw:
+        # Checked here, where it is written: on the pods it would only make the simulation skip the job.
+        values = split_list(offerings)
+        if not values or not set(values) <= set(CAPACITY_TYPES):
+            raise ScenarioError(f"{where}.offerings: {offerings!r} is not spot, on-demand or spot,on-demand")
     return JobSpec(
         at=clock_time(raw["at"], f"{where}.at"),
-        name=str(raw["name"]),
-        pods=pods,
+        name=_str(raw, "name", where),
+        pods=_int(raw, "pods", where, 1, minimum=1) or 0,
         gpus=_int(raw, "gpus", where, 0) or 0,
-        cpu_milli=cpu,
-        memory_milli=memory,
+        cpu_milli=_quantity(raw, "cpu", where, "1"),
+        memory_milli=_quantity(raw, "memory", where, "4Gi"),
         duration=clock_time(raw.get("duration", "1h"), f"{where}.duration"),
-        queue=str(raw.get("queue", "")),
-        gang=bool(raw.get("gang", False)),
-        preemptible=bool(raw.get("preemptible", True)),
-        offerings=str(raw.get("offerings", "")),
-        gpu_skus=str(raw.get("gpuSkus", "")),
-        partial_gpu=bool(raw.get("partialGpu", False)),
-        priority=_int(raw, "priority", where, 0) or 0,
+        queue=_str(raw, "queue", where),
+        gang=_bool(raw, "gang", where, False),
+        preemptible=_bool(raw, "preemptible", where, True),
+        offerings=offerings,
+        gpu_skus=_str(raw, "gpuSkus", where),
+        partial_gpu=_bool(raw, "partialGpu", where, False),
+        priority=_int(raw, "priority", where, 0, minimum=None) or 0,
     )
 
 
@@ -178,48 +246,71 @@ def _parse(data: Any) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError("the scenario must be a map")
     known = {"name", "duration", "config", "queues", "jobs", "spotInterruptions", "capacityOutages"}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
         raise ScenarioError(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
-    queues = []
-    for i, q in enumerate(data.get("queues") or []):
+    queues: list[QueueSpec] = []
+    for i, raw in enumerate(_list(data, "queues")):
         where = f"queues[{i}]"
-        if not isinstance(q, dict) or "name" not in q:
-            raise ScenarioError(f"{where}: expected a map with a name")
+        q = _entry(raw, where, {"name", "quota", "limit", "overQuotaWeight", "priority", "parent"})
+        if "name" not in q:
+            raise ScenarioError(f"{where}: 'name' is required")
         queues.append(
             QueueSpec(
-                str(q["name"]),
-                _int(q, "quota", where),
-                _int(q, "limit", where),
+                _str(q, "name", where),
+                _int(q, "quota", where, unlimited=True),
+                _int(q, "limit", where, unlimited=True),
                 _int(q, "overQuotaWeight", where, 1) or 1,
-                _int(q, "priority", where, 0) or 0,
-                str(q.get("parent", "")),
+                _int(q, "priority", where, 0, minimum=None) or 0,
+                _str(q, "parent", where),
             )
         )
-    jobs = [_job(j, f"jobs[{i}]") for i, j in enumerate(data.get("jobs") or [])]
-    names = {q.name for q in queues}
+    names = _unique([q.name for q in queues], "queues")
+    for i, queue in enumerate(queues):
+        if queue.parent and (queue.parent == queue.name or queue.parent not in names):
+            raise ScenarioError(f"queues[{i}].parent: {queue.parent!r} is not another queue of the scenario")
+    jobs = [_job(j, f"jobs[{i}]") for i, j in enumerate(_list(data, "jobs"))]
+    # Two jobs of one name would make pods of one name: the later would silently replace the earlier.
+    _unique([j.name for j in jobs], "jobs")
     for j in jobs:
         if j.queue and queues and j.queue not in names:
             raise ScenarioError(f"job {j.name}: queue {j.queue!r} is not defined")
-    interruptions = [
-        Interruption(clock_time(s.get("at"), f"spotInterruptions[{i}].at"), float(s.get("fraction", 1)))
-        for i, s in enumerate(data.get("spotInterruptions") or [])
-    ]
-    outages = [
-        Outage(
-            clock_time(o.get("at"), f"capacityOutages[{i}].at"),
-            clock_time(o.get("until"), f"capacityOutages[{i}].until"),
-            o.get("instanceType"),
-            o.get("zone"),
-            o.get("capacityType"),
+    interruptions = []
+    for i, raw in enumerate(_list(data, "spotInterruptions")):
+        where = f"spotInterruptions[{i}]"
+        x = _entry(raw, where, {"at", "fraction"})
+        fraction = x.get("fraction", 1)
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ScenarioError(f"{where}.fraction: {fraction!r} is not a number from 0 to 1")
+        interruptions.append(Interruption(clock_time(_required(x, "at", where), f"{where}.at"), fraction))
+    outages = []
+    for i, raw in enumerate(_list(data, "capacityOutages")):
+        where = f"capacityOutages[{i}]"
+        o = _entry(raw, where, {"at", "until", "instanceType", "zone", "capacityType"})
+        at = clock_time(_required(o, "at", where), f"{where}.at")
+        until = clock_time(_required(o, "until", where), f"{where}.until")
+        if until <= at:
+            raise ScenarioError(f"{where}.until: {o['until']!r} is not after at ({o['at']!r})")
+        capacity_type = o.get("capacityType")
+        if capacity_type is not None and capacity_type not in CAPACITY_TYPES:
+            raise ScenarioError(f"{where}.capacityType: {capacity_type!r} is not spot or on-demand")
+        outages.append(
+            Outage(
+                at,
+                until,
+                _str(o, "instanceType", where) if o.get("instanceType") is not None else None,
+                _str(o, "zone", where) if o.get("zone") is not None else None,
+                capacity_type,
+            )
         )
-        for i, o in enumerate(data.get("capacityOutages") or [])
-    ]
+    name = data.get("name", "scenario")
+    if not isinstance(name, str):
+        raise ScenarioError(f"name: {name!r} is not a string")
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise ScenarioError("config: expected a map of tidal configuration keys")
     return Scenario(
-        name=str(data.get("name", "scenario")),
+        name=name,
         duration=clock_time(data.get("duration", "24h"), "duration"),
         config=config,
         queues=tuple(queues),
@@ -241,10 +332,14 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         except OSError as err:
             known = ", ".join(BUILT_IN)
             raise ScenarioError(f"{source}: {err.strerror or err} (built-in scenarios: {known})") from None
+        except UnicodeDecodeError:
+            raise ScenarioError(f"{source}: not a UTF-8 text file") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        pos = f"{mark.line + 1}:{mark.column + 1}" if mark else "?"
-        raise ScenarioError(f"{source}:{pos}: invalid YAML: {err.problem}") from None
+        # The strict loader: a second `jobs:` key would otherwise silently replace the first.
+        data = load_yaml(text, source)
+    except ConfigError as err:
+        problem = " ".join("; ".join(err.errors).split())
+        if not problem.startswith("invalid YAML"):
+            problem = f"invalid YAML: {problem}"
+        raise ScenarioError(f"{err.source}: {problem}") from None
     return parse_scenario(data, source)

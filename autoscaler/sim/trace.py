@@ -9,10 +9,12 @@ partial-GPU size. ``gpu_spec`` models tidal knows (T4, P100, V100M16|V100M32, A1
 from __future__ import annotations
 
 import csv
+import math
 import os
 import random
 from pathlib import Path
 
+from autoscaler.quantity import MAX_MILLI
 from autoscaler.sim.scenario import JobSpec, ScenarioError
 
 REQUIRED = ("pod_id", "submit_time_s", "duration_s", "cpu_milli", "memory_mib")
@@ -43,7 +45,15 @@ def load_trace(
             missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
             if missing:
                 raise ScenarioError(f"{p}: missing columns {', '.join(missing)}")
+            seen: dict[str, int] = {}
             for line, row in enumerate(reader, start=2):
+                pod_id = (row.get("pod_id") or "").strip()
+                if not pod_id:
+                    raise ScenarioError(f"{p}:{line}: pod_id is empty")
+                # Pods are named after pod_id: a second row of one id would replace the first one's pod.
+                if pod_id in seen:
+                    raise ScenarioError(f"{p}:{line}: pod_id {pod_id!r} is already on line {seen[pod_id]}")
+                seen[pod_id] = line
                 jobs_row = _row(row, f"{p}:{line}")
                 if jobs_row is None:
                     continue
@@ -57,7 +67,7 @@ def load_trace(
                 jobs.append(
                     JobSpec(
                         at=(submit - start) / compression,
-                        name=f"t-{row['pod_id']}",
+                        name=f"t-{pod_id}",
                         pods=1,
                         gpus=gpus,
                         cpu_milli=cpu,
@@ -84,7 +94,9 @@ def _num(row: dict[str, str], key: str, where: str, default: float | None = None
         value = float(raw)
     except ValueError:
         raise ScenarioError(f"{where}: {key}: {raw!r} is not a number") from None
-    if value < 0 or value != value:
+    if not math.isfinite(value):
+        raise ScenarioError(f"{where}: {key}: {raw!r} is not a finite number")
+    if value < 0:
         raise ScenarioError(f"{where}: {key}: {raw!r} is negative")
     return value
 
@@ -99,6 +111,9 @@ def _row(row: dict[str, str], where: str) -> tuple[float, float, int, int, int, 
     partial = num_gpu == 1 and 0 < milli < 1000
     gpus = max(num_gpu, 1 if milli else 0)
     cpu = int(_num(row, "cpu_milli", where))
-    mem = int(_num(row, "memory_mib", where) * MIB)
+    memory = _num(row, "memory_mib", where) * MIB
+    if memory > MAX_MILLI:
+        raise ScenarioError(f"{where}: memory_mib: {row['memory_mib'].strip()!r} is out of range")
+    mem = int(memory)
     specs = [s for s in (row.get("gpu_spec") or "").split("|") if s and s not in UNDISCLOSED]
     return submit, duration, gpus, cpu, mem, ",".join(specs) if gpus else "", partial

@@ -312,3 +312,17 @@ def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(files
     snap = write("snap.yaml", items(pod("web-1")))
     code, _, err = run_plan(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert (code, err) == (0, "")
+
+
+def test_an_empty_now_is_an_error_not_the_current_time(files, capsys):
+    write, catalog, config = files
+    snap = write("snap.yaml", items())
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--now", "")
+    assert "--now: '' is not an RFC 3339 time" in err
+
+
+def test_an_empty_config_path_is_an_error_naming_the_flag(files, capsys):
+    write, catalog, _ = files
+    snap = write("snap.yaml", items())
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", "")
+    assert "argument --config: must not be empty" in err

@@ -728,6 +728,12 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
     assert "Traceback" not in message
 
 
+def test_a_config_file_nested_too_deeply_is_one_clear_error(tmp_path):
+    path = write(tmp_path, "cloud: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: invalid YAML: nested too deeply")):
+        load_config(path)
+
+
 def test_a_yaml_syntax_error_has_the_exact_column(tmp_path):
     path = write(tmp_path, 'cloud: aws\nregion: "us-east-1\n')
     with pytest.raises(ConfigError, match=re.escape(f"{path}:3:1: found unexpected end of stream")):

@@ -241,3 +241,131 @@ def test_non_preemptible_pods_over_their_queue_quota_cause_no_launch():
     doc = simulate(scenario, bound=False).summary
     assert doc["overLimitLaunches"] == 0
     assert doc["nodes"]["launched"] == 1
+
+
+def _scenario_error(doc):
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(doc, "s.yaml")
+    return str(caught.value)
+
+
+def test_a_jobs_entry_that_is_not_a_list_is_one_clear_error():
+    assert _scenario_error({"jobs": 5}) == "s.yaml: jobs: 5 is not a list"
+
+
+def test_a_jobs_map_is_not_read_as_a_list_of_its_keys():
+    assert _scenario_error({"jobs": {"at": "08:00", "name": "x"}}).startswith("s.yaml: jobs: {")
+
+
+def test_a_quoted_false_is_not_read_as_true():
+    err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "gang": "false"}]})
+    assert err == "s.yaml: jobs[0].gang: 'false' is not true or false"
+
+
+def test_a_negative_gpu_count_is_an_error_not_zero_gpus():
+    err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "gpus": -1}]})
+    assert err == "s.yaml: jobs[0].gpus: -1 is below 0"
+
+
+def test_a_negative_job_memory_is_an_error():
+    err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "memory": "-3Gi"}]})
+    assert err == "s.yaml: jobs[0].memory: '-3Gi' is below 0"
+
+
+def test_job_offerings_that_are_not_capacity_types_are_an_error():
+    err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "offerings": "cheap"}]})
+    assert err == "s.yaml: jobs[0].offerings: 'cheap' is not spot, on-demand or spot,on-demand"
+
+
+def test_two_jobs_of_one_name_are_an_error():
+    err = _scenario_error({"jobs": [{"at": "08:00", "name": "x"}, {"at": "09:00", "name": "x"}]})
+    assert err == "s.yaml: jobs[1].name: 'x' is already the name of jobs[0]"
+
+
+def test_two_queues_of_one_name_are_an_error():
+    err = _scenario_error({"queues": [{"name": "q"}, {"name": "q"}]})
+    assert err == "s.yaml: queues[1].name: 'q' is already the name of queues[0]"
+
+
+def test_a_queue_parent_that_is_not_a_queue_of_the_scenario_is_an_error():
+    err = _scenario_error({"queues": [{"name": "q", "parent": "nope"}]})
+    assert err == "s.yaml: queues[0].parent: 'nope' is not another queue of the scenario"
+
+
+def test_a_spot_interruption_fraction_that_is_not_a_number_is_one_clear_error():
+    err = _scenario_error({"spotInterruptions": [{"at": "10:00", "fraction": "half"}]})
+    assert err == "s.yaml: spotInterruptions[0].fraction: 'half' is not a number from 0 to 1"
+
+
+def test_a_spot_interruption_that_is_not_a_map_is_one_clear_error():
+    assert _scenario_error({"spotInterruptions": [5]}) == "s.yaml: spotInterruptions[0]: 5 is not a map"
+
+
+def test_an_unknown_capacity_outage_key_is_an_error():
+    err = _scenario_error(
+        {"capacityOutages": [{"at": "10:00", "until": "11:00", "instancetype": "g5.xlarge"}]}
+    )
+    assert err.startswith("s.yaml: capacityOutages[0]: unknown key 'instancetype'")
+
+
+def test_a_capacity_outage_that_ends_before_it_starts_is_an_error():
+    err = _scenario_error({"capacityOutages": [{"at": "10:00", "until": "09:00"}]})
+    assert err == "s.yaml: capacityOutages[0].until: '09:00' is not after at ('10:00')"
+
+
+def test_a_key_given_twice_in_a_scenario_file_is_an_error(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("jobs: []\njobs: [{at: '08:00', name: x}]\n")
+    with pytest.raises(ScenarioError, match=r"s.yaml:2:1: invalid YAML: duplicate key 'jobs'"):
+        load_scenario(path)
+
+
+def test_a_scenario_file_that_is_not_utf8_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"\xff\xfe garbage")
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"tidal: error: {path}: not a UTF-8 text file"
+
+
+TRACE_HEADER = "pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec\n"
+
+
+def test_a_trace_memory_too_large_for_a_quantity_is_one_clear_error(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(TRACE_HEADER + "p1,0,60,1,1000,4000,1e300,T4\n")
+    with pytest.raises(ScenarioError, match=r"t.csv:2: memory_mib: '1e300' is out of range"):
+        load_trace(path)
+
+
+def test_a_trace_value_that_is_not_finite_is_called_that(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(TRACE_HEADER + "p1,0,inf,1,1000,4000,8192,T4\n")
+    with pytest.raises(ScenarioError, match=r"t.csv:2: duration_s: 'inf' is not a finite number"):
+        load_trace(path)
+
+
+def test_a_trace_pod_id_on_two_rows_is_an_error(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(TRACE_HEADER + "p1,0,60,1,1000,4000,8192,T4\np1,10,60,1,1000,4000,8192,T4\n")
+    with pytest.raises(ScenarioError, match=r"t.csv:3: pod_id 'p1' is already on line 2"):
+        load_trace(path)
+
+
+def test_a_report_path_that_is_a_file_exits_2_before_the_run(tmp_path, capsys):
+    report = tmp_path / "report"
+    report.write_text("")
+    assert main(["simulate", "--scenario", "kai-day", "--no-bound", "--report", str(report)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err.strip()) == ("", f"tidal: error: --report: {report} is a file, not a directory")
+
+
+def test_a_simulate_config_file_that_is_not_utf8_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xff\xfe")
+    assert main(["simulate", "--scenario", "kai-day", "--no-bound", "--config", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"tidal: error: {path}: is not UTF-8 text"
+
+
+def test_a_compression_that_is_not_a_finite_number_is_a_usage_error(capsys):
+    assert main(["simulate", "--scenario", "kai-day", "--compression", "nan"]) == 2
+    assert "argument --compression: 'nan' is not a finite number" in capsys.readouterr().err

@@ -261,3 +261,35 @@ def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_faili
     assert result.removal.removals == ()
     assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 300s")]
     assert result.removal.unneeded_since == {"gpu-a": now}
+
+
+def test_an_unquoted_creation_timestamp_reads_as_the_time_it_is(tmp_path):
+    path = tmp_path / "snap.yaml"
+    text = yaml.safe_dump(pod("p1", created="2026-11-20T09:00:00Z"))
+    path.write_text(text.replace("'2026-11-20T09:00:00Z'", "2026-11-20T09:00:00Z"))
+    assert "creationTimestamp: 2026-11-20T09:00:00Z" in path.read_text()
+    (p,) = read_snapshots([path]).snapshot.pods
+    assert p.created == parse_time("2026-11-20T09:00:00Z")
+
+
+def test_a_key_given_twice_in_a_snapshot_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: a}\nmetadata: {name: b}\n")
+    with pytest.raises(SnapshotError, match=r"snap.yaml:3:1: invalid YAML: duplicate key 'metadata'"):
+        read_snapshots([path])
+
+
+def test_a_snapshot_nested_too_deeply_is_one_clear_error(tmp_path):
+    path = tmp_path / "snap.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SnapshotError, match=r"snap.json: invalid JSON: nested too deeply"):
+        read_snapshots([path])
+
+
+def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: \x01}\n")
+    with pytest.raises(SnapshotError) as caught:
+        read_snapshots([path])
+    assert "invalid YAML: unacceptable character #x0001" in str(caught.value)
+    assert "\n" not in str(caught.value)
