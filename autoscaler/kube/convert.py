@@ -33,6 +33,9 @@ POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+INT32_MAX = 2**31 - 1
 
 T = TypeVar("T")
 
@@ -149,10 +152,21 @@ def _str_map(obj: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, 
         return raw  # JSON maps of strings are used as they are: nothing in tidal mutates them
     out: dict[str, str] = {}
     for k, v in raw.items():
-        if isinstance(v, (Mapping, list)):
+        # The API server refuses a number or a bool here (`tier: 1` in YAML), so tidal does not guess a string.
+        if v is not None and type(v) is not str:
             raise FieldError(f"{where}{key}.{k}", f"expected a string, got {_got(v)}")
-        out[str(k)] = "" if v is None else str(v)
+        out[str(k)] = v or ""
     return out
+
+
+def _string(obj: Mapping[str, Any], key: str, default: str, where: str = "") -> str:
+    """A string field; absent or empty is ``default``, any other type a FieldError."""
+    value = obj.get(key)
+    if type(value) is str:
+        return value or default
+    if value is None:
+        return default
+    raise FieldError(where + key, f"expected a string, got {_got(value)}")
 
 
 def _int(obj: Mapping[str, Any], key: str, default: int, where: str = "") -> int:
@@ -171,6 +185,15 @@ def _int(obj: Mapping[str, Any], key: str, default: int, where: str = "") -> int
     raise FieldError(where + key, f"expected an integer, got {_got(value)}")
 
 
+def _bool(obj: Mapping[str, Any], key: str, where: str = "") -> bool:
+    value = obj.get(key)
+    if value is None:
+        return False
+    if type(value) is not bool:  # bool("false") is True
+        raise FieldError(where + key, f"expected true or false, got {_got(value)}")
+    return value
+
+
 def _name(meta: Mapping[str, Any]) -> str:
     name = meta.get("name")
     if type(name) is not str or not name:
@@ -183,7 +206,7 @@ def _ident(obj: Mapping[str, Any]) -> str:
     kind = obj.get("kind", "object") if isinstance(obj, Mapping) else "object"
     name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
     ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+    return f"{kind} {ns}/{name}" if ns and type(ns) is str else f"{kind} {name}"
 
 
 def _guard(obj: Mapping[str, Any], fn: Callable[[Mapping[str, Any]], T]) -> T:
@@ -271,14 +294,25 @@ def _toleration(t: Mapping[str, Any]) -> Toleration:
     operator = t.get("operator") or "Equal"
     value = t.get("value") or ""
     effect = t.get("effect") or ""
-    if type(key) is str and type(operator) is str and type(value) is str and type(effect) is str:
+    if (
+        type(key) is str
+        and type(value) is str
+        and operator in TOLERATION_OPERATORS
+        and (not effect or effect in TAINT_EFFECTS)
+    ):
         return Toleration(key, operator, value, effect)
-    return Toleration(
+    toleration = Toleration(
         key=_str_field(t, "key"),
         operator=_str_field(t, "operator", "Equal"),
         value=_str_field(t, "value"),
         effect=_str_field(t, "effect"),
     )
+    # Anything else would match no taint, or every taint, depending on how it is compared.
+    if toleration.operator not in TOLERATION_OPERATORS:
+        raise FieldError("operator", f"{_got(operator)} is not one of {', '.join(TOLERATION_OPERATORS)}")
+    if toleration.effect and toleration.effect not in TAINT_EFFECTS:
+        raise FieldError("effect", f"{_got(effect)} is not one of {', '.join(TAINT_EFFECTS)}")
+    return toleration
 
 
 def tolerations(spec: Mapping[str, Any], where: str = "spec.") -> tuple[Toleration, ...]:
@@ -389,7 +423,7 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
     status = _map(obj, "status")
     annotations = _str_map(meta, "annotations", "metadata.")
     return Pod(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=_string(meta, "namespace", "default", "metadata."),
         name=_name(meta),
         uid=str(meta.get("uid") or ""),
         created=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
@@ -397,7 +431,7 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         annotations=annotations,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
-        phase=str(status.get("phase") or "Pending"),
+        phase=_string(status, "phase", "Pending", "status."),
         scheduling_gates=tuple(str(g.get("name", "")) for g in _maps(spec, "schedulingGates", "spec.")),
         scheduled=_scheduled(status),
         requests=pod_requests(spec),
@@ -422,7 +456,13 @@ def _taint(t: Mapping[str, Any]) -> Taint:
     key = t.get("key")
     if type(key) is not str or not key:
         raise FieldError("key", "missing" if not key else f"expected a string, got {_got(key)}")
-    return Taint(key, _str_field(t, "value"), _str_field(t, "effect", "NoSchedule"))
+    # Unlike a toleration's, a taint's effect is required: reading a missing one as NoSchedule would guess.
+    effect = t.get("effect")
+    if not effect:
+        raise FieldError("effect", "missing")
+    if effect not in TAINT_EFFECTS:
+        raise FieldError("effect", f"{_got(effect)} is not one of {', '.join(TAINT_EFFECTS)}")
+    return Taint(key, _str_field(t, "value"), effect)
 
 
 def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
@@ -457,8 +497,8 @@ def _node(obj: Mapping[str, Any]) -> Node:
         taints=_taints(spec),
         capacity=Resources.parse(status.get("capacity"), field="status.capacity"),
         allocatable=Resources.parse(status.get("allocatable"), field="status.allocatable"),
-        provider_id=str(spec.get("providerID") or ""),
-        unschedulable=bool(spec.get("unschedulable")),
+        provider_id=_string(spec, "providerID", "", "spec."),
+        unschedulable=_bool(spec, "unschedulable", "spec."),
         ready=ready,
         ready_since=ready_since,
         deleting=meta.get("deletionTimestamp") is not None,
@@ -482,12 +522,40 @@ def label_selector(raw: object, where: str = "selector") -> tuple[Requirement, .
     return tuple(reqs)
 
 
+def _int_or_percent(spec: Mapping[str, Any], key: str) -> None:
+    """Check ``minAvailable``/``maxUnavailable`` as the API server does: a count from 0, or 0% to 100%.
+
+    Scale-down goes by ``status.disruptionsAllowed``, but a budget the API server would refuse cannot have come
+    from one, and its status would be a guess.
+    """
+    value = spec.get(key)
+    if value is None:
+        return
+    field = f"spec.{key}"
+    if type(value) is int:
+        if value < 0:
+            raise FieldError(field, f"{value} is below 0")
+        return
+    if (
+        type(value) is not str
+        or not value.endswith("%")
+        or not value[:-1].isascii()
+        or not value[:-1].isdigit()
+    ):
+        raise FieldError(field, f"{_got(value)} is not an integer or a percentage (e.g. '5%')")
+    if int(value[:-1]) > 100:
+        raise FieldError(field, f"{_got(value)} is more than 100%")
+
+
 def _pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
     meta = _map(obj, "metadata")
+    spec = _map(obj, "spec")
+    _int_or_percent(spec, "minAvailable")
+    _int_or_percent(spec, "maxUnavailable")
     return DisruptionBudget(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=_string(meta, "namespace", "default", "metadata."),
         name=_name(meta),
-        selector=label_selector(_map(obj, "spec").get("selector"), "spec.selector"),
+        selector=label_selector(spec.get("selector"), "spec.selector"),
         disruptions_allowed=_int(_map(obj, "status"), "disruptionsAllowed", 0, "status."),
     )
 
@@ -503,7 +571,7 @@ def _daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     where = "spec.template.spec."
     template_spec = _map(template, "spec", "spec.template.")
     return DaemonSet(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=_string(meta, "namespace", "default", "metadata."),
         name=_name(meta),
         requests=pod_requests(template_spec, where),
         node_selector=_str_map(template_spec, "nodeSelector", where),
@@ -523,8 +591,10 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
     min_member = _int(spec, "minMember", 1, "spec.") or 1
     if min_member < 1:
         raise FieldError("spec.minMember", f"{min_member} is below 1")
+    if min_member > INT32_MAX:  # the CRD declares int32, so the API server refuses a larger one
+        raise FieldError("spec.minMember", f"{min_member} is above {INT32_MAX}")
     return PodGroup(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=_string(meta, "namespace", "default", "metadata."),
         name=_name(meta),
         min_member=min_member,
         queue=str(spec.get("queue") or ""),
@@ -548,19 +618,26 @@ def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
 
 
 def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
-    """A KAI queue quota or limit: a number of GPUs, -1 (or any negative) for none."""
+    """A KAI queue quota or limit: a number of GPUs, or -1 for none (``None``); other negatives are errors."""
     value = gpu.get(key)
     if value is None:
         return None
-    if type(value) is int:
-        return None if value < 0 else value
+    if type(value) is int and value >= 0:
+        return value
     try:
         number = float(value) if not isinstance(value, bool) else float("nan")
     except (TypeError, ValueError):
         number = float("nan")
     if number != number or number in (float("inf"), float("-inf")):
         raise FieldError(f"spec.resources.gpu.{key}", f"expected a number of GPUs, got {_got(value)}")
-    return None if number < 0 else int(number)
+    if number == -1:
+        return None
+    if number < 0:
+        # -1 is KAI's one word for "no limit"; reading -2 as unlimited too would lift a limit that is a typo.
+        raise FieldError(
+            f"spec.resources.gpu.{key}", f"{_got(value)} is below 0 and not -1 (which means no limit)"
+        )
+    return int(number)
 
 
 def _queue(obj: Mapping[str, Any]) -> Queue:

@@ -7,12 +7,13 @@ jumps the clock from one interesting moment to the next and records what happene
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config import Config, config_from_mapping
+from autoscaler.config import Config, ConfigError, config_from_mapping
 from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob, remove_node
 from autoscaler.model import Instance
@@ -346,16 +347,30 @@ def _hhmm(t: float) -> str:
 
 
 def build_config(
-    scenario: Scenario, overrides: dict[str, Any], *, catalog: str, cloud: str, region: str
+    scenario: Scenario,
+    overrides: dict[str, Any],
+    *,
+    catalog: str,
+    cloud: str,
+    region: str,
+    overrides_source: str = "--config",
 ) -> Config:
-    """The scenario's configuration, the user's overrides, and the simulated cloud's settings."""
+    """The scenario's configuration, the user's overrides, and the simulated cloud's settings.
+
+    An error names where the key was written: ``config.`` in the scenario, or ``overrides_source`` (the
+    ``--config`` file) for the overrides.
+    """
     data: dict[str, Any] = {**scenario.config, **overrides}
+    written = {str(key): _IN_SCENARIO for key in scenario.config}
+    written.update({str(key): _IN_OVERRIDES for key in overrides})
     data.setdefault("cloud", cloud)
     data.setdefault("region", region)
     if cloud:
         data["cloud"] = cloud
+        written.pop("cloud", None)
     if region:
         data["region"] = region
+        written.pop("region", None)
     if scenario.kai:
         data.setdefault("pendingPodReasonRegexp", _kai_regexp())
         data.setdefault("schedulerNames", ["kai-scheduler"])
@@ -372,7 +387,33 @@ def build_config(
         "registrationDelay": f"{int(REGISTRATION_DELAY)}s",
         "gpuReadyDelay": f"{int(GPU_READY_DELAY)}s",
     }
-    return config_from_mapping(data, source=f"scenario {scenario.name}")
+    for key in ("leaderElection", "maxParallelLaunches", "simulated"):
+        written.pop(key, None)  # set here over whatever the user wrote: an error in them is not the user's
+    source = f"scenario {scenario.name}"
+    try:
+        return config_from_mapping(data, source=source)
+    except ConfigError as err:
+        raise _attributed(err, written, source, overrides_source) from None
+
+
+_IN_SCENARIO, _IN_OVERRIDES = "scenario", "overrides"
+
+
+def _attributed(err: ConfigError, written: dict[str, str], scenario: str, overrides: str) -> ConfigError:
+    """``err`` with each problem pointing at the layer its top-level key came from."""
+    by_source: dict[str, list[str]] = {}
+    for problem in err.errors:
+        layer = written.get(re.split(r"[.\[:]", problem, maxsplit=1)[0])
+        if layer == _IN_OVERRIDES:
+            by_source.setdefault(overrides, []).append(problem)
+        else:
+            # The scenario file's keys sit under its `config:` block; keys set from flags have no prefix.
+            prefix = "config." if layer == _IN_SCENARIO else ""
+            by_source.setdefault(scenario, []).append(prefix + problem)
+    if len(by_source) == 1:
+        ((source, problems),) = by_source.items()
+        return ConfigError(problems, source)
+    return ConfigError([f"{source}: {p}" for source, problems in by_source.items() for p in problems])
 
 
 def _kai_regexp() -> str:

@@ -48,7 +48,14 @@ def simulate(
     # Read as `tidal plan --config` reads it: unreadable, non-UTF-8, duplicate keys and non-maps are errors.
     overrides: dict[str, Any] = dict(read_document(config_file)) if config_file else {}
     catalog_path = str(catalog or DEFAULT_CATALOG)
-    config = build_config(scenario, overrides, catalog=catalog_path, cloud=cloud, region=region)
+    config = build_config(
+        scenario,
+        overrides,
+        catalog=catalog_path,
+        cloud=cloud,
+        region=region,
+        overrides_source=config_file or "--config",
+    )
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy), echo=echo)
     record = sim.run()
     offerings = sim.provider.offerings()

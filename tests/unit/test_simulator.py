@@ -7,6 +7,7 @@ import time
 import pytest
 
 from autoscaler.cli import main
+from autoscaler.config import ConfigError
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
@@ -369,3 +370,33 @@ def test_a_simulate_config_file_that_is_not_utf8_exits_2_with_one_line(tmp_path,
 def test_a_compression_that_is_not_a_finite_number_is_a_usage_error(capsys):
     assert main(["simulate", "--scenario", "kai-day", "--compression", "nan"]) == 2
     assert "argument --compression: 'nan' is not a finite number" in capsys.readouterr().err
+
+
+def _config_error(config, overrides, **kwargs):
+    scenario = parse_scenario({"name": "s", "config": config}, "s.yaml")
+    with pytest.raises(ConfigError) as caught:
+        build_config(
+            scenario, overrides, catalog=str(DEFAULT_CATALOG), cloud="aws", region="us-east-1", **kwargs
+        )
+    return str(caught.value)
+
+
+def test_a_bad_key_in_a_scenario_config_block_is_named_under_config():
+    assert _config_error({"bogus": 1}, {}) == "scenario s: config.bogus: unknown key"
+
+
+def test_a_bad_key_in_a_simulate_config_file_names_the_file():
+    err = _config_error({"clusterGPULimit": 8}, {"clusterGPULimit": "lots"}, overrides_source="c.yaml")
+    assert err.startswith("c.yaml: clusterGPULimit: ")
+
+
+def test_bad_keys_in_both_the_scenario_and_the_config_file_each_name_their_place():
+    err = _config_error({"bogus": 1}, {"other": 2}, overrides_source="c.yaml")
+    assert err == "scenario s: config.bogus: unknown key; c.yaml: other: unknown key"
+
+
+def test_simulate_names_the_config_file_that_has_a_bad_key(tmp_path, capsys):
+    config = tmp_path / "tuning.yaml"
+    config.write_text("bogus: 1\n")
+    assert main(["simulate", "--scenario", "kai-day", "--config", str(config)]) == 2
+    assert f"{config}: bogus: unknown key" in capsys.readouterr().err

@@ -139,6 +139,32 @@ POD_CASES = [
         "spec.nodeSelector: expected a map, got ['gpu=true']",
         id="selector",
     ),
+    pytest.param(
+        {"spec.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exist"}]},
+        "spec.tolerations[0].operator: 'Exist' is not one of Exists, Equal",
+        id="toleration-operator-not-exists-or-equal",
+    ),
+    pytest.param(
+        {"spec.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoScheduling"}]},
+        "spec.tolerations[0].effect: 'NoScheduling' is not one of NoSchedule, PreferNoSchedule, NoExecute",
+        id="toleration-effect-unknown",
+    ),
+    pytest.param(
+        {"metadata.labels": {"tier": 1}},
+        "metadata.labels.tier: expected a string, got 1",
+        id="label-value-a-number",
+    ),
+    pytest.param(
+        {"metadata.annotations": {"tidal.dev/weight": 0.5}},
+        "metadata.annotations.tidal.dev/weight: expected a string, got 0.5",
+        id="annotation-value-a-number",
+    ),
+    pytest.param(
+        {"spec.nodeSelector": {"gpu": True}},
+        "spec.nodeSelector.gpu: expected a string, got True",
+        id="node-selector-value-a-bool",
+    ),
+    pytest.param({"status.phase": 1}, "status.phase: expected a string, got 1", id="phase-not-a-string"),
 ]
 
 
@@ -147,6 +173,12 @@ def test_a_malformed_pod_names_the_field_path_and_value(changes, message):
     with pytest.raises(ConversionError) as err:
         pod_from_dict(p1(**changes))
     assert str(err.value).startswith(f"Pod default/p1: {message}")
+
+
+def test_a_namespace_that_is_not_a_string_names_it():
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(p1(**{"metadata.namespace": 7}))
+    assert str(err.value) == "Pod p1: metadata.namespace: expected a string, got 7"
 
 
 def test_a_fractional_gpu_request_is_rejected_as_the_api_server_does():
@@ -162,6 +194,49 @@ def test_a_node_taint_without_a_key_names_the_taint():
     obj = node("gpu-a", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"effect": "NoSchedule"}])
     with pytest.raises(ConversionError, match=r"^Node gpu-a: spec\.taints\[1\]\.key: missing$"):
         node_from_dict(obj)
+
+
+@pytest.mark.parametrize(
+    ("effect", "problem"),
+    [
+        pytest.param(None, "missing", id="missing"),
+        pytest.param("", "missing", id="empty"),
+        pytest.param(
+            "NoScheduling",
+            "'NoScheduling' is not one of NoSchedule, PreferNoSchedule, NoExecute",
+            id="unknown",
+        ),
+    ],
+)
+def test_a_node_taint_needs_a_known_effect(effect, problem):
+    taint = {"key": "dedicated", "value": "batch"}
+    if effect is not None:
+        taint["effect"] = effect
+    with pytest.raises(ConversionError) as err:
+        node_from_dict(node("gpu-a", taints=[taint]))
+    assert str(err.value) == f"Node gpu-a: spec.taints[0].effect: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        pytest.param(
+            "providerID", 12, "spec.providerID: expected a string, got 12", id="provider-id-a-number"
+        ),
+        pytest.param(
+            "unschedulable",
+            "false",
+            "spec.unschedulable: expected true or false, got 'false'",
+            id="quoted-bool",
+        ),
+    ],
+)
+def test_a_node_spec_field_of_the_wrong_type_names_it(field, value, message):
+    obj = node("cpu-a")
+    obj["spec"][field] = value
+    with pytest.raises(ConversionError) as err:
+        node_from_dict(obj)
+    assert str(err.value) == f"Node cpu-a: {message}"
 
 
 def test_a_node_with_a_bad_ready_time_names_the_condition():
@@ -181,6 +256,42 @@ def test_a_pdb_whose_selector_is_not_a_map_names_it():
         ConversionError, match=r"^PodDisruptionBudget default/web: spec\.selector: expected a map, got 5$"
     ):
         pdb_from_dict(obj)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        pytest.param(
+            "minAvailable",
+            "abc%",
+            "'abc%' is not an integer or a percentage (e.g. '5%')",
+            id="malformed-percent",
+        ),
+        pytest.param("maxUnavailable", -1, "-1 is below 0", id="negative"),
+        pytest.param("minAvailable", "150%", "'150%' is more than 100%", id="over-100-percent"),
+    ],
+)
+def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem):
+    obj = pdb("web", match={"app": "web"}, allowed=1)
+    obj["spec"].pop("minAvailable")
+    obj["spec"][field] = value
+    with pytest.raises(ConversionError) as err:
+        pdb_from_dict(obj)
+    assert str(err.value) == f"PodDisruptionBudget default/web: spec.{field}: {problem}"
+
+
+@pytest.mark.parametrize("value", [0, 3, "0%", "100%", "05%"])
+def test_a_pdb_budget_of_a_count_or_a_percentage_up_to_100_is_accepted(value):
+    obj = pdb("web", match={"app": "web"}, allowed=1)
+    obj["spec"]["minAvailable"] = value
+    assert pdb_from_dict(obj).disruptions_allowed == 1
+
+
+def test_a_podgroup_min_member_beyond_int32_names_it():
+    obj = podgroup("train", min_member=2**31, queue="research")
+    with pytest.raises(ConversionError) as err:
+        podgroup_from_dict(obj)
+    assert str(err.value) == "PodGroup default/train: spec.minMember: 2147483648 is above 2147483647"
 
 
 def test_a_podgroup_min_member_that_is_not_a_number_names_it():
@@ -207,6 +318,23 @@ def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers():
     obj["spec"]["resources"]["gpu"]["quota"] = "8"
     decoded = queue_from_dict(obj)
     assert (decoded.gpu.quota, decoded.gpu.limit) == (8, None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("limit", -2, id="limit-below-minus-one"),
+        pytest.param("quota", "-0.5", id="quota-negative"),
+    ],
+)
+def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field, value):
+    obj = queue("research", quota=8, limit=16)
+    obj["spec"]["resources"]["gpu"][field] = value
+    with pytest.raises(ConversionError) as err:
+        queue_from_dict(obj)
+    assert str(err.value) == (
+        f"Queue research: spec.resources.gpu.{field}: {value!r} is below 0 and not -1 (which means no limit)"
+    )
 
 
 def test_an_object_that_is_not_a_map_is_a_conversion_error():
