@@ -405,8 +405,8 @@ def raw_map(value: Any, path: str) -> Mapping[str, Any]:
 # --- YAML ---------------------------------------------------------------------------------------------
 
 
-class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, which plain YAML loading would silently let the last win."""
+class RefuseDuplicateKeys(yaml.constructor.SafeConstructor):
+    """A constructor that refuses duplicate keys, which plain YAML loading would silently let the last win."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[str, yaml.Mark] = {}
@@ -421,6 +421,10 @@ class StrictLoader(yaml.SafeLoader):
                         key_node.start_mark,
                     )
         return super().construct_mapping(node, deep)
+
+
+class StrictLoader(RefuseDuplicateKeys, yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (pure Python: its error messages name the exact position)."""
 
 
 def load_yaml(document: str, source: str) -> Any:
