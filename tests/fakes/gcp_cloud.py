@@ -11,6 +11,8 @@ HTTP 429 rate limiting, Spot preemption.
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Callable
 from typing import Any, Self
 
 from tests.fakes.gcp_billing import BillingState
@@ -150,11 +152,16 @@ class FakeGcp:
     """Compute Engine and Cloud Billing fakes for one project, with test hooks."""
 
     def __init__(
-        self, *, project: str = PROJECT, zones: tuple[str, ...] = ZONES, operation_delay: float = 0.05
+        self,
+        *,
+        project: str = PROJECT,
+        zones: tuple[str, ...] = ZONES,
+        operation_delay: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         types, accels = zone_catalog(project, list(zones))
         self.project, self.zones = project, zones
-        self.compute = ComputeState(project, types, accels, operation_delay=operation_delay)
+        self.compute = ComputeState(project, types, accels, operation_delay=operation_delay, clock=clock)
         self.billing = BillingState()
         self.compute_server = FakeHttpServer(
             compute_routes(self.compute),
@@ -276,15 +283,22 @@ class FakeGcp:
             return [copy.deepcopy(vm) for vm in self.compute.instances.values()]
 
 
-def make_provider(fake: FakeGcp, /, *, clock: Any = None, template: str | None = None, **config: Any) -> Any:
+def make_provider(
+    fake: FakeGcp,
+    /,
+    *,
+    clock: Any = None,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    template: str | None = None,
+    **config: Any,
+) -> Any:
     """A GcpProvider built from ``fake.config(...)`` the way the daemon builds it (a node pool template is
     added when none is given)."""
-    import time
-
     from autoscaler.config import config_from_mapping
     from providers.gcp import GcpProvider
 
     if template is None and "node_pool" not in config:
         template = fake.add_node_pool("e2e", "tidal")
     cfg = config_from_mapping(fake.config(template=template, **config), source="test")
-    return GcpProvider(cfg, clock=clock or time.time)
+    return GcpProvider(cfg, clock=clock or time.time, monotonic=monotonic, sleep=sleep)

@@ -15,6 +15,7 @@ import itertools
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +52,8 @@ class ComputeState:
     machine_types: dict[str, list[dict[str, Any]]]
     accelerator_types: dict[str, list[dict[str, Any]]]
     operation_delay: float = 0.05
+    # What operations age by; a test that also drives the provider's clock makes their timing exact.
+    clock: Callable[[], float] = time.monotonic
     page_cap: int = 500  # the most items one list page holds (GCE: 500)
     instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     operations: dict[tuple[str, str], Operation] = field(default_factory=dict)
@@ -86,7 +89,7 @@ class ComputeState:
     def advance(self) -> None:
         """Move operations along the clock: PENDING → RUNNING → DONE (applying their effect once)."""
         with self.lock:
-            now = time.monotonic()
+            now = self.clock()
             for op in self.operations.values():
                 if op.finished:
                     continue
@@ -128,7 +131,7 @@ class ComputeState:
             "insertTime": now_rfc3339(),
             "selfLink": f"{self.zone_url(zone)}/operations/{name}",
         }
-        op = Operation(resource, zone, time.monotonic(), on_done, error)
+        op = Operation(resource, zone, self.clock(), on_done, error)
         # GCE answers the call that starts an operation with the operation not yet DONE, however fast it
         # then is; a repeated requestId gets the operation as it is now.
         op.answer = copy.deepcopy(resource)

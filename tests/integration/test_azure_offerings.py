@@ -133,9 +133,12 @@ def test_a_price_sheet_outage_keeps_the_last_prices(arm):
     clock = Clock()
     provider = azure_provider(arm, clock=clock)
     provider.offerings()
+    good_reads = len(arm.calls("GET", "/api/retail/prices"))
     arm.prices_down = True
     clock.now += 7200
     offer = by_key(provider.offerings())[f"{T4}/eastus-1/on-demand"]
+    during_outage = arm.calls("GET", "/api/retail/prices")[good_reads:]
+    assert during_outage and {r.status for r in during_outage} == {503}
     assert (offer.price, offer.price_source) == (0.526, API)
 
 

@@ -190,7 +190,7 @@ def test_watch_sends_bookmarks_and_honours_timeout(
         )
     )
 
-    assert 0.9 <= time.monotonic() - started < 3
+    assert 0.9 <= time.monotonic() - started < 10  # the server ended the watch; it did not run on
     assert events[0]["type"] == "ADDED"
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert len(bookmarks) >= 3

@@ -1,7 +1,6 @@
 """GcpProvider.launch() against the fake Compute Engine: VMs built from a GKE node pool template, candidates
 tried in order, failures inside the zone operation, idempotency by requestId."""
 
-import time
 import uuid
 
 import pytest
@@ -251,35 +250,51 @@ def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instan
         assert [i.state for i in provider.instances()] == ["pending"]
 
 
+class SteppedClock:
+    """Monotonic time that moves only when the provider sleeps (or a test says so); the fake's operations
+    age by it too, so a launch's timing is exact whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_operation_timeout_bounds_the_whole_launch_not_each_candidate():
-    with FakeGcp(operation_delay=0.6) as gcp:
-        provider = make_provider(gcp, gcp={"operationTimeout": "1s"})
+    clock = SteppedClock()
+    with FakeGcp(operation_delay=0.6, clock=clock) as gcp:
+        provider = make_provider(gcp, monotonic=clock, sleep=clock.sleep, gcp={"operationTimeout": "1s"})
         candidates = [offering(provider, "n2-standard-4", z) for z in (ZONE_A, ZONE_B)]
         gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
 
-        started = time.monotonic()
+        started = clock()
         instance = provider.launch(request(*candidates))
-        elapsed = time.monotonic() - started
 
-        assert elapsed < 1.5  # A's stockout took 0.6 s; B got what was left, not another full second
+        # A's stockout took 0.6 s; B got the 0.4 s that were left, not another full second.
+        assert clock() - started == pytest.approx(1.0)
         assert (instance.zone, instance.state) == (ZONE_B, "pending")
 
 
 def test_a_stockout_found_after_the_launch_answered_pending_benches_the_offering_and_ends_the_launch():
-    with FakeGcp(operation_delay=0.5) as gcp:
-        provider = make_provider(gcp, gcp={"operationTimeout": "50ms"})
+    clock = SteppedClock()
+    with FakeGcp(operation_delay=0.5, clock=clock) as gcp:
+        provider = make_provider(gcp, monotonic=clock, sleep=clock.sleep, gcp={"operationTimeout": "50ms"})
         first, second = (
             offering(provider, "n2-standard-4", ZONE_A),
             offering(provider, "n2-standard-4", ZONE_B),
         )
         gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
 
-        started = time.monotonic()
+        started = clock()
         pending = provider.launch(request(first, second))
-        assert time.monotonic() - started < 0.4  # the launch did not wait for the operation
+        assert clock() - started == pytest.approx(0.05)  # the operation timeout, not the operation's 0.5 s
         assert (pending.zone, pending.state) == (ZONE_A, "pending")
 
-        time.sleep(0.6)
+        clock.sleep(0.6)
         [ended] = provider.instances()
         assert (ended.id, ended.state, ended.launch_token) == (pending.id, "terminated", pending.launch_token)
         assert not next(o for o in provider.offerings() if o.key == first.key).available

@@ -5,6 +5,7 @@ import pytest
 from autoscaler.cloud import ProviderError
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 from tests.fakes.gcp_fixtures import SAMPLE, attachable_gpu_prices, machines
+from tests.fakes.gcp_http import Fault
 
 LIST = machines()
 GPU_PRICES = attachable_gpu_prices()
@@ -142,10 +143,14 @@ def test_when_billing_is_unreachable_and_there_is_no_fallback_offerings_fail_wit
 def test_a_billing_outage_after_a_good_read_keeps_the_billing_prices():
     now = [0.0]
     with FakeGcp() as gcp:
-        provider = make_provider(gcp, clock=lambda: now[0], gcp={"priceRefreshInterval": "1m"})
+        # A short request timeout bounds the client's retries of the outage's 503s.
+        settings = {"priceRefreshInterval": "1m", "requestTimeout": "1s"}
+        provider = make_provider(gcp, clock=lambda: now[0], gcp=settings)
         first = {o.key: o.price for o in provider.offerings()}
-        gcp.billing_server.stop()
+        good_reads = len(gcp.billing_server.calls)
+        gcp.billing_server.faults.append(Fault(503, "backendError", "billing is down", count=1_000_000))
         now[0] += 120
         again = provider.offerings()
+        assert gcp.billing_server.calls[good_reads:]  # the refresh was tried, and failed
     assert {o.key: o.price for o in again} == first
     assert {o.price_source for o in again} == {"billing catalog"}

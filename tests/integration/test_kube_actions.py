@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from autoscaler.kube.actions import ANNOTATION_CORDONED, ClusterActions, EvictionResult
 from autoscaler.kube.client import KubeApiError, KubeClient, make_api_client
@@ -197,11 +198,21 @@ def test_events_record_the_involved_object_and_source(api: FakeApiServer, action
 
 
 def test_event_failures_are_logged_not_raised(api: FakeApiServer, actions: ClusterActions) -> None:
-    api.faults.push(500, verbs=["POST"], resource="events")
+    fault = api.faults.push(500, verbs=["POST"], resource="events")
 
-    actions.node_event("gpu-a", reason="ScaleDown", message="x")
+    with capture_logs() as logs:
+        actions.node_event("gpu-a", reason="ScaleDown", message="x")
 
+    assert fault.hits == 1
     assert api.list("events") == []
+    [warning] = [e for e in logs if e["event"] == "event not recorded"]
+    assert warning["log_level"] == "warning"
+    assert (warning["kind"], warning["name"], warning["reason"], warning["status"]) == (
+        "Node",
+        "gpu-a",
+        "ScaleDown",
+        500,
+    )
 
 
 def test_write_status_creates_then_replaces(api: FakeApiServer, actions: ClusterActions) -> None:

@@ -120,9 +120,21 @@ def test_token_bucket_allows_a_burst_then_paces_to_qps() -> None:
     assert slept == [0.1]
 
 
-def test_rate_limiter_is_thread_safe() -> None:
-    limiter = RateLimiter(200.0, 5)
-    started = time.monotonic()
+class YieldingInstant(float):
+    """A clock reading whose arithmetic hands the CPU to other threads.
+
+    The bucket's update reads its tokens and then subtracts clock readings; switching threads right there makes
+    an unguarded update lose other threads' reservations every run instead of once in a long while.
+    """
+
+    def __sub__(self, other: float) -> float:
+        time.sleep(0.0005)
+        return float(self) - float(other)
+
+
+def test_concurrent_callers_each_get_their_own_token() -> None:
+    delays: list[float] = []
+    limiter = RateLimiter(200.0, 5, clock=lambda: YieldingInstant(0.0), sleep=delays.append)
 
     def ten() -> None:
         for _ in range(10):
@@ -133,8 +145,9 @@ def test_rate_limiter_is_thread_safe() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    # 40 tokens, 5 free: the other 35 need 35 / 200 s at least.
-    assert time.monotonic() - started >= 0.17
+    # The clock stands still: 5 callers use the burst, the other 35 queue 5 ms apart, none sharing a slot.
+    assert sorted(round(d, 6) for d in delays) == [round(k / 200.0, 6) for k in range(1, 36)]
+    assert limiter.waited == pytest.approx(sum(k / 200.0 for k in range(1, 36)))
 
 
 class CountingLimiter(RateLimiter):

@@ -221,7 +221,9 @@ def test_faults_back_off_exponentially_then_converge(
     floors = [0.0375, 0.075, 0.15, 0.3, 1.0]
     assert all(gap >= floor * 0.95 for gap, floor in zip(gaps, floors, strict=True)), gaps
     time.sleep(0.3)
-    assert len(times) <= 7  # recovered: one healthy watch open, no busy loop
+    # Recovered: from the first healthy watch on, each one runs its whole second before the next opens.
+    healthy = times[5:]
+    assert all(later - earlier >= 0.95 for earlier, later in itertools.pairwise(healthy)), healthy
 
 
 def test_list_failure_is_retried_until_the_cache_syncs(
@@ -394,14 +396,13 @@ def test_decodes_a_hundred_thousand_pods_from_raw_pages(client: KubeClient) -> N
     count = 100_000
     source = _MemoryList(_encoded_pages(count, 500))
     informer: Informer[Pod] = Informer("pods", client, source, pod_from_dict)
-    started = time.perf_counter()
     informer.start()
     try:
         assert informer.wait_for_sync(120)
-        elapsed = time.perf_counter() - started
         assert len(informer.items()) == count
         assert informer.stats()["decode_errors"] == 0
-        print(f"decoded {count} pods in {elapsed:.2f}s")
+        last = informer.get("ns-49", f"pod-{count - 1:06d}")  # from the last page
+        assert last is not None and last.node_name == "node-999"
     finally:
         informer.stop()
 

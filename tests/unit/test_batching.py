@@ -8,8 +8,10 @@ from autoscaler.batching import Batcher
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
+        self.read = threading.Event()
 
     def __call__(self) -> float:
+        self.read.set()
         return self.now
 
 
@@ -47,10 +49,15 @@ def test_wait_returns_scan_after_the_scan_interval():
     clock = FakeClock()
     batcher = Batcher(1.0, 10.0, clock=clock)
     result = []
-    t = threading.Thread(target=lambda: result.append(batcher.wait(5.0)))
+    t = threading.Thread(target=lambda: result.append(batcher.wait(5.0)), daemon=True)
     t.start()
-    clock.now = 6.0
-    t.join(timeout=3)
+    assert clock.read.wait(timeout=5)  # the waiter's deadline is fixed at 5.0
+    # Holding the waiter's lock, the waiter is either about to read the clock or asleep on the condition,
+    # whose timed sleep a fake clock cannot end: move time on, then wake it.
+    with batcher._cond:
+        clock.now = 6.0
+        batcher._cond.notify_all()
+    t.join(timeout=5)
     assert result == ["scan"]
 
 

@@ -1,5 +1,7 @@
 """Drains: PDB refusals are retried, never forced; a drain that cannot finish uncordons and says why."""
 
+import threading
+
 from autoscaler.drain import Drainer, DrainJob
 from autoscaler.kube.actions import EvictionResult as Result
 from autoscaler.kube.convert import pod_from_dict
@@ -124,9 +126,17 @@ def test_a_failed_eviction_aborts_the_drain():
 
 
 def test_the_number_of_parallel_drains_is_bounded():
-    drainer, *_ = make([], [])
-    drainer._active = {"a", "b"}
-    assert not drainer.submit(DrainJob("c", (), None, "empty"))
+    drainer, actions, *_ = make([], [])  # max_parallel=2
+    release = threading.Event()
+    actions.cordon = lambda node_name, **_: release.wait(10)  # each drain holds its slot until released
+    try:
+        assert drainer.submit(DrainJob("a", (), None, "empty"))
+        assert drainer.submit(DrainJob("b", (), None, "empty"))
+        assert not drainer.submit(DrainJob("c", (), None, "empty"))
+        assert drainer.active() == {"a", "b"}
+    finally:
+        release.set()
+        drainer.shutdown()
 
 
 def finished(drainer, done=None):

@@ -203,8 +203,11 @@ def test_daemonset_overhead_is_subtracted_from_new_nodes(make_config):
 
 def test_configured_daemonset_overhead_replaces_the_derived_one(make_config):
     pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(15)]
-    result = run(make_config, *pods, daemonSetOverhead={"cpu": "0"})
-    assert len(result.launch.launches) == 1
+    exporter = daemonset("node-exporter", cpu="500m", memory="256Mi")
+    derived = run(make_config, exporter, *pods)
+    configured = run(make_config, exporter, *pods, daemonSetOverhead={"cpu": "0"})
+    assert len(derived.launch.launches) == 2
+    assert len(configured.launch.launches) == 1
 
 
 def test_each_launch_carries_fallbacks_for_capacity_errors_cheapest_first(make_config):
