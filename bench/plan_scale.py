@@ -29,6 +29,7 @@ from autoscaler.planning import plan  # noqa: E402
 from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
 from autoscaler.sim.lower_bound import moment_bound  # noqa: E402
 from autoscaler.snapshot import SnapshotBuilder  # noqa: E402
+from bench.provenance import commit  # noqa: E402
 
 SHARED_CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "instance_catalog.csv"
 RESULTS = ROOT / "bench" / "results"
@@ -179,6 +180,7 @@ def main() -> int:
     }
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
+    summary["commit"] = commit()
     (RESULTS / "plan_scale.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 0
 

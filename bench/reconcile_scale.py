@@ -36,6 +36,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.provenance import commit  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 T0 = "2026-11-20T10:00:00Z"
 
@@ -328,6 +330,7 @@ def main() -> int:
         server.join(timeout=30)
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
+    summary["commit"] = commit()
     (RESULTS / "reconcile_scale.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 0
 

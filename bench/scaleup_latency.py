@@ -30,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.provenance import commit  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -184,6 +186,7 @@ def main() -> int:
     }
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
+    summary["commit"] = commit()
     (RESULTS / "scaleup_latency.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 0 if all(r["launched"] == args.pods for r in runs.values()) else 1
 

@@ -22,6 +22,7 @@ from autoscaler.observability.logging import configure_logging  # noqa: E402
 from autoscaler.sim.run import simulate  # noqa: E402
 from autoscaler.sim.scenario import load_scenario  # noqa: E402
 from autoscaler.sim.trace import load_trace  # noqa: E402
+from bench.provenance import commit  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SHARED = ROOT.parent / "shared" / "data"
@@ -68,6 +69,7 @@ def row(path: Path) -> tuple[Any, ...]:
         doc["gpuLimitViolations"],
         doc["podsNeverServed"],
         doc["wallSeconds"],
+        doc.get("commit", "unrecorded"),
     )
 
 
@@ -91,7 +93,7 @@ def main() -> int:
                 cloud="aws" if catalog else "",
                 region="us-east-1" if catalog else "",
             )
-            doc = out.summary
+            doc = {**out.summary, "commit": commit()}
             (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")
             print(
                 f"{name:13} {policy:15} ${doc['cost']['total']:>10.2f}"
@@ -110,12 +112,13 @@ def main() -> int:
         "integrated between every pod start and end with the LP's duals: no policy can pay less.",
         "",
         "| scenario | policy | cost | cost / lower bound | GPU-hours idle | pending p95 (s) | over-limit launches"
-        " | GPU limit violations | pods never served | wall (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " | GPU limit violations | pods never served | wall (s) | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]} |"
+            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]}"
+            f" | {r[10]} |"
         )
     for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
         path = RESULTS / f"{extra}.json"
