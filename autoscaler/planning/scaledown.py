@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler import annotations as ann
+from autoscaler.config import Config
 from autoscaler.demand import Demand
 from autoscaler.fit import AnnotationError, fits_node, pod_constraints, requirement_matches
 from autoscaler.kube.convert import parse_time
@@ -35,6 +36,7 @@ from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import (
     BIN_PACKING,
     BIN_SELECTION,
+    NO_USAGE,
     Blocked,
     Capacity,
     Removal,
@@ -46,7 +48,11 @@ from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, Resources
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 # Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
-_REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...], tuple[float, str]]] = (
+_REPLACEMENTS: weakref.WeakKeyDictionary[
+    OfferingIndex, dict[tuple[object, ...], tuple[float, str, Usage]]
+] = weakref.WeakKeyDictionary()
+# Offerings by (instance type, zone, capacity type), per offering index: every node is looked up each pass.
+_OFFERINGS_BY_KEY: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[str | None, ...], Offering]] = (
     weakref.WeakKeyDictionary()
 )
 NODE_MODE = "tidal.dev/node-mode"
@@ -152,12 +158,16 @@ def _place(pods: Sequence[Pod], targets: list[Capacity], free: list[Resources]) 
 
 def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
     """The offering a Node was launched as, from its labels (instance type, zone, capacity type)."""
+    by_key = _OFFERINGS_BY_KEY.get(index)
+    if by_key is None:
+        by_key = {}
+        for o in index.offerings:  # cheapest first: the first of a key wins, as a scan in order would find
+            by_key.setdefault((o.instance_type, o.zone, o.capacity_type), o)
+        _OFFERINGS_BY_KEY[index] = by_key
     labels = node.labels
-    key = (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
-    for o in index.offerings:
-        if (o.instance_type, o.zone, o.capacity_type) == key:
-            return o
-    return None
+    return by_key.get(
+        (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
+    )
 
 
 def _without(total: Usage, node: Node) -> Usage:
@@ -166,6 +176,28 @@ def _without(total: Usage, node: Node) -> Usage:
         gpus=max(0, total.gpus - node_gpus(node)),
         cpu_milli=max(0, total.cpu_milli - (node.capacity.cpu or node.allocatable.cpu)),
         managed_nodes=max(0, total.managed_nodes - node.managed),
+    )
+
+
+def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> tuple[float, str, Usage]:
+    """(cost per hour, why not placed, what the new nodes count against the limits) of a replacement."""
+    launch = scale_up(demand, index, usage=usage)
+    if launch.unplaced:
+        return float("inf"), launch.unplaced[0].reason, NO_USAGE
+    offerings = [la.offering for la in launch.launches]
+    needs = Usage(
+        gpus=sum(o.gpu_count for o in offerings),
+        cpu_milli=sum(o.vcpu * 1000 for o in offerings),
+        managed_nodes=len(offerings),
+    )
+    return launch.cost_per_hour, "", needs
+
+
+def _within_limits(needs: Usage, used: Usage, cfg: Config) -> bool:
+    return (
+        (cfg.cluster_gpu_limit is None or used.gpus + needs.gpus <= cfg.cluster_gpu_limit)
+        and (cfg.cluster_cpu_limit is None or used.cpu_milli + needs.cpu_milli <= cfg.cluster_cpu_limit)
+        and (cfg.max_nodes is None or used.managed_nodes + needs.managed_nodes <= cfg.max_nodes)
     )
 
 
@@ -185,23 +217,20 @@ def _replacement(
         constraints = {p.key: pod_constraints(p, index.config) for p in pods}
     except AnnotationError as err:
         return f"nowhere to move its pods ({err})", ""
-    # The same node keeps the same pods for hours: plan its replacement once per offering index.
-    cfg = index.config
-    limited = (
-        cfg.cluster_gpu_limit is not None or cfg.cluster_cpu_limit is not None or cfg.max_nodes is not None
-    )
-    after = _without(total, node)
+    # The same node keeps the same pods for hours: plan its replacement once per offering index, without
+    # limits; only when that plan would not fit what the limits leave is it planned again within them.
     memo = _REPLACEMENTS.setdefault(index, {})
-    key = (
-        *sorted(((constraints[p.key], p.requests) for p in pods), key=repr),
-        after if limited else None,  # without limits the usage cannot change the answer: more cache hits
-    )
+    key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
+    demand = Demand(singles=list(pods), constraints=constraints)
     found = memo.get(key)
     if found is None:
-        launch = scale_up(Demand(singles=list(pods), constraints=constraints), index, usage=after)
-        found = (float("inf"), launch.unplaced[0].reason) if launch.unplaced else (launch.cost_per_hour, "")
+        found = _planned(demand, index, NO_USAGE)
         memo[key] = found
-    cost, unplaced = found
+    after = _without(total, node)
+    if not found[1] and not _within_limits(found[2], after, index.config):
+        limited_key = (*key, after)
+        found = memo.get(limited_key) or memo.setdefault(limited_key, _planned(demand, index, after))
+    cost, unplaced, _ = found
     if unplaced:
         return f"nowhere to move its pods, and no offering holds them ({unplaced})", ""
     if cost > current.price * (1 - savings):
