@@ -9,13 +9,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit() -> str:
-    """The commit checked out, with "+changes" when tracked files differ from it; "unknown" outside git."""
+    """The commit checked out, with "+changes" when tracked files other than the results differ from it;
+    "unknown" outside git."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # The results being written are not the code being measured.
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
             cwd=ROOT,
             capture_output=True,
             text=True,
