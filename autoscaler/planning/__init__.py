@@ -56,22 +56,13 @@ def plan(
     existing = node_capacity(snapshot, index, by_node=by_node)
     capacity = [*existing, *launching]
     base = usage(snapshot)
-    total = Usage(
-        gpus=base.gpus + launching_usage.gpus,
-        cpu_milli=base.cpu_milli + launching_usage.cpu_milli,
-        managed_nodes=base.managed_nodes + launching_usage.managed_nodes,
-    )
+    total = base + launching_usage
     launch = scale_up(demand, index, capacity=capacity, usage=total)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
     # to pending, would find the same node again, and be moved again.
-    planned = [la.offering for la in launch.launches]
-    total = Usage(
-        gpus=total.gpus + sum(o.gpu_count for o in planned),
-        cpu_milli=total.cpu_milli + sum(o.vcpu * 1000 for o in planned),
-        managed_nodes=total.managed_nodes + len(planned),
-    )
+    total += Usage.of(la.offering for la in launch.launches)
     contended = next((u.reason for u in launch.unplaced if u.limited), "")
     removal = scale_down(
         snapshot,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.demand import Ignored
@@ -31,6 +31,21 @@ class Usage:
     gpus: int = 0
     cpu_milli: int = 0
     managed_nodes: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.gpus + other.gpus, self.cpu_milli + other.cpu_milli, self.managed_nodes + other.managed_nodes
+        )
+
+    @classmethod
+    def of(cls, offerings: Iterable[Offering]) -> Usage:
+        """What new nodes of these offerings count against the limits."""
+        gpus = cpu = n = 0
+        for o in offerings:
+            gpus += o.gpu_count
+            cpu += o.vcpu * 1000
+            n += 1
+        return cls(gpus, cpu, n)
 
 
 NO_USAGE = Usage()

@@ -184,13 +184,7 @@ def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> tuple[float,
     launch = scale_up(demand, index, usage=usage)
     if launch.unplaced:
         return float("inf"), launch.unplaced[0].reason, NO_USAGE
-    offerings = [la.offering for la in launch.launches]
-    needs = Usage(
-        gpus=sum(o.gpu_count for o in offerings),
-        cpu_milli=sum(o.vcpu * 1000 for o in offerings),
-        managed_nodes=len(offerings),
-    )
-    return launch.cost_per_hour, "", needs
+    return launch.cost_per_hour, "", Usage.of(la.offering for la in launch.launches)
 
 
 def _within_limits(needs: Usage, used: Usage, cfg: Config) -> bool:
