@@ -297,8 +297,9 @@ def _toleration(t: Mapping[str, Any]) -> Toleration:
     if (
         type(key) is str
         and type(value) is str
-        and operator in TOLERATION_OPERATORS
+        and ((operator == "Exists" and not value) or (operator == "Equal" and key))
         and (not effect or effect in TAINT_EFFECTS)
+        and (effect == "NoExecute" or t.get("tolerationSeconds") is None)
     ):
         return Toleration(key, operator, value, effect)
     toleration = Toleration(
@@ -312,6 +313,26 @@ def _toleration(t: Mapping[str, Any]) -> Toleration:
         raise FieldError("operator", f"{_got(operator)} is not one of {', '.join(TOLERATION_OPERATORS)}")
     if toleration.effect and toleration.effect not in TAINT_EFFECTS:
         raise FieldError("effect", f"{_got(effect)} is not one of {', '.join(TAINT_EFFECTS)}")
+    # The API server refuses both: an Equal toleration without a key would match no taint, and an Exists one
+    # would ignore its value, so either would tolerate something other than what it says.
+    if not toleration.key and toleration.operator != "Exists":
+        raise FieldError(
+            "operator",
+            f"{_got(operator)} must be Exists when key is empty"
+            if t.get("operator")
+            else "missing (must be Exists when key is empty)",
+        )
+    if toleration.operator == "Exists" and toleration.value:
+        raise FieldError("value", f"{_got(value)} must be empty when operator is Exists")
+    # Only a NoExecute taint evicts, so only there can a toleration run out; the API server wants that effect
+    # named, even though an empty one would match it.
+    if toleration.effect != "NoExecute" and t.get("tolerationSeconds") is not None:
+        raise FieldError(
+            "effect",
+            f"{_got(effect)} must be NoExecute when tolerationSeconds is set"
+            if toleration.effect
+            else "missing (must be NoExecute when tolerationSeconds is set)",
+        )
     return toleration
 
 
@@ -467,11 +488,21 @@ def _taint(t: Mapping[str, Any]) -> Taint:
 
 def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
     out = []
+    first: dict[tuple[str, str], int] = {}
     for i, t in enumerate(_maps(spec, "taints", "spec.")):
         try:
-            out.append(_taint(t))
+            taint = _taint(t)
         except FieldError as err:
             raise err.under(f"spec.taints[{i}]") from None
+        # The API server keeps one taint per key and effect, so a second cannot have come from a real node.
+        seen = first.setdefault((taint.key, taint.effect), i)
+        if seen != i:
+            raise FieldError(
+                f"spec.taints[{i}]",
+                f"{_got(taint.key)} with effect {taint.effect} is already spec.taints[{seen}] "
+                "(taints must be unique by key and effect)",
+            )
+        out.append(taint)
     return tuple(out)
 
 
@@ -550,6 +581,9 @@ def _int_or_percent(spec: Mapping[str, Any], key: str) -> None:
 def _pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
     meta = _map(obj, "metadata")
     spec = _map(obj, "spec")
+    # Which of the two would bound evictions is not defined, so the API server accepts only one.
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        raise FieldError("spec", "minAvailable and maxUnavailable cannot both be set")
     _int_or_percent(spec, "minAvailable")
     _int_or_percent(spec, "maxUnavailable")
     return DisruptionBudget(

@@ -421,3 +421,73 @@ def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path):
         read_snapshots([path])
     assert "invalid YAML: unacceptable character #x0001" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("operator", "problem"),
+    [
+        pytest.param("Equal", "'Equal' must be Exists when key is empty", id="equal"),
+        pytest.param(None, "missing (must be Exists when key is empty)", id="defaulted-to-equal"),
+    ],
+)
+def test_a_toleration_without_a_key_must_use_operator_exists(operator, problem):
+    toleration = {"value": "batch", "effect": "NoSchedule"}
+    if operator is not None:
+        toleration["operator"] = operator
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(p1(**{"spec.tolerations": [{"operator": "Exists"}, toleration]}))
+    assert str(err.value) == f"Pod default/p1: spec.tolerations[1].operator: {problem}"
+
+
+def test_a_toleration_with_operator_exists_must_have_no_value():
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "value": "present"}
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(p1(**{"spec.tolerations": [toleration]}))
+    assert str(err.value) == (
+        "Pod default/p1: spec.tolerations[0].value: 'present' must be empty when operator is Exists"
+    )
+
+
+@pytest.mark.parametrize(
+    ("effect", "problem"),
+    [
+        pytest.param("NoSchedule", "'NoSchedule' must be NoExecute", id="no-schedule"),
+        pytest.param("PreferNoSchedule", "'PreferNoSchedule' must be NoExecute", id="prefer-no-schedule"),
+        pytest.param(None, "missing (must be NoExecute", id="every-effect"),
+    ],
+)
+def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect, problem):
+    toleration = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}
+    if effect is not None:
+        toleration["effect"] = effect
+    with pytest.raises(ConversionError) as err:
+        pod_from_dict(p1(**{"spec.tolerations": [toleration]}))
+    assert str(err.value).startswith(f"Pod default/p1: spec.tolerations[0].effect: {problem}")
+    assert "when tolerationSeconds is set" in str(err.value)
+    toleration["effect"] = "NoExecute"
+    assert pod_from_dict(p1(**{"spec.tolerations": [toleration]})).tolerations[0].effect == "NoExecute"
+
+
+def test_a_pdb_with_both_min_available_and_max_unavailable_is_rejected():
+    obj = pdb("web", match={"app": "web"}, allowed=1)
+    obj["spec"]["maxUnavailable"] = 0
+    with pytest.raises(ConversionError) as err:
+        pdb_from_dict(obj)
+    assert str(err.value) == (
+        "PodDisruptionBudget default/web: spec: minAvailable and maxUnavailable cannot both be set"
+    )
+
+
+def test_a_node_with_two_taints_of_the_same_key_and_effect_is_rejected():
+    taints = [
+        {"key": "dedicated", "value": "batch", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "batch", "effect": "NoExecute"},
+        {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
+    ]
+    assert len(node_from_dict(node("gpu-a", taints=taints[:2])).taints) == 2
+    with pytest.raises(ConversionError) as err:
+        node_from_dict(node("gpu-a", taints=taints))
+    assert str(err.value) == (
+        "Node gpu-a: spec.taints[2]: 'dedicated' with effect NoSchedule is already spec.taints[0] "
+        "(taints must be unique by key and effect)"
+    )
