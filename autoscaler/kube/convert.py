@@ -159,8 +159,9 @@ def _str_map(obj: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, 
     return out
 
 
-def _string(obj: Mapping[str, Any], key: str, default: str, where: str = "") -> str:
-    """A string field; absent or empty is ``default``, any other type a FieldError."""
+def _string(obj: Mapping[str, Any], key: str, default: str = "", where: str = "") -> str:
+    """A string field; absent or empty is ``default``, any other type a FieldError (the API server refuses a
+    number or a bool where a string goes, so tidal does not guess one)."""
     value = obj.get(key)
     if type(value) is str:
         return value or default
@@ -278,17 +279,6 @@ def required_affinity(spec: Mapping[str, Any], where: str = "spec.") -> tuple[tu
     return tuple(terms)
 
 
-def _str_field(obj: Mapping[str, Any], key: str, default: str = "") -> str:
-    value = obj.get(key)
-    if type(value) is str:
-        return value or default
-    if value is None:
-        return default
-    if isinstance(value, (Mapping, list)):
-        raise FieldError(key, f"expected a string, got {_got(value)}")
-    return str(value)
-
-
 def _toleration(t: Mapping[str, Any]) -> Toleration:
     key = t.get("key") or ""
     operator = t.get("operator") or "Equal"
@@ -303,10 +293,10 @@ def _toleration(t: Mapping[str, Any]) -> Toleration:
     ):
         return Toleration(key, operator, value, effect)
     toleration = Toleration(
-        key=_str_field(t, "key"),
-        operator=_str_field(t, "operator", "Equal"),
-        value=_str_field(t, "value"),
-        effect=_str_field(t, "effect"),
+        key=_string(t, "key"),
+        operator=_string(t, "operator", "Equal"),
+        value=_string(t, "value"),
+        effect=_string(t, "effect"),
     )
     # Anything else would match no taint, or every taint, depending on how it is compared.
     if toleration.operator not in TOLERATION_OPERATORS:
@@ -483,7 +473,7 @@ def _taint(t: Mapping[str, Any]) -> Taint:
         raise FieldError("effect", "missing")
     if effect not in TAINT_EFFECTS:
         raise FieldError("effect", f"{_got(effect)} is not one of {', '.join(TAINT_EFFECTS)}")
-    return Taint(key, _str_field(t, "value"), effect)
+    return Taint(key, _string(t, "value"), effect)
 
 
 def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:

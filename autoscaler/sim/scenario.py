@@ -253,8 +253,7 @@ def _parse(data: Any) -> Scenario:
     for i, raw in enumerate(_list(data, "queues")):
         where = f"queues[{i}]"
         q = _entry(raw, where, {"name", "quota", "limit", "overQuotaWeight", "priority", "parent"})
-        if "name" not in q:
-            raise ScenarioError(f"{where}: 'name' is required")
+        _required(q, "name", where)
         queues.append(
             QueueSpec(
                 _str(q, "name", where),
