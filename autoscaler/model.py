@@ -59,6 +59,58 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One term of required node affinity: every expression on the Node's labels and every field requirement
+    (``metadata.name``, the only field Kubernetes allows) must hold. A term with neither matches no node."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+# A label selector as requirements; ``None`` is an absent selector, which selects nothing.
+Selector = tuple[Requirement, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required inter-pod (anti-)affinity term, with ``matchLabelKeys``/``mismatchLabelKeys`` already merged
+    into ``selector`` (as the API server stores it).
+
+    The pods it is about live in ``namespaces`` and in the namespaces ``namespace_selector`` selects; with
+    neither, in the namespace of the pod that carries the term (kept in ``owner_namespace``)."""
+
+    topology_key: str
+    selector: Selector
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: Selector = None
+    owner_namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topology spread constraint with ``whenUnsatisfiable: DoNotSchedule`` (``ScheduleAnyway`` never
+    filters), with ``matchLabelKeys`` merged into ``selector``."""
+
+    max_skew: int
+    topology_key: str
+    selector: Selector
+    min_domains: int = 1
+    # nodeAffinityPolicy Honor (the default): only nodes the pod's node affinity/selector allow are domains.
+    honor_node_affinity: bool = True
+    # nodeTaintsPolicy Honor: only nodes whose taints the pod tolerates are domains (Ignore is the default).
+    honor_node_taints: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on the node (``hostPort``), which two pods on one node cannot share."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
 class Taint:
     key: str
     value: str = ""
@@ -118,9 +170,14 @@ class Pod:
     scheduled: Condition | None = None
     requests: Resources = EMPTY
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    # Required node affinity: OR over terms, AND within a term.
-    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    # Required node affinity: any one term (OR) whose requirements all hold (AND).
+    affinity: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # Required inter-pod affinity and anti-affinity, and DoNotSchedule topology spread.
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
     owner: OwnerRef | None = None
     priority: int = 0
     local_storage: bool = False
@@ -144,6 +201,11 @@ class Pod:
     @property
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def topological(self) -> bool:
+        """Where it may go depends on other pods: inter-pod (anti-)affinity, topology spread or host ports."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +252,7 @@ class DaemonSet:
     name: str
     requests: Resources = EMPTY
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    affinity: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
 
 
@@ -233,6 +295,8 @@ class Snapshot:
     daemonsets: tuple[DaemonSet, ...] = ()
     podgroups: tuple[PodGroup, ...] = ()
     queues: tuple[Queue, ...] = ()
+    # Namespace labels by namespace name, for namespaceSelector in pod affinity terms.
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 # --- the cloud side ---------------------------------------------------------------------------------
