@@ -105,6 +105,7 @@ class Config:
     kube_reserved: Resources | None
     max_pods_per_node: int
     gpu_node_taint: bool
+    assume_extended_resource_toleration: bool
     scale_down: ScaleDownConfig
     scan_interval: float
     batch_idle_duration: float
@@ -218,6 +219,7 @@ _TOP = {
     "kubeReserved": _Key("kube_reserved", _RESOURCES_OR_NONE),
     "maxPodsPerNode": _Key("max_pods_per_node", schema.integer(minimum=1, maximum=1000)),
     "gpuNodeTaint": _Key("gpu_node_taint", schema.boolean),
+    "assumeExtendedResourceToleration": _Key("assume_extended_resource_toleration", schema.boolean),
     "scanInterval": _Key("scan_interval", schema.duration()),
     "batchIdleDuration": _Key("batch_idle_duration", schema.duration(positive=False)),
     "batchMaxDuration": _Key("batch_max_duration", schema.duration()),

@@ -1,13 +1,15 @@
-"""Can pod P run on a new node of offering O? Labels, selectors, affinity, taints and annotations.
+"""Which offerings may a pod get at all? Its constraints, its instance annotations and the node templates.
 
-Resources are checked by the planner against :func:`autoscaler.allocatable.node_allocatable`; this module
-decides which offerings are *eligible* for a pod at all, and why not when none is.
+A new node of an offering must pass the same label and taint filters as a node that exists (the ones in
+:mod:`autoscaler.placement.filters`, applied to the node's template); resources and the inter-pod filters
+are the placement engine's. This module reads a pod's constraints and says which offerings are
+*eligible*, and which filter removed the last one when none is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -26,12 +28,14 @@ from autoscaler.model import (
     LABEL_REGION,
     LABEL_ZONE,
     SPOT,
+    NodeSelectorTerm,
     Offering,
     Pod,
-    Requirement,
     Taint,
     Toleration,
 )
+from autoscaler.placement import filters
+from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
 
 
@@ -44,7 +48,7 @@ class Constraints:
     """Everything about a pod that narrows the offerings it may get (hashable: pods group by it)."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
-    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    affinity: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     capacity_types: tuple[str, ...] = ("on-demand",)
     gpu_skus: tuple[str, ...] = ()
@@ -66,8 +70,9 @@ class Constraints:
 
 
 def implicit_tolerations(pod: Pod) -> tuple[Toleration, ...]:
-    """Tolerations the ExtendedResourceToleration admission plugin (on in GKE, common elsewhere) gives a
-    pod for each extended resource it requests: GPU pods tolerate the GPU node taint."""
+    """Tolerations the ExtendedResourceToleration admission plugin gives a pod for each extended resource it
+    requests (GPU pods tolerate the GPU node taint). A pod read from the API server already carries them when
+    the plugin is on; tidal adds them itself only when ``assumeExtendedResourceToleration`` says so."""
     return tuple(
         Toleration(key=r, operator="Exists", effect="NoSchedule")
         for r in (NVIDIA_GPU, AMD_GPU)
@@ -120,7 +125,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
     pins_type = (
         bool(type_regexp)
         or LABEL_INSTANCE_TYPE in pod.node_selector
-        or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term)
+        or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term.expressions)
     )
     gpu_resource = ""
     if pod.requests.get(NVIDIA_GPU):
@@ -130,7 +135,8 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
     return Constraints(
         node_selector=tuple(sorted(pod.node_selector.items())),
         affinity=pod.affinity,
-        tolerations=pod.tolerations + implicit_tolerations(pod),
+        tolerations=pod.tolerations
+        + (implicit_tolerations(pod) if config.assume_extended_resource_toleration else ()),
         capacity_types=capacity_types,
         gpu_skus=gpu_skus if gpu_resource else (),
         family_inclusions=inclusions,
@@ -270,142 +276,111 @@ def node_taints(offering: Offering, config: Config) -> tuple[Taint, ...]:
     return taints
 
 
-# --- matching ---------------------------------------------------------------------------------------
+# --- eligibility ------------------------------------------------------------------------------------
+
+OfferingFilter = tuple[Rejection, Callable[[Offering], bool]]
 
 
-def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
-    """One node-selector requirement against a label set, with Kubernetes semantics."""
-    value = labels.get(req.key)
-    op = req.operator
-    if op == "In":
-        return value is not None and value in req.values
-    if op == "NotIn":
-        return value is None or value not in req.values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        if value is None or len(req.values) != 1:
-            return False
-        try:
-            have, want = int(value), int(req.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
+def _offering(message: str, key: str = "") -> Rejection:
+    return Rejection(Filter.OFFERING, message, key)
 
 
-def selector_matches(reqs: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
-    return all(requirement_matches(r, labels) for r in reqs)
-
-
-def affinity_matches(terms: Sequence[Sequence[Requirement]], labels: Mapping[str, str]) -> bool:
-    """Required node affinity: any term (OR) whose requirements all hold (AND); no terms = anything."""
-    return not terms or any(selector_matches(term, labels) for term in terms)
-
-
-def tolerates_all(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> bool:
-    """Every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
-    return all(
-        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations) for taint in taints
+def gpu_taint_rejection() -> Rejection:
+    """Why a GPU pod without the GPU taint's toleration gets no GPU node, and what to do about it."""
+    return Rejection(
+        Filter.TAINT_TOLERATION,
+        f"GPU nodes tidal launches are tainted {GPU_TAINT} (gpuNodeTaint) and the pod does not tolerate it: "
+        "add the toleration, enable the ExtendedResourceToleration admission plugin "
+        "(then set assumeExtendedResourceToleration), or set gpuNodeTaint: false",
+        GPU_TAINT.key,
     )
 
 
-OfferingFilter = tuple[str, Callable[[Offering], bool]]
-
-
 def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
-    """The pod-level filters, each with the reason it gives when it removes the last offering."""
-    filters: list[OfferingFilter] = [
-        (f"capacity type not in {','.join(c.capacity_types)}", lambda o: o.capacity_type in c.capacity_types),
+    """The pod-level filters, each with the rejection it gives when it removes the last offering."""
+    out: list[OfferingFilter] = [
+        (
+            _offering(f"capacity type not in {','.join(c.capacity_types)}", "capacity-type"),
+            lambda o: o.capacity_type in c.capacity_types,
+        ),
     ]
     if c.gpu_resource:
         vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
-        filters.append(
+        out.append(
             (
-                f"no offering has {c.gpu_resource}",
+                _offering(f"no offering has {c.gpu_resource}", c.gpu_resource),
                 lambda o: o.gpu_count > 0 and (o.gpu_vendor.upper() or "NVIDIA") == vendor,
             )
         )
     if not c.partial_gpu:
-        filters.append(
+        out.append(
             (
-                "only partial-GPU sizes fit (annotate tidal.dev/instance-partial-gpu)",
+                _offering(
+                    "only partial-GPU sizes fit (annotate tidal.dev/instance-partial-gpu)", "partial-gpu"
+                ),
                 lambda o: not o.partial_gpu,
             )
         )
     if c.gpu_skus:
         skus = c.gpu_skus
-        filters.append(
+        out.append(
             (
-                f"no offering with GPU model {'|'.join(skus)}",
+                _offering(f"no offering with GPU model {'|'.join(skus)}", "gpu-sku"),
                 lambda o: any(gpu_sku_matches(s, o) for s in skus),
             )
         )
     if c.family_inclusions:
         inc = set(c.family_inclusions)
-        filters.append(
-            (f"no offering in families {','.join(c.family_inclusions)}", lambda o: o.family in inc)
+        out.append(
+            (
+                _offering(f"no offering in families {','.join(c.family_inclusions)}", "family"),
+                lambda o: o.family in inc,
+            )
         )
     if c.family_exclusions:
         exc = set(c.family_exclusions)
-        filters.append(("every fitting family is excluded", lambda o: o.family not in exc))
+        out.append((_offering("every fitting family is excluded", "family"), lambda o: o.family not in exc))
     if c.type_regexp:
         # Luna's semantics: the regexp is searched for in the name (anchor it with ^…$ to match all of it).
         pattern = re.compile(c.type_regexp)
-        filters.append(
+        out.append(
             (
-                f"no instance type matches {c.type_regexp!r}",
+                _offering(f"no instance type matches {c.type_regexp!r}", "instance-type"),
                 lambda o: pattern.search(o.instance_type) is not None,
             )
         )
     if c.max_cost is not None:
         cap = c.max_cost
-        filters.append((f"no offering at or below {cap}/h", lambda o: o.price <= cap))
-    if c.node_selector:
-        want = c.node_selector
-        filters.append(
-            (
-                "nodeSelector matches no offering",
-                lambda o: all(node_labels(o, config).get(k) == v for k, v in want),
-            )
-        )
-    if c.affinity:
+        out.append((_offering(f"no offering at or below {cap}/h", "max-cost"), lambda o: o.price <= cap))
+    if c.node_selector or c.affinity:
+        want = dict(c.node_selector)
         terms = c.affinity
-        filters.append(
+        what = "nodeSelector" if c.node_selector and not c.affinity else "required node affinity"
+        if c.node_selector and c.affinity:
+            what = "nodeSelector and required node affinity"
+        out.append(
             (
-                "required node affinity matches no offering",
-                lambda o: affinity_matches(terms, node_labels(o, config)),
+                Rejection(Filter.NODE_AFFINITY, f"{what} matches no offering"),
+                lambda o: filters.node_affinity(want, terms, node_labels(o, config), None) is None,
             )
         )
     tols = c.tolerations
-    filters.append(
-        (
-            "no offering whose node taints the pod tolerates",
-            lambda o: tolerates_all(tols, node_taints(o, config)),
-        )
+    taint_rejection = Rejection(Filter.TAINT_TOLERATION, "no offering whose node taints the pod tolerates")
+    if c.gpu_resource and config.gpu_node_taint and not any(t.tolerates(GPU_TAINT) for t in tols):
+        taint_rejection = gpu_taint_rejection()
+    out.append(
+        (taint_rejection, lambda o: filters.taint_toleration(tols, node_taints(o, config)) is None),
     )
-    return filters
+    return out
 
 
 def eligible_offerings(
     c: Constraints, offerings: Sequence[Offering], config: Config
-) -> tuple[list[Offering], str]:
-    """Offerings that satisfy the constraints, and the reason of the filter that removed the last one."""
+) -> tuple[list[Offering], Rejection | None]:
+    """Offerings that satisfy the constraints, and the filter that removed the last one."""
     remaining = list(offerings)
-    for reason, keep in offering_filters(c, config):
+    for rejection, keep in offering_filters(c, config):
         remaining = [o for o in remaining if keep(o)]
         if not remaining:
-            return [], reason
-    return remaining, ""
-
-
-def fits_node(pod: Pod, labels: Mapping[str, str], taints: Iterable[Taint], room: Mapping[str, int]) -> bool:
-    """Would the scheduler put ``pod`` on a node with these labels, taints and free resources?"""
-    return (
-        (pod.requests + {"pods": 1000}).fits_in(room)
-        and all(labels.get(k) == v for k, v in pod.node_selector.items())
-        and affinity_matches(pod.affinity, labels)
-        and tolerates_all(pod.tolerations + implicit_tolerations(pod), taints)
-    )
+            return [], rejection
+    return remaining, None

@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from autoscaler.allocatable import node_allocatable
 from autoscaler.config import Config
-from autoscaler.fit import node_labels, node_taints
 from autoscaler.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
 from autoscaler.planning.cluster import node_gpus, pods_by_node
-from autoscaler.planning.plan import Capacity, Usage
+from autoscaler.planning.plan import Launching, Usage
 
 log = structlog.get_logger("tidal.fleet")
 
@@ -250,21 +248,14 @@ class Fleet:
 
     # -- what the planner needs --------------------------------------------------------------------------
 
-    def launching_capacity(self) -> list[Capacity]:
-        """Room on launches that have no Node yet (a Node, once it exists, is seen through the snapshot)."""
-        out = []
-        for m in sorted(self.members.values(), key=lambda m: m.key):
-            if m.state != State.LAUNCHING or m.offering is None:
-                continue
-            o = m.offering
-            alloc = node_allocatable(
-                o,
-                self.config.cloud,
-                reserved=self.config.kube_reserved,
-                overhead=self.config.daemon_set_overhead,
-            )
-            out.append(Capacity(m.key, node_labels(o, self.config), node_taints(o, self.config), alloc, True))
-        return out
+    def launching_capacity(self) -> list[Launching]:
+        """Launches that have no Node yet (a Node, once it exists, is seen through the snapshot). The planner
+        gives them their offering's allocatable, DaemonSets included, as it does the nodes it plans."""
+        return [
+            Launching(m.key, m.offering)
+            for m in sorted(self.members.values(), key=lambda m: m.key)
+            if m.state == State.LAUNCHING and m.offering is not None
+        ]
 
     def launching_usage(self) -> Usage:
         """What launches without a Node count against the limits (Nodes count through the snapshot)."""

@@ -16,6 +16,7 @@ from autoscaler.config_schema import RefuseDuplicateKeys
 from autoscaler.kube.convert import (
     ConversionError,
     daemonset_from_dict,
+    namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
     pod_from_dict,
@@ -64,6 +65,7 @@ class SnapshotBuilder:
     )
     skipped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any], where: str) -> None:
         if not isinstance(obj, Mapping):
@@ -77,6 +79,15 @@ class SnapshotBuilder:
                 raise SnapshotError(f"{where}: items is not a list")
             for i, item in enumerate(items):
                 self.add(item, f"{where}: items[{i}]")
+            return
+        if kind == "Namespace":
+            try:
+                name, labels = namespace_from_dict(obj)
+            except ConversionError as err:
+                raise SnapshotError(f"{where}: {err}") from None
+            if name in self.namespaces:
+                self.duplicates[kind] += 1
+            self.namespaces[name] = labels
             return
         if kind not in _CONVERTERS:
             self.skipped[kind] += 1
@@ -99,10 +110,18 @@ class SnapshotBuilder:
     @property
     def count(self) -> int:
         """Objects of the kinds tidal reads (after duplicates were merged)."""
-        return sum(len(v) for v in self.parts.values())
+        return sum(len(v) for v in self.parts.values()) + len(self.namespaces)
 
     def build(self) -> Snapshot:
-        return Snapshot(**{k: tuple(v.values()) for k, v in self.parts.items()})
+        return Snapshot(
+            pods=tuple(self.parts["pods"].values()),
+            nodes=tuple(self.parts["nodes"].values()),
+            pdbs=tuple(self.parts["pdbs"].values()),
+            daemonsets=tuple(self.parts["daemonsets"].values()),
+            podgroups=tuple(self.parts["podgroups"].values()),
+            queues=tuple(self.parts["queues"].values()),
+            namespaces=dict(self.namespaces),
+        )
 
 
 def _documents(text: str, name: str) -> Iterable[Any]:

@@ -47,8 +47,12 @@ def pod(
     priority: int | None = None,
     volumes: list[dict[str, Any]] | None = None,
     extra_requests: dict[str, str] | None = None,
+    extended_resource_toleration: bool = True,
 ) -> dict[str, Any]:
-    """A Pod as the API server returns it; pending with a PodScheduled=False condition by default."""
+    """A Pod as the API server returns it; pending with a PodScheduled=False condition by default.
+
+    A GPU pod carries the toleration the ExtendedResourceToleration admission plugin adds (GKE runs it, as do
+    most GPU clusters), unless ``extended_resource_toleration`` is False."""
     requests: dict[str, str] = {}
     if cpu:
         requests["cpu"] = cpu
@@ -79,6 +83,8 @@ def pod(
                 }
             }
         }
+    if gpu and extended_resource_toleration:
+        tolerations = [*(tolerations or []), {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     if tolerations:
         spec["tolerations"] = tolerations
     if node_name:

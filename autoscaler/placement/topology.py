@@ -11,7 +11,7 @@ hostname at once but its zone only once one is chosen for it (see ``relabel``).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.model import (
@@ -24,6 +24,7 @@ from autoscaler.model import (
     Toleration,
 )
 from autoscaler.placement.filters import untolerated
+from autoscaler.placement.journal import Journal
 from autoscaler.placement.labels import node_affinity_matches, selector_matches
 from autoscaler.placement.reasons import (
     EXISTING_ANTI_AFFINITY,
@@ -158,39 +159,20 @@ class _AntiGroup:
 
 
 class Topology:
-    """Where pods are, as the inter-pod filters count them; every change can be undone (see ``mark``)."""
+    """Where pods are, as the inter-pod filters count them; every change goes through the journal."""
 
-    def __init__(self, namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    def __init__(
+        self, namespaces: Mapping[str, Mapping[str, str]] | None = None, journal: Journal | None = None
+    ) -> None:
         self.namespaces: Mapping[str, Mapping[str, str]] = namespaces or {}
+        self.journal = journal if journal is not None else Journal()
         self._nodes: dict[str, _Node] = {}
         self._spread: dict[_SpreadKey, _SpreadGroup] = {}
         self._affinity: dict[tuple[PodAffinityTerm, ...], _AffinityGroup] = {}
         self._anti: dict[PodAffinityTerm, _AntiGroup] = {}
         # Anti-affinity terms of placed pods, with where those pods are: they keep matching pods away.
         self._held: dict[PodAffinityTerm, Counter[str]] = defaultdict(Counter)
-        self._journal: list[Callable[[], None]] | None = None
         self._selected: dict[tuple[str, frozenset[tuple[str, str]]], bool] = {}
-
-    # -- transactions ----------------------------------------------------------------------------------
-
-    def mark(self) -> int:
-        """Start (or nest into) recording changes; ``rollback(mark)`` undoes every change made since."""
-        if self._journal is None:
-            self._journal = []
-        return len(self._journal)
-
-    def rollback(self, mark: int) -> None:
-        journal = self._journal or []
-        while len(journal) > mark:
-            journal.pop()()
-
-    def release(self) -> None:
-        """Stop recording (what was done stays)."""
-        self._journal = None
-
-    def _log(self, undo: Callable[[], None]) -> None:
-        if self._journal is not None:
-            self._journal.append(undo)
 
     # -- the cluster -----------------------------------------------------------------------------------
 
@@ -200,7 +182,24 @@ class Topology:
         self._nodes[name] = node
         for g in self._spread.values():
             g.add_node(name, node)
-        self._log(lambda: self._drop(name))
+        self.journal.log(lambda: self._drop(name))
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves the cluster with its pods (it is being removed)."""
+        node = self._nodes[name]
+        pods = list(node.pods)
+        for pod in pods:
+            self._record(name, node, pod, -1)
+        self._drop(name)
+
+        def undo() -> None:
+            self._nodes[name] = node
+            for g in self._spread.values():
+                g.add_node(name, node)
+            for pod in pods:
+                self._record(name, node, pod, 1)
+
+        self.journal.log(undo)
 
     def _drop(self, name: str) -> None:
         self._nodes.pop(name, None)
@@ -243,7 +242,7 @@ class Topology:
             for pod in pods:
                 self._record(name, node, pod, 1)
 
-        self._log(undo)
+        self.journal.log(undo)
 
     def place(self, pod: Pod, name: str, count: int = 1) -> None:
         """``count`` pods like ``pod`` now run on node ``name``."""
@@ -256,7 +255,7 @@ class Topology:
             del node.pods[len(node.pods) - count :]
             self._record(name, node, pod, -count)
 
-        self._log(undo)
+        self.journal.log(undo)
 
     def remove(self, pod: Pod, name: str) -> None:
         """A pod leaves node ``name`` (it is being moved)."""
@@ -268,7 +267,7 @@ class Topology:
             node.pods.append(pod)
             self._record(name, node, pod, 1)
 
-        self._log(undo)
+        self.journal.log(undo)
 
     def _record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
         for s in self._spread.values():
@@ -340,21 +339,45 @@ class Topology:
         if found is None:
             found = (
                 any(
-                    pod.namespace == g.key.namespace and any(selector_matches(c.selector, pod.labels) for c in g.key.constraints)
+                    pod.namespace == g.key.namespace
+                    and any(selector_matches(c.selector, pod.labels) for c in g.key.constraints)
                     for g in self._spread.values()
                 )
-                or any(all(term_selects(t, pod, self.namespaces) for t in g.terms) for g in self._affinity.values())
+                or any(
+                    all(term_selects(t, pod, self.namespaces) for t in g.terms)
+                    for g in self._affinity.values()
+                )
                 or any(term_selects(g.term, pod, self.namespaces) for g in self._anti.values())
             )
             self._selected[key] = found
         return found
+
+    def constrains(self, pod: Pod) -> bool:
+        """Where ``pod`` may go depends on other pods: its own inter-pod constraints, or a placed pod's
+        anti-affinity that selects it."""
+        return pod.topological or any(
+            counts and any(counts.values()) and term_selects(t, pod, self.namespaces)
+            for t, counts in self._held.items()
+        )
+
+    def tracked_keys(self) -> set[str]:
+        """Every topology key some count is kept for."""
+        keys = {c.topology_key for g in self._spread.values() for c in g.key.constraints}
+        keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
+        keys |= {g.term.topology_key for g in self._anti.values()}
+        keys |= {t.topology_key for t, counts in self._held.items() if counts}
+        return keys
 
     def keys_for(self, pod: Pod) -> set[str]:
         """Topology keys whose value on a node decides whether ``pod`` may go there, or that count it."""
         keys = {c.topology_key for c in pod.spread}
         keys |= {t.topology_key for t in pod.pod_affinity}
         keys |= {t.topology_key for t in pod.pod_anti_affinity}
-        keys |= {t.topology_key for t, counts in self._held.items() if counts and term_selects(t, pod, self.namespaces)}
+        keys |= {
+            t.topology_key
+            for t, counts in self._held.items()
+            if counts and term_selects(t, pod, self.namespaces)
+        }
         if self.selected(pod):
             keys |= {c.topology_key for g in self._spread.values() for c in g.key.constraints}
             keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
@@ -424,7 +447,9 @@ class Topology:
                 any(n > 0 for n in group.counts.values())
                 or not all(term_selects(t, pod, self.namespaces) for t in pod.pod_affinity)
             ):
-                return Rejection(Filter.INTER_POD_AFFINITY, POD_AFFINITY_MISMATCH, pod.pod_affinity[0].topology_key)
+                return Rejection(
+                    Filter.INTER_POD_AFFINITY, POD_AFFINITY_MISMATCH, pod.pod_affinity[0].topology_key
+                )
         for term in pod.pod_anti_affinity:
             value = labels.get(term.topology_key)
             if value is not None and self._anti_group(term).counts.get(value, 0) > 0:

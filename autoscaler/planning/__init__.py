@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
 from autoscaler.model import Offering, Snapshot
-from autoscaler.planning.cluster import node_capacity, pods_by_node, usage
+from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import NO_USAGE, Capacity, LaunchPlan, RemovalPlan, Usage
+from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 
@@ -37,14 +37,14 @@ def plan(
     config: Config,
     now: float,
     *,
-    launching: Sequence[Capacity] = (),
+    launching: Sequence[Launching] = (),
     launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
     index: OfferingIndex | None = None,
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
-    ``launching`` is capacity the cloud is still bringing up that has no Node yet (the fleet knows it);
+    ``launching`` are nodes the cloud is still bringing up that have no Node yet (the fleet knows them);
     ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
     (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
     offerings and config.
@@ -53,11 +53,10 @@ def plan(
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
     demand = select(snapshot, config)
     by_node = pods_by_node(snapshot.pods)
-    existing = node_capacity(snapshot, index, by_node=by_node)
-    capacity = [*existing, *launching]
+    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
-    launch = scale_up(demand, index, capacity=capacity, usage=total)
+    launch = scale_up(demand, index, engine, usage=total)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
@@ -71,7 +70,7 @@ def plan(
         unneeded_since=unneeded_since,
         needed=needed,
         by_node=by_node,
-        capacity=existing,
+        engine=engine,
         total=total,
         contended=contended,
     )

@@ -1,21 +1,25 @@
-"""What the cluster already has: free room per node, and usage counted against the limits."""
+"""What the cluster already has: its nodes as the placement engine sees them, and usage counted against the
+limits."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from autoscaler.model import (
     LABEL_GPU_COUNT,
+    LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     TAINT_DISRUPTED,
     Node,
     Pod,
     Snapshot,
 )
-from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Capacity, Usage
-from autoscaler.resources import PODS, Resources
+from autoscaler.placement.bins import Bin, Kind
+from autoscaler.placement.engine import Engine
+from autoscaler.planning.offerings import OfferingIndex, daemonset_overhead
+from autoscaler.planning.plan import Launching, Usage
+from autoscaler.resources import EMPTY, PODS, Resources
 
 
 def pods_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
@@ -47,40 +51,72 @@ def usable(node: Node) -> bool:
     )
 
 
-def node_capacity(
+def _present_daemonsets(pods: Iterable[Pod]) -> list[str]:
+    return [f"{p.namespace}/{p.owner.name}" for p in pods if p.daemonset and p.owner is not None]
+
+
+def _missing_overhead(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex) -> Resources:
+    """What DaemonSets that would run on ``node`` but have no pod there yet will take once they land."""
+    present = _present_daemonsets(pods)
+    if index.config.daemon_set_overhead is not None:
+        return EMPTY if present else index.config.daemon_set_overhead
+    return daemonset_overhead(snapshot.daemonsets, node.labels, node.taints, present)
+
+
+def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex) -> Bin | None:
+    """The room a node offers pending pods, or ``None`` when none may go there (cordoned, being removed,
+    not ready and not tidal's). A managed node still starting, or whose GPUs the device plugin has not
+    advertised yet, counts with its offering's allocatable, as a launching node."""
+    if not usable(node):
+        return None
+    kind = Kind.NODE
+    alloc = node.allocatable
+    if not node.ready or (node.managed and node_gpus(node) > alloc.gpus):
+        if not node.managed:
+            return None
+        offering = index.by_type.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
+        if offering is None:
+            if not node.ready:
+                return None
+        else:
+            alloc = index.base_allocatable(offering)
+        kind = Kind.LAUNCHING
+    free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
+    return Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
+
+
+def launching_bin(la: Launching, index: OfferingIndex) -> Bin:
+    """A node the cloud is still bringing up, as its offering's template says it will be."""
+    labels = {**index.labels(la.offering), LABEL_HOSTNAME: la.name}
+    return Bin(
+        la.name, Kind.LAUNCHING, labels, index.taints(la.offering), free=index.allocatable(la.offering)
+    )
+
+
+def build_engine(
     snapshot: Snapshot,
     index: OfferingIndex,
     *,
+    launching: Sequence[Launching] = (),
     by_node: Mapping[str, list[Pod]] | None = None,
     exclude: Iterable[str] = (),
-) -> list[Capacity]:
-    """Room on every usable node; a managed node still starting counts with its offering's allocatable."""
+) -> Engine:
+    """The cluster as the placement engine sees it: every node (each one a topology domain, each pod on it
+    counted), those pods may go to as bins, then the launches without a Node yet. Nodes in ``exclude`` count
+    for topology but take no pods."""
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
     skip = set(exclude)
-    types = index.by_type
-    out: list[Capacity] = []
-    for node in snapshot.nodes:
-        if node.name in skip or not usable(node):
-            continue
-        used = requested(by_node.get(node.name, ()))
-        if node.ready:
-            alloc = node.allocatable
-            launching = False
-            if node.managed and node_gpus(node) > alloc.gpus:
-                launching = True  # GPUs not yet advertised by the device plugin
-                offering = types.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
-                if offering is not None:
-                    alloc = index.allocatable(offering)
-        elif node.managed:
-            offering = types.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
-            if offering is None:
-                continue
-            alloc = index.allocatable(offering)
-            launching = True
+    engine = Engine(index, namespaces=snapshot.namespaces)
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        pods = by_node.get(node.name, ())
+        b = None if node.name in skip else node_bin(node, pods, snapshot, index)
+        if b is None:
+            engine.add_topology_node(node.name, node.labels, node.taints, pods)
         else:
-            continue
-        out.append(Capacity(node.name, node.labels, node.taints, (alloc - used).non_negative(), launching))
-    return out
+            engine.add_node(b, pods)
+    for la in launching:
+        engine.add_node(launching_bin(la, index))
+    return engine
 
 
 def usage(snapshot: Snapshot) -> Usage:

@@ -12,35 +12,22 @@ then the reason names that filter ("maxNodeCostPerHour 1.0 excludes every offeri
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from autoscaler.allocatable import node_allocatable
 from autoscaler.config import Config
-from autoscaler.fit import (
-    Constraints,
-    affinity_matches,
-    eligible_offerings,
-    node_labels,
-    node_taints,
-    offering_filters,
-    tolerates_all,
-)
-from autoscaler.model import DaemonSet, Offering
+from autoscaler.fit import Constraints, eligible_offerings, node_labels, node_taints, offering_filters
+from autoscaler.model import DaemonSet, Offering, Taint
+from autoscaler.placement import filters
+from autoscaler.placement.bins import Option
+from autoscaler.placement.engine import Options
+from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import PODS, Resources
 
-
-@dataclass(slots=True)
-class Shape:
-    """Offerings of one instance type in one capacity type, cheapest first, sharing one allocatable."""
-
-    alloc: Resources
-    offerings: list[Offering]
-
-    @property
-    def cheapest(self) -> Offering:
-        return self.offerings[0]
+# Offerings of one instance type in one capacity type, cheapest first, sharing one allocatable.
+Shape = Option
 
 
 def price_order(o: Offering) -> tuple[float, str, str, str]:
@@ -60,11 +47,24 @@ class OfferingIndex:
         self.excluded: list[Offering] = sorted(excluded, key=price_order)
         self._excluded_for: dict[Constraints, list[Offering]] = {}
         self._alloc: dict[tuple[str, str, str], Resources] = {}
-        self._eligible: dict[Constraints, tuple[list[Offering], str]] = {}
+        self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
+        self._allowed: dict[tuple[Constraints, bool], Options] = {}
+        self._labels: dict[Offering, Mapping[str, str]] = {}
+        self._taints: dict[Offering, tuple[Taint, ...]] = {}
         self.by_type: dict[str, Offering] = {}
         for o in self.offerings:
             self.by_type.setdefault(o.instance_type, o)
+        self._by_shape: dict[tuple[str, str], Shape] | None = None
+
+    def shape(self, key: tuple[str, str]) -> Shape | None:
+        """Every usable offering of one (instance type, capacity type), cheapest first."""
+        if self._by_shape is None:
+            groups: dict[tuple[str, str], list[Offering]] = {}
+            for o in self.offerings:
+                groups.setdefault((o.instance_type, o.capacity_type), []).append(o)
+            self._by_shape = {k: Shape(self.allocatable(g[0]), tuple(g)) for k, g in groups.items()}
+        return self._by_shape.get(key)
 
     def allocatable(self, o: Offering) -> Resources:
         """What pods can use on a new node of ``o``: capacity − reservations − DaemonSet overhead."""
@@ -77,23 +77,31 @@ class OfferingIndex:
             self._alloc[key] = alloc
         return alloc
 
+    def base_allocatable(self, o: Offering) -> Resources:
+        """What a node of ``o`` leaves pods before any DaemonSet: capacity − kubelet reservations."""
+        return node_allocatable(o, self.config.cloud, reserved=self.config.kube_reserved)
+
+    def labels(self, o: Offering) -> Mapping[str, str]:
+        """The labels a node of ``o`` will carry (its template)."""
+        found = self._labels.get(o)
+        if found is None:
+            found = self._labels[o] = node_labels(o, self.config)
+        return found
+
+    def taints(self, o: Offering) -> tuple[Taint, ...]:
+        """The taints a node of ``o`` will carry."""
+        found = self._taints.get(o)
+        if found is None:
+            found = self._taints[o] = node_taints(o, self.config)
+        return found
+
     def overhead(self, o: Offering) -> Resources:
         """Configured DaemonSet overhead, or the sum of the DaemonSets that would run on this offering."""
         if self.config.daemon_set_overhead is not None:
             return self.config.daemon_set_overhead
-        total = Resources()
-        labels = node_labels(o, self.config)
-        taints = node_taints(o, self.config)
-        for ds in self.daemonsets:
-            if (
-                all(labels.get(k) == v for k, v in ds.node_selector.items())
-                and affinity_matches(ds.affinity, labels)
-                and tolerates_all(ds.tolerations, taints)
-            ):
-                total = total + ds.requests + {PODS: 1000}
-        return total
+        return daemonset_overhead(self.daemonsets, self.labels(o), self.taints(o))
 
-    def eligible(self, c: Constraints) -> tuple[list[Offering], str]:
+    def eligible(self, c: Constraints) -> tuple[list[Offering], Rejection | None]:
         """Offerings a pod with constraints ``c`` may get, cheapest first, or why there are none.
 
         When none is left, the reason names the configuration filter that removed the offerings the pod's
@@ -106,13 +114,27 @@ class OfferingIndex:
             elif self.excluded:
                 found = ([], eligible_offerings(c, self.excluded, self.config)[1] or self.excluded_reason)
             else:
-                found = ([], "no offerings")
+                found = ([], Rejection(Filter.CONFIGURATION, "no offerings"))
             if not found[0]:
                 found = ([], self._config_reason(self._excluded_allowed(c)) or found[1])
             self._eligible[c] = found
         return found
 
-    def excluded_fit_reason(self, c: Constraints, req: Resources, packing: bool) -> str:
+    def allowed(self, c: Constraints, packing: bool) -> Options:
+        """What a new node may be for a pod with constraints ``c``: eligible offerings by (instance type,
+        capacity type), so that a node opened for other pods can tell at once whether this one may join."""
+        key = (c, packing)
+        found = self._allowed.get(key)
+        if found is None:
+            found = {
+                shape.key: frozenset(shape.offerings)
+                for ctype in {o.capacity_type for o in self.offerings}
+                for shape in self.shapes(c, ctype, packing)
+            }
+            self._allowed[key] = found
+        return found
+
+    def excluded_fit_reason(self, c: Constraints, req: Resources, packing: bool) -> Rejection | None:
         """Why no eligible offering holds ``req`` when a configuration filter removed one that would have.
 
         For the planner's "no offering fits …" verdict: an empty string when no filtered-out offering would
@@ -137,15 +159,15 @@ class OfferingIndex:
             self._excluded_for[c] = found
         return found
 
-    def _config_reason(self, offerings: list[Offering]) -> str:
+    def _config_reason(self, offerings: list[Offering]) -> Rejection | None:
         """The configuration filter that removes the last of ``offerings`` (applied in order), described."""
         remaining = offerings
         for f in self.filters:
             kept = [o for o in remaining if f.keep(o)]
             if not kept:
-                return f.explain(remaining) if remaining else ""
+                return Rejection(Filter.CONFIGURATION, f.explain(remaining), f.key) if remaining else None
             remaining = kept
-        return ""
+        return None
 
     def shapes(self, c: Constraints, capacity_type: str, packing: bool) -> list[Shape]:
         """Eligible offerings of one capacity type grouped by instance type, cheapest shape first."""
@@ -159,7 +181,7 @@ class OfferingIndex:
             for o in offerings:
                 if o.capacity_type == capacity_type:
                     by_type.setdefault(o.instance_type, []).append(o)
-            shapes = [Shape(self.allocatable(group[0]), group) for group in by_type.values()]
+            shapes = [Shape(self.allocatable(group[0]), tuple(group)) for group in by_type.values()]
             shapes = [s for s in shapes if s.alloc]
             shapes.sort(key=lambda s: price_order(s.cheapest))
             self._shapes[key] = shapes
@@ -186,6 +208,7 @@ class ConfigFilter:
     reason: str  # when it removes every offering there is
     keep: Callable[[Offering], bool]
     explain: Callable[[list[Offering]], str]  # when it removes the last offerings a pod could have had
+    key: str = ""  # the configuration key
 
 
 def _cheapest(offerings: list[Offering]) -> Offering:
@@ -194,7 +217,7 @@ def _cheapest(offerings: list[Offering]) -> Offering:
 
 def config_filters(config: Config) -> list[ConfigFilter]:
     """Availability, zones, architectures, instanceTypeRegexp and maxNodeCostPerHour, in that order."""
-    filters = [
+    out = [
         ConfigFilter(
             "every offering is unavailable",
             lambda o: o.available,
@@ -202,23 +225,25 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                 "every offering that fits is unavailable after capacity errors "
                 f"(cheapest {_cheapest(removed).key}); tidal tries them again after offeringUnavailableDuration"
             ),
+            "offeringUnavailableDuration",
         )
     ]
     if config.zones:
         zones = set(config.zones)
         listed = ", ".join(config.zones)
-        filters.append(
+        out.append(
             ConfigFilter(
                 f"no offering in zones {','.join(config.zones)}",
                 lambda o: not o.zone or o.zone in zones,
                 lambda removed: (
                     f"zones [{listed}] exclude every offering that fits (cheapest {_cheapest(removed).key})"
                 ),
+                "zones",
             )
         )
     archs = set(config.architectures)
     allowed = ", ".join(config.architectures)
-    filters.append(
+    out.append(
         ConfigFilter(
             f"no offering with architecture {','.join(config.architectures)}",
             lambda o: o.arch in archs,
@@ -226,12 +251,13 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                 f"architectures [{allowed}] excludes "
                 f"{'/'.join(sorted({o.arch.value for o in removed}))} offerings"
             ),
+            "architectures",
         )
     )
     pattern: re.Pattern[str] | None = config.instance_type_regexp
     if pattern is not None:
         regexp = pattern
-        filters.append(
+        out.append(
             ConfigFilter(
                 f"no instance type matches instanceTypeRegexp {regexp.pattern!r}",
                 # Luna's semantics: searched for in the name; ^…$ anchors it.
@@ -240,12 +266,13 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                     f"instanceTypeRegexp {regexp.pattern!r} excludes every offering that fits "
                     f"(cheapest {_cheapest(removed).instance_type})"
                 ),
+                "instanceTypeRegexp",
             )
         )
     cap = config.max_node_cost_per_hour
     if cap is not None:
         limit = cap
-        filters.append(
+        out.append(
             ConfigFilter(
                 f"no offering at or below maxNodeCostPerHour {limit}",
                 lambda o: o.price <= limit,
@@ -253,27 +280,48 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                     f"maxNodeCostPerHour {limit} excludes every offering that fits (cheapest "
                     f"{_cheapest(removed).instance_type} at ${_cheapest(removed).price:.2f}/h)"
                 ),
+                "maxNodeCostPerHour",
             )
         )
-    return filters
+    return out
 
 
 def _global_filter(
-    offerings: Sequence[Offering], filters: list[ConfigFilter]
-) -> tuple[list[Offering], list[Offering], str]:
+    offerings: Sequence[Offering], config_filters: list[ConfigFilter]
+) -> tuple[list[Offering], list[Offering], Rejection | None]:
     """Apply the configuration's filters: what is left, what was removed, and the filter that removed the last
     offering (if one did)."""
     remaining = list(offerings)
     removed: list[Offering] = []
-    reason = ""
-    for f in filters:
+    reason: Rejection | None = None
+    for f in config_filters:
         kept: list[Offering] = []
         for o in remaining:
             (kept if f.keep(o) else removed).append(o)
         if remaining and not kept:
-            reason = f.reason
+            reason = Rejection(Filter.CONFIGURATION, f.reason, f.key)
         remaining = kept
     return remaining, removed, reason
+
+
+def daemonset_overhead(
+    daemonsets: Sequence[DaemonSet],
+    labels: Mapping[str, str],
+    taints: Sequence[Taint],
+    present: Sequence[str] = (),
+) -> Resources:
+    """What the DaemonSets whose pods would land on a node with these labels and taints take from it (the
+    ones named in ``present`` already run there, so their pods are counted as pods)."""
+    total = Resources()
+    for ds in daemonsets:
+        if f"{ds.namespace}/{ds.name}" in present:
+            continue
+        if (
+            filters.node_affinity(ds.node_selector, ds.affinity, labels, None) is None
+            and filters.taint_toleration(ds.tolerations, taints) is None
+        ):
+            total = total + ds.requests + {PODS: 1000}
+    return total
 
 
 T = TypeVar("T")

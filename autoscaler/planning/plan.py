@@ -6,22 +6,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.demand import Ignored
-from autoscaler.model import Offering, Taint
-from autoscaler.resources import Resources
+from autoscaler.model import Offering, Pod
+from autoscaler.placement.reasons import Rejection
 
 BIN_SELECTION = "bin-selection"
 BIN_PACKING = "bin-packing"
 
 
 @dataclass(frozen=True, slots=True)
-class Capacity:
-    """A node that exists or is launching, with the room it has left for pending pods."""
+class Launching:
+    """A node the cloud is bringing up that has no Node object yet: it will be ``offering``, and it was
+    launched for ``pods`` (which may still be pending)."""
 
     name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    free: Resources
-    launching: bool = False
+    offering: Offering
+    pods: tuple[Pod, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +68,13 @@ class Launch:
 
 @dataclass(frozen=True, slots=True)
 class Unplaced:
+    """A pod that fits nowhere, with why: the filter that removed the last candidate, in words and in kind."""
+
     pod: str
     reason: str
     # A cluster limit (clusterGPULimit, clusterCPULimit, maxNodes) left it out, not a lack of fitting offerings.
     limited: bool = False
+    rejection: Rejection | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from collections.abc import Collection, Mapping, Sequence
 from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.demand import Demand
-from autoscaler.fit import AnnotationError, fits_node, pod_constraints, requirement_matches
-from autoscaler.kube.convert import parse_time
+from autoscaler.fit import AnnotationError, pod_constraints
+from autoscaler.kube.fields import parse_time
 from autoscaler.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -31,20 +31,23 @@ from autoscaler.model import (
     Pod,
     Snapshot,
 )
-from autoscaler.planning.cluster import node_capacity, node_gpus, pods_by_node, requested, usage
+from autoscaler.placement.bins import Bin, Kind
+from autoscaler.placement.engine import Engine
+from autoscaler.placement.labels import requirements_match
+from autoscaler.placement.reasons import Rejection
+from autoscaler.planning.cluster import build_engine, node_gpus, pods_by_node, requested, usage
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import (
     BIN_PACKING,
     BIN_SELECTION,
     NO_USAGE,
     Blocked,
-    Capacity,
     Removal,
     RemovalPlan,
     Usage,
 )
 from autoscaler.planning.scaleup import scale_up
-from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, Resources
+from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 # Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
@@ -76,7 +79,7 @@ def _moves_blocker(
     for pdb in pdbs:
         if pdb.namespace != pod.namespace or pdb.selector is None:
             continue
-        if all(requirement_matches(r, pod.labels) for r in pdb.selector):
+        if requirements_match(pdb.selector, pod.labels):
             key = (pdb.namespace, pdb.name)
             if evicting.get(key, 0) + 1 > pdb.disruptions_allowed:
                 return f"pod {pod.key} is protected by PodDisruptionBudget {pdb.namespace}/{pdb.name}"
@@ -98,7 +101,7 @@ def _budgets_of(pod: Pod, pdbs: Sequence[DisruptionBudget]) -> list[tuple[str, s
         for pdb in pdbs
         if pdb.namespace == pod.namespace
         and pdb.selector is not None
-        and all(requirement_matches(r, pod.labels) for r in pdb.selector)
+        and requirements_match(pdb.selector, pod.labels)
     ]
 
 
@@ -142,17 +145,27 @@ def _utilization(node: Node, pods: Sequence[Pod]) -> float:
     return max((used.get(n) / alloc[n] for n in names if alloc.get(n)), default=0.0)
 
 
-def _place(pods: Sequence[Pod], targets: list[Capacity], free: list[Resources]) -> str:
-    """Fit ``pods`` onto ``targets`` (first fit); mutate ``free`` only when all fit; else why not."""
-    trial = list(free)
+def _move(pods: Sequence[Pod], node: Node, engine: Engine, targets: Sequence[Bin], config: Config) -> str:
+    """Move ``pods`` off ``node`` onto ``targets`` (biggest first, first fit) with the scheduler's filters;
+    keep the moves when every pod finds a place (later candidates then see that room taken), else undo them
+    and say why not."""
+    mark = engine.journal.mark()
+    engine.topology.remove_node(node.name)
     for pod in sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key)):
-        for i, cap in enumerate(targets):
-            if fits_node(pod, cap.labels, cap.taints, trial[i]):
-                trial[i] = trial[i] - pod.requests - {"pods": 1000}
+        try:
+            c = pod_constraints(pod, config)
+        except AnnotationError as err:
+            engine.journal.rollback(mark)
+            return f"nowhere to move pod {pod.key} ({err})"
+        for b in targets:
+            fit = engine.can_add(pod, c, b)
+            if not isinstance(fit, Rejection):
+                engine.add(pod, c, b, fit, [pod.key])
                 break
         else:
+            engine.journal.rollback(mark)
             return f"nowhere to move pod {pod.key}"
-    free[:] = trial
+    engine.journal.commit(mark)
     return ""
 
 
@@ -181,7 +194,7 @@ def _without(total: Usage, node: Node) -> Usage:
 
 def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> tuple[float, str, Usage]:
     """(cost per hour, why not placed, what the new nodes count against the limits) of a replacement."""
-    launch = scale_up(demand, index, usage=usage)
+    launch = scale_up(demand, index, Engine(index), usage=usage)
     if launch.unplaced:
         return float("inf"), launch.unplaced[0].reason, NO_USAGE
     return launch.cost_per_hour, "", Usage.of(la.offering for la in launch.launches)
@@ -207,6 +220,10 @@ def _replacement(
     current = node_offering(node, index)
     if current is None:
         return "nowhere to move its pods, and its price is unknown", ""
+    if any(p.topological for p in pods):
+        # New nodes are planned for them alone, without the rest of the cluster their affinity or spread is
+        # about: such pods only move to nodes that exist.
+        return "nowhere to move its pods, and their affinity or topology spread keeps them off new nodes", ""
     try:
         constraints = {p.key: pod_constraints(p, index.config) for p in pods}
     except AnnotationError as err:
@@ -266,7 +283,7 @@ def scale_down(
     unneeded_since: Mapping[str, float] | None = None,
     needed: Collection[str] = (),
     by_node: Mapping[str, list[Pod]] | None = None,
-    capacity: Sequence[Capacity] | None = None,
+    engine: Engine | None = None,
     total: Usage | None = None,
     contended: str = "",
 ) -> RemovalPlan:
@@ -314,10 +331,9 @@ def scale_down(
         candidates.append((util, node, workload))
 
     removing = {node.name for _, node, _ in candidates}
-    if capacity is None:
-        capacity = node_capacity(snapshot, index, by_node=by_node)
-    targets = [c for c in capacity if c.name not in removing and not c.launching]
-    free = [t.free for t in targets]
+    if engine is None:
+        engine = build_engine(snapshot, index, by_node=by_node)
+    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
@@ -328,7 +344,7 @@ def scale_down(
         counted = dict(evicting)
         blocker = _eviction_blocker(workload, snapshot.pdbs, counted)
         if not blocker and workload:
-            blocker = _place(workload, targets, free)
+            blocker = _move(workload, node, engine, targets, index.config)
             if blocker and replace_ok and contended:
                 blocker = f"{blocker}; no node is replaced while pending pods wait for a limit ({contended})"
             elif blocker and replace_ok:

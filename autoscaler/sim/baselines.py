@@ -23,9 +23,9 @@ from autoscaler.config import Config
 from autoscaler.demand import select
 from autoscaler.model import Offering, Pod, Snapshot
 from autoscaler.planning import Plan
-from autoscaler.planning.cluster import node_capacity, pods_by_node, usage
+from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo, price_order
-from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Capacity, Launch, LaunchPlan, Unplaced, Usage
+from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Launch, Launching, LaunchPlan, Unplaced, Usage
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.resources import PODS, Resources
@@ -116,7 +116,9 @@ def _ffd(
                 if need.fits_in(index.allocatable(o)) and (gpus_left is None or o.gpu_count <= gpus_left)
             ]
             if not fitting:
-                unplaced.append(Unplaced(pod.key, reason or "no offering fits or GPU limit reached"))
+                unplaced.append(
+                    Unplaced(pod.key, reason.message if reason else "no offering fits or GPU limit reached")
+                )
                 continue
             if choose == "ca":
                 # Least waste: the group whose node is left with the smallest unused share.
@@ -142,14 +144,14 @@ def _plan(
     prepared: _Prepared,
     snapshot: Snapshot,
     now: float,
-    launching: Sequence[Capacity],
+    launching: Sequence[Launching],
     launching_usage: Usage,
 ) -> Plan:
     config, blind, index = prepared.config, prepared.blind, prepared.index
     seen = replace(snapshot, queues=())
     demand = select(seen, blind)
     by_node = pods_by_node(snapshot.pods)
-    existing = node_capacity(snapshot, index, by_node=by_node)
+    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = Usage(
         base.gpus + launching_usage.gpus,
@@ -160,7 +162,7 @@ def _plan(
     absorbed = scale_up(
         replace(demand, singles=demand.counted, gangs=[]),
         prepared.room_only,
-        capacity=[*existing, *launching],
+        engine,
         usage=total,
     )
     left = {u.pod for u in absorbed.unplaced}
@@ -178,7 +180,7 @@ def _plan(
         total.gpus + sum(la.offering.gpu_count for la in launches),
     )
     needed = {a.node for a in absorbed.absorbed}
-    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, capacity=existing)
+    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, engine=engine)
     return Plan(demand, plan, removal)
 
 
@@ -196,7 +198,7 @@ def planner_for(policy: str) -> Any:
         config: Config,
         now: float,
         *,
-        launching: Sequence[Capacity] = (),
+        launching: Sequence[Launching] = (),
         launching_usage: Usage = NO_USAGE,
         unneeded_since: Mapping[str, float] | None = None,
     ) -> Plan:

@@ -1,9 +1,11 @@
 """The emulated cluster: Nodes, pods, and a scheduler that speaks kube-scheduler's and KAI's language.
 
 It is what the controller sees (``snapshot()``), what it acts on (cordon, evict, delete Node, events), and
-what the simulated cloud's kubelets register Nodes with. The scheduler places pods with tidal's own fit rules
-and writes the ``PodScheduled=False`` messages the real schedulers write; KAI queues admit work within their
-limit (and non-preemptible work within quota) and gangs all-or-nothing.
+what the simulated cloud's kubelets register Nodes with. The scheduler binds pods with kube-scheduler's
+filters (:class:`autoscaler.placement.scheduler.ClusterScheduler`, checked against decisions recorded from a
+real kube-scheduler) and writes the ``PodScheduled=False`` messages the real schedulers write; KAI queues
+admit work within their limit (and non-preemptible work within quota) and gangs all-or-nothing. Like most GPU
+clusters it runs the ExtendedResourceToleration admission plugin: a GPU pod tolerates the GPU taint.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Any
 
 from autoscaler import annotations as ann
 from autoscaler.demand import PREEMPTIBILITY_LABEL
-from autoscaler.fit import fits_node, gpu_model_name
+from autoscaler.fit import GPU_TAINT, gpu_model_name
 from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
     LABEL_GPU_MODEL,
     Condition,
     Node,
+    NodeSelectorTerm,
     OwnerRef,
     Pod,
     PodGroup,
@@ -29,8 +32,10 @@ from autoscaler.model import (
     Requirement,
     Snapshot,
     Taint,
+    Toleration,
 )
-from autoscaler.resources import NVIDIA_GPU, PODS, Resources
+from autoscaler.placement.scheduler import ClusterScheduler
+from autoscaler.resources import NVIDIA_GPU, Resources
 from autoscaler.sim.scenario import JobSpec, QueueSpec
 
 KAI = "kai-scheduler"
@@ -128,7 +133,9 @@ class EmulatedCluster:
         # The scheduler must honour the GPU model too, or a pod asking for L4s runs on whatever GPU is free:
         # the required node affinity a user writes next to tidal's annotation.
         models = tuple(sorted({gpu_model_name(s.strip()) for s in job.gpu_skus.split(",") if s.strip()}))
-        affinity = ((Requirement(LABEL_GPU_MODEL, "In", models),),) if models else ()
+        affinity = (NodeSelectorTerm((Requirement(LABEL_GPU_MODEL, "In", models),)),) if models else ()
+        # What ExtendedResourceToleration gives every pod that requests a GPU.
+        tolerations = (Toleration(GPU_TAINT.key, "Exists", "", "NoSchedule"),) if job.gpus else ()
         keys = []
         for i in range(job.pods):
             pod = Pod(
@@ -141,6 +148,7 @@ class EmulatedCluster:
                 scheduler_name=KAI if self.kai else DEFAULT,
                 requests=Resources(requests),
                 affinity=affinity,
+                tolerations=tolerations,
                 owner=OwnerRef("Job", job.name, True),
                 priority=job.priority,
             )
@@ -199,17 +207,6 @@ class EmulatedCluster:
 
     # -- the scheduler ---------------------------------------------------------------------------------
 
-    def _free(self) -> dict[str, Resources]:
-        used: dict[str, list[Resources]] = defaultdict(list)
-        for sp in self.pods.values():
-            if sp.pod.node_name:
-                used[sp.pod.node_name].append(sp.pod.requests)
-        free = {}
-        for n in self.nodes.values():
-            if n.ready and not n.unschedulable and not n.deleting:
-                free[n.name] = n.allocatable - Resources.total(used.get(n.name, ()), each={PODS: 1000})
-        return free
-
     def _queue_use(self) -> tuple[dict[str, int], dict[str, int]]:
         used: dict[str, int] = defaultdict(int)
         non_preemptible: dict[str, int] = defaultdict(int)
@@ -233,9 +230,13 @@ class EmulatedCluster:
         pending = [sp for sp in self.pods.values() if not sp.pod.node_name]
         if not pending:
             return 0
-        free = self._free()
+        ready = [n.name for n in self.nodes.values() if n.ready and not n.deleting]
+        sched = ClusterScheduler(
+            self.nodes.values(), (sp.pod for sp in self.pods.values() if sp.pod.node_name), eligible=ready
+        )
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
+        free = {name: b.free for name, b in sched.bins.items()}
         nodes = [self.nodes[name] for name in sorted(free, key=lambda n: (free[n].gpus, free[n].cpu, n))]
         self._resume: dict[Any, int] = {}
         used, non_preemptible = self._queue_use()
@@ -265,7 +266,7 @@ class EmulatedCluster:
             if hold:
                 self._pending(unit, hold, now)
                 continue
-            placed = self._place(unit, nodes, free)
+            placed = self._place(unit, nodes, sched)
             if placed is None:
                 self._pending(unit, self._no_room(unit[0], nodes), now)
                 continue
@@ -300,40 +301,35 @@ class EmulatedCluster:
         return ""
 
     def _place(
-        self, unit: list[SimPod], nodes: list[Node], free: dict[str, Resources]
+        self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler
     ) -> list[tuple[SimPod, str]] | None:
-        trial = dict(free)
+        mark = sched.mark()
         placed = []
         for sp in unit:
             # Within one pass room only shrinks: a node that could not take a pod of this shape and these
-            # constraints will not take the next one either, so each shape resumes where the last stopped.
+            # constraints will not take the next one either, so each shape resumes where the last stopped
+            # (not for pods whose place depends on other pods: spread and affinity change as pods land).
             p = sp.pod
             shape = (p.requests, tuple(sorted(p.node_selector.items())), p.affinity, p.tolerations)
-            start = self._resume.get(shape, 0)
-            need = p.requests + {PODS: 1000}
+            resumable = not sp.gang and not p.topological
+            start = self._resume.get(shape, 0) if resumable else 0
             for i in range(start, len(nodes)):
-                node = nodes[i]
-                room = trial[node.name]
-                if need.fits_in(room) and fits_node(p, node.labels, self._taints(node), room):
-                    trial[node.name] = room - need
-                    placed.append((sp, node.name))
-                    if not sp.gang:
+                name = nodes[i].name
+                if sched.rejection(p, name) is None:
+                    sched.bind(p, name)
+                    placed.append((sp, name))
+                    if resumable:
                         self._resume[shape] = i
                     break
             else:
-                if not sp.gang:
+                if resumable:
                     self._resume[shape] = len(nodes)
                 if sp.gang:
+                    sched.rollback(mark)
                     return None
-        if not placed:
-            return None
-        free.update(trial)
+        sched.commit(mark)
         # A non-gang unit is one pod; a gang lands only whole.
-        return placed
-
-    @staticmethod
-    def _taints(node: Node) -> list[Taint]:
-        return [t for t in node.taints if t.effect != "PreferNoSchedule"]
+        return placed or None
 
     def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
         if not nodes:

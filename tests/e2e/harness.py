@@ -165,7 +165,9 @@ def gpu_pod(
     group: str = "",
     scheduler: str = "default-scheduler",
 ) -> dict[str, Any]:
-    """A pending pod as a Job or Deployment creates it (no PodScheduled condition yet)."""
+    """A pending pod as a Job or Deployment creates it (no PodScheduled condition yet), with the toleration
+    for the GPU taint tidal puts on GPU nodes, as its template carries it where ExtendedResourceToleration
+    is off (EKS, AKS)."""
     labels = {"app": name.rsplit("-", 1)[0]}
     if queue:
         labels["kai.scheduler/queue"] = queue
@@ -190,6 +192,7 @@ def gpu_pod(
         },
         "spec": {
             "schedulerName": scheduler,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [
                 {
                     "name": "main",

@@ -145,7 +145,8 @@ def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_r
 def spot_tolerant(pod: dict) -> dict:
     """A pod that may run on AKS Spot nodes (AKS taints them kubernetes.azure.com/scalesetpriority=spot)."""
     pod["spec"]["tolerations"] = [
-        {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot"}
+        *pod["spec"].get("tolerations", []),
+        {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot"},
     ]
     return pod
 

@@ -11,10 +11,9 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.fit import fits_node
 from autoscaler.kube.convert import node_from_dict, pod_from_dict, podgroup_from_dict, queue_from_dict
 from autoscaler.model import Node, Pod
-from autoscaler.resources import PODS, Resources
+from autoscaler.placement.scheduler import ClusterScheduler
 from tests.fakes.kube_apiserver import FakeApiServer
 
 KAI = "kai-scheduler"
@@ -34,15 +33,15 @@ class SchedulerStandIn:
         self.schedulers = schedulers
         self.bound: list[tuple[str, str]] = []
 
-    def _state(self) -> tuple[list[Node], dict[str, Resources], list[Pod], dict[str, Any]]:
+    def _state(self) -> tuple[list[Node], ClusterScheduler, list[Pod], dict[str, Any]]:
         nodes = [node_from_dict(n) for n in self.api.list("nodes")]
         usable = [n for n in nodes if n.ready and not n.unschedulable and not n.deleting]
-        free = {n.name: n.allocatable for n in usable}
+        bound: list[Pod] = []
         pending: list[Pod] = []
         for raw in self.api.list("pods"):
             pod = pod_from_dict(raw)
-            if pod.node_name and not pod.finished and pod.node_name in free:
-                free[pod.node_name] = free[pod.node_name] - pod.requests - {PODS: 1000}
+            if pod.node_name and not pod.finished:
+                bound.append(pod)
             elif not pod.node_name and pod.phase == "Pending" and pod.scheduler_name in self.schedulers:
                 pending.append(pod)
         pending.sort(key=lambda p: (p.created, p.name))
@@ -51,23 +50,22 @@ class SchedulerStandIn:
             groups = {(g.namespace, g.name): g for g in map(podgroup_from_dict, self.api.list("podgroups"))}
         except Exception:  # PodGroup CRD not registered in this test
             groups = {}
-        return usable, free, pending, groups
+        sched = ClusterScheduler(nodes, bound, eligible=[n.name for n in usable])
+        return usable, sched, pending, groups
 
-    def _fits(self, pod: Pod, node: Node, room: Resources) -> bool:
-        return fits_node(pod, node.labels, [t for t in node.taints if t.effect != "PreferNoSchedule"], room)
-
-    def _place(self, pods: list[Pod], nodes: list[Node], free: dict[str, Resources]) -> dict[str, str] | None:
-        trial = dict(free)
+    def _place(self, pods: list[Pod], nodes: list[Node], sched: ClusterScheduler) -> dict[str, str] | None:
+        mark = sched.mark()
         where: dict[str, str] = {}
         for pod in pods:
             for node in nodes:
-                if self._fits(pod, node, trial[node.name]):
-                    trial[node.name] = trial[node.name] - pod.requests - {PODS: 1000}
+                if sched.rejection(pod, node.name) is None:
+                    sched.bind(pod, node.name)
                     where[pod.key] = node.name
                     break
             else:
+                sched.rollback(mark)
                 return None
-        free.update(trial)
+        sched.commit(mark)
         return where
 
     def _queue_usage(self) -> tuple[dict[str, Any], dict[str, int]]:
@@ -85,7 +83,7 @@ class SchedulerStandIn:
 
     def step(self) -> int:
         """One scheduling pass; returns how many pods were bound."""
-        nodes, free, pending, groups = self._state()
+        nodes, sched, pending, groups = self._state()
         queues, used = self._queue_usage()
         units: dict[str, list[Pod]] = {}
         for pod in pending:
@@ -109,9 +107,9 @@ class SchedulerStandIn:
                     )
                     self._unschedulable(pods, msg)
                     continue
-            where = self._place(pods, nodes, free)
+            where = self._place(pods, nodes, sched)
             if where is None:
-                self._unschedulable(pods, self._why(pods[0], nodes, free, kai))
+                self._unschedulable(pods, self._why(pods[0], nodes, sched, kai))
                 continue
             for pod in pods:
                 self._bind(pod, where[pod.key])
@@ -120,7 +118,7 @@ class SchedulerStandIn:
                 used[queue] += gpus
         return bound
 
-    def _why(self, pod: Pod, nodes: list[Node], free: dict[str, Resources], kai: bool) -> str:
+    def _why(self, pod: Pod, nodes: list[Node], sched: ClusterScheduler, kai: bool) -> str:
         if not nodes:
             return "no nodes available to schedule pods"
         if kai:
@@ -131,10 +129,12 @@ class SchedulerStandIn:
                     f"0/{len(nodes)} nodes are available: {len(nodes)} node(s) didn't have enough resources: CPU cores."
                 )
             )
-        short = sorted({r for n in nodes for r in (pod.requests + {PODS: 1000}).shortfall(free[n.name])})
-        parts = (
-            ", ".join(f"{len(nodes)} Insufficient {r}" for r in short) or f"{len(nodes)} node(s) didn't match"
-        )
+        # kube-scheduler's summary: how many nodes each filter's message turned away, most common first.
+        counts: dict[str, int] = defaultdict(int)
+        for n in nodes:
+            rejection = sched.rejection(pod, n.name)
+            counts[str(rejection) if rejection else "node(s) were unschedulable"] += 1
+        parts = ", ".join(f"{k} {msg}" for msg, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         return f"0/{len(nodes)} nodes are available: {parts}. preemption: 0/{len(nodes)} nodes are available."
 
     def _bind(self, pod: Pod, node: str) -> None:

@@ -60,6 +60,7 @@ TOP_LEVEL_KEYS = [
     ("kubeReserved", "kube_reserved", {"cpu": "100m"}, Resources({"cpu": 100})),
     ("maxPodsPerNode", "max_pods_per_node", 250, 250),
     ("gpuNodeTaint", "gpu_node_taint", False, False),
+    ("assumeExtendedResourceToleration", "assume_extended_resource_toleration", True, True),
     ("scanInterval", "scan_interval", "30s", 30.0),
     ("batchIdleDuration", "batch_idle_duration", "2s", 2.0),
     ("batchMaxDuration", "batch_max_duration", "1m", 60.0),

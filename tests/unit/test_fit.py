@@ -3,7 +3,8 @@ and the reason a pod waits when none is left."""
 
 import pytest
 
-from autoscaler.fit import node_labels, pod_constraints, requirement_matches
+from autoscaler.fit import node_labels, pod_constraints
+from autoscaler.placement.labels import requirement_matches
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Arch, Requirement
 from autoscaler.planning import plan
@@ -300,11 +301,11 @@ def test_a_cost_cap_is_named_when_it_removed_the_only_type_big_enough_for_a_gang
     c = pod_constraints(member, config)
     assert [o.instance_type for o in index.eligible(c)[0]] == ["g4dn.xlarge"]
     request = member.requests + Resources({"pods": 1000})
-    assert index.excluded_fit_reason(c, request, packing=False) == (
+    assert str(index.excluded_fit_reason(c, request, packing=False)) == (
         "maxNodeCostPerHour 1.0 excludes every offering that fits (cheapest g4dn.12xlarge at $3.91/h)"
     )
     # A request nothing in the catalog could hold is no filter's doing.
-    assert index.excluded_fit_reason(c, member.requests + Resources({"nvidia.com/gpu": 8000}), False) == ""
+    assert index.excluded_fit_reason(c, member.requests + Resources({"nvidia.com/gpu": 8000}), False) is None
     # The gang is still all-or-nothing.
     members = [podgroup("train", min_member=2, queue="research")] + [
         pod(

@@ -57,7 +57,7 @@ def test_a_recorded_launch_not_yet_listed_by_the_cloud_still_counts(make_config)
     fleet.record_launch("tok-9", G4DN, ["default/infer-0"], None, NOW)
     observe(fleet, [])
     assert fleet.launching_usage().gpus == 1
-    assert fleet.launching_capacity()[0].launching
+    assert [la.offering for la in fleet.launching_capacity()] == [G4DN]
 
 
 def test_a_recorded_launch_is_forgotten_once_the_cloud_lists_it(make_config):

@@ -1,0 +1,339 @@
+"""The placement engine: where would this pod go — a node that exists, one launching, or one to launch?
+
+Every question of that form in tidal is answered here: scale-up, scale-down's "can these pods move",
+gangs and their rollback, the capacity of launching nodes, and the simulator's scheduler. ``can_add`` is
+pure and says how many pods like this one a bin takes (and, for a new node, what it narrows to) or why
+none; ``add`` commits it. Changes go through a journal, so a gang that cannot be placed whole is undone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.fit import Constraints
+from autoscaler.model import LABEL_HOSTNAME, Offering, Pod, Taint
+from autoscaler.placement import filters
+from autoscaler.placement.bins import Bin, Kind, Option, Templates
+from autoscaler.placement.journal import Journal
+from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.placement.topology import Topology
+from autoscaler.resources import PODS, Resources
+
+MAX_ZONE_CHOICES = 64  # assignments of undecided topology keys tried for one pod on one new node
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """``count`` pods fit; for a new node, the options it narrows to and the labels it settles."""
+
+    count: int
+    options: tuple[Option, ...] = ()
+    settled: Mapping[str, str] | None = None
+
+
+def request(pod: Pod) -> Resources:
+    """What a pod takes from a node, its pod slot included."""
+    return pod.requests + filters.ONE_POD
+
+
+class Engine:
+    """The cluster a plan places pods in: bins with their pods, and the counts the inter-pod filters read."""
+
+    def __init__(
+        self,
+        templates: Templates | None,
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        journal: Journal | None = None,
+    ) -> None:
+        self.templates: Templates = templates if templates is not None else _NoTemplates()
+        self.journal = journal if journal is not None else Journal()
+        self.topology = Topology(namespaces, self.journal)
+        self.bins: list[Bin] = []
+        self._static: dict[tuple[Constraints, str], Rejection | None] = {}
+        self._new = itertools.count(1)
+
+    # -- building the cluster --------------------------------------------------------------------------
+
+    def add_node(self, bin: Bin, pods: Iterable[Pod] = ()) -> Bin:
+        """A node that exists or is launching, with the pods already bound to it (their room already taken
+        out of ``bin.free``)."""
+        self.bins.append(bin)
+        self.topology.add_node(bin.name, bin.labels, bin.taints)
+        for pod in pods:
+            self.topology.place(pod, bin.name)
+            bin.ports.extend(pod.host_ports)
+            bin.pods.append(pod.key)
+        return bin
+
+    def add_topology_node(
+        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], pods: Iterable[Pod]
+    ) -> None:
+        """A node no pod may be placed on that still counts as a domain, with pods that count there."""
+        self.topology.add_node(name, labels, taints)
+        for pod in pods:
+            self.topology.place(pod, name)
+
+    def open(
+        self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
+    ) -> Bin:
+        """A node to launch, which may still become any of ``options``."""
+        name = f"new-node-{next(self._new)}"
+        certain = self._certain(options)
+        certain[LABEL_HOSTNAME] = name
+        taints = self._shared_taints(options)
+        bin = Bin(name, Kind.NEW, certain, taints, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+        bin.set_options(list(options))
+        self.bins.append(bin)
+        self.topology.add_node(name, certain, taints)
+        self.journal.log(lambda: self.bins.remove(bin))
+        return bin
+
+    def _shared_taints(self, options: Sequence[Option]) -> tuple[Taint, ...]:
+        """Taints every offering of every option will carry."""
+        shared: set[Taint] | None = None
+        for opt in options:
+            for o in opt.offerings:
+                here = set(self.templates.taints(o))
+                shared = here if shared is None else shared & here
+        return tuple(sorted(shared or (), key=str))
+
+    def _certain(self, options: Sequence[Option]) -> dict[str, str]:
+        """Labels every offering of every option agrees on."""
+        common: dict[str, str] | None = None
+        for opt in options:
+            for o in opt.offerings:
+                labels = self.templates.labels(o)
+                if common is None:
+                    common = dict(labels)
+                else:
+                    for k in [k for k, v in common.items() if labels.get(k) != v]:
+                        del common[k]
+        return common or {}
+
+    # -- can it go there? ------------------------------------------------------------------------------
+
+    def static(self, c: Constraints, bin: Bin) -> Rejection | None:
+        """The filters that read only the pod's constraints and the node's labels, taints and name."""
+        key = (c, bin.name)
+        if key not in self._static:
+            self._static[key] = filters.static(
+                node_selector=dict(c.node_selector),
+                terms=c.affinity,
+                tolerations=c.tolerations,
+                labels=bin.labels,
+                taints=bin.taints,
+                unschedulable=bin.unschedulable,
+                name=bin.name if bin.kind == Kind.NODE else None,
+            )
+        return self._static[key]
+
+    def inter_pod(self, pod: Pod) -> bool:
+        """Where ``pod`` goes depends on, or matters to, where other pods are."""
+        return self.topology.constrains(pod) or self.topology.selected(pod)
+
+    def can_add(
+        self, pod: Pod, c: Constraints, bin: Bin, want: int = 1, allowed: Options | None = None
+    ) -> Fit | Rejection:
+        """How many of ``want`` pods like ``pod`` (constraints ``c``) ``bin`` takes, or why none.
+
+        ``allowed`` (new nodes only) is what ``c`` allows a new node to be, by option key."""
+        if pod.topological:
+            want = 1
+        if bin.new:
+            return self._can_add_new(pod, c, bin, want, allowed or {})
+        rejection = self.static(c, bin) or filters.node_ports(pod.host_ports, bin.ports)
+        if rejection:
+            return rejection
+        need = request(pod)
+        rejection = filters.node_resources(need, bin.free)
+        if rejection:
+            return rejection
+        if self.topology.constrains(pod):
+            rejection = self.topology.check(pod, bin.labels)
+            if rejection:
+                return rejection
+        return Fit(min(want, need.times_fits_in(bin.free)))
+
+    def _can_add_new(
+        self, pod: Pod, c: Constraints, bin: Bin, want: int, allowed: Options
+    ) -> Fit | Rejection:
+        options = bin.options
+        if c not in bin.classes:
+            narrowed = []
+            for opt in options:
+                ok = allowed.get(opt.key)
+                if ok is None:
+                    continue
+                kept = tuple(o for o in opt.offerings if o in ok)
+                if kept:
+                    narrowed.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
+            if not narrowed:
+                return _NO_COMMON_OPTION
+            options = narrowed
+        rejection = filters.node_ports(pod.host_ports, bin.ports)
+        if rejection:
+            return rejection
+        need = request(pod)
+        best = 0
+        counts = []
+        for opt in options:
+            k = need.times_fits_in(bin.room(opt))
+            counts.append(k)
+            best = max(best, k)
+        if best <= 0:
+            return filters.node_resources(need, bin.room(options[0])) or _NO_ROOM
+        k = min(want, best)
+        fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
+        if not self.inter_pod(pod):
+            return Fit(k, fitting)
+        return self._settle(pod, bin, k, fitting)
+
+    def _settle(self, pod: Pod, bin: Bin, k: int, options: tuple[Option, ...]) -> Fit | Rejection:
+        """Choose values for the topology keys the pod cares about that the node has not settled yet (its
+        zone, usually): the cheapest choice that passes, preferring the emptiest domain for spread."""
+        trial = Bin(bin.name, Kind.NEW, bin.labels)
+        trial.set_options(list(options))
+        keys = sorted(self.topology.keys_for(pod))
+        open_keys = [k_ for k_ in keys if len(trial.values(k_, self.templates)) > 1]
+        potential = {
+            key: {v for v in trial.values(key, self.templates) if v is not None}
+            for key in (c.topology_key for c in pod.spread)
+        }
+        if not open_keys:
+            labels = {key: v for key in keys for v in trial.values(key, self.templates) if v is not None}
+            rejection = self.topology.check(pod, {**bin.labels, **labels}, potential=potential, fresh=True)
+            return rejection or Fit(k, options)
+        choices = itertools.islice(
+            itertools.product(*(sorted(trial.values(k_, self.templates), key=str) for k_ in open_keys)),
+            MAX_ZONE_CHOICES,
+        )
+        best: tuple[tuple[int, float], dict[str, str], tuple[Option, ...]] | None = None
+        first: Rejection | None = None
+        for values in choices:
+            chosen = {key: v for key, v in zip(open_keys, values, strict=True) if v is not None}
+            absent = {key for key, v in zip(open_keys, values, strict=True) if v is None}
+            narrowed = _narrow(options, self.templates, chosen, absent)
+            if not narrowed:
+                continue
+            labels = {**bin.labels, **chosen}
+            rejection = self.topology.check(pod, labels, potential=potential, fresh=True)
+            if rejection:
+                first = first or rejection
+                continue
+            score = (self.topology.spread_load(pod, labels), min(o.cheapest.price for o in narrowed))
+            if best is None or score < best[0]:
+                best = (score, chosen, narrowed)
+        if best is None:
+            return first or _NO_ROOM
+        return Fit(k, best[2], best[1])
+
+    # -- commit ----------------------------------------------------------------------------------------
+
+    def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
+        """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
+        k = fit.count
+        need = request(pod).scaled(k)
+        before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes)
+        if bin.new:
+            bin.used = bin.used + need
+            bin.set_options(list(fit.options))
+            bin.classes = bin.classes | {c}
+        else:
+            bin.free = bin.free - need
+        bin.pods.extend(pods)
+        bin.ports.extend(pod.host_ports)
+
+        def undo() -> None:
+            bin.free, bin.used = before[0], before[1]
+            del bin.pods[before[2] :]
+            del bin.ports[before[3] :]
+            bin.set_options(before[4])
+            bin.classes = before[5]
+
+        self.journal.log(undo)
+        if fit.settled:
+            self._relabel(bin, dict(fit.settled))
+        elif bin.new and self.topology.tracked_keys():
+            self._resettle(bin)
+        self.topology.place(pod, bin.name, k)
+
+    def _relabel(self, bin: Bin, settled: dict[str, str]) -> None:
+        before = (dict(bin.labels), dict(bin.settled))
+        bin.labels.update(settled)
+        bin.settled.update(settled)
+        self.topology.relabel(bin.name, settled)
+
+        def undo() -> None:
+            bin.labels.clear()
+            bin.labels.update(before[0])
+            bin.settled.clear()
+            bin.settled.update(before[1])
+
+        self.journal.log(undo)
+
+    def _resettle(self, bin: Bin) -> None:
+        """Narrowing for resources or constraints may have settled a topology key: count pods there now."""
+        settled = {}
+        for key in self.topology.tracked_keys():
+            if key in bin.labels:
+                continue
+            values = bin.values(key, self.templates)
+            if len(values) == 1:
+                (value,) = values
+                if value is not None:
+                    settled[key] = value
+        if settled:
+            self._relabel(bin, settled)
+
+    def remove_pods(self, bin: Bin, pods: Sequence[Pod]) -> None:
+        """Take ``pods`` off a node that exists (they are being moved); undone with the journal."""
+        freed = Resources.total((p.requests for p in pods), each={PODS: 1000})
+        keys = {p.key for p in pods}
+        before = (bin.free, list(bin.pods), list(bin.ports))
+        bin.free = bin.free + freed
+        bin.pods = [k for k in bin.pods if k not in keys]
+        for p in pods:
+            for port in p.host_ports:
+                bin.ports.remove(port)
+            self.topology.remove(p, bin.name)
+
+        def undo() -> None:
+            bin.free, bin.pods, bin.ports = before
+
+        self.journal.log(undo)
+
+
+Options = Mapping[tuple[str, str], frozenset[Offering]]
+
+
+def _narrow(
+    options: Sequence[Option], templates: Templates, chosen: Mapping[str, str], absent: set[str]
+) -> tuple[Option, ...]:
+    out = []
+    for opt in options:
+        kept = tuple(
+            o
+            for o in opt.offerings
+            if all(templates.labels(o).get(k) == v for k, v in chosen.items())
+            and not any(k in templates.labels(o) for k in absent)
+        )
+        if kept:
+            out.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
+    return tuple(out)
+
+
+_NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
+_NO_ROOM = Rejection(Filter.NODE_RESOURCES_FIT, "no room")
+
+
+class _NoTemplates:
+    """For a cluster that only has nodes that exist (the simulator's scheduler): nothing is launched."""
+
+    def labels(self, o: Offering) -> Mapping[str, str]:
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")
+
+    def taints(self, o: Offering) -> tuple[Taint, ...]:
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")

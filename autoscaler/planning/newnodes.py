@@ -1,0 +1,249 @@
+"""New nodes: which instance type to open one as, what else it may still become, and the final choice.
+
+*Bin-selection* picks, per pod class, the shape with the lowest price per pod placed (a dedicated right-sized
+node unless sharing is cheaper); *bin-packing* does the same among shapes of at least the configured
+``binPackingNode*`` size. The node then keeps every option that still holds its pods at no higher price
+(and no more GPUs or cpu than were counted against the limits), so pods of other classes may join it, and
+it takes the cheapest of them when the plan is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from autoscaler.fit import Constraints
+from autoscaler.model import Offering
+from autoscaler.placement.bins import Bin, Option
+from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.planning.offerings import OfferingIndex, price_order
+from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.quantity import format_memory, format_quantity
+from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
+
+MAX_ALTERNATIVES = 20
+
+
+@dataclass(slots=True)
+class Budget:
+    """What the cluster limits leave for new nodes (``None``: no limit)."""
+
+    gpus: int | None
+    cpu_milli: int | None
+    nodes: int | None
+
+    def allows(self, o: Offering) -> bool:
+        return (
+            (self.gpus is None or o.gpu_count <= self.gpus)
+            and (self.cpu_milli is None or o.vcpu * 1000 <= self.cpu_milli)
+            and (self.nodes is None or self.nodes >= 1)
+        )
+
+    def count(self, o: Offering) -> int:
+        """How many nodes of ``o`` still fit in the budget."""
+        n = 1 << 30
+        if self.gpus is not None and o.gpu_count:
+            n = min(n, self.gpus // o.gpu_count)
+        if self.cpu_milli is not None and o.vcpu:
+            n = min(n, self.cpu_milli // (o.vcpu * 1000))
+        if self.nodes is not None:
+            n = min(n, self.nodes)
+        return n
+
+    def take(self, o: Offering, sign: int = 1) -> None:
+        if self.gpus is not None:
+            self.gpus -= o.gpu_count * sign
+        if self.cpu_milli is not None:
+            self.cpu_milli -= o.vcpu * 1000 * sign
+        if self.nodes is not None:
+            self.nodes -= sign
+
+
+def describe(req: Resources) -> str:
+    """``"2 nvidia.com/gpu, cpu 8, memory 64Gi"`` for messages."""
+    parts = []
+    for name in sorted(req, key=lambda k: (k not in GPU_RESOURCES, k != CPU, k != MEMORY, k)):
+        if name == PODS:
+            continue
+        if name == MEMORY or name.startswith("hugepages") or name == "ephemeral-storage":
+            parts.append(f"{name} {format_memory(req[name])}")
+        elif name == CPU:
+            parts.append(f"cpu {format_quantity(req[name])}")
+        else:
+            parts.append(f"{format_quantity(req[name])} {name}")
+    return ", ".join(parts) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The shape to open new nodes as, and how many pods of the class each takes."""
+
+    shape: Option
+    per_node: int
+
+
+def choose(
+    index: OfferingIndex, c: Constraints, req: Resources, mode: str, remaining: int, budget: Budget
+) -> Choice | Rejection:
+    """The shape with the lowest price per pod placed across every capacity type the pod allows (the pod's
+    order of preference breaks ties: spot is nearly always cheaper, but a spot 8-GPU machine never beats an
+    on-demand 1-GPU one for a 1-GPU pod); or why there is none."""
+    eligible, reason = index.eligible(c)
+    if not eligible:
+        return reason or Rejection(Filter.CONFIGURATION, "no offerings")
+    packing = mode == BIN_PACKING
+    fits_somewhere = False
+    best: tuple[float, int, tuple[float, str, str, str]] | None = None
+    chosen: Choice | None = None
+    for tier, ctype in enumerate(c.capacity_types):
+        for shape in index.shapes(c, ctype, packing):
+            k = req.times_fits_in(shape.alloc)
+            if k <= 0:
+                continue
+            fits_somewhere = True
+            o = shape.cheapest
+            if not budget.allows(o):
+                continue
+            per_pod = o.price / min(k, remaining)
+            floor = o.price / remaining
+            if best is not None and floor > best[0]:
+                break  # shapes are in price order: none later in this tier can beat the best
+            score = (per_pod, tier, price_order(o))
+            if best is None or score < best:
+                best, chosen = score, Choice(shape, k)
+    if chosen is not None:
+        return chosen
+    if fits_somewhere:
+        return limit_rejection(index, budget)
+    return no_fit(index, c, req, mode)
+
+
+def limit_rejection(index: OfferingIndex, budget: Budget) -> Rejection:
+    """Which cluster limit is used up."""
+    cfg = index.config
+    if budget.nodes is not None and budget.nodes < 1:
+        return Rejection(Filter.CLUSTER_LIMIT, f"maxNodes {cfg.max_nodes} reached", "maxNodes")
+    if budget.gpus is not None and cfg.cluster_gpu_limit is not None:
+        used = cfg.cluster_gpu_limit - budget.gpus
+        if budget.cpu_milli is None or budget.cpu_milli > 0:
+            return Rejection(
+                Filter.CLUSTER_LIMIT,
+                f"clusterGPULimit {cfg.cluster_gpu_limit} reached ({used} GPUs in use, launching or planned)",
+                "clusterGPULimit",
+            )
+    return Rejection(
+        Filter.CLUSTER_LIMIT,
+        f"clusterCPULimit {format_quantity(cfg.cluster_cpu_limit or 0)} reached",
+        "clusterCPULimit",
+    )
+
+
+def no_fit(index: OfferingIndex, c: Constraints, req: Resources, mode: str) -> Rejection:
+    """Why no eligible offering holds ``req``, naming the resource and the nearest offering."""
+    packing = mode == BIN_PACKING
+    shapes = [s for ct in c.capacity_types for s in index.shapes(c, ct, packing)]
+    if not shapes:
+        message = "no bin-packing node matches binPackingNode* settings" if packing else "no offerings"
+        return Rejection(Filter.CONFIGURATION, message)
+    excluded = index.excluded_fit_reason(c, req, packing)
+    if excluded:
+        return excluded
+    for name in sorted(req, key=lambda k: (k not in GPU_RESOURCES, k != CPU, k != MEMORY, k)):
+        if req[name] > max(s.alloc.get(name, 0) for s in shapes):
+            return Rejection(
+                Filter.NODE_RESOURCES_FIT, f"no offering fits {describe(Resources({name: req[name]}))}", name
+            )
+    return Rejection(Filter.NODE_RESOURCES_FIT, f"no offering fits {describe(req)} together")
+
+
+def nearest(index: OfferingIndex, c: Constraints, req: Resources, mode: str) -> Offering | None:
+    """The eligible offering that comes closest to holding ``req``: the largest share of its shortest resource,
+    then the cheapest."""
+    shapes = [s for ct in c.capacity_types for s in index.shapes(c, ct, mode == BIN_PACKING)]
+    best: tuple[float, tuple[float, str, str, str]] | None = None
+    found = None
+    for s in shapes:
+        share = min((s.alloc.get(n, 0) / v for n, v in req.items() if v > 0), default=1.0)
+        key = (-share, price_order(s.cheapest))
+        if best is None or key < best:
+            best, found = key, s.cheapest
+    return found
+
+
+def options_for(
+    index: OfferingIndex, c: Constraints, mode: str, chosen: Offering, used: Resources, cpu_limited: bool
+) -> list[Option]:
+    """Every shape a node opened as ``chosen`` could still be: eligible for ``c``, holding ``used``, at no
+    higher price, with no more GPUs (and, under a cpu limit, no more cpu) than ``chosen`` was counted for."""
+    out = []
+    packing = mode == BIN_PACKING
+    ceiling = price_order(chosen)
+    for ctype in c.capacity_types:
+        for shape in index.shapes(c, ctype, packing):
+            if price_order(shape.cheapest) > ceiling:
+                break
+            o = shape.cheapest
+            if o.gpu_count > chosen.gpu_count or (cpu_limited and o.vcpu > chosen.vcpu):
+                continue
+            if used.fits_in(shape.alloc):
+                out.append(shape)
+    return out
+
+
+def has_room(b: Bin) -> bool:
+    """A new node may take more pods: some option has a pod slot and cpu left, and a GPU node whose GPUs its
+    pods use still has a GPU free."""
+    for opt in b.options:
+        room = b.room(opt)
+        if room.get(PODS, 1) <= 0 or room.cpu <= 0:
+            continue
+        gpu = next((r for r in GPU_RESOURCES if opt.alloc.get(r)), None)
+        if gpu is None or room.get(gpu) > 0 or not any(b.used.get(r) for r in GPU_RESOURCES):
+            return True
+    return False
+
+
+def finalize(
+    b: Bin, index: OfferingIndex, classes: Sequence[Constraints]
+) -> tuple[Offering, tuple[Offering, ...]]:
+    """The offering a new node is launched as (its cheapest option, in the pods' order of capacity types),
+    and fallbacks for a capacity error: cheapest first, every offering that holds its pods, suits all of
+    them and stays in the topology domains chosen for them, within what was counted against the limits."""
+    tiers = _tiers(classes)
+    packing = b.mode == BIN_PACKING
+    candidates = [o for opt in b.options for o in opt.offerings if b.used.fits_in(opt.alloc)]
+    best = min(candidates, key=lambda o: (o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o)))
+    limit_cpu = index.config.cluster_cpu_limit is not None
+    allowed = _common(index, classes, packing)
+    alternatives: list[tuple[float, int, Offering]] = []
+    for key, offerings in allowed.items():
+        shape = index.shape(key)
+        if shape is None or not b.used.fits_in(shape.alloc):
+            continue
+        o0 = shape.cheapest
+        if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
+            continue
+        for o in offerings:
+            if o != best and all(index.labels(o).get(k) == v for k, v in b.settled.items()):
+                alternatives.append((o.price, tiers.get(o.capacity_type, len(tiers)), o))
+    alternatives.sort(key=lambda a: (a[0], a[1], price_order(a[2])))
+    return best, tuple(a[2] for a in alternatives[:MAX_ALTERNATIVES])
+
+
+def _tiers(classes: Iterable[Constraints]) -> dict[str, int]:
+    first = next(iter(classes), None)
+    return {ct: i for i, ct in enumerate(first.capacity_types)} if first else {}
+
+
+def _common(
+    index: OfferingIndex, classes: Sequence[Constraints], packing: bool
+) -> dict[tuple[str, str], frozenset[Offering]]:
+    """Offerings, by shape, that every class of pods on the node may get."""
+    common: dict[tuple[str, str], frozenset[Offering]] | None = None
+    for c in classes:
+        allowed = index.allowed(c, packing)
+        if common is None:
+            common = dict(allowed)
+        else:
+            common = {k: v & allowed[k] for k, v in common.items() if k in allowed and v & allowed[k]}
+    return common or {}
