@@ -84,7 +84,10 @@ def pod(
             }
         }
     if gpu and extended_resource_toleration:
-        tolerations = [*(tolerations or []), {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        tolerations = [
+            *(tolerations or []),
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ]
     if tolerations:
         spec["tolerations"] = tolerations
     if node_name:

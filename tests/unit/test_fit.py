@@ -4,9 +4,9 @@ and the reason a pod waits when none is left."""
 import pytest
 
 from autoscaler.fit import node_labels, pod_constraints
-from autoscaler.placement.labels import requirement_matches
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Arch, Requirement
+from autoscaler.placement.labels import requirement_matches
 from autoscaler.planning import plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
