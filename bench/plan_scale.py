@@ -40,8 +40,12 @@ def _pod(
     name: str, cpu: str, memory: str, gpu: int, annotations: dict[str, str], created: int
 ) -> dict[str, Any]:
     requests = {"cpu": cpu, "memory": memory}
+    spec: dict[str, Any] = {"schedulerName": "default-scheduler"}
     if gpu:
         requests["nvidia.com/gpu"] = str(gpu)
+        # As the ExtendedResourceToleration admission plugin (or the pod's template) gives GPU pods.
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    spec["containers"] = [{"name": "c", "resources": {"requests": requests}}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -53,10 +57,7 @@ def _pod(
             "annotations": annotations,
             "ownerReferences": [{"kind": "ReplicaSet", "name": name.rsplit("-", 1)[0], "controller": True}],
         },
-        "spec": {
-            "schedulerName": "default-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": requests}}],
-        },
+        "spec": spec,
         "status": {
             "phase": "Pending",
             "conditions": [

@@ -81,11 +81,19 @@ class Engine:
     ) -> Bin:
         """A node to launch, which may still become any of ``options``."""
         name = f"new-node-{next(self._new)}"
-        certain = self._certain(options)
-        certain[LABEL_HOSTNAME] = name
-        taints = self._shared_taints(options)
-        bin = Bin(name, Kind.NEW, certain, taints, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+        bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
         bin.set_options(list(options))
+        # Only what the inter-pod filters read is worked out: the labels they count by, and taints when a
+        # spread constraint honours them.
+        for key in self.topology.tracked_keys():
+            values = bin.values(key, self.templates)
+            if len(values) == 1:
+                (value,) = values
+                if value is not None:
+                    bin.labels[key] = value
+        if self.topology.honours_taints():
+            bin.taints = self._shared_taints(options)
+        certain, taints = bin.labels, bin.taints
         self.bins.append(bin)
         self.topology.add_node(name, certain, taints)
         self.journal.log(lambda: self.bins.remove(bin))
@@ -99,19 +107,6 @@ class Engine:
                 here = set(self.templates.taints(o))
                 shared = here if shared is None else shared & here
         return tuple(sorted(shared or (), key=str))
-
-    def _certain(self, options: Sequence[Option]) -> dict[str, str]:
-        """Labels every offering of every option agrees on."""
-        common: dict[str, str] | None = None
-        for opt in options:
-            for o in opt.offerings:
-                labels = self.templates.labels(o)
-                if common is None:
-                    common = dict(labels)
-                else:
-                    for k in [k for k, v in common.items() if labels.get(k) != v]:
-                        del common[k]
-        return common or {}
 
     # -- can it go there? ------------------------------------------------------------------------------
 

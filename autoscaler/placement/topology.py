@@ -360,6 +360,10 @@ class Topology:
             for t, counts in self._held.items()
         )
 
+    def honours_taints(self) -> bool:
+        """Some spread constraint counts only nodes whose taints its pod tolerates."""
+        return any(c.honor_node_taints for g in self._spread.values() for c in g.key.constraints)
+
     def tracked_keys(self) -> set[str]:
         """Every topology key some count is kept for."""
         keys = {c.topology_key for g in self._spread.values() for c in g.key.constraints}

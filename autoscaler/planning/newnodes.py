@@ -203,47 +203,39 @@ def has_room(b: Bin) -> bool:
     return False
 
 
-def finalize(
-    b: Bin, index: OfferingIndex, classes: Sequence[Constraints]
-) -> tuple[Offering, tuple[Offering, ...]]:
-    """The offering a new node is launched as (its cheapest option, in the pods' order of capacity types),
-    and fallbacks for a capacity error: cheapest first, every offering that holds its pods, suits all of
-    them and stays in the topology domains chosen for them, within what was counted against the limits."""
+def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
+    """The offering a new node is launched as: its cheapest option, in the pods' order of capacity types."""
     tiers = _tiers(classes)
-    packing = b.mode == BIN_PACKING
-    candidates = [o for opt in b.options for o in opt.offerings if b.used.fits_in(opt.alloc)]
-    best = min(candidates, key=lambda o: (o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o)))
+    return min(
+        (o for opt in b.options for o in opt.offerings),
+        key=lambda o: (o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o)),
+    )
+
+
+def fallbacks(
+    b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Constraints]
+) -> tuple[Offering, ...]:
+    """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
+    node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
+    against the limits."""
+    tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
-    allowed = _common(index, classes, packing)
-    alternatives: list[tuple[float, int, Offering]] = []
-    for key, offerings in allowed.items():
-        shape = index.shape(key)
-        if shape is None or not b.used.fits_in(shape.alloc):
-            continue
+    found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
+    for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
         o0 = shape.cheapest
+        if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
+            break  # shapes come cheapest first: none later can enter the list
         if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
+            continue
+        if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
             if o != best and all(index.labels(o).get(k) == v for k, v in b.settled.items()):
-                alternatives.append((o.price, tiers.get(o.capacity_type, len(tiers)), o))
-    alternatives.sort(key=lambda a: (a[0], a[1], price_order(a[2])))
-    return best, tuple(a[2] for a in alternatives[:MAX_ALTERNATIVES])
+                found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
+        found.sort(key=lambda a: a[:3])
+    return tuple(a[3] for a in found[:MAX_ALTERNATIVES])
 
 
 def _tiers(classes: Iterable[Constraints]) -> dict[str, int]:
     first = next(iter(classes), None)
     return {ct: i for i, ct in enumerate(first.capacity_types)} if first else {}
-
-
-def _common(
-    index: OfferingIndex, classes: Sequence[Constraints], packing: bool
-) -> dict[tuple[str, str], frozenset[Offering]]:
-    """Offerings, by shape, that every class of pods on the node may get."""
-    common: dict[tuple[str, str], frozenset[Offering]] | None = None
-    for c in classes:
-        allowed = index.allowed(c, packing)
-        if common is None:
-            common = dict(allowed)
-        else:
-            common = {k: v & allowed[k] for k, v in common.items() if k in allowed and v & allowed[k]}
-    return common or {}

@@ -50,6 +50,7 @@ class OfferingIndex:
         self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
+        self._shared: dict[tuple[tuple[Constraints, ...], bool], list[tuple[Shape, list[Offering]]]] = {}
         self._labels: dict[Offering, Mapping[str, str]] = {}
         self._taints: dict[Offering, tuple[Taint, ...]] = {}
         self.by_type: dict[str, Offering] = {}
@@ -132,6 +133,28 @@ class OfferingIndex:
                 for shape in self.shapes(c, ctype, packing)
             }
             self._allowed[key] = found
+        return found
+
+    def shared(self, classes: Sequence[Constraints], packing: bool) -> list[tuple[Shape, list[Offering]]]:
+        """Shapes, cheapest first, each with the offerings of it that pods of every class in ``classes`` may
+        get (a new node holding such pods can fall back to any of them)."""
+        key = (tuple(classes), packing)
+        found = self._shared.get(key)
+        if found is None:
+            common: dict[tuple[str, str], frozenset[Offering]] | None = None
+            for c in classes:
+                allowed = self.allowed(c, packing)
+                if common is None:
+                    common = dict(allowed)
+                else:
+                    common = {k: v & allowed[k] for k, v in common.items() if k in allowed and v & allowed[k]}
+            found = []
+            for shape_key, offerings in (common or {}).items():
+                shape = self.shape(shape_key)
+                if shape is not None:
+                    found.append((shape, sorted(offerings, key=price_order)))
+            found.sort(key=lambda so: price_order(so[0].cheapest))
+            self._shared[key] = found
         return found
 
     def excluded_fit_reason(self, c: Constraints, req: Resources, packing: bool) -> Rejection | None:

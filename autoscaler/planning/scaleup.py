@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
 from autoscaler.fit import Constraints
-from autoscaler.model import Pod
-from autoscaler.placement.bins import Bin, Kind
+from autoscaler.model import Offering, Pod
+from autoscaler.placement.bins import Bin, Kind, Option
 from autoscaler.placement.engine import Engine, Fit, request
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.planning import newnodes
@@ -92,6 +92,8 @@ class _Planner:
         self.absorbed: list[Ignored] = []
         self.unplaced: list[Unplaced] = []
         self.modes: dict[str, str] = {}
+        self._alone: dict[tuple[object, ...], float] = {}
+        self._options: dict[tuple[object, ...], list[Option]] = {}
 
     # -- steps 2 and 3 ---------------------------------------------------------------------------------
 
@@ -108,7 +110,7 @@ class _Planner:
             if skip is not None and b.name in skip:
                 continue
             if b.new:
-                if b.mode != unit.mode:
+                if b.mode != unit.mode or not self._may_join(b, unit.c):
                     continue
                 if allowed is None:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
@@ -117,9 +119,39 @@ class _Planner:
                 if skip is not None and fit.filter in _LASTING:
                     skip.add(b.name)
                 continue
+            if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
+                continue
             self._add(b, fit, remaining[: fit.count], unit)
             remaining = remaining[fit.count :]
         return remaining
+
+    def _may_join(self, b: Bin, c: Constraints) -> bool:
+        """Pods join a node opened for other pods only when they have no more offerings to choose from than
+        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need."""
+        if c in b.classes:
+            return True
+        mine = _choices(self.index, c)
+        return all(mine <= _choices(self.index, other) for other in b.classes)
+
+    def _worth_joining(self, b: Bin, fit: Fit, unit: _Class, remaining: int) -> bool:
+        """Joining a node this plan opened is free unless it makes the node dearer (its cheaper options, or a
+        spot one, could not hold these pods too); then only when that costs less than new nodes would."""
+        raised = min(o.cheapest.price for o in fit.options) - b.price
+        if raised <= 1e-9:
+            return True
+        key = (unit.c, unit.mode, unit.pods[0].requests, remaining)
+        alone = self._alone.get(key)
+        if alone is None:
+            choice = newnodes.choose(
+                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget
+            )
+            alone = (
+                float("inf")
+                if isinstance(choice, Rejection)
+                else choice.shape.cheapest.price / min(choice.per_node, remaining)
+            )
+            self._alone[key] = alone
+        return raised <= alone * fit.count
 
     def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: _Class) -> None:
         self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
@@ -168,9 +200,12 @@ class _Planner:
         take = min(choice.per_node, len(pods))
         o = choice.shape.cheapest
         used = request(pod).scaled(take)
-        options = newnodes.options_for(
-            self.index, unit.c, unit.mode, o, used, self.index.config.cluster_cpu_limit is not None
-        )
+        key = (unit.c, unit.mode, o, used)
+        options = self._options.get(key)
+        if options is None:
+            options = self._options[key] = newnodes.options_for(
+                self.index, unit.c, unit.mode, o, used, self.index.config.cluster_cpu_limit is not None
+            )
         mark = self.journal.mark()
         b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
         fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
@@ -237,17 +272,17 @@ class _Planner:
 
     def finalize(self) -> list[Launch]:
         launches = []
-        cache: dict[tuple[object, ...], tuple[object, ...]] = {}
+        cache: dict[tuple[object, ...], tuple[Offering, ...]] = {}
         for b in self.engine.bins:
             if not b.new or not b.pods:
                 continue
             classes = sorted(b.classes, key=repr)
-            key = (tuple(classes), b.mode, b.used, tuple(b.options), tuple(sorted(b.settled.items())))
-            found = cache.get(key)
-            if found is None:
-                found = cache[key] = newnodes.finalize(b, self.index, classes)
-            offering, alternatives = found
-            launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))  # type: ignore[arg-type]
+            offering = newnodes.cheapest(b, classes)
+            key = (tuple(classes), b.mode, b.used, offering, tuple(sorted(b.settled.items())))
+            alternatives = cache.get(key)
+            if alternatives is None:
+                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes)
+            launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
 
@@ -287,8 +322,13 @@ def scale_up(demand: Demand, index: OfferingIndex, engine: Engine, *, usage: Usa
     for pod in demand.counted:
         engine.topology.prepare(pod)
     planner = _Planner(index, engine, usage)
-    units: list[tuple[tuple[object, ...], Gang | _Class]] = [(_order(g.pods[0]), g) for g in demand.gangs]
-    units += [(_order(u.pods[0]), u) for u in _classes(demand.singles, demand.constraints, index, engine)]
+    units: list[tuple[tuple[object, ...], Gang | _Class]] = [
+        (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
+    ]
+    units += [
+        (_order(u.pods[0], _choices(index, u.c)), u)
+        for u in _classes(demand.singles, demand.constraints, index, engine)
+    ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:
         if isinstance(unit, Gang):
@@ -306,6 +346,20 @@ def scale_up(demand: Demand, index: OfferingIndex, engine: Engine, *, usage: Usa
     )
 
 
-def _order(pod: Pod) -> tuple[object, ...]:
+def _choices(index: OfferingIndex, c: Constraints) -> int:
+    return len(index.eligible(c)[0])
+
+
+def _order(pod: Pod, choices: int = 0) -> tuple[object, ...]:
+    """Higher priority first, then GPU pods with fewer offerings to choose from (a pod pinned to H100s takes
+    the free H100 on a node before a pod that any GPU suits can), then bigger first."""
     r = pod.requests
-    return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
+    return (
+        -pod.priority,
+        -r.gpus,
+        choices if r.gpus else 0,
+        -r.cpu,
+        -r.memory,
+        pod.created,
+        pod.uid or pod.key,
+    )
