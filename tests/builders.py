@@ -48,6 +48,10 @@ def pod(
     volumes: list[dict[str, Any]] | None = None,
     extra_requests: dict[str, str] | None = None,
     extended_resource_toleration: bool = True,
+    pod_affinity: list[dict[str, Any]] | None = None,
+    pod_anti_affinity: list[dict[str, Any]] | None = None,
+    spread: list[dict[str, Any]] | None = None,
+    host_ports: list[int] | None = None,
 ) -> dict[str, Any]:
     """A Pod as the API server returns it; pending with a PodScheduled=False condition by default.
 
@@ -90,6 +94,14 @@ def pod(
         ]
     if tolerations:
         spec["tolerations"] = tolerations
+    for kind, terms in (("podAffinity", pod_affinity), ("podAntiAffinity", pod_anti_affinity)):
+        if terms:
+            section = spec.setdefault("affinity", {}).setdefault(kind, {})
+            section["requiredDuringSchedulingIgnoredDuringExecution"] = terms
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    if host_ports:
+        container["ports"] = [{"containerPort": p, "hostPort": p} for p in host_ports]
     if node_name:
         spec["nodeName"] = node_name
     if gates:
@@ -354,3 +366,20 @@ def aws_offerings(zones: tuple[str, ...] = ("us-east-1a",), spot: bool = True) -
                     )
                 )
     return out
+
+
+def anti_affinity(key: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A required (anti-)affinity term: pods with ``labels``, per value of topology ``key``."""
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+
+
+def zone_spread(
+    labels: dict[str, str], max_skew: int = 1, key: str = "topology.kubernetes.io/zone"
+) -> dict[str, Any]:
+    """A DoNotSchedule topology spread constraint over ``key`` for pods with ``labels``."""
+    return {
+        "maxSkew": max_skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }

@@ -53,6 +53,7 @@ class Engine:
         self.topology = Topology(namespaces, self.journal)
         self.bins: list[Bin] = []
         self._static: dict[tuple[Constraints, str], Rejection | None] = {}
+        self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
         self._new = itertools.count(1)
 
     # -- building the cluster --------------------------------------------------------------------------
@@ -184,19 +185,27 @@ class Engine:
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
         if not self.inter_pod(pod):
             return Fit(k, fitting)
-        return self._settle(pod, bin, k, fitting)
+        return self._settle(pod, c, bin, k, fitting, allowed)
 
-    def _settle(self, pod: Pod, bin: Bin, k: int, options: tuple[Option, ...]) -> Fit | Rejection:
+    def _potential(self, c: Constraints, allowed: Options, key: str) -> frozenset[str]:
+        """The domains of ``key`` a new node for pods with constraints ``c`` could open: spreading counts
+        them as empty, so replicas go to every zone the pod may get, not only to those with nodes."""
+        found = self._domains.get((c, key))
+        if found is None:
+            values = {self.templates.labels(o).get(key) for offerings in allowed.values() for o in offerings}
+            found = self._domains[(c, key)] = frozenset(v for v in values if v is not None)
+        return found
+
+    def _settle(
+        self, pod: Pod, c: Constraints, bin: Bin, k: int, options: tuple[Option, ...], allowed: Options
+    ) -> Fit | Rejection:
         """Choose values for the topology keys the pod cares about that the node has not settled yet (its
         zone, usually): the cheapest choice that passes, preferring the emptiest domain for spread."""
         trial = Bin(bin.name, Kind.NEW, bin.labels)
         trial.set_options(list(options))
         keys = sorted(self.topology.keys_for(pod))
         open_keys = [k_ for k_ in keys if len(trial.values(k_, self.templates)) > 1]
-        potential = {
-            key: {v for v in trial.values(key, self.templates) if v is not None}
-            for key in (c.topology_key for c in pod.spread)
-        }
+        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
         if not open_keys:
             labels = {key: v for key in keys for v in trial.values(key, self.templates) if v is not None}
             rejection = self.topology.check(pod, {**bin.labels, **labels}, potential=potential, fresh=True)

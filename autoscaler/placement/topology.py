@@ -433,10 +433,8 @@ class Topology:
         return sum(group.counts.get((c.topology_key, labels.get(c.topology_key, "")), 0) for c in pod.spread)
 
     def _check_inter_pod(self, pod: Pod, labels: Mapping[str, str]) -> Rejection | None:
-        for term, counts in self._held.items():
-            value = labels.get(term.topology_key)
-            if value is not None and counts.get(value, 0) > 0 and term_selects(term, pod, self.namespaces):
-                return Rejection(Filter.INTER_POD_AFFINITY, EXISTING_ANTI_AFFINITY, term.topology_key)
+        """InterPodAffinity, in kube-scheduler's order: the pod's affinity, its anti-affinity, then the
+        anti-affinity of pods already placed."""
         if pod.pod_affinity:
             group = self._affinity_group(pod)
             exist = True
@@ -458,4 +456,8 @@ class Topology:
             value = labels.get(term.topology_key)
             if value is not None and self._anti_group(term).counts.get(value, 0) > 0:
                 return Rejection(Filter.INTER_POD_AFFINITY, POD_ANTI_AFFINITY_MISMATCH, term.topology_key)
+        for term, counts in self._held.items():
+            value = labels.get(term.topology_key)
+            if value is not None and counts.get(value, 0) > 0 and term_selects(term, pod, self.namespaces):
+                return Rejection(Filter.INTER_POD_AFFINITY, EXISTING_ANTI_AFFINITY, term.topology_key)
         return None

@@ -73,9 +73,17 @@ def held_by_queue(pod: Pod) -> bool:
 class EmulatedCluster:
     """In-memory Nodes and pods with the controller's ClusterView and actions, and a kubelet registrar."""
 
-    def __init__(self, clock: Callable[[], float], queues: Iterable[QueueSpec] = (), *, kai: bool = False):
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        queues: Iterable[QueueSpec] = (),
+        *,
+        kai: bool = False,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    ):
         self.clock = clock
         self.kai = kai
+        self.namespaces = dict(namespaces or {})
         self.queues = {q.name: q for q in queues}
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, SimPod] = {}
@@ -102,6 +110,7 @@ class EmulatedCluster:
                 nodes=tuple(self.nodes.values()),
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
+                namespaces=self.namespaces,
             )
             self._snapshot = (self.version, snap)
         return self._snapshot[1]
@@ -232,7 +241,10 @@ class EmulatedCluster:
             return 0
         ready = [n.name for n in self.nodes.values() if n.ready and not n.deleting]
         sched = ClusterScheduler(
-            self.nodes.values(), (sp.pod for sp in self.pods.values() if sp.pod.node_name), eligible=ready
+            self.nodes.values(),
+            (sp.pod for sp in self.pods.values() if sp.pod.node_name),
+            namespaces=self.namespaces,
+            eligible=ready,
         )
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
