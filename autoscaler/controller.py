@@ -43,7 +43,13 @@ from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.status import STATUS_CONFIGMAP, rfc3339, status_summary, unplaced_kind
 
 log = structlog.get_logger("tidal.controller")
-NOTIFY_REASONS = {Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA, Reason.BAD_ANNOTATION, Reason.GANG_INCOMPLETE}
+NOTIFY_REASONS = {
+    Reason.QUEUE_LIMIT,
+    Reason.QUEUE_QUOTA,
+    Reason.BAD_ANNOTATION,
+    Reason.GANG_INCOMPLETE,
+    Reason.UNREADABLE,
+}
 
 
 class ClusterView(Protocol):
@@ -433,7 +439,9 @@ class Controller:
         cordoned = [r for r in removals if self._best_effort("cordon", r.node)]
         if not cordoned:
             return
-        fresh = pods_by_node(p for p in self.cluster.snapshot().pods if not p.daemonset and not p.mirror)
+        fresh = pods_by_node(
+            p for p in self.cluster.snapshot().pods if p.unreadable or (not p.daemonset and not p.mirror)
+        )
         for r in cordoned:
             arrived = fresh.get(r.node)
             if arrived:

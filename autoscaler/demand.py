@@ -41,6 +41,7 @@ class Reason(enum.StrEnum):
     QUEUE_QUOTA = "queue-quota"
     GANG_INCOMPLETE = "gang-incomplete"
     BAD_ANNOTATION = "bad-annotation"
+    UNREADABLE = "unreadable"
     FITS_EXISTING = "fits-existing"
 
 
@@ -112,6 +113,8 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
     key = pod.key
     if pod.node_name:
         return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
+    if pod.unreadable:
+        return Ignored(key, Reason.UNREADABLE, f"tidal cannot read all of this pod ({pod.unreadable})")
     if pod.terminating:
         return Ignored(key, Reason.TERMINATING, "being deleted")
     if pod.daemonset:

@@ -184,6 +184,9 @@ class Pod:
     mirror: bool = False
     terminating: bool = False
     grace_period_s: int = 30
+    # Why tidal could not read the whole pod (a field it does not understand): it is then kept, but never
+    # counted as demand, never moved, and its node never taken for empty.
+    unreadable: str = ""
 
     @property
     def key(self) -> str:
@@ -225,6 +228,9 @@ class Node:
     ready: bool = False
     ready_since: float | None = None
     deleting: bool = False
+    # Why tidal could not read the whole Node: it is then kept, but no pod is planned onto it and it is
+    # never removed.
+    unreadable: str = ""
 
     @property
     def managed(self) -> bool:

@@ -97,8 +97,8 @@ class ClusterCache:
             pdbs = policy.list_pod_disruption_budget_for_all_namespaces
             daemonsets = apps.list_daemon_set_for_all_namespaces
         self._informers: dict[str, Informer[Any]] = {
-            "pods": self._informer("pods", pods, convert.pod_from_dict),
-            "nodes": self._informer("nodes", core.list_node, convert.node_from_dict),
+            "pods": self._informer("pods", pods, convert.pod_from_api),
+            "nodes": self._informer("nodes", core.list_node, convert.node_from_api),
             "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_dict),
             "daemonsets": self._informer("daemonsets", daemonsets, convert.daemonset_from_dict),
         }

@@ -8,8 +8,8 @@ the way and, for anything rarer, a path added in the ``except`` branch: decoding
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from autoscaler.kube.fields import (
     ConversionError,
@@ -48,15 +48,20 @@ from autoscaler.model import (
     QueueLimits,
     Taint,
 )
+from autoscaler.quantity import QuantityError
 from autoscaler.resources import Resources
+
+T = TypeVar("T")
 
 __all__ = [
     "ConversionError",
     "daemonset_from_dict",
     "namespace_from_dict",
+    "node_from_api",
     "node_from_dict",
     "parse_time",
     "pdb_from_dict",
+    "pod_from_api",
     "pod_from_dict",
     "podgroup_from_dict",
     "queue_from_dict",
@@ -153,6 +158,80 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
 def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
     """A ``v1.Pod`` JSON object."""
     return guard(obj, _pod)
+
+
+def _try(read: Callable[[], T], default: T) -> T:
+    try:
+        return read()
+    except (FieldError, QuantityError, ValueError, TypeError, AttributeError, KeyError):
+        return default
+
+
+def _partial_pod(obj: Mapping[str, Any], why: str) -> Pod:
+    """What can be read of a pod the API server accepted but tidal cannot fully understand: enough to know
+    where it runs and whom it belongs to, marked so that every decision leaves it (and its node) alone."""
+    meta = field_map(obj, "metadata")
+    empty: Mapping[str, Any] = {}
+    spec = _try(lambda: field_map(obj, "spec"), empty)
+    status = _try(lambda: field_map(obj, "status"), empty)
+    node_name = _try(lambda: string(spec, "nodeName"), "")
+    return Pod(
+        namespace=_try(lambda: string(meta, "namespace", "default"), "default"),
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        labels=_try(lambda: str_map(meta, "labels"), {}),
+        annotations=_try(lambda: str_map(meta, "annotations"), {}),
+        node_name=node_name,
+        phase=_try(lambda: string(status, "phase", "Pending"), "Running" if node_name else "Pending"),
+        requests=_try(lambda: pod_requests(spec), Resources()),
+        owner=_try(lambda: owner(meta), None),
+        terminating=meta.get("deletionTimestamp") is not None,
+        unreadable=why,
+    )
+
+
+def pod_from_api(obj: Mapping[str, Any]) -> Pod:
+    """A pod from the API server: what it accepted is never dropped. A field tidal cannot read keeps the pod,
+    marked ``unreadable`` with the reason (``tidal plan`` reads files strictly instead)."""
+    try:
+        return pod_from_dict(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    return guard(obj, lambda o: _partial_pod(o, why))
+
+
+def _partial_node(obj: Mapping[str, Any], why: str) -> Node:
+    meta = field_map(obj, "metadata")
+    empty: Mapping[str, Any] = {}
+    spec = _try(lambda: field_map(obj, "spec"), empty)
+    status = _try(lambda: field_map(obj, "status"), empty)
+    return Node(
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        labels=_try(lambda: str_map(meta, "labels"), {}),
+        annotations=_try(lambda: str_map(meta, "annotations"), {}),
+        capacity=_try(lambda: Resources.parse(status.get("capacity")), Resources()),
+        allocatable=_try(lambda: Resources.parse(status.get("allocatable")), Resources()),
+        provider_id=_try(lambda: string(spec, "providerID"), ""),
+        unschedulable=True,  # nothing may be planned onto it
+        deleting=meta.get("deletionTimestamp") is not None,
+        unreadable=why,
+    )
+
+
+def node_from_api(obj: Mapping[str, Any]) -> Node:
+    """A Node from the API server, kept (marked ``unreadable``) when tidal cannot read all of it."""
+    try:
+        return node_from_dict(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    return guard(obj, lambda o: _partial_node(o, why))
+
+
+def _field_of(err: ConversionError) -> str:
+    """The error without the object's name in front (the object is named wherever the reason is shown)."""
+    text = str(err)
+    return text.split(": ", 1)[1] if ": " in text else text
 
 
 def _taint(t: Mapping[str, Any]) -> Taint:

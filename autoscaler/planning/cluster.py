@@ -67,8 +67,8 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
     """The room a node offers pending pods, or ``None`` when none may go there (cordoned, being removed,
     not ready and not tidal's). A managed node still starting, or whose GPUs the device plugin has not
     advertised yet, counts with its offering's allocatable, as a launching node."""
-    if not usable(node):
-        return None
+    if not usable(node) or node.unreadable or any(p.unreadable for p in pods):
+        return None  # what is free there is not known for certain
     kind = Kind.NODE
     alloc = node.allocatable
     if not node.ready or (node.managed and node_gpus(node) > alloc.gpus):

@@ -67,6 +67,8 @@ def _moves_blocker(
     pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: Mapping[tuple[str, str], int]
 ) -> str:
     """Why this pod must not be evicted, or an empty string."""
+    if pod.unreadable:
+        return f"tidal cannot read all of pod {pod.key} ({pod.unreadable}), so it never moves it"
     a = pod.annotations
     if ann.is_true(a, ann.DO_NOT_EVICT):
         found = ann.lookup(a, ann.DO_NOT_EVICT)
@@ -309,9 +311,15 @@ def scale_down(
         if node.name in needed:
             blocked.append(Blocked(node.name, "pending pods will run here"))
             continue
+        if node.unreadable:
+            blocked.append(Blocked(node.name, f"tidal cannot read all of this Node ({node.unreadable})"))
+            continue
         if not node.ready:
             continue
-        workload = [p for p in by_node.get(node.name, ()) if not p.daemonset and not p.mirror]
+        # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
+        workload = [
+            p for p in by_node.get(node.name, ()) if p.unreadable or (not p.daemonset and not p.mirror)
+        ]
         util = _utilization(node, workload)
         mode = node.labels.get(NODE_MODE) or (BIN_SELECTION if node.allocatable.gpus else BIN_PACKING)
         threshold = (

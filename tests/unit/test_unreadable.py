@@ -1,0 +1,80 @@
+"""An object the API server accepted is never dropped: what tidal cannot fully read is kept, marked, and left
+alone by every decision (never demand, never moved, its node never empty, never removed)."""
+
+from autoscaler.demand import Reason
+from autoscaler.kube.convert import node_from_api, pod_from_api
+from autoscaler.planning import plan
+from autoscaler.snapshot import SnapshotBuilder
+from tests.builders import aws_offerings, node, pod
+
+NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
+LONG_UNNEEDED = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
+
+
+def newer_toleration(obj):
+    """A toleration operator a newer API server accepts (Kubernetes 1.35's Lt/Gt, behind a feature gate)."""
+    obj["spec"]["tolerations"] = [
+        {"key": "example.com/slots", "operator": "Lt", "value": "4", "effect": "NoSchedule"}
+    ]
+    return obj
+
+
+def from_api(*objects):
+    builder = SnapshotBuilder()
+    for obj in objects:
+        kind = obj["kind"]
+        if kind == "Pod":
+            builder.parts["pods"][(obj["metadata"]["namespace"], obj["metadata"]["name"])] = pod_from_api(obj)
+        elif kind == "Node":
+            builder.parts["nodes"][("", obj["metadata"]["name"])] = node_from_api(obj)
+    return builder.build()
+
+
+def test_a_pod_with_a_field_tidal_does_not_know_is_kept_and_marked():
+    running = pod_from_api(newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None)))
+    assert running.key == "default/batch-0"
+    assert running.node_name == "gpu-a"
+    assert running.unreadable.startswith("spec.tolerations[0].operator: 'Lt'")
+
+
+def test_a_pending_pod_tidal_cannot_read_is_never_demand_and_says_why(make_config):
+    snap = from_api(newer_toleration(pod("batch-0")))
+    result = plan(snap, aws_offerings(), make_config(), NOW)
+    assert result.launch.launches == ()
+    [ignored] = result.demand.ignored
+    assert ignored.reason == Reason.UNREADABLE
+    assert "spec.tolerations[0].operator" in ignored.detail
+
+
+def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(make_config):
+    managed = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
+    running = newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None))
+    result = plan(from_api(managed, running), aws_offerings(), make_config(), NOW)
+    assert result.removal.removals == ()
+    [blocked] = result.removal.blocked
+    assert "cannot read all of pod default/batch-0" in blocked.reason
+
+
+def test_the_same_node_without_that_pod_would_be_removed(make_config):
+    result = plan(
+        from_api(node("gpu-a", managed=True, annotations=LONG_UNNEEDED)), aws_offerings(), make_config(), NOW
+    )
+    assert [r.node for r in result.removal.removals] == ["gpu-a"]
+
+
+def test_pending_pods_are_not_planned_onto_a_node_whose_pods_tidal_cannot_read(make_config):
+    existing = node("cpu-a", cpu="8", memory="32Gi")
+    unread = newer_toleration(pod("batch-0", node_name="cpu-a", phase="Running", message=None))
+    result = plan(from_api(existing, unread, pod("web-0")), aws_offerings(), make_config(), NOW)
+    assert result.launch.absorbed == ()
+    assert len(result.launch.launches) == 1
+
+
+def test_a_node_tidal_cannot_read_is_kept_and_never_removed(make_config):
+    obj = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
+    obj["spec"]["taints"] = [{"key": "example.com/maintenance", "effect": "Drain"}]
+    read = node_from_api(obj)
+    assert read.unreadable.startswith("spec.taints[0].effect")
+    result = plan(from_api(obj), aws_offerings(), make_config(), NOW)
+    assert result.removal.removals == ()
+    assert [b.node for b in result.removal.blocked] == ["gpu-a"]
