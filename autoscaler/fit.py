@@ -374,6 +374,17 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
     return out
 
 
+def last_candidate(c: Constraints, offerings: Sequence[Offering], config: Config) -> Offering | None:
+    """The cheapest offering the filter that removed the last one removed: the nearest a pod came."""
+    remaining = list(offerings)
+    for _, keep in offering_filters(c, config):
+        kept = [o for o in remaining if keep(o)]
+        if not kept:
+            return min(remaining, key=lambda o: (o.price, o.key), default=None)
+        remaining = kept
+    return None
+
+
 def eligible_offerings(
     c: Constraints, offerings: Sequence[Offering], config: Config
 ) -> tuple[list[Offering], Rejection | None]:

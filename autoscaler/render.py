@@ -29,7 +29,15 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             }
             for la in plan.launch.launches
         ],
-        "unplaced": [{"pod": u.pod, "reason": u.reason} for u in plan.launch.unplaced],
+        "unplaced": [
+            {
+                "pod": u.pod,
+                "reason": u.reason,
+                "filter": u.rejection.filter.value if u.rejection else "",
+                "nearest": u.nearest,
+            }
+            for u in plan.launch.unplaced
+        ],
         "ignored": [{"pod": i.pod, "reason": i.detail, "kind": i.reason.value} for i in plan.ignored],
         "removals": [{"node": r.node, "reason": r.reason} for r in plan.removal.removals],
         "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
@@ -81,7 +89,17 @@ def plan_to_table(plan: Plan, config: Config) -> str:
         out.append("")
     if plan.launch.unplaced:
         out.append("Cannot be placed:")
-        out += table(["POD", "REASON"], [[u.pod, u.reason] for u in plan.launch.unplaced])
+        out += table(
+            ["POD", "FILTER", "REASON"],
+            [
+                [
+                    u.pod,
+                    u.rejection.filter.value if u.rejection else "-",
+                    u.reason + (f" (nearest: {u.nearest})" if u.nearest else ""),
+                ]
+                for u in plan.launch.unplaced
+            ],
+        )
         out.append("")
     if plan.ignored:
         out.append("Pending, but no new node is needed:")

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from autoscaler.fit import Constraints
+from autoscaler.fit import Constraints, last_candidate
 from autoscaler.model import Offering
 from autoscaler.placement.bins import Bin, Option
-from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.placement.filters import insufficient_all
+from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import BIN_PACKING
 from autoscaler.quantity import format_memory, format_quantity
@@ -168,6 +169,20 @@ def nearest(index: OfferingIndex, c: Constraints, req: Resources, mode: str) -> 
         if best is None or key < best:
             best, found = key, s.cheapest
     return found
+
+
+def nearest_miss(index: OfferingIndex, c: Constraints, req: Resources, mode: str, why: Rejection) -> str:
+    """For a pod no offering takes: the offering that came closest, and what kept it out."""
+    if why.filter == Filter.NODE_RESOURCES_FIT:
+        o = nearest(index, c, req, mode)
+        if o is None:
+            return ""
+        short = insufficient_all(req, index.allocatable(o))
+        return f"{o.key} (${o.price:.4f}/h): {', '.join(TOO_MANY_PODS if r == PODS else f'Insufficient {r}' for r in short)}"
+    if why.filter in (Filter.OFFERING, Filter.NODE_AFFINITY, Filter.TAINT_TOLERATION):
+        o = last_candidate(c, index.offerings, index.config)
+        return f"{o.key} (${o.price:.4f}/h): {why.message}" if o is not None else ""
+    return ""
 
 
 def options_for(

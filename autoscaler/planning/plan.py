@@ -75,6 +75,8 @@ class Unplaced:
     # A cluster limit (clusterGPULimit, clusterCPULimit, maxNodes) left it out, not a lack of fitting offerings.
     limited: bool = False
     rejection: Rejection | None = None
+    # The offering that came closest, and what it lacks (empty when no offering is near: a limit, a gang).
+    nearest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,7 +173,7 @@ class _Planner:
             want = 1 if pod.topological else len(remaining)
             choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget)
             if isinstance(choice, Rejection):
-                self._unplace(remaining, choice)
+                self._unplace(remaining, choice, unit)
                 return []
             n = self._batch(choice, len(remaining), pod)
             for _ in range(n):
@@ -181,7 +181,7 @@ class _Planner:
                     break
                 placed = self._open_one(choice, remaining, unit, gang, bins)
                 if isinstance(placed, Rejection):
-                    self._unplace(remaining, placed)
+                    self._unplace(remaining, placed, unit)
                     return []
                 remaining = remaining[placed:]
         return remaining
@@ -221,9 +221,10 @@ class _Planner:
             bins.append(b)
         return fit.count
 
-    def _unplace(self, pods: list[Pod], why: Rejection) -> None:
+    def _unplace(self, pods: list[Pod], why: Rejection, unit: _Class) -> None:
         limited = why.filter == Filter.CLUSTER_LIMIT
-        self.unplaced.extend(Unplaced(p.key, why.message, limited, why) for p in pods)
+        near = newnodes.nearest_miss(self.index, unit.c, request(pods[0]), unit.mode, why)
+        self.unplaced.extend(Unplaced(p.key, why.message, limited, why, near) for p in pods)
 
     # -- units -----------------------------------------------------------------------------------------
 

@@ -209,3 +209,19 @@ def test_a_node_is_kept_when_anti_affinity_leaves_its_pod_nowhere_to_go(make_con
     assert [r.node for r in result.removal.removals] == []
     [blocked] = [b for b in result.removal.blocked if b.node == "spare"]
     assert blocked.reason.startswith("nowhere to move its pods")
+
+
+def test_a_pod_too_big_for_every_offering_names_the_filter_and_the_nearest_offering(make_config):
+    huge = pod("huge-0", gpu=12, cpu="8", memory="64Gi", message=INSUFFICIENT_GPU)
+    [unplaced] = run(make_config, huge).launch.unplaced
+    assert unplaced.rejection is not None and unplaced.rejection.filter == Filter.NODE_RESOURCES_FIT
+    assert unplaced.reason == "no offering fits 12 nvidia.com/gpu"
+    # Of the 8-GPU machines, the one with the most of what it asks for, then the cheapest.
+    assert unplaced.nearest == "p4d.24xlarge/us-east-1a/on-demand ($21.9576/h): Insufficient nvidia.com/gpu"
+
+
+def test_a_gpu_model_nobody_offers_names_the_cheapest_gpu_offering_it_ruled_out(make_config):
+    b200 = pod("x-0", gpu=1, message=INSUFFICIENT_GPU, annotations={"tidal.dev/instance-gpu-skus": "B200"})
+    [unplaced] = run(make_config, b200).launch.unplaced
+    assert unplaced.rejection is not None and unplaced.rejection.filter == Filter.OFFERING
+    assert unplaced.nearest == "g4dn.xlarge/us-east-1a/on-demand ($0.5260/h): no offering with GPU model B200"
