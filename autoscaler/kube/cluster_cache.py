@@ -28,7 +28,8 @@ __all__ = ["KAI_PODGROUPS", "KAI_QUEUES", "ClusterCache", "CustomKind"]
 log = structlog.get_logger(__name__)
 
 Listener = Callable[[str, str, Any, Any], None]
-"""``fn(kind, event_type, old, new)``; kind is one of pods, nodes, pdbs, daemonsets, podgroups, queues."""
+"""``fn(kind, event_type, old, new)``; kind is one of pods, nodes, pdbs, daemonsets, namespaces, podgroups,
+queues."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,8 @@ class ClusterCache:
             "nodes": self._informer("nodes", core.list_node, convert.node_from_api),
             "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_dict),
             "daemonsets": self._informer("daemonsets", daemonsets, convert.daemonset_from_dict),
+            # Cluster-wide even in one namespace: a pod affinity term may select pods in any other.
+            "namespaces": self._informer("namespaces", core.list_namespace, convert.namespace_from_dict),
         }
 
     def _informer(
@@ -185,6 +188,7 @@ class ClusterCache:
                 daemonsets=tuple(self._items("daemonsets")),
                 podgroups=tuple(self._items("podgroups")),
                 queues=tuple(self._items("queues")),
+                namespaces=dict(self._items("namespaces")),
             )
 
     def _items(self, kind: str) -> list[Any]:

@@ -124,6 +124,7 @@ def populate(api: FakeApiServer) -> None:
     api.create(pod("web-0", node_name="cpu-a", phase="Running", labels={"app": "web"}))
     api.create(pdb("web", "web"))
     api.create(daemonset("node-exporter", "100m", "128Mi"))
+    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "ml"}}})
 
 
 def test_snapshot_holds_every_kind_sorted_and_without_kai(
@@ -147,7 +148,8 @@ def test_snapshot_holds_every_kind_sorted_and_without_kai(
     assert [(d.namespace, d.name) for d in snap.daemonsets] == [("kube-system", "node-exporter")]
     assert snap.daemonsets[0].requests.get("cpu") == 100
     assert snap.podgroups == () and snap.queues == ()
-    assert cache.watched_kinds() == ["daemonsets", "nodes", "pdbs", "pods"]
+    assert cache.watched_kinds() == ["daemonsets", "namespaces", "nodes", "pdbs", "pods"]
+    assert snap.namespaces["ml"] == {"team": "ml", "kubernetes.io/metadata.name": "ml"}
     # KAI absent: probed, never listed or watched, and nothing went wrong.
     kai = [r for r in list(api.requests) if r.path.startswith(f"/apis/{KAI}")]
     assert {r.path for r in kai} == {f"/apis/{KAI}/v2alpha2", f"/apis/{KAI}/v2"}
