@@ -124,7 +124,9 @@ def populate(api: FakeApiServer) -> None:
     api.create(pod("web-0", node_name="cpu-a", phase="Running", labels={"app": "web"}))
     api.create(pdb("web", "web"))
     api.create(daemonset("node-exporter", "100m", "128Mi"))
-    api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "ml"}}})
+    api.create(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "ml"}}}
+    )
 
 
 def test_snapshot_holds_every_kind_sorted_and_without_kai(
