@@ -163,6 +163,18 @@ class Resources(Mapping[str, int]):
                         return 0
         return best
 
+    def times_fit(self, capacity: Mapping[str, int], used: Mapping[str, int]) -> int:
+        """How many copies of this request fit in ``capacity`` minus ``used`` (without building the difference)."""
+        best = 1 << 30
+        for k, v in self._values.items():
+            if v > 0:
+                n = (capacity.get(k, 0) - used.get(k, 0)) // v
+                if n < best:
+                    best = n
+                    if best <= 0:
+                        return 0
+        return best
+
     def non_negative(self) -> Resources:
         """Amounts below zero clamped to zero."""
         return Resources({k: v for k, v in self._values.items() if v > 0})

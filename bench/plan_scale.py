@@ -4,7 +4,12 @@ Mix: ~60% small CPU pods from 20 deployments, ~30% GPU pods asking for 1–8 GPU
 a GPU model), ~10% in gangs (KAI PodGroups). Prints pods/s and the plan's cost divided by a lower bound
 (the LP relaxation of the cheapest capacity that holds the same demand, solved with scipy/HiGHS).
 
-    python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp]
+``--topology`` gives half of the CPU deployments placement constraints: five keep their replicas apart with
+required hostname anti-affinity, five spread theirs over the zones (maxSkew 1) — 30% of all pods. The result
+then checks both constraints in the plan and compares the nodes that hold anti-affine replicas with the
+fewest possible (no two replicas of one Deployment on a node: the largest such Deployment's replica count).
+
+    python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp] [--topology]
 """
 
 from __future__ import annotations
@@ -36,8 +41,20 @@ RESULTS = ROOT / "bench" / "results"
 MESSAGE = "0/40 nodes are available: 40 Insufficient nvidia.com/gpu, 12 Insufficient cpu."
 
 
+ANTI_DEPLOYMENTS = range(0, 5)
+SPREAD_DEPLOYMENTS = range(5, 10)
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
 def _pod(
-    name: str, cpu: str, memory: str, gpu: int, annotations: dict[str, str], created: int
+    name: str,
+    cpu: str,
+    memory: str,
+    gpu: int,
+    annotations: dict[str, str],
+    created: int,
+    topology: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     requests = {"cpu": cpu, "memory": memory}
     spec: dict[str, Any] = {"schedulerName": "default-scheduler"}
@@ -46,6 +63,7 @@ def _pod(
         # As the ExtendedResourceToleration admission plugin (or the pod's template) gives GPU pods.
         spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     spec["containers"] = [{"name": "c", "resources": {"requests": requests}}]
+    spec.update(topology or {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -55,6 +73,7 @@ def _pod(
             "uid": f"uid-{name}",
             "creationTimestamp": f"2026-11-20T{10 + created // 3600:02d}:{created // 60 % 60:02d}:{created % 60:02d}Z",
             "annotations": annotations,
+            "labels": {"app": name.rsplit("-", 1)[0]},
             "ownerReferences": [{"kind": "ReplicaSet", "name": name.rsplit("-", 1)[0], "controller": True}],
         },
         "spec": spec,
@@ -67,7 +86,24 @@ def _pod(
     }
 
 
-def workload(n: int, seed: int = 7) -> list[dict[str, Any]]:
+def _constraint(d: int) -> dict[str, Any]:
+    """The placement constraint of CPU deployment ``d`` in the ``--topology`` variant (none for most)."""
+    selector = {"matchLabels": {"app": f"web{d}"}}
+    if d in ANTI_DEPLOYMENTS:
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME}
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    if d in SPREAD_DEPLOYMENTS:
+        spread = {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        }
+        return {"topologySpreadConstraints": [spread]}
+    return {}
+
+
+def workload(n: int, seed: int = 7, topology: bool = False) -> list[dict[str, Any]]:
     """The benchmark's pending pods and PodGroups, deterministic for a seed."""
     rnd = random.Random(seed)
     objs: list[dict[str, Any]] = []
@@ -83,7 +119,7 @@ def workload(n: int, seed: int = 7) -> list[dict[str, Any]]:
     for i in range(n_cpu):
         d = i % 20
         cpu, mem = deployments[d]
-        objs.append(_pod(f"web{d}-{i}", cpu, mem, 0, {}, i % 3600))
+        objs.append(_pod(f"web{d}-{i}", cpu, mem, 0, {}, i % 3600, _constraint(d) if topology else None))
     for i in range(n_gpu):
         gpus = rnd.choice([1, 1, 1, 1, 2, 2, 4, 8])
         ann: dict[str, str] = {"tidal.dev/instance-offerings": rnd.choice(["spot,on-demand", "on-demand"])}
@@ -123,12 +159,47 @@ def lower_bound(result: Any, index: OfferingIndex, pods: dict[str, Any]) -> floa
     return moment_bound(classes, index)
 
 
+def topology_check(result: Any, snap: Any) -> dict[str, Any]:
+    """Whether the plan keeps the variant's constraints, and its anti-affine node count against the fewest."""
+    node_of = {p: i for i, la in enumerate(result.launch.launches) for p in la.pods}
+    zone_of = {i: la.offering.zone for i, la in enumerate(result.launch.launches)}
+    replicas: dict[int, list[str]] = defaultdict(list)
+    for p in snap.pods:
+        name = p.name
+        if name.startswith("web"):
+            replicas[int(name[3:].split("-", 1)[0])].append(p.key)
+    shared = 0
+    anti_nodes: set[int] = set()
+    for d in ANTI_DEPLOYMENTS:
+        nodes = [node_of[k] for k in replicas[d] if k in node_of]
+        shared += len(nodes) - len(set(nodes))
+        anti_nodes |= set(nodes)
+    worst_skew = 0
+    for d in SPREAD_DEPLOYMENTS:
+        per_zone: dict[str, int] = defaultdict(int)
+        for k in replicas[d]:
+            if k in node_of:
+                per_zone[zone_of[node_of[k]]] += 1
+        counts = list(per_zone.values())
+        worst_skew = max(worst_skew, (max(counts) - min(counts)) if counts else 0)
+    fewest = max(len(replicas[d]) for d in ANTI_DEPLOYMENTS)
+    return {
+        "constrainedPods": sum(len(replicas[d]) for d in (*ANTI_DEPLOYMENTS, *SPREAD_DEPLOYMENTS)),
+        "antiAffineReplicasSharingANode": shared,
+        "spreadWorstZoneSkew": worst_skew,
+        "nodesHoldingAntiAffinePods": len(anti_nodes),
+        "fewestNodesForAntiAffinePods": fewest,
+        "nodesOverFewest": round(len(anti_nodes) / fewest, 4) if fewest else None,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--catalog", default=str(SHARED_CATALOG))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-lp", action="store_true")
+    parser.add_argument("--topology", action="store_true", help="the variant with anti-affinity and spread")
     args = parser.parse_args()
     if not Path(args.catalog).exists():
         print(f"catalog {args.catalog} not found; skipping", file=sys.stderr)
@@ -145,7 +216,7 @@ def main() -> int:
     offerings = read_catalog_csv(args.catalog, cloud="aws", region="us-east-1", zones=config.zones)
     builder = SnapshotBuilder()
     t0 = time.perf_counter()
-    for obj in workload(args.pods):
+    for obj in workload(args.pods, topology=args.topology):
         builder.add(obj, "bench")
     snap = builder.build()
     decode_s = time.perf_counter() - t0
@@ -162,8 +233,8 @@ def main() -> int:
     index = OfferingIndex(offerings, config, snap.daemonsets)
     bound = None if args.no_lp else lower_bound(result, index, pods)
     placed = sum(len(la.pods) for la in result.launch.launches)
-    summary = {
-        "benchmark": "plan_scale",
+    summary: dict[str, Any] = {
+        "benchmark": "plan_scale_topology" if args.topology else "plan_scale",
         "pods": len(snap.pods),
         "offerings": len(offerings),
         "launches": len(result.launch.launches),
@@ -179,10 +250,13 @@ def main() -> int:
         "costOverLowerBound": None if not bound else round(result.launch.cost_per_hour / bound, 4),
         "machine": {"python": platform.python_version(), "processor": platform.machine()},
     }
+    if args.topology:
+        summary["topology"] = topology_check(result, snap)
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary["commit"] = commit()
-    (RESULTS / "plan_scale.json").write_text(json.dumps(summary, indent=2) + "\n")
+    name = "plan_scale_topology.json" if args.topology else "plan_scale.json"
+    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n")
     return 0
 
 

@@ -25,6 +25,19 @@ MAX_ZONE_CHOICES = 64  # assignments of undecided topology keys tried for one po
 
 
 @dataclass(frozen=True, slots=True)
+class _Profile:
+    """What every fit of one pod needs: its request, whether other pods matter to it or it to them
+    (``inter_pod``), whether its own place is constrained by them, the topology keys whose value on a node
+    matters to it (``keys``, counting included) and those its filters read (``checked``)."""
+
+    request: Resources
+    inter_pod: bool
+    constrained: bool
+    keys: tuple[str, ...]
+    checked: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Fit:
     """``count`` pods fit; for a new node, the options it narrows to and the labels it settles."""
 
@@ -54,6 +67,10 @@ class Engine:
         self.bins: list[Bin] = []
         self._static: dict[tuple[Constraints, str], Rejection | None] = {}
         self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
+        self._checks: dict[tuple[object, ...], Rejection | None] = {}
+        self._checks_at = -1
+        # Per pod (by identity, the pod kept alongside so a reused id cannot be mistaken for it).
+        self._profiles: dict[int, tuple[Pod, int, _Profile]] = {}
         self._new = itertools.count(1)
 
     # -- building the cluster --------------------------------------------------------------------------
@@ -128,7 +145,20 @@ class Engine:
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""
-        return self.topology.constrains(pod) or self.topology.selected(pod)
+        return self._profile(pod).inter_pod
+
+    def _profile(self, pod: Pod) -> _Profile:
+        """What every fit of ``pod`` needs, worked out once per pod and topology version."""
+        version = self.topology.version
+        found = self._profiles.get(id(pod))
+        if found is None or found[0] is not pod or found[1] != version:
+            constrained = self.topology.constrains(pod)
+            inter_pod = constrained or self.topology.selected(pod)
+            keys = tuple(sorted(self.topology.keys_for(pod))) if inter_pod else ()
+            checked = tuple(sorted(self.topology.check_keys(pod))) if constrained else ()
+            found = (pod, version, _Profile(request(pod), inter_pod, constrained, keys, checked))
+            self._profiles[id(pod)] = found
+        return found[2]
 
     def can_add(
         self, pod: Pod, c: Constraints, bin: Bin, want: int = 1, allowed: Options | None = None
@@ -143,12 +173,13 @@ class Engine:
         rejection = self.static(c, bin) or filters.node_ports(pod.host_ports, bin.ports)
         if rejection:
             return rejection
-        need = request(pod)
+        profile = self._profile(pod)
+        need = profile.request
         rejection = filters.node_resources(need, bin.free)
         if rejection:
             return rejection
-        if self.topology.constrains(pod):
-            rejection = self.topology.check(pod, bin.labels)
+        if profile.constrained:
+            rejection = self._check(pod, c, bin.labels, profile.checked)
             if rejection:
                 return rejection
         return Fit(min(want, need.times_fits_in(bin.free)))
@@ -172,20 +203,49 @@ class Engine:
         rejection = filters.node_ports(pod.host_ports, bin.ports)
         if rejection:
             return rejection
-        need = request(pod)
+        profile = self._profile(pod)
+        need = profile.request
         best = 0
         counts = []
         for opt in options:
-            k = need.times_fits_in(bin.room(opt))
+            k = need.times_fit(opt.alloc, bin.used)
             counts.append(k)
             best = max(best, k)
         if best <= 0:
             return filters.node_resources(need, bin.room(options[0])) or _NO_ROOM
         k = min(want, best)
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
-        if not self.inter_pod(pod):
+        if not profile.inter_pod:
             return Fit(k, fitting)
-        return self._settle(pod, c, bin, k, fitting, allowed)
+        return self._settle(pod, c, bin, k, fitting, allowed, profile)
+
+    def _check(
+        self,
+        pod: Pod,
+        c: Constraints,
+        labels: Mapping[str, str],
+        keys: tuple[str, ...],
+        potential: Mapping[str, frozenset[str]] | None = None,
+    ) -> Rejection | None:
+        """The inter-pod filters for ``pod`` on a node with ``labels`` (a new node when ``potential`` is
+        given). Only the labels of ``keys`` matter, so the verdict is kept until a count changes: of the
+        hundreds of nodes a pod is tried on, most share one zone with many others."""
+        fresh = potential is not None
+        key = (
+            id(pod),
+            c,
+            fresh,
+            tuple(labels.get(k) for k in keys),
+        )
+        changes = self.topology.changes
+        if self._checks_at != changes:
+            self._checks.clear()
+            self._checks_at = changes
+        if key in self._checks:
+            return self._checks[key]
+        found = self.topology.check(pod, labels, potential=potential, fresh=fresh)
+        self._checks[key] = found
+        return found
 
     def _potential(self, c: Constraints, allowed: Options, key: str) -> frozenset[str]:
         """The domains of ``key`` a new node for pods with constraints ``c`` could open: spreading counts
@@ -197,18 +257,29 @@ class Engine:
         return found
 
     def _settle(
-        self, pod: Pod, c: Constraints, bin: Bin, k: int, options: tuple[Option, ...], allowed: Options
+        self,
+        pod: Pod,
+        c: Constraints,
+        bin: Bin,
+        k: int,
+        options: tuple[Option, ...],
+        allowed: Options,
+        profile: _Profile,
     ) -> Fit | Rejection:
         """Choose values for the topology keys the pod cares about that the node has not settled yet (its
         zone, usually): the cheapest choice that passes, preferring the emptiest domain for spread."""
+        keys, checked = profile.keys, profile.checked
+        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
+        unsettled = [key for key in keys if key not in bin.labels]
+        if not unsettled:
+            rejection = self._check(pod, c, bin.labels, checked, potential)
+            return rejection or Fit(k, options)
         trial = Bin(bin.name, Kind.NEW, bin.labels)
         trial.set_options(list(options))
-        keys = sorted(self.topology.keys_for(pod))
-        open_keys = [k_ for k_ in keys if len(trial.values(k_, self.templates)) > 1]
-        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
+        open_keys = [k_ for k_ in unsettled if len(trial.values(k_, self.templates)) > 1]
         if not open_keys:
-            labels = {key: v for key in keys for v in trial.values(key, self.templates) if v is not None}
-            rejection = self.topology.check(pod, {**bin.labels, **labels}, potential=potential, fresh=True)
+            labels = {key: v for key in unsettled for v in trial.values(key, self.templates) if v is not None}
+            rejection = self._check(pod, c, {**bin.labels, **labels}, checked, potential)
             return rejection or Fit(k, options)
         choices = itertools.islice(
             itertools.product(*(sorted(trial.values(k_, self.templates), key=str) for k_ in open_keys)),
@@ -223,7 +294,7 @@ class Engine:
             if not narrowed:
                 continue
             labels = {**bin.labels, **chosen}
-            rejection = self.topology.check(pod, labels, potential=potential, fresh=True)
+            rejection = self._check(pod, c, labels, checked, potential)
             if rejection:
                 first = first or rejection
                 continue

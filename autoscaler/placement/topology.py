@@ -173,6 +173,11 @@ class Topology:
         # Anti-affinity terms of placed pods, with where those pods are: they keep matching pods away.
         self._held: dict[PodAffinityTerm, Counter[str]] = defaultdict(Counter)
         self._selected: dict[tuple[str, frozenset[tuple[str, str]]], bool] = {}
+        # Moves on whenever a group appears or a placed pod brings anti-affinity terms of its own: answers
+        # about which pods are constrained or counted may then change.
+        self.version = 0
+        # Moves on with every change to any count or domain: a verdict is reusable while it stays.
+        self.changes = 0
 
     # -- the cluster -----------------------------------------------------------------------------------
 
@@ -180,6 +185,7 @@ class Topology:
         """A node (existing, launching or planned) with the labels it has for certain."""
         node = _Node(dict(labels), tuple(taints))
         self._nodes[name] = node
+        self.changes += 1
         for g in self._spread.values():
             g.add_node(name, node)
         self.journal.log(lambda: self._drop(name))
@@ -202,6 +208,7 @@ class Topology:
         self.journal.log(undo)
 
     def _drop(self, name: str) -> None:
+        self.changes += 1
         self._nodes.pop(name, None)
         for g in self._spread.values():
             g.forget_node(name)
@@ -270,6 +277,7 @@ class Topology:
         self.journal.log(undo)
 
     def _record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
+        self.changes += 1
         for s in self._spread.values():
             s.record(name, node, pod, delta)
         for a in self._affinity.values():
@@ -279,7 +287,11 @@ class Topology:
         for term in pod.pod_anti_affinity:
             value = node.labels.get(term.topology_key)
             if value is not None:
-                self._held[term][value] += delta
+                counts = self._held[term]
+                before = any(n > 0 for n in counts.values())
+                counts[value] += delta
+                if before != any(n > 0 for n in counts.values()):
+                    self.version += 1  # which pods this term keeps away has changed
 
     # -- groups ----------------------------------------------------------------------------------------
 
@@ -297,6 +309,8 @@ class Topology:
         if group is None:
             group = self._spread[key] = _SpreadGroup(key)
             self._selected.clear()
+            self.version += 1
+            self.changes += 1
             for name, node in self._nodes.items():
                 group.add_node(name, node)
                 for p in node.pods:
@@ -308,6 +322,8 @@ class Topology:
         if group is None:
             group = self._affinity[pod.pod_affinity] = _AffinityGroup(pod.pod_affinity)
             self._selected.clear()
+            self.version += 1
+            self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
                     group.record(node, p, 1, self.namespaces)
@@ -318,6 +334,8 @@ class Topology:
         if group is None:
             group = self._anti[term] = _AntiGroup(term)
             self._selected.clear()
+            self.version += 1
+            self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
                     group.record(node, p, 1, self.namespaces)
@@ -370,6 +388,18 @@ class Topology:
         keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
         keys |= {g.term.topology_key for g in self._anti.values()}
         keys |= {t.topology_key for t, counts in self._held.items() if counts}
+        return keys
+
+    def check_keys(self, pod: Pod) -> set[str]:
+        """Topology keys whose value on a node decides whether ``pod`` may go there."""
+        keys = {c.topology_key for c in pod.spread}
+        keys |= {t.topology_key for t in pod.pod_affinity}
+        keys |= {t.topology_key for t in pod.pod_anti_affinity}
+        keys |= {
+            t.topology_key
+            for t, counts in self._held.items()
+            if counts and term_selects(t, pod, self.namespaces)
+        }
         return keys
 
     def keys_for(self, pod: Pod) -> set[str]:

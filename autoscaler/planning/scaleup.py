@@ -24,7 +24,12 @@ from autoscaler.fit import Constraints
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.bins import Bin, Kind, Option
 from autoscaler.placement.engine import Engine, Fit, request
-from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.placement.reasons import (
+    EXISTING_ANTI_AFFINITY,
+    POD_ANTI_AFFINITY_MISMATCH,
+    Filter,
+    Rejection,
+)
 from autoscaler.planning import newnodes
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
@@ -50,6 +55,7 @@ _LASTING = {
     Filter.NODE_PORTS,
     Filter.NODE_RESOURCES_FIT,
 }
+_LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
 
 
 def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
@@ -116,7 +122,7 @@ class _Planner:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
             fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
             if isinstance(fit, Rejection):
-                if skip is not None and fit.filter in _LASTING:
+                if skip is not None and (fit.filter in _LASTING or fit.message in _LASTING_MESSAGES):
                     skip.add(b.name)
                 continue
             if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
@@ -353,12 +359,14 @@ def _choices(index: OfferingIndex, c: Constraints) -> int:
 
 def _order(pod: Pod, choices: int = 0) -> tuple[object, ...]:
     """Higher priority first, then GPU pods with fewer offerings to choose from (a pod pinned to H100s takes
-    the free H100 on a node before a pod that any GPU suits can), then bigger first."""
+    the free H100 on a node before a pod that any GPU suits can), then pods whose place depends on other pods
+    (their nodes are the frame the others fill), then bigger first."""
     r = pod.requests
     return (
         -pod.priority,
         -r.gpus,
         choices if r.gpus else 0,
+        not pod.topological,
         -r.cpu,
         -r.memory,
         pod.created,
