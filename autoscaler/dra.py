@@ -35,6 +35,7 @@ __all__ = [
     "DeviceConstraint",
     "DeviceRequest",
     "DeviceSubRequest",
+    "DraObjects",
     "Match",
     "OfferingDevices",
     "PodClaim",
@@ -146,6 +147,17 @@ class PodClaim:
     def resolved_claim(self) -> str:
         """The ResourceClaim the pod uses, when known: the named one or the generated one."""
         return self.claim_name or self.generated_claim_name
+
+
+@dataclass(frozen=True, slots=True)
+class DraObjects:
+    """The DRA objects of a cluster, each kind sorted by (namespace, name); ``served`` is False when the API
+    server does not serve ``resource.k8s.io/v1`` (then no pod can use DRA, and the tuples are empty)."""
+
+    device_classes: tuple[DeviceClass, ...] = ()
+    claims: tuple[ResourceClaim, ...] = ()
+    claim_templates: tuple[ResourceClaimTemplate, ...] = ()
+    served: bool = True
 
 
 # --- what a node of an offering will publish ---------------------------------------------------------------

@@ -143,6 +143,9 @@ def _tokens(expr: str) -> list[tuple[str, Any]]:
     return out
 
 
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
 class _Parser:
     """Recursive descent over CEL's precedence: || < && < relations < member access."""
 
@@ -203,6 +206,8 @@ class _Parser:
         while True:
             if self.accept("."):
                 name = self.take("ident")
+                if name in _MACROS and self.peek() == ("op", "("):
+                    raise _NotEvaluable(f"the macro {name}()")
                 node = ("call", node, name, self.arguments()) if self.accept("(") else ("field", node, name)
             elif self.accept("["):
                 node = ("index", node, self.logical("||"))
@@ -423,6 +428,9 @@ def _relation(op: str, left: Any, right: Any) -> bool:
             right.get(left)  # known: it exists; unknown: whether it exists is not known either
             return True
         raise _NotEvaluable(f"in on a {type(right).__name__.strip('_')}")
+    if isinstance(left, (Fraction, Version)) or isinstance(right, (Fraction, Version)):
+        # CEL has no operators for quantities and versions, only their methods: a real selector cannot say this.
+        raise _NotEvaluable(f"{op} on a quantity or version (CEL compares them with compareTo())")
     if op in ("==", "!="):
         if type(left) is not type(right):
             raise _NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
@@ -501,4 +509,4 @@ def evaluate_all(
             unsupported = unsupported or result
         elif not result:
             return False
-    return unsupported or True
+    return unsupported if unsupported is not None else True  # an Unsupported is falsy: no `or` here
