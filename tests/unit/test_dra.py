@@ -77,7 +77,7 @@ def test_allocation_mode_all_takes_every_gpu_of_the_node():
 def test_a_product_name_selector_picks_the_offering_it_names():
     request = gpus(2, f"{PRODUCT}.matches('H100')")
     assert match_devices(request, CLASSES, P5) == Match(2, request.exactly)
-    assert not match_devices(request, CLASSES, G6_12X).fits  # type: ignore[union-attr]
+    assert not match_devices(request, CLASSES, G6_12X).fits
 
 
 def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported():
@@ -87,8 +87,8 @@ def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported():
 
 def test_a_memory_selector_is_checked_against_the_offerings_gpu_memory():
     request = gpus(1, "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
-    assert match_devices(request, CLASSES, P4D).fits  # type: ignore[union-attr]
-    assert not match_devices(request, CLASSES, G6_12X).fits  # type: ignore[union-attr]
+    assert match_devices(request, CLASSES, P4D).fits
+    assert not match_devices(request, CLASSES, G6_12X).fits
 
 
 def test_a_selector_on_an_attribute_only_a_running_node_has_is_unsupported():
