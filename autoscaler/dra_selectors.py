@@ -23,9 +23,10 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from autoscaler.cel import NotEvaluable, parse
 from autoscaler.quantity import QuantityError, parse_quantity
 
-__all__ = ["Alternatives", "Unsupported", "Version", "check", "evaluate"]
+__all__ = ["Alternatives", "AttributeValue", "Unsupported", "Version", "check", "evaluate", "evaluate_all"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,190 +77,11 @@ Attributes = Mapping[str, Mapping[str, AttributeValue]]  # domain → name → v
 Capacity = Mapping[str, Mapping[str, "Fraction | int | Alternatives"]]  # domain → name → amount
 
 
-class _NotEvaluable(Exception):
-    """Raised inside evaluation; turned into :class:`Unsupported`."""
-
-
-# --- tokens and syntax -----------------------------------------------------------------------------------
-
-_TOKEN = re.compile(
-    r"""\s*(?:
-      (?P<string>[rR]?(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))
-    | (?P<float>[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)
-    | (?P<number>0x[0-9a-fA-F]+u?|[0-9]+u?)
-    | (?P<op>&&|\|\||==|!=|<=|>=|[<>!()\[\].,?:+\-*/%{}])
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    )""",
-    re.VERBOSE,
-)
-_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
-
-
-def _unquote(token: str) -> str:
-    raw = token[0] in "rR"
-    body = token[2:-1] if raw else token[1:-1]
-    if raw:
-        return body
-    out, i = [], 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\":
-            nxt = body[i + 1]
-            if nxt not in _ESCAPES:
-                raise _NotEvaluable(f"the escape \\{nxt} in a string")
-            out.append(_ESCAPES[nxt])
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _tokens(expr: str) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    pos = 0
-    while pos < len(expr):
-        if expr[pos:].strip() == "":
-            break
-        match = _TOKEN.match(expr, pos)
-        if match is None or match.end() == pos:
-            raise _NotEvaluable(f"cannot read {expr[pos:].strip()[:20]!r}")
-        pos = match.end()
-        kind = match.lastgroup or ""
-        text = match.group(kind)
-        if kind == "string":
-            out.append(("lit", _unquote(text)))
-        elif kind == "float":
-            raise _NotEvaluable(f"the floating-point number {text}")
-        elif kind == "number":
-            out.append(("lit", int(text.rstrip("u"), 0)))
-        elif kind == "ident" and text in ("true", "false"):
-            out.append(("lit", text == "true"))
-        elif kind == "ident" and text == "in":
-            out.append(("op", "in"))
-        else:
-            out.append((kind, text))
-    out.append(("end", None))
-    return out
-
-
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-
-
-class _Parser:
-    """Recursive descent over CEL's precedence: || < && < relations < member access."""
-
-    def __init__(self, expr: str) -> None:
-        self.tokens = _tokens(expr)
-        self.i = 0
-
-    def peek(self) -> tuple[str, Any]:
-        return self.tokens[self.i]
-
-    def take(self, kind: str, value: Any = None) -> Any:
-        token = self.tokens[self.i]
-        if token[0] != kind or (value is not None and token[1] != value):
-            got = "the end" if token[0] == "end" else repr(token[1])
-            raise _NotEvaluable(f"expected {value or kind}, found {got}")
-        self.i += 1
-        return token[1]
-
-    def accept(self, value: str) -> bool:
-        if self.peek()[0] == "op" and self.peek()[1] == value:
-            self.i += 1
-            return True
-        return False
-
-    def parse(self) -> tuple[Any, ...]:
-        node = self.logical("||")
-        if self.peek()[0] != "end":
-            raise _NotEvaluable(f"the operator {self.peek()[1]!r} here")
-        return node
-
-    def logical(self, op: str) -> tuple[Any, ...]:
-        node = self.logical("&&") if op == "||" else self.relation()
-        while self.accept(op):
-            node = (op, node, self.logical("&&") if op == "||" else self.relation())
-        if self.peek() == ("op", "?"):
-            raise _NotEvaluable("the conditional operator ?:")
-        return node
-
-    def relation(self) -> tuple[Any, ...]:
-        node = self.unary()
-        kind, value = self.peek()
-        if kind == "op" and value in ("==", "!=", "<", "<=", ">", ">=", "in"):
-            self.i += 1
-            node = ("rel", value, node, self.unary())
-            if self.peek()[0] == "op" and self.peek()[1] in ("==", "!=", "<", "<=", ">", ">=", "in"):
-                raise _NotEvaluable("chained comparisons")
-        return node
-
-    def unary(self) -> tuple[Any, ...]:
-        if self.accept("!"):
-            return ("not", self.unary())
-        if self.peek() == ("op", "-"):
-            raise _NotEvaluable("arithmetic (unary minus)")
-        return self.member()
-
-    def member(self) -> tuple[Any, ...]:
-        node = self.primary()
-        while True:
-            if self.accept("."):
-                name = self.take("ident")
-                if name in _MACROS and self.peek() == ("op", "("):
-                    raise _NotEvaluable(f"the macro {name}()")
-                node = ("call", node, name, self.arguments()) if self.accept("(") else ("field", node, name)
-            elif self.accept("["):
-                node = ("index", node, self.logical("||"))
-                self.take("op", "]")
-            else:
-                kind, value = self.peek()
-                if kind == "op" and value in ("+", "-", "*", "/", "%"):
-                    raise _NotEvaluable(f"arithmetic ({value})")
-                return node
-
-    def arguments(self) -> tuple[tuple[Any, ...], ...]:
-        args = []
-        if not self.accept(")"):
-            args.append(self.logical("||"))
-            while self.accept(","):
-                args.append(self.logical("||"))
-            self.take("op", ")")
-        return tuple(args)
-
-    def primary(self) -> tuple[Any, ...]:
-        kind, value = self.peek()
-        self.i += 1
-        if kind == "lit":
-            return ("lit", value)
-        if kind == "op" and value == "(":
-            node = self.logical("||")
-            self.take("op", ")")
-            return node
-        if kind == "op" and value == "[":
-            items: list[tuple[Any, ...]] = []
-            if not self.accept("]"):
-                items.append(self.logical("||"))
-                while self.accept(","):
-                    items.append(self.logical("||"))
-                self.take("op", "]")
-            return ("list", tuple(items))
-        if kind == "ident":
-            if self.accept("("):
-                if value == "has":
-                    raise _NotEvaluable("the macro has()")
-                return ("func", value, self.arguments())
-            if value != "device":
-                raise _NotEvaluable(f"the identifier {value!r} (only device is defined)")
-            return ("device",)
-        raise _NotEvaluable("nothing to evaluate" if kind == "end" else f"{value!r} here")
-
-
 @lru_cache(maxsize=1024)
 def _parse(expr: str) -> tuple[Any, ...] | Unsupported:
     try:
-        return _Parser(expr).parse()
-    except _NotEvaluable as err:
+        return parse(expr)
+    except NotEvaluable as err:
         return Unsupported(f"selector {expr!r}: {err} is outside the CEL subset tidal evaluates")
 
 
@@ -282,7 +104,7 @@ class _Map:
 
     def get(self, name: str) -> Any:
         if name not in self.values:
-            raise _NotEvaluable(f"{self.what} {self.domain}/{name} is not known for this device")
+            raise NotEvaluable(f"{self.what} {self.domain}/{name} is not known for this device")
         value = self.values[name]
         # Capacities are quantities in CEL, whichever way the caller wrote the amount.
         return Fraction(value) if self.what == "capacity" and type(value) is int else value
@@ -304,23 +126,23 @@ class _Device:
 
 
 _ORDERED = (int, str)
-_RE2_ONLY_PYTHON = re.compile(r"\(\?[=!<]|\\[1-9]|\\[pP]\{")
+_UNLIKE_RE2 = re.compile(r"\(\?[=!<]|\\[1-9]|\\[pP]\{")
 
 
 def _regex(pattern: str) -> re.Pattern[str]:
     # CEL's matches() is RE2; refuse what RE2 and Python's re read differently (lookaround, backreferences,
     # Unicode classes) rather than risk a different answer.
-    if _RE2_ONLY_PYTHON.search(pattern):
-        raise _NotEvaluable(f"the regular expression {pattern!r} (lookaround, backreference or \\p class)")
+    if _UNLIKE_RE2.search(pattern):
+        raise NotEvaluable(f"the regular expression {pattern!r} (lookaround, backreference or \\p class)")
     try:
         return re.compile(pattern)
     except re.error as err:
-        raise _NotEvaluable(f"the regular expression {pattern!r} ({err})") from None
+        raise NotEvaluable(f"the regular expression {pattern!r} ({err})") from None
 
 
 def _compare(left: Any, right: Any) -> int:
     if type(left) is not type(right) or not isinstance(left, (*_ORDERED, Fraction, Version)):
-        raise _NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
+        raise NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
     return (left > right) - (left < right)
 
 
@@ -336,7 +158,7 @@ def _call(target: Any, name: str, args: list[Any]) -> Any:
             "upperAscii": lambda: "".join(c.upper() if c.isascii() else c for c in target),
         }
         if name in methods and all(isinstance(a, str) for a in args):
-            return methods[name](*args)
+            return _apply(methods[name], name, args)
     elif isinstance(target, (Fraction, Version)):
         kind = type(target)
         methods = {
@@ -348,8 +170,15 @@ def _call(target: Any, name: str, args: list[Any]) -> Any:
             whole = int(target)
             methods["asInteger"] = lambda: whole
         if name in methods and all(type(a) is kind for a in args):
-            return methods[name](*args)
-    raise _NotEvaluable(f"the method {name}() on {type(target).__name__}")
+            return _apply(methods[name], name, args)
+    raise NotEvaluable(f"the method {name}() on {type(target).__name__}")
+
+
+def _apply(method: Callable[..., Any], name: str, args: list[Any]) -> Any:
+    try:
+        return method(*args)
+    except TypeError:  # the wrong number of arguments; CEL would not have compiled the expression
+        raise NotEvaluable(f"{name}() with {len(args)} argument(s)") from None
 
 
 def _function(name: str, args: list[Any]) -> Any:
@@ -358,13 +187,13 @@ def _function(name: str, args: list[Any]) -> Any:
             try:
                 return parse_quantity(args[0])
             except QuantityError as err:
-                raise _NotEvaluable(f"quantity({args[0]!r}) ({err})") from None
+                raise NotEvaluable(f"quantity({args[0]!r}) ({err})") from None
         if name == "semver":
             try:
                 return Version.parse(args[0])
             except ValueError as err:
-                raise _NotEvaluable(f"semver({args[0]!r}) ({err})") from None
-    raise _NotEvaluable(f"the function {name}()")
+                raise NotEvaluable(f"semver({args[0]!r}) ({err})") from None
+    raise NotEvaluable(f"the function {name}()")
 
 
 def _eval(node: tuple[Any, ...], device: _Device) -> Any:
@@ -375,15 +204,15 @@ def _eval(node: tuple[Any, ...], device: _Device) -> Any:
         return device
     if tag in ("&&", "||"):
         stop = tag == "||"  # the value that decides the result on its own
-        first_error: _NotEvaluable | None = None
+        first_error: NotEvaluable | None = None
         for side in node[1:]:
             try:
                 value = _eval(side, device)
-            except _NotEvaluable as err:
+            except NotEvaluable as err:
                 first_error = first_error or err
                 continue
             if type(value) is not bool:
-                raise _NotEvaluable(f"{tag} on a {type(value).__name__}")
+                raise NotEvaluable(f"{tag} on a {type(value).__name__}")
             if value is stop:
                 return stop
         if first_error is not None:
@@ -392,7 +221,7 @@ def _eval(node: tuple[Any, ...], device: _Device) -> Any:
     if tag == "not":
         value = _eval(node[1], device)
         if type(value) is not bool:
-            raise _NotEvaluable(f"! on a {type(value).__name__}")
+            raise NotEvaluable(f"! on a {type(value).__name__}")
         return not value
     if tag == "rel":
         return _relation(node[1], _eval(node[2], device), _eval(node[3], device))
@@ -417,7 +246,7 @@ def _select(target: Any, key: Any) -> Any:
         return _Map(what, key, target.values.get(key, {}))
     if isinstance(target, _Map) and isinstance(key, str):
         return target.get(key)
-    raise _NotEvaluable(f"the field {key!r}")
+    raise NotEvaluable(f"the field {key!r}")
 
 
 def _relation(op: str, left: Any, right: Any) -> bool:
@@ -427,13 +256,13 @@ def _relation(op: str, left: Any, right: Any) -> bool:
         if isinstance(right, _Map) and isinstance(left, str):
             right.get(left)  # known: it exists; unknown: whether it exists is not known either
             return True
-        raise _NotEvaluable(f"in on a {type(right).__name__.strip('_')}")
+        raise NotEvaluable(f"in on a {type(right).__name__.strip('_')}")
     if isinstance(left, (Fraction, Version)) or isinstance(right, (Fraction, Version)):
         # CEL has no operators for quantities and versions, only their methods: a real selector cannot say this.
-        raise _NotEvaluable(f"{op} on a quantity or version (CEL compares them with compareTo())")
+        raise NotEvaluable(f"{op} on a quantity or version (CEL compares them with compareTo())")
     if op in ("==", "!="):
         if type(left) is not type(right):
-            raise _NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
+            raise NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
         return (left == right) == (op == "==")
     sign = _compare(left, right)
     return {"<": sign < 0, "<=": sign <= 0, ">": sign > 0, ">=": sign >= 0}[op]
@@ -480,7 +309,7 @@ def evaluate(
             device = _Device(driver, attrs, caps)
             try:
                 value = _eval(parsed, device)
-            except _NotEvaluable as err:
+            except NotEvaluable as err:
                 return Unsupported(f"selector {expr!r}: {err}")
             if type(value) is not bool:
                 return Unsupported(f"selector {expr!r}: gives a {type(value).__name__}, not true or false")
@@ -506,7 +335,8 @@ def evaluate_all(
     for expr in exprs:
         result = evaluate(expr, attributes, capacity, driver=driver)
         if isinstance(result, Unsupported):
-            unsupported = unsupported or result
+            if unsupported is None:
+                unsupported = result
         elif not result:
             return False
     return unsupported if unsupported is not None else True  # an Unsupported is falsy: no `or` here

@@ -78,5 +78,7 @@ def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(p
         for verb in ("create", "update", "patch", "delete"):
             assert not allowed(policy, verb, resource, name="c", **dra)
     assert allowed(policy, "list", "resourceclaims", namespace="research", **dra)
-    assert not allowed(policy, "update", "resourceclaims", sub="status", namespace="research", name="c", **dra)
+    assert not allowed(
+        policy, "update", "resourceclaims", sub="status", namespace="research", name="c", **dra
+    )
     assert not allowed(policy, "list", "resourceslices", **dra)

@@ -88,6 +88,8 @@ def test_a_selector_in_the_subset_is_evaluated(expr, expected):
         ("[1, 2].all(x, x > 0)", "the macro all()"),
         ("device.attributes.size() > 0", "the method size() on _Domains"),
         (f'{GPU}.productName == "A100', "cannot read"),
+        (f"{GPU}.productName.startsWith()", "startsWith() with 0 argument(s)"),
+        (f'{MEMORY}.compareTo(quantity("1Gi"), quantity("2Gi")) > 0', "compareTo() with 2 argument(s)"),
     ],
 )
 def test_a_selector_outside_the_subset_is_unsupported_with_the_reason(expr, reason):
@@ -147,6 +149,11 @@ def test_capacity_given_as_whole_bytes_compares_with_quantities():
     assert evaluate(
         f'{MEMORY}.compareTo(quantity("16Gi")) == 0', A100, {"gpu.nvidia.com": {"memory": Fraction(16 * GIB)}}
     )
+
+
+def test_of_several_unsupported_selectors_the_first_is_reported():
+    result = every([f'{GPU}.pcie == "x"', f'{GPU}.serial == "y"'], A100, A100_CAPACITY)
+    assert isinstance(result, Unsupported) and "pcie" in result.reason
 
 
 def test_every_selector_must_match_and_false_wins_over_unsupported():
