@@ -225,7 +225,7 @@ class ClusterCache:
                 device_classes=tuple(self._items(DRA_DEVICE_CLASSES.kind)),
                 claims=tuple(self._items(DRA_CLAIMS.kind)),
                 claim_templates=tuple(self._items(DRA_CLAIM_TEMPLATES.kind)),
-                served=all(ck.kind in self._informers for ck in DRA_KINDS if ck in self._custom_kinds),
+                served=all(ck in self._custom_kinds and ck.kind in self._informers for ck in DRA_KINDS),
             )
 
     def _items(self, kind: str) -> list[Any]:
