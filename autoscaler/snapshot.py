@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from autoscaler.config_schema import RefuseDuplicateKeys
+from autoscaler.dra import DraObjects
 from autoscaler.kube.convert import (
     ConversionError,
     daemonset_from_dict,
@@ -23,6 +24,11 @@ from autoscaler.kube.convert import (
     podgroup_from_dict,
     queue_from_dict,
 )
+from autoscaler.kube.convert_dra import (
+    deviceclass_from_dict,
+    resourceclaim_from_dict,
+    resourceclaimtemplate_from_dict,
+)
 from autoscaler.model import Snapshot
 
 _CONVERTERS = {
@@ -32,6 +38,13 @@ _CONVERTERS = {
     "DaemonSet": ("daemonsets", daemonset_from_dict),
     "PodGroup": ("podgroups", podgroup_from_dict),
     "Queue": ("queues", queue_from_dict),
+}
+# DRA objects are kept apart (SnapshotBuilder.dra) until the Snapshot has fields for them.
+_DRA_VERSION = "resource.k8s.io/v1"
+_DRA_CONVERTERS = {
+    "DeviceClass": ("device_classes", deviceclass_from_dict),
+    "ResourceClaim": ("claims", resourceclaim_from_dict),
+    "ResourceClaimTemplate": ("claim_templates", resourceclaimtemplate_from_dict),
 }
 
 
@@ -63,6 +76,10 @@ class SnapshotBuilder:
     parts: dict[str, dict[tuple[str, str], Any]] = field(
         default_factory=lambda: {k: {} for k, _ in _CONVERTERS.values()}
     )
+    # DeviceClasses, ResourceClaims and ResourceClaimTemplates, by DraObjects field (read by build_dra()).
+    dra: dict[str, dict[tuple[str, str], Any]] = field(
+        default_factory=lambda: {k: {} for k, _ in _DRA_CONVERTERS.values()}
+    )
     skipped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
@@ -89,18 +106,24 @@ class SnapshotBuilder:
                 self.duplicates[kind] += 1
             self.namespaces[name] = labels
             return
-        if kind not in _CONVERTERS:
+        if kind not in _CONVERTERS and kind not in _DRA_CONVERTERS:
             self.skipped[kind] += 1
             return
         meta = obj.get("metadata")
         if not isinstance(meta, Mapping) or not meta.get("name"):
             raise SnapshotError(f"{where}: {kind} has no metadata.name")
-        target, convert = _CONVERTERS[kind]
+        if kind in _DRA_CONVERTERS and obj.get("apiVersion") != _DRA_VERSION:
+            # Earlier versions (v1beta1, v1beta2) shape requests differently; reading them as v1 would misread.
+            raise SnapshotError(
+                f"{where}: {kind} {meta.get('name')}: apiVersion {obj.get('apiVersion')!r} is not read "
+                f"(export it as {_DRA_VERSION}, served from Kubernetes 1.34)"
+            )
+        target, convert = _CONVERTERS[kind] if kind in _CONVERTERS else _DRA_CONVERTERS[kind]
         try:
             value: Any = convert(obj)
         except ConversionError as err:
             raise SnapshotError(f"{where}: {err}") from None
-        objects = self.parts[target]
+        objects = self.parts[target] if kind in _CONVERTERS else self.dra[target]
         key = (getattr(value, "namespace", ""), value.name)
         if key in objects:
             self.duplicates[kind] += 1
@@ -110,9 +133,14 @@ class SnapshotBuilder:
     @property
     def count(self) -> int:
         """Objects of the kinds tidal reads (after duplicates were merged)."""
-        return sum(len(v) for v in self.parts.values()) + len(self.namespaces)
+        return (
+            sum(len(v) for v in self.parts.values())
+            + sum(len(v) for v in self.dra.values())
+            + len(self.namespaces)
+        )
 
     def build(self) -> Snapshot:
+        """The Snapshot of every object added (DRA objects aside: see :meth:`build_dra`)."""
         return Snapshot(
             pods=tuple(self.parts["pods"].values()),
             nodes=tuple(self.parts["nodes"].values()),
@@ -122,6 +150,12 @@ class SnapshotBuilder:
             queues=tuple(self.parts["queues"].values()),
             namespaces=dict(self.namespaces),
         )
+
+    def build_dra(self) -> DraObjects:
+        """The DRA objects added, each kind sorted by (namespace, name); ``served`` when there was any, since a
+        cluster's export holds DeviceClasses whenever a DRA driver is installed."""
+        kinds = {k: tuple(v[key] for key in sorted(v)) for k, v in self.dra.items()}
+        return DraObjects(**kinds, served=any(kinds.values()))
 
 
 def _documents(text: str, name: str) -> Iterable[Any]:
@@ -154,6 +188,7 @@ class LoadedSnapshot:
     skipped: Counter[str]  # objects of kinds tidal does not read, by kind
     duplicates: Counter[str]  # objects seen again (the later copy kept), by kind
     objects: int  # objects in the snapshot
+    dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))  # not yet in the Snapshot
 
 
 def read_snapshots(paths: Iterable[str | os.PathLike[str]]) -> LoadedSnapshot:
@@ -171,7 +206,9 @@ def read_snapshots(paths: Iterable[str | os.PathLike[str]]) -> LoadedSnapshot:
             if doc is None:
                 continue
             builder.add(doc, f"{p}: document {n + 1}" if n else str(p))
-    return LoadedSnapshot(builder.build(), builder.skipped, builder.duplicates, builder.count)
+    return LoadedSnapshot(
+        builder.build(), builder.skipped, builder.duplicates, builder.count, builder.build_dra()
+    )
 
 
 def load_snapshot(paths: Iterable[str | os.PathLike[str]]) -> tuple[Snapshot, Counter[str]]:

@@ -1,8 +1,10 @@
-"""The watched picture of the cluster the controller reads: pods, nodes, PDBs, DaemonSets, KAI objects.
+"""The watched picture of the cluster the controller reads: pods, nodes, PDBs, DaemonSets, KAI and DRA objects.
 
 KAI Scheduler's PodGroups and Queues are watched only while their CRDs are served: most clusters do not run
-KAI, and a watch on a missing resource would only log 404s. The CRDs are probed again every few minutes, so
-installing (or removing) KAI needs no tidal restart.
+KAI, and a watch on a missing resource would only log 404s. DRA's DeviceClasses, ResourceClaims and
+ResourceClaimTemplates are watched the same way, only while the API server serves ``resource.k8s.io/v1``
+(Kubernetes 1.34 and later). The group versions are probed again every few minutes, so installing (or
+removing) KAI, or upgrading the cluster, needs no tidal restart.
 """
 
 from __future__ import annotations
@@ -18,23 +20,33 @@ import kubernetes.client
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.kube import convert
+from autoscaler.dra import DraObjects
+from autoscaler.kube import convert, convert_dra
 from autoscaler.kube.client import KubeClient, api_error_message
 from autoscaler.kube.informer import DELETED, Informer, ListFn
 from autoscaler.model import Snapshot
 
-__all__ = ["KAI_PODGROUPS", "KAI_QUEUES", "ClusterCache", "CustomKind"]
+__all__ = [
+    "DRA_CLAIMS",
+    "DRA_CLAIM_TEMPLATES",
+    "DRA_DEVICE_CLASSES",
+    "DRA_KINDS",
+    "KAI_PODGROUPS",
+    "KAI_QUEUES",
+    "ClusterCache",
+    "CustomKind",
+]
 
 log = structlog.get_logger(__name__)
 
 Listener = Callable[[str, str, Any, Any], None]
 """``fn(kind, event_type, old, new)``; kind is one of pods, nodes, pdbs, daemonsets, namespaces, podgroups,
-queues."""
+queues, deviceclasses, resourceclaims, resourceclaimtemplates."""
 
 
 @dataclass(frozen=True, slots=True)
 class CustomKind:
-    """A custom resource watched only while its group/version serves it."""
+    """A resource watched only while its group/version is served (a CRD, or a built-in API that is optional)."""
 
     kind: str
     group: str
@@ -48,12 +60,29 @@ KAI_PODGROUPS = CustomKind(
     "podgroups", convert.KAI_GROUP, "v2alpha2", "podgroups", True, convert.podgroup_from_dict
 )
 KAI_QUEUES = CustomKind("queues", convert.KAI_GROUP, "v2", "queues", False, convert.queue_from_dict)
+DRA_GROUP = "resource.k8s.io"
+DRA_DEVICE_CLASSES = CustomKind(
+    "deviceclasses", DRA_GROUP, "v1", "deviceclasses", False, convert_dra.deviceclass_from_dict
+)
+DRA_CLAIMS = CustomKind(
+    "resourceclaims", DRA_GROUP, "v1", "resourceclaims", True, convert_dra.resourceclaim_from_dict
+)
+DRA_CLAIM_TEMPLATES = CustomKind(
+    "resourceclaimtemplates",
+    DRA_GROUP,
+    "v1",
+    "resourceclaimtemplates",
+    True,
+    convert_dra.resourceclaimtemplate_from_dict,
+)
+DRA_KINDS = (DRA_DEVICE_CLASSES, DRA_CLAIMS, DRA_CLAIM_TEMPLATES)
 
 
 class ClusterCache:
     """Informers for everything a Snapshot holds; ``snapshot()`` is an atomic, sorted copy of all of them.
 
-    ``namespace`` limits pods, PDBs, DaemonSets and PodGroups to one namespace (tests, single-tenant setups);
+    ``namespace`` limits pods, PDBs, DaemonSets, PodGroups and ResourceClaims (and their templates) to one
+    namespace (tests, single-tenant setups);
     with the default None they are watched cluster-wide, which scale-down needs to see every pod on a node.
     """
 
@@ -67,7 +96,7 @@ class ClusterCache:
         crd_probe_interval: float = 180.0,
         backoff_base: float = 0.2,
         backoff_max: float = 30.0,
-        custom_kinds: tuple[CustomKind, ...] = (KAI_PODGROUPS, KAI_QUEUES),
+        custom_kinds: tuple[CustomKind, ...] = (KAI_PODGROUPS, KAI_QUEUES, *DRA_KINDS),
     ) -> None:
         self._client = client
         self._namespace = namespace
@@ -191,6 +220,17 @@ class ClusterCache:
                 namespaces=dict(self._items("namespaces")),
             )
 
+    def dra_objects(self) -> DraObjects:
+        """The DRA objects, copied at one instant with each other (empty while ``resource.k8s.io/v1`` is not
+        served), sorted by (namespace, name). Kept apart from :meth:`snapshot` until the Snapshot holds them."""
+        with self._lock:
+            return DraObjects(
+                device_classes=tuple(self._items(DRA_DEVICE_CLASSES.kind)),
+                claims=tuple(self._items(DRA_CLAIMS.kind)),
+                claim_templates=tuple(self._items(DRA_CLAIM_TEMPLATES.kind)),
+                served=all(ck in self._custom_kinds and ck.kind in self._informers for ck in DRA_KINDS),
+            )
+
     def _items(self, kind: str) -> list[Any]:
         informer = self._informers.get(kind)
         return informer.items() if informer is not None else []
@@ -223,11 +263,22 @@ class ClusterCache:
             self._probed.set()
             self._stop.wait(self._probe_interval)
 
-    def _served(self, ck: CustomKind) -> bool | None:
-        """Whether the API server serves the custom kind; None when the probe itself failed."""
+    def _served(self, ck: CustomKind, discovered: dict[tuple[str, str], Any]) -> bool | None:
+        """Whether the API server serves the custom kind; None when the probe itself failed.
+
+        ``discovered`` holds this round's discovery documents, so kinds of one group/version cost one request.
+        """
         custom = self._client.api(kubernetes.client.CustomObjectsApi)
         try:
-            body = self._client.call(custom.get_api_resources, ck.group, ck.version)
+            key = (ck.group, ck.version)
+            if key not in discovered:
+                try:
+                    discovered[key] = self._client.call(custom.get_api_resources, ck.group, ck.version)
+                except Exception as exc:  # the same answer for every kind of this group/version
+                    discovered[key] = exc
+            body = discovered[key]
+            if isinstance(body, Exception):
+                raise body
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -247,7 +298,8 @@ class ClusterCache:
     def probe_custom_kinds(self) -> None:
         """Start informers for custom kinds that became served, stop those that went away."""
         self._probes += 1
-        served = {ck.kind: self._served(ck) for ck in self._custom_kinds}
+        discovered: dict[tuple[str, str], Any] = {}
+        served = {ck.kind: self._served(ck, discovered) for ck in self._custom_kinds}
         if self._stop.is_set():
             return
         started: list[Informer[Any]] = []

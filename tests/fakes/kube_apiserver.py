@@ -231,6 +231,14 @@ class FakeApiServer:
         assert rt is not None
         return rt
 
+    def unserve(self, group: str, version: str) -> list[ResourceType]:
+        """Stop serving every built-in resource of a group/version, as a cluster without that API (an older
+        Kubernetes, a disabled feature); returns the types, for `registry.register` to serve them again."""
+        gone = [rt for rt in self.registry.all() if (rt.group, rt.version) == (group, version)]
+        for rt in gone:
+            self.registry.unregister(rt.group, rt.version, rt.plural)
+        return gone
+
     # --- internals shared by HTTP handlers and direct access -------------------------------------------
 
     def admit_and_create(

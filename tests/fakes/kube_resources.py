@@ -85,6 +85,11 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("events.k8s.io", "v1", "events", "Event", True, (), ("ev",)),
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, (), ("sc",)),
+    # DRA, served by Kubernetes 1.34 and later; unregister these to stand in for an older cluster.
+    _rt("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    _rt("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, ("status",)),
+    _rt("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    _rt("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     _rt(
         "apiextensions.k8s.io",
         "v1",

@@ -150,7 +150,17 @@ def test_snapshot_holds_every_kind_sorted_and_without_kai(
     assert [(d.namespace, d.name) for d in snap.daemonsets] == [("kube-system", "node-exporter")]
     assert snap.daemonsets[0].requests.get("cpu") == 100
     assert snap.podgroups == () and snap.queues == ()
-    assert cache.watched_kinds() == ["daemonsets", "namespaces", "nodes", "pdbs", "pods"]
+    # The fake serves resource.k8s.io/v1, as Kubernetes 1.34 and later do: DRA kinds are watched too.
+    assert cache.watched_kinds() == [
+        "daemonsets",
+        "deviceclasses",
+        "namespaces",
+        "nodes",
+        "pdbs",
+        "pods",
+        "resourceclaims",
+        "resourceclaimtemplates",
+    ]
     assert snap.namespaces["ml"] == {"team": "ml", "kubernetes.io/metadata.name": "ml"}
     # KAI absent: probed, never listed or watched, and nothing went wrong.
     kai = [r for r in list(api.requests) if r.path.startswith(f"/apis/{KAI}")]

@@ -68,3 +68,17 @@ def test_no_secret_is_readable_anywhere(policy):
 def test_the_bindings_grant_nothing_to_another_service_account():
     other = service_account_user("default", "default")
     assert RbacPolicy.from_objects(render("deploy/base"), other).grants == []
+
+
+def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(policy):
+    dra = {"group": "resource.k8s.io"}
+    for resource in ("deviceclasses", "resourceclaims", "resourceclaimtemplates"):
+        assert allowed(policy, "list", resource, **dra)
+        assert allowed(policy, "watch", resource, **dra)
+        for verb in ("create", "update", "patch", "delete"):
+            assert not allowed(policy, verb, resource, name="c", **dra)
+    assert allowed(policy, "list", "resourceclaims", namespace="research", **dra)
+    assert not allowed(
+        policy, "update", "resourceclaims", sub="status", namespace="research", name="c", **dra
+    )
+    assert not allowed(policy, "list", "resourceslices", **dra)

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-GUIDES = ["install.md", "configuration.md", "kai.md", "migrating.md", "troubleshooting.md", "scheduling.md"]
+GUIDES = [
+    "install.md",
+    "configuration.md",
+    "kai.md",
+    "gpu-sharing.md",
+    "migrating.md",
+    "troubleshooting.md",
+    "scheduling.md",
+]
 PAGES = [REPO / "README.md", *(REPO / "docs" / g for g in GUIDES)]
 # The per-cloud guides are written with the cloud providers; a link to one is checked once it exists.
 CLOUD_GUIDES = {REPO / "docs" / f"{cloud}.md" for cloud in ("aws", "gcp", "azure")}
