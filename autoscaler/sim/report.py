@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,9 @@ def summary(
         },
         "overLimitLaunches": over_limit_launches(rec),
         "gpuLimitViolations": rec.gpu_limit_violations,
+        "pods": {"submitted": len(rec.pods), "ran": sum(1 for sp in rec.pods if sp.started is not None)},
         "podsNeverServed": sum(1 for sp in rec.pods if sp.started is None),
+        "neverServedBecause": dict(Counter(rec.waiting.values()).most_common(10)),
         "gpuHoursIdle": round(gpu_prov - gpu_used, 2),
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
