@@ -136,38 +136,12 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
 
 def _plot(rec: Record, path: Path) -> bool:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        from autoscaler.sim.timeline_plot import figure
     except ImportError:
         return False
-    hours = [s.t / 3600 for s in rec.samples]
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
-    ax1.step(hours, [s.gpus_up for s in rec.samples], where="post", label="GPUs provisioned")
-    ax1.step(hours, [s.gpus_used for s in rec.samples], where="post", label="GPUs requested (running)")
-    limits = [s.gpu_limit for s in rec.samples]
-    if any(limit is not None for limit in limits):
-        ax1.step(
-            hours,
-            [limit if limit is not None else float("nan") for limit in limits],
-            where="post",
-            linestyle="--",
-            label="clusterGPULimit",
-        )
-    ax1.set_ylabel("GPUs")
-    ax1.legend(loc="upper left")
-    kinds = sorted({k for s in rec.samples for k in s.pending})
-    for kind in kinds:
-        ax2.step(hours, [s.pending.get(kind, 0) for s in rec.samples], where="post", label=kind)
-    ax2.set_ylabel("pending pods")
-    if kinds:
-        ax2.legend(loc="upper left")
-    ax3.plot(hours, [s.cost for s in rec.samples])
-    ax3.set_ylabel("cost so far (USD)")
-    ax3.set_xlabel("hours")
-    fig.suptitle(f"{rec.scenario} — {rec.policy}")
-    fig.tight_layout()
+    fig = figure(rec)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
