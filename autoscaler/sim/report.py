@@ -86,6 +86,13 @@ def summary(
     return doc
 
 
+def never_served_line(doc: dict[str, Any]) -> str:
+    """Why pods were never served, the commonest reasons first: one line for a person."""
+    reasons = doc.get("neverServedBecause") or {}
+    shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:3])
+    return f"{doc['podsNeverServed']} of {doc['pods']['submitted']} pods were never served: {shown}"
+
+
 def timeline_text(rec: Record) -> list[str]:
     """A readable timeline: what happened, with GPUs up/used, pending pods by reason and cost so far."""
     lines = []
@@ -112,9 +119,12 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
         "",
         f"Cost ${doc['cost']['total']:.2f}; GPU-hours provisioned {doc['gpuHours']['provisioned']}, "
         f"requested {doc['gpuHours']['requested']}; over-limit launches {doc['overLimitLaunches']}; "
-        f"GPU limit violations {doc['gpuLimitViolations']}; pods never served {doc['podsNeverServed']}.",
+        f"GPU limit violations {doc['gpuLimitViolations']}; pods ran {doc['pods']['ran']} of "
+        f"{doc['pods']['submitted']}, never served {doc['podsNeverServed']}.",
         "",
     ]
+    if doc["podsNeverServed"]:
+        md += [never_served_line(doc) + ".", ""]
     if "lowerBound" in doc:
         lb = doc["lowerBound"]
         md.append(

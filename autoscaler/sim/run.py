@@ -17,7 +17,7 @@ from autoscaler.config_layers import Layers, read_layers
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Record, Simulation, build_config
 from autoscaler.sim.lower_bound import lower_bound
-from autoscaler.sim.report import summary, timeline_text, write_report
+from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
 from autoscaler.sim.trace import load_trace
 
@@ -150,13 +150,6 @@ def _simulate(
     return Outcome(record, doc, files)
 
 
-def never_served_line(doc: dict[str, Any]) -> str:
-    """Why pods were never served, the commonest reasons first: one line for a person."""
-    reasons = doc.get("neverServedBecause") or {}
-    shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:3])
-    return f"{doc['podsNeverServed']} of {doc['pods']['submitted']} pods were never served: {shown}"
-
-
 def run_cli(args: Any, scenario: Scenario) -> int:
     """Entry point of ``tidal simulate``: ``scenario`` loaded and the arguments checked by autoscaler.cli."""
     from autoscaler.observability.logging import configure_logging
@@ -186,7 +179,12 @@ def run_cli(args: Any, scenario: Scenario) -> int:
             cloud=args.cloud or "",
             region=args.region or "",
         )
-        print(f"tidal: configuration: {layers.describe()} over scenario {scenario.name}", file=sys.stderr)
+        read = (
+            f"{layers.describe()} over scenario {scenario.name}'s"
+            if layers.files
+            else (f"scenario {scenario.name}'s (no --config given)")
+        )
+        print(f"tidal: configuration: {read}", file=sys.stderr)
         for override in layers.overrides:
             print(f"tidal: warning: {override.describe()}", file=sys.stderr)
         out = _simulate(

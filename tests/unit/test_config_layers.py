@@ -142,7 +142,7 @@ def test_simulate_reads_every_config_file_and_says_which(write, capsys):
     gpus_up = [int(n) for n in re.findall(r"\[GPUs (\d+) up", out)]
     assert gpus_up and max(gpus_up) == 4
     assert not [line for line in out.splitlines() if re.search(r"\d\d:\d\d  remove ", line)]
-    assert f"tidal: configuration: {limit}, then {keep} (later files win) over scenario kai-day" in err
+    assert f"tidal: configuration: {limit}, then {keep} (later files win) over scenario kai-day's" in err
 
 
 def test_simulate_refuses_a_second_catalog(capsys):
