@@ -49,6 +49,7 @@ CONFIG_HELP = "configuration YAML; repeat it to lay files over each other, later
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand and its options."""
     parser = _Parser(prog="tidal", description="Queue-aware, cost-aware cluster autoscaler for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"tidal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -185,6 +186,7 @@ def _say(line: str) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    """``tidal simulate``: check what only the command line can know, then run the simulation."""
     from autoscaler.sim.run import TRACE_FRAME, run_cli
     from autoscaler.sim.scenario import load_scenario
 
@@ -208,6 +210,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
+    """``tidal catalog``: the offerings and prices the configured provider sees."""
     from dataclasses import replace
 
     from autoscaler.catalog import write_catalog_csv
@@ -238,6 +241,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``tidal run``: the daemon."""
     from autoscaler.daemon import run
     from autoscaler.kube.client import KubeConfigError
 
@@ -250,6 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """``tidal plan``: one plan for snapshot files, priced from catalog files; warnings on stderr."""
     import json
 
     from autoscaler.catalog_files import read_catalogs

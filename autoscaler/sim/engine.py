@@ -155,6 +155,7 @@ class Simulation:
         self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))
         self._last_version = -1
         self._dirty_at: float | None = None
+        self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
 
     def _say(self, text: str) -> None:
         self.record.lines.append((self.clock.now, text))
@@ -212,6 +213,13 @@ class Simulation:
 
     def _last_plan(self) -> Plan | None:
         return self.controller.last.plan if self.controller.last else None
+
+    def _waiting_reasons(self) -> dict[str, str]:
+        """Why the last plan left pods waiting; worked out once per plan, not at every sample."""
+        plan = self._last_plan()
+        if self._reasons[0] is not plan:
+            self._reasons = (plan, waiting_reasons(plan))
+        return self._reasons[1]
 
     def _due(self, t: float) -> bool:
         """Reconcile after the batch window once anything changed, and when a scale-down timer expires."""
@@ -330,7 +338,7 @@ class Simulation:
         used = 0
         by_queue: dict[str, int] = dict.fromkeys(rec.queues, 0)
         pending: dict[str, int] = {}
-        verdicts = waiting_reasons(self._last_plan())
+        verdicts = self._waiting_reasons()
         for sp in self.cluster.pods.values():
             if sp.pod.node_name:
                 used += sp.gpus
