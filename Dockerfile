@@ -16,7 +16,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/tidal
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY autoscaler ./autoscaler
 COPY providers ./providers
 RUN if [ -n "$EXTRAS" ]; then target=".[$EXTRAS]"; else target="."; fi \

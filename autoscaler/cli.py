@@ -1,39 +1,28 @@
-"""The ``tidal`` command line."""
+"""The ``tidal`` command line.
+
+Only ``argparse`` and the standard library are imported up front: ``tidal --version`` and a usage error answer
+at once, and each subcommand imports what it needs when it runs. ``tidal plan`` and ``tidal simulate`` never
+import the Kubernetes client or a cloud SDK (a test checks it).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 
-from autoscaler.catalog import CatalogError, read_catalog_csv
-from autoscaler.cloud import ProviderError, ProviderNotFound
-from autoscaler.config import ConfigError, load_config
-from autoscaler.fit import AnnotationError
-from autoscaler.kube.client import KubeConfigError
-from autoscaler.kube.convert import ConversionError
-from autoscaler.planning import plan
-from autoscaler.quantity import QuantityError
-from autoscaler.render import plan_to_json, plan_to_table, snapshot_footer
-from autoscaler.sim.scenario import ScenarioError
-from autoscaler.snapshot import SnapshotError, read_snapshots
+from autoscaler.version import __version__
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command a closed pipe stopped (SIGPIPE)
+TRACE_ONLY = ("compression", "sample", "start", "window", "seed")
 
 
 class UsageError(ValueError):
     """A command-line argument that is wrong; printed as one line."""
-
-
-def _version() -> str:
-    try:
-        return version("tidal-autoscaler")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,9 +45,13 @@ def parse_time_arg(text: str) -> float:
     return parsed.timestamp()
 
 
+CONFIG_HELP = "configuration YAML; repeat it to lay files over each other, later files winning"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand and its options."""
     parser = _Parser(prog="tidal", description="Queue-aware, cost-aware cluster autoscaler for Kubernetes.")
-    parser.add_argument("--version", action="version", version=f"tidal {_version()}")
+    parser.add_argument("--version", action="version", version=f"tidal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="offline dry run: what tidal would launch and remove for a snapshot")
@@ -70,18 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Kubernetes List document (YAML or JSON); repeatable",
     )
-    p.add_argument("--catalog", required=True, type=_given, metavar="CSV", help="instance catalog CSV")
-    p.add_argument("--config", type=_given, metavar="FILE", help="tidal configuration YAML")
+    p.add_argument(
+        "--catalog",
+        action="append",
+        required=True,
+        type=_given,
+        metavar="CSV",
+        help="instance catalog CSV; repeat it to lay catalogs over each other (a later file's instance type "
+        "replaces every offering of that type in the earlier ones)",
+    )
+    p.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
 
     c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
-    c.add_argument(
-        "--config",
-        type=_given,
-        metavar="FILE",
-        help="tidal configuration YAML (cloud, region, provider section)",
-    )
+    c.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
     c.add_argument("--cloud", type=_given, help="override the configured cloud")
     c.add_argument("--region", type=_given, help="override the configured region")
     c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
@@ -95,26 +91,35 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="replay a scenario or a trace on a virtual clock and report")
     s.add_argument(
         "--scenario",
-        required=True,
         type=_given,
         metavar="NAME|FILE",
-        help="kai-day, spot-storm, burst-10k, or a scenario YAML file",
+        help="kai-day, spot-storm, burst-10k, alibaba-week, trace, or a scenario YAML file "
+        "(default with --trace: trace, the frame for trace replay)",
     )
     s.add_argument(
         "--trace", type=_given, metavar="CSV", help="replay pods of a trace CSV (Alibaba GPU trace columns)"
     )
-    s.add_argument("--compression", type=_positive, default=1.0, help="divide trace times by this factor")
-    s.add_argument("--sample", type=_fraction, default=1.0, help="keep this fraction of trace pods")
-    s.add_argument("--start", type=_seconds, default=0.0, help="trace time to start from (seconds)")
-    s.add_argument("--window", type=_seconds, default=None, help="trace seconds to replay from --start")
-    s.add_argument("--seed", type=int, default=0, help="seed for sampling")
+    # Trace-only options default to None, so that giving one without a trace can be refused.
+    s.add_argument("--compression", type=_positive, help="divide trace times by this factor (default 1)")
+    s.add_argument("--sample", type=_fraction, help="keep this fraction of trace pods (default 1)")
+    s.add_argument("--start", type=_seconds, help="trace time to start from (default 0)")
+    s.add_argument("--window", type=_seconds, help="trace time to replay from --start (default: all)")
+    s.add_argument("--seed", type=int, help="seed for --sample (default 0)")
     s.add_argument(
-        "--catalog", type=_given, metavar="CSV", help="instance catalog (default: the AWS demo catalog)"
+        "--catalog",
+        action="append",
+        type=_given,
+        metavar="CSV",
+        help="instance catalog (default: the scenario's, else the AWS demo catalog); one only",
     )
     s.add_argument("--cloud", type=_given, help="which cloud's rows of a multi-cloud catalog to offer")
     s.add_argument("--region", type=_given, help="which region's rows of the catalog to offer")
     s.add_argument(
-        "--config", type=_given, metavar="FILE", help="tidal configuration keys over the scenario's"
+        "--config",
+        action="append",
+        type=_given,
+        metavar="FILE",
+        help="configuration keys over the scenario's; repeat it to lay files over each other",
     )
     s.add_argument("--policy", choices=("tidal", "ca-like", "karpenter-like"), default="tidal")
     s.add_argument(
@@ -128,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         action="append",
+        type=_given,
         help="configuration file (the mounted ConfigMap); hot reloaded. Repeat it to lay files over each "
         "other, later ones winning (e.g. a cloud's config.yaml, then the KAI preset's kai.yaml)",
     )
@@ -166,7 +172,7 @@ def _given(text: str) -> str:
 
 
 def _seconds(text: str) -> float:
-    from autoscaler.config import parse_duration
+    from autoscaler.config_schema import parse_duration
 
     try:
         return parse_duration(text, field="time")
@@ -174,21 +180,50 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from autoscaler.sim.run import run_cli
+def _say(line: str) -> None:
+    """A line about the run for the person at the terminal: stderr, so that stdout stays the output."""
+    print(f"tidal: {line}", file=sys.stderr)
 
-    return run_cli(args)
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``tidal simulate``: check what only the command line can know, then run the simulation."""
+    from autoscaler.sim.run import TRACE_FRAME, run_cli
+    from autoscaler.sim.scenario import load_scenario
+
+    if not args.scenario and not args.trace:
+        raise UsageError("tidal simulate: give --scenario NAME|FILE, or --trace CSV to replay a trace")
+    if args.catalog and len(args.catalog) > 1:
+        raise UsageError("tidal simulate: --catalog is given more than once; a simulation is priced from one")
+    scenario = load_scenario(args.scenario or TRACE_FRAME)
+    given = [f"--{name}" for name in TRACE_ONLY if getattr(args, name) is not None]
+    if given and not args.trace and scenario.trace is None:
+        raise UsageError(
+            f"tidal simulate: {', '.join(given)} only apply to a trace: give --trace CSV "
+            f"(scenario {scenario.name} replays none)"
+        )
+    if not scenario.jobs and not args.trace and scenario.trace is None:
+        raise UsageError(f"tidal simulate: scenario {scenario.name} has no jobs: give --trace CSV to replay")
+    args.compression = 1.0 if args.compression is None else args.compression
+    args.sample = 1.0 if args.sample is None else args.sample
+    args.seed = 0 if args.seed is None else args.seed
+    return run_cli(args, scenario)
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
+    """``tidal catalog``: the offerings and prices the configured provider sees."""
     from dataclasses import replace
 
+    from autoscaler.catalog import write_catalog_csv
     from autoscaler.cloud import load_provider
+    from autoscaler.config_layers import load_layers
     from autoscaler.observability.logging import configure_logging
+    from autoscaler.render import offerings_json, offerings_table
 
-    config = load_config(args.config)
+    config, layers = load_layers(args.config or [])
     # Output is the catalog itself (JSON for programs): provider warnings go to stderr.
     configure_logging(config.log_format, "warning", stream=sys.stderr)
+    for override in layers.overrides:
+        _say(f"warning: {override.describe()}")
     if args.cloud or args.region:
         config = replace(config, cloud=args.cloud or config.cloud, region=args.region or config.region)
     provider = load_provider(config.cloud, config)
@@ -196,96 +231,55 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if args.gpu_only:
         offerings = [o for o in offerings if o.gpu_count]
     if args.output == "csv":
-        from autoscaler.catalog import write_catalog_csv
-
         write_catalog_csv(offerings, sys.stdout, cloud=config.cloud, region=config.region)
-        return 0
-    if args.output == "json":
-        print(
-            json.dumps(
-                [
-                    {
-                        "instanceType": o.instance_type,
-                        "zone": o.zone,
-                        "capacityType": o.capacity_type,
-                        "vcpu": o.vcpu,
-                        "memoryMiB": o.memory_mib,
-                        "gpus": o.gpu_count,
-                        "gpuModel": o.gpu_model,
-                        "gpuMemoryMiB": o.gpu_memory_mib,
-                        "arch": o.arch.value,
-                        "maxPods": o.max_pods,
-                        "pricePerHour": o.price,
-                        "priceSource": o.price_source,
-                        "available": o.available,
-                    }
-                    for o in offerings
-                ],
-                indent=2,
-            )
-        )
-        return 0
-    from autoscaler.render import table
-
-    print(
-        "\n".join(
-            table(
-                [
-                    "INSTANCE TYPE",
-                    "ZONE",
-                    "CAPACITY",
-                    "VCPU",
-                    "MEMORY",
-                    "GPUS",
-                    "$/HOUR",
-                    "PRICE SOURCE",
-                    "AVAILABLE",
-                ],
-                [
-                    [
-                        o.instance_type,
-                        o.zone or "-",
-                        o.capacity_type,
-                        str(o.vcpu),
-                        f"{o.memory_mib / 1024:g}Gi",
-                        f"{o.gpu_count} {o.gpu_model}".strip(),
-                        f"{o.price:.4f}",
-                        o.price_source or "-",
-                        "yes" if o.available else "no",
-                    ]
-                    for o in offerings
-                ],
-            )
-        )
-    )
-    print(f"{len(offerings)} offerings for {config.cloud} {config.region}")
+    elif args.output == "json":
+        print(offerings_json(offerings))
+    else:
+        print(offerings_table(offerings))
+        print(f"{len(offerings)} offerings for {config.cloud} {config.region}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``tidal run``: the daemon."""
     from autoscaler.daemon import run
+    from autoscaler.kube.client import KubeConfigError
 
-    return run(args.config, args.kubeconfig, dry_run=args.dry_run, once=args.once)
+    try:
+        return run(args.config, args.kubeconfig, dry_run=args.dry_run, once=args.once)
+    except KubeConfigError as err:
+        # Cluster access at start-up: one line, never a traceback.
+        print(f"tidal: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    """``tidal plan``: one plan for snapshot files, priced from catalog files; warnings on stderr."""
+    import json
+
+    from autoscaler.catalog_files import read_catalogs
+    from autoscaler.config_layers import load_layers
+    from autoscaler.planning import plan
+    from autoscaler.reason_watch import tally, warning
+    from autoscaler.render import plan_to_json, plan_to_table, snapshot_footer
+    from autoscaler.snapshot import read_snapshots
+
+    config, layers = load_layers(args.config or [])
     now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
-    offerings = read_catalog_csv(
-        args.catalog,
-        cloud=config.cloud,
-        region=config.region,
-        zones=config.zones,
-        max_pods=config.max_pods_per_node,
-    )
-    if not offerings:
-        raise CatalogError(f"{args.catalog}: no rows for cloud {config.cloud!r} region {config.region!r}")
-    result = plan(loaded.snapshot, offerings, config, now)
+    catalogs = read_catalogs(args.catalog, config)
+    _say(f"configuration: {layers.describe()}; catalog: {catalogs.describe()}")
+    for override in layers.overrides:
+        _say(f"warning: {override.describe()}")
+    result = plan(loaded.snapshot, catalogs.offerings, config, now)
+    regexp = warning(tally(result.demand), "in the snapshot")
+    if regexp:
+        _say(f"warning: {regexp}")
     if args.output == "json":
         doc = plan_to_json(result)
         doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
         doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
+        doc["warnings"] = [o.describe() for o in layers.overrides] + ([regexp] if regexp else [])
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(plan_to_table(result, config))
@@ -293,36 +287,62 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-# What a user can get wrong: these are one line on stderr and exit status 2. Any other exception is a bug in
-# tidal and keeps its traceback.
-BAD_INPUT = (
-    UsageError,
-    ConfigError,
-    SnapshotError,
-    CatalogError,
-    QuantityError,
-    ConversionError,
-    AnnotationError,
-    ScenarioError,
-)
+def bad_input() -> tuple[type[BaseException], ...]:
+    """What a user can get wrong: one line on stderr and exit status 2. Any other exception is a bug in
+    tidal and keeps its traceback. Imported only when an error is being handled."""
+    from autoscaler.catalog import CatalogError
+    from autoscaler.cloud import ProviderError, ProviderNotFound
+    from autoscaler.config_schema import ConfigError
+    from autoscaler.fit import AnnotationError
+    from autoscaler.kube.convert import ConversionError
+    from autoscaler.quantity import QuantityError
+    from autoscaler.sim.scenario import ScenarioError
+    from autoscaler.snapshot import SnapshotError
 
-COMMANDS = {"plan": cmd_plan, "simulate": cmd_simulate, "catalog": cmd_catalog, "run": cmd_run}
+    return (
+        UsageError,
+        ConfigError,
+        SnapshotError,
+        CatalogError,
+        QuantityError,
+        ConversionError,
+        AnnotationError,
+        ScenarioError,
+        # Provider settings and cloud errors at start-up.
+        ProviderNotFound,
+        ProviderError,
+    )
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "plan": cmd_plan,
+    "simulate": cmd_simulate,
+    "catalog": cmd_catalog,
+    "run": cmd_run,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tidal`` console script."""
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
-    except BAD_INPUT as err:
-        print(f"tidal: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (ProviderNotFound, ProviderError, KubeConfigError) as err:
-        # Provider settings, cluster access and cloud errors at start-up: one line, never a traceback.
-        print(f"tidal: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is noticed where it can be handled
+        return code
+    except BrokenPipeError:
+        # `tidal plan ... | head`: the reader has all it wanted. Point stdout at /dev/null so the interpreter's
+        # own flush at exit does not fail again, and stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
+    except Exception as err:
+        if isinstance(err, bad_input()):
+            print(f"tidal: error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        raise
 
 
 if __name__ == "__main__":

@@ -275,9 +275,36 @@ def _section(name: str, given: Any, errors: list[str]) -> Any:
     return attr_type(**fields) if len(fields) == len(keys) else None
 
 
+# Clouds whose zone names carry their region (us-east-1a and us-east-1-bos-1a, us-central1-a, eastus-1): there a
+# zone of another region is certainly a mistake, which would plan nodes in that zone at this region's prices.
+# Names of any other form (an AWS zone ID, a bare Azure zone number) are left to the provider.
+_ZONE_NAMES = {
+    "aws": re.compile(r"(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)(?:[a-z]|-[a-z0-9-]+)"),
+    "gcp": re.compile(r"(?P<region>[a-z]+-[a-z]+\d+)-[a-z]"),
+    "azure": re.compile(r"(?P<region>[a-z]+\d*)-\d"),
+}
+
+
+def _zones_in_region(values: Mapping[str, Any]) -> list[str]:
+    pattern = _ZONE_NAMES.get(values.get("cloud") or "")
+    region, zones = values.get("region"), values.get("zones")
+    if pattern is None or not region or not zones:
+        return []
+    errors = []
+    for zone in zones:
+        named = pattern.fullmatch(zone)
+        if named and named["region"] != region:
+            errors.append(
+                f"zones: {zone!r} is a zone of {named['region']}, not of region {region!r} "
+                f"({values['cloud']} names a zone after its region)"
+            )
+    return errors
+
+
 def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     """Rules that tie two options together; each only when both options are valid on their own."""
     errors = []
+    errors.extend(_zones_in_region(values))
     fmt = schema.format_seconds
     idle, longest = values.get("batch_idle_duration"), values.get("batch_max_duration")
     if idle is not None and longest is not None and idle > longest:

@@ -19,40 +19,22 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import structlog
 
-from autoscaler.config import Config, ConfigError, config_from_mapping, load_config, read_document
+from autoscaler.config import Config, ConfigError
+from autoscaler.config_layers import LAYERED_SECTIONS, load_layers
 
 __all__ = ["LAYERED_SECTIONS", "ConfigWatcher", "load_layered"]
-
-LAYERED_SECTIONS = ("scaleDown", "leaderElection", "kubeClient", "simulated", "aws", "gcp", "azure")
-"""Sections a later file merges into option by option; every other key it sets replaces the earlier value."""
 
 PathLike = str | os.PathLike[str]
 
 
 def load_layered(paths: Sequence[PathLike]) -> Config:
-    """Read configuration files in order, each laid over the ones before it, and validate the result.
-
-    A top-level option in a later file replaces the earlier value; the sections in LAYERED_SECTIONS merge
-    option by option (``scaleDown: {maxParallelDrains: 2}`` keeps the other scaleDown options of the files
-    before). One file is exactly :func:`load_config`.
-    """
-    names = [os.fspath(p) for p in paths]
-    if len(names) == 1:
-        return load_config(names[0])
-    merged: dict[str, Any] = {}
-    for name in names:
-        for key, value in read_document(name).items():
-            before = merged.get(key)
-            if key in LAYERED_SECTIONS and isinstance(before, Mapping) and isinstance(value, Mapping):
-                merged[key] = {**before, **value}
-            else:
-                merged[key] = value
-    return config_from_mapping(merged, source=" + ".join(names))
+    """Read configuration files in order, each laid over the ones before it, and validate the result (see
+    :mod:`autoscaler.config_layers`). One file is exactly :func:`~autoscaler.config.load_config`."""
+    return load_layers(paths)[0]
 
 
 log = structlog.get_logger("tidal.config")

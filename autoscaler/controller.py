@@ -40,6 +40,7 @@ from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Launch, Removal
 from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
+from autoscaler.reason_watch import ReasonWindow
 from autoscaler.status import STATUS_CONFIGMAP, rfc3339, status_summary, unplaced_kind
 
 log = structlog.get_logger("tidal.controller")
@@ -127,6 +128,8 @@ class Controller:
         self._last_status: dict[str, Any] | None = None
         self._retired_tokens: set[str] = set()
         self.last: ReconcileResult | None = None
+        self._reasons = ReasonWindow()
+        self._warned: tuple[Plan | None, list[str]] = (None, [])
 
     # -- one step ---------------------------------------------------------------------------------------
 
@@ -504,6 +507,7 @@ class Controller:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
 
     def _record(self, decided: Plan, snapshot: Snapshot, cfg: Config) -> None:
+        self._warnings(decided, self.clock())
         if self.metrics is None:
             return
         counts: Counter[tuple[str, str]] = Counter()
@@ -519,6 +523,7 @@ class Controller:
 
     def _write_status(self, decided: Plan, cfg: Config, now: float) -> None:
         summary = status_summary(decided, self.fleet.counts(), cfg, now, self.catalog.benched(now))
+        summary["warnings"] = self._warnings(decided, now)
         unchanged = {k: v for k, v in summary.items() if k != "time"}
         if unchanged == self._last_status:
             return  # nothing new to say; spare the API server a write every reconcile
@@ -531,6 +536,29 @@ class Controller:
             )
         except Exception as err:  # status is informational; it must not fail the reconcile
             log.warning("status_write_failed", error=str(err))
+
+    def _warnings(self, decided: Plan, now: float) -> list[str]:
+        """What people should hear about the configuration (today: a pendingPodReasonRegexp that matched
+        none of the unschedulable pods in the last ten minutes): logged when it appears or goes, carried by
+        the status ConfigMap and the tidal_pending_reason_regexp_pods metric. Once per plan."""
+        seen, found = self._warned
+        if seen is decided:
+            return found
+        self._reasons.observe(decided.demand, now)
+        counts = self._reasons.counts()
+        self._metric("set_reason_regexp", counts.matched, counts.unmatched)
+        warning = self._reasons.warning()
+        if bool(warning) != bool(found):  # logged when it appears and when it goes, not every reconcile
+            if warning:
+                log.warning(
+                    "pending_reason_regexp_matches_nothing",
+                    warning=warning,
+                    unschedulable=counts.unschedulable,
+                )
+            else:
+                log.info("pending_reason_regexp_matches_again", matched=counts.matched)
+        self._warned = (decided, [warning] if warning else [])
+        return self._warned[1]
 
     def _metric(self, name: str, *args: Any) -> None:
         if self.metrics is None:

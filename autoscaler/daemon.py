@@ -18,7 +18,8 @@ import structlog
 from autoscaler.batching import Batcher
 from autoscaler.cloud import CloudProvider, load_provider
 from autoscaler.config import Config, load_config
-from autoscaler.config_watch import ConfigWatcher, load_layered
+from autoscaler.config_layers import load_layers
+from autoscaler.config_watch import ConfigWatcher
 from autoscaler.controller import Controller
 from autoscaler.drain import STOPPED, Drainer, DrainJob, pods_on, termination_reason
 from autoscaler.kube.actions import ClusterActions
@@ -89,7 +90,7 @@ class Daemon:
     """Everything ``tidal run`` starts, kept together so tests can run several replicas in one process.
 
     ``config_path`` is one file or several layered ones (later files override earlier ones' keys, see
-    :func:`autoscaler.config_watch.load_layered`).
+    :mod:`autoscaler.config_layers`).
     """
 
     config_path: str | Sequence[str] | None
@@ -303,8 +304,18 @@ def build_provider(cfg: Config, client: KubeClient) -> CloudProvider:
 def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_run: bool, once: bool) -> int:
     """``tidal run``: returns the process exit status."""
     paths = [config_path] if isinstance(config_path, str) else list(config_path or [])
-    cfg = load_layered(paths) if paths else load_config(None)
+    cfg, layers = load_layers(paths)
     configure_logging(cfg.log_format, cfg.log_level)
+    log.info("configuration_read", files=list(layers.files) or "defaults")
+    for override in layers.overrides:
+        # Once, at start: the earlier file's value has no effect, which whoever edits it should know.
+        log.warning(
+            "configuration_key_set_twice",
+            key=override.key,
+            earlier=override.earlier,
+            later=override.later,
+            same_value=override.same_value,
+        )
     client = make_api_client(kubeconfig=kubeconfig, qps=cfg.kube_client.qps, burst=cfg.kube_client.burst)
     provider = build_provider(cfg, client)
     daemon = Daemon(paths or None, client, provider, dry_run=dry_run, manage_logging=True)

@@ -1,12 +1,14 @@
-"""A plan as people read it (a table) and as programs read it (one JSON object)."""
+"""A plan, and a catalog's offerings, as people read them (a table) and as programs read them (JSON)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.config import Config
+from autoscaler.model import Offering
 from autoscaler.planning import Plan
 from autoscaler.snapshot import LoadedSnapshot
 
@@ -134,3 +136,58 @@ def snapshot_footer(loaded: LoadedSnapshot) -> str:
             f"{_kinds(loaded.duplicates)})"
         )
     return "".join(line + "\n" for line in out)
+
+
+def offerings_json(offerings: Sequence[Offering]) -> str:
+    """``tidal catalog --output json``: one object per offering."""
+    return json.dumps(
+        [
+            {
+                "instanceType": o.instance_type,
+                "zone": o.zone,
+                "capacityType": o.capacity_type,
+                "vcpu": o.vcpu,
+                "memoryMiB": o.memory_mib,
+                "gpus": o.gpu_count,
+                "gpuModel": o.gpu_model,
+                "gpuMemoryMiB": o.gpu_memory_mib,
+                "arch": o.arch.value,
+                "maxPods": o.max_pods,
+                "pricePerHour": o.price,
+                "priceSource": o.price_source,
+                "available": o.available,
+            }
+            for o in offerings
+        ],
+        indent=2,
+    )
+
+
+def offerings_table(offerings: Sequence[Offering]) -> str:
+    """``tidal catalog``'s table: one line per offering, with where its price came from."""
+    headers = [
+        "INSTANCE TYPE",
+        "ZONE",
+        "CAPACITY",
+        "VCPU",
+        "MEMORY",
+        "GPUS",
+        "$/HOUR",
+        "PRICE SOURCE",
+        "AVAILABLE",
+    ]
+    rows = [
+        [
+            o.instance_type,
+            o.zone or "-",
+            o.capacity_type,
+            str(o.vcpu),
+            f"{o.memory_mib / 1024:g}Gi",
+            f"{o.gpu_count} {o.gpu_model}".strip(),
+            f"{o.price:.4f}",
+            o.price_source or "-",
+            "yes" if o.available else "no",
+        ]
+        for o in offerings
+    ]
+    return "\n".join(table(headers, rows))

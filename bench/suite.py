@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,35 +18,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autoscaler.observability.logging import configure_logging  # noqa: E402
-from autoscaler.sim.run import simulate  # noqa: E402
-from autoscaler.sim.scenario import load_scenario  # noqa: E402
-from autoscaler.sim.trace import load_trace  # noqa: E402
+from autoscaler.sim.run import Prepared, prepare, simulate  # noqa: E402
+from autoscaler.sim.scenario import ScenarioError, load_scenario  # noqa: E402
 from bench.provenance import commit  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-SHARED = ROOT.parent / "shared" / "data"
-TRACE = SHARED / "traces" / "alibaba_gpu_v2023_openb_pods.csv"
-CATALOG = SHARED / "catalog" / "instance_catalog.csv"
 POLICIES = ("tidal", "ca-like", "karpenter-like")
-WEEK = 7 * 86400
-TRACE_START = 17 * WEEK  # the trace's busiest week (1,737 pods)
+SCENARIOS = ("kai-day", "spot-storm", "burst-10k", "alibaba-week")
 
 
-def scenarios() -> list[tuple[str, Any, str | None]]:
-    """(name, scenario, catalog) for each benchmark scenario that can run here."""
-    out: list[tuple[str, Any, str | None]] = [
-        (name, load_scenario(name), None) for name in ("kai-day", "spot-storm", "burst-10k")
-    ]
-    if TRACE.exists() and CATALOG.exists():
-        jobs = load_trace(TRACE, start=TRACE_START, window=WEEK)
-        frame = load_scenario("trace")
-        out.append(
-            (
-                "alibaba-week",
-                replace(frame, name="alibaba-week", jobs=tuple(jobs), duration=WEEK + 3600),
-                str(CATALOG),
-            )
-        )
+def scenarios() -> list[tuple[str, Prepared]]:
+    """(name, run) for each benchmark scenario that can run here, prepared exactly as ``tidal simulate
+    --scenario NAME`` prepares it (alibaba-week needs the trace and catalog of $TIDAL_DATA or shared/data)."""
+    out: list[tuple[str, Prepared]] = []
+    for name in SCENARIOS:
+        try:
+            out.append((name, prepare(load_scenario(name))))
+        except ScenarioError as err:
+            print(f"skipping {name}: {err}", file=sys.stderr)
     return out
 
 
@@ -82,16 +70,12 @@ def main() -> int:
     configure_logging("console", "error", stream=sys.stderr)
     wanted = set(args.only.split(",")) if args.only else None
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for name, scenario, catalog in [] if args.table_only else scenarios():
+    for name, run in [] if args.table_only else scenarios():
         if wanted and name not in wanted:
             continue
         for policy in args.policies.split(",") if args.policies else POLICIES:
             out = simulate(
-                scenario,
-                policy=policy,
-                catalog=catalog,
-                cloud="aws" if catalog else "",
-                region="us-east-1" if catalog else "",
+                run.scenario, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
             )
             doc = {**out.summary, "commit": commit()}
             (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")

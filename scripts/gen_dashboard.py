@@ -155,6 +155,19 @@ def panels() -> list[dict[str, Any]]:
             quantiles("tidal_scale_up_latency_seconds", JOB),
             unit="s",
         ),
+        panel(
+            "Unschedulable pods pendingPodReasonRegexp matched",
+            "Unschedulable pods of the last 10 minutes whose PodScheduled message pendingPodReasonRegexp "
+            "matched (tidal may launch for them) or did not. None matched while some wait means the regexp is "
+            "wrong; the tidal-status ConfigMap and the log say so too.",
+            [
+                (
+                    f"max by (result) ({leader(f'tidal_pending_reason_regexp_pods{{{JOB}}}')})",
+                    "{{result}}",
+                )
+            ],
+            width=24,
+        ),
         row("Launches"),
         panel(
             "Successful launches by offering",

@@ -103,6 +103,12 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Time from a pod becoming unschedulable to the launch call made for it.",
         (),
     ),
+    "tidal_pending_reason_regexp_pods": (
+        "gauge",
+        "Unschedulable pods seen in the last 10 minutes whose PodScheduled message pendingPodReasonRegexp "
+        "matched or did not (result=matched|unmatched); none matched while some wait means the regexp is wrong.",
+        ("result",),
+    ),
 }
 
 METRIC_NAMES: frozenset[str] = frozenset(_SPECS)
@@ -184,6 +190,9 @@ class Metrics:
         self._config_last_reload_success = gauge("tidal_config_last_reload_success")
         self._leader = gauge("tidal_leader")
         self._scale_up_latency = histogram("tidal_scale_up_latency_seconds", SCALE_UP_BUCKETS)
+        self._reason_regexp_pods = gauge("tidal_pending_reason_regexp_pods")
+        for result in ("matched", "unmatched"):
+            self._reason_regexp_pods.labels(result=result).set(0)
 
         # Until a reload fails, the configuration in use is the one the daemon started with, which was valid.
         self._config_last_reload_success.set(1)
@@ -218,6 +227,13 @@ class Metrics:
         for (state, reason), value in new.items():
             self._pending_pods.labels(state=state, reason=reason).set(value)
         self._pending_labels = set(new)
+
+    @_never_raises
+    def set_reason_regexp(self, matched: int, unmatched: int) -> None:
+        """Unschedulable pods of the last 10 minutes whose message pendingPodReasonRegexp matched, and not."""
+        values = (float(matched), float(unmatched))
+        self._reason_regexp_pods.labels(result="matched").set(values[0])
+        self._reason_regexp_pods.labels(result="unmatched").set(values[1])
 
     @_never_raises
     def set_nodes(self, counts: Mapping[str, int]) -> None:

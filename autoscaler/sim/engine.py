@@ -18,8 +18,10 @@ from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob, remove_node
 from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
+from autoscaler.planning import Plan
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
 from autoscaler.sim.scenario import JobSpec, Scenario
+from autoscaler.sim.waiting import never_served, queue_hold, waiting_reasons
 
 LAUNCH_DELAY, REGISTRATION_DELAY, GPU_READY_DELAY = 60.0, 45.0, 30.0
 
@@ -66,6 +68,18 @@ class Sample:
     gpu_limit: int | None
     pending: dict[str, int]
     cost: float
+    spot_gpus: int = 0  # of gpus_up, on spot instances
+    queue_gpus: dict[str, int] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
+
+
+# Kinds of Record.markers: what the timeline marks on its time axis.
+LAUNCH, REMOVAL, INTERRUPTION, OUTAGE_BEGINS, OUTAGE_ENDS = (
+    "launch",
+    "removal",
+    "interruption",
+    "outage begins",
+    "outage ends",
+)
 
 
 @dataclass(slots=True)
@@ -90,6 +104,10 @@ class Record:
     wall_seconds: float = 0.0
     end: float = 0.0
     gpu_nodes_at_end: int = 0
+    # Why each pod still waiting at the end waited: the last plan's verdict on it.
+    waiting: dict[str, str] = field(default_factory=dict)
+    markers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, kind, nodes)
+    queues: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # name -> (quota, limit)
 
 
 class Simulation:
@@ -112,6 +130,7 @@ class Simulation:
         self.cluster = EmulatedCluster(self.clock, scenario.queues, kai=scenario.kai)
         self.provider = provider_factory(config, clock=self.clock, kube=self.cluster)
         self.record = Record(policy, scenario.name)
+        self.record.queues = {q.name: (q.quota, q.limit) for q in scenario.queues}
         self.echo = echo
         events = EventRecorder(
             lambda pod, reason, message, event_type: self.cluster.pod_event(
@@ -136,6 +155,7 @@ class Simulation:
         self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))
         self._last_version = -1
         self._dirty_at: float | None = None
+        self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
 
     def _say(self, text: str) -> None:
         self.record.lines.append((self.clock.now, text))
@@ -187,8 +207,19 @@ class Simulation:
                 rec.gpu_nodes_at_end += inst.gpu_count > 0
         rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
         rec.cut_runs = list(self.cluster.cut)
+        rec.waiting = never_served(self._last_plan(), self.cluster.pods.values())
         rec.wall_seconds = time.perf_counter() - wall
         return rec
+
+    def _last_plan(self) -> Plan | None:
+        return self.controller.last.plan if self.controller.last else None
+
+    def _waiting_reasons(self) -> dict[str, str]:
+        """Why the last plan left pods waiting; worked out once per plan, not at every sample."""
+        plan = self._last_plan()
+        if self._reasons[0] is not plan:
+            self._reasons = (plan, waiting_reasons(plan))
+        return self._reasons[1]
 
     def _due(self, t: float) -> bool:
         """Reconcile after the batch window once anything changed, and when a scale-down timer expires."""
@@ -231,6 +262,7 @@ class Simulation:
                 kinds[o.instance.instance_type] = kinds.get(o.instance.instance_type, 0) + 1
             desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
             self._say(f"launch {desc} for {sum(len(o.launch.pods) for o in launched)} pods")
+            rec.markers.append((t, LAUNCH, len(launched)))
         after = {i.id for i in self.provider.instances() if i.state != "terminated"}
         for gone in sorted(before - after):
             self.record.ended.setdefault(gone, t)
@@ -238,6 +270,7 @@ class Simulation:
         if removed:
             rec.removals += removed
             self._say(f"remove {removed} node(s)")
+            rec.markers.append((t, REMOVAL, removed))
 
     def _cloud_events(self, t: float, interruptions: list[Any], outages: list[Any]) -> None:
         for x in interruptions:
@@ -256,15 +289,18 @@ class Simulation:
                     self.record.ended.setdefault(inst.id, t)
                 if victims:
                     self._say(f"spot interruption: {len(victims)} node(s) reclaimed")
+                    self.record.markers.append((t, INTERRUPTION, len(victims)))
         for o in outages:
             if o.at == t:
                 self.provider.fail_capacity(o.instance_type, o.zone, o.capacity_type)
                 self._say(
                     f"capacity outage begins: {o.instance_type or 'any'} {o.capacity_type or ''}".rstrip()
                 )
+                self.record.markers.append((t, OUTAGE_BEGINS, 0))
             if o.until == t:
                 self.provider.restore_capacity(o.instance_type, o.zone, o.capacity_type)
                 self._say("capacity outage ends")
+                self.record.markers.append((t, OUTAGE_ENDS, 0))
 
     def _next(self, t: float, i: int, interruptions: list[Any], outages: list[Any]) -> float | None:
         times: list[float] = []
@@ -298,30 +334,33 @@ class Simulation:
         rec = self.record
         live = [i for i in self.provider.instances() if i.state != "terminated"]
         gpus_up = sum(i.gpu_count for i in live)
-        used = sum(sp.gpus for sp in self.cluster.pods.values() if sp.pod.node_name)
+        spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == "spot")
+        used = 0
+        by_queue: dict[str, int] = dict.fromkeys(rec.queues, 0)
         pending: dict[str, int] = {}
-        plan = self.controller.last.plan if self.controller.last else None
-        absorbed = {a.pod for a in plan.launch.absorbed} if plan else set()
-        unplaced = {u.pod for u in plan.launch.unplaced} if plan else set()
+        verdicts = self._waiting_reasons()
         for sp in self.cluster.pods.values():
             if sp.pod.node_name:
+                used += sp.gpus
+                if sp.queue:
+                    by_queue[sp.queue] = by_queue.get(sp.queue, 0) + sp.gpus
                 continue
             if held_by_queue(sp.pod):
-                kind = "queue limit"
+                kind = queue_hold(sp)
                 if sp.pod.key in rec.launched_for:
                     # Capacity was bought for a pod its queue will not let run: an over-limit launch.
                     rec.held_after_launch.add(sp.pod.key)
-            elif sp.pod.key in unplaced:
-                kind = "cluster limit / no offering"
-            elif sp.pod.key in absorbed:
-                kind = "waiting for a node"
+            elif sp.pod.key in verdicts:
+                kind = verdicts[sp.pod.key]
+            elif sp.pod.key in rec.launched_for:
+                kind = "waiting for its new node"
             else:
-                kind = "scheduling"
+                kind = "not yet planned"
             pending[kind] = pending.get(kind, 0) + 1
         limit = self.config.cluster_gpu_limit
         if limit is not None and gpus_up > limit:
             rec.gpu_limit_violations += 1
-        rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t)))
+        rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t), spot_gpus, by_queue))
 
 
 def over_limit_launches(rec: Record) -> int:

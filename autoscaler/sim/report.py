@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,9 @@ def summary(
         },
         "overLimitLaunches": over_limit_launches(rec),
         "gpuLimitViolations": rec.gpu_limit_violations,
+        "pods": {"submitted": len(rec.pods), "ran": sum(1 for sp in rec.pods if sp.started is not None)},
         "podsNeverServed": sum(1 for sp in rec.pods if sp.started is None),
+        "neverServedBecause": dict(Counter(rec.waiting.values()).most_common(10)),
         "gpuHoursIdle": round(gpu_prov - gpu_used, 2),
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
@@ -82,6 +84,13 @@ def summary(
         if lower_bound.get("cost"):
             doc["cost"]["overLowerBound"] = round(cost / lower_bound["cost"], 4)
     return doc
+
+
+def never_served_line(doc: dict[str, Any]) -> str:
+    """Why pods were never served, the commonest reasons first: one line for a person."""
+    reasons = doc.get("neverServedBecause") or {}
+    shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:3])
+    return f"{doc['podsNeverServed']} of {doc['pods']['submitted']} pods were never served: {shown}"
 
 
 def timeline_text(rec: Record) -> list[str]:
@@ -110,9 +119,12 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
         "",
         f"Cost ${doc['cost']['total']:.2f}; GPU-hours provisioned {doc['gpuHours']['provisioned']}, "
         f"requested {doc['gpuHours']['requested']}; over-limit launches {doc['overLimitLaunches']}; "
-        f"GPU limit violations {doc['gpuLimitViolations']}; pods never served {doc['podsNeverServed']}.",
+        f"GPU limit violations {doc['gpuLimitViolations']}; pods ran {doc['pods']['ran']} of "
+        f"{doc['pods']['submitted']}, never served {doc['podsNeverServed']}.",
         "",
     ]
+    if doc["podsNeverServed"]:
+        md += [never_served_line(doc) + ".", ""]
     if "lowerBound" in doc:
         lb = doc["lowerBound"]
         md.append(
@@ -134,38 +146,12 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
 
 def _plot(rec: Record, path: Path) -> bool:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        from autoscaler.sim.timeline_plot import figure
     except ImportError:
         return False
-    hours = [s.t / 3600 for s in rec.samples]
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
-    ax1.step(hours, [s.gpus_up for s in rec.samples], where="post", label="GPUs provisioned")
-    ax1.step(hours, [s.gpus_used for s in rec.samples], where="post", label="GPUs requested (running)")
-    limits = [s.gpu_limit for s in rec.samples]
-    if any(limit is not None for limit in limits):
-        ax1.step(
-            hours,
-            [limit if limit is not None else float("nan") for limit in limits],
-            where="post",
-            linestyle="--",
-            label="clusterGPULimit",
-        )
-    ax1.set_ylabel("GPUs")
-    ax1.legend(loc="upper left")
-    kinds = sorted({k for s in rec.samples for k in s.pending})
-    for kind in kinds:
-        ax2.step(hours, [s.pending.get(kind, 0) for s in rec.samples], where="post", label=kind)
-    ax2.set_ylabel("pending pods")
-    if kinds:
-        ax2.legend(loc="upper left")
-    ax3.plot(hours, [s.cost for s in rec.samples])
-    ax3.set_ylabel("cost so far (USD)")
-    ax3.set_xlabel("hours")
-    fig.suptitle(f"{rec.scenario} — {rec.policy}")
-    fig.tight_layout()
+    fig = figure(rec)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True

@@ -1,22 +1,31 @@
-"""``tidal simulate``: load a scenario (and a trace), run it under a policy, print and write the report."""
+"""``tidal simulate``: load a scenario (and a trace), run it under a policy, print and write the report.
+
+``prepare`` turns a scenario and the command line's trace and catalog choices into what one run needs; the
+benchmark suite calls it too, so ``tidal simulate --scenario alibaba-week`` runs exactly the benchmark's week.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config import ConfigError, read_document
+from autoscaler.config import ConfigError
+from autoscaler.config_layers import Layers, read_layers
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Record, Simulation, build_config
 from autoscaler.sim.lower_bound import lower_bound
-from autoscaler.sim.report import summary, timeline_text, write_report
-from autoscaler.sim.scenario import Scenario, ScenarioError, load_scenario
+from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
+from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
 from autoscaler.sim.trace import load_trace
 
 DEFAULT_CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
+TRACE_FRAME = "trace"
+# After the last pod of a trace window is submitted, the run goes on this long for it to be served.
+TRACE_TAIL = 3600.0
+EXIT_NOTHING_RAN = 1
 
 
 @dataclass(slots=True)
@@ -24,6 +33,60 @@ class Outcome:
     record: Record
     summary: dict[str, Any]
     files: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A scenario with its trace's jobs loaded, and the catalog (with its cloud and region) to price it."""
+
+    scenario: Scenario
+    catalog: str | None = None
+    cloud: str = ""
+    region: str = ""
+
+
+def prepare(
+    scenario: Scenario,
+    *,
+    trace: str | None = None,
+    compression: float = 1.0,
+    sample: float = 1.0,
+    start: float | None = None,
+    window: float | None = None,
+    seed: int = 0,
+    catalog: str | None = None,
+    cloud: str = "",
+    region: str = "",
+) -> Prepared:
+    """The run a scenario describes, with the command line's choices over the scenario's own (``trace`` for
+    its trace file, ``start``/``window`` for the part replayed, ``catalog``/``cloud``/``region``)."""
+    spec = scenario.trace
+    if trace is not None or spec is not None:
+        path = trace if trace is not None else str(spec.file) if spec else ""
+        if trace is None and not Path(path).is_file():
+            raise ScenarioError(
+                f"{scenario.name}: its trace {path} is not there; set {DATA_ENV} to the directory holding "
+                "traces/ and catalog/, or give --trace"
+            )
+        first = start if start is not None else spec.start if spec else 0.0
+        span = window if window is not None else spec.window if spec else None
+        jobs = load_trace(path, compression=compression, sample=sample, start=first, window=span, seed=seed)
+        if not jobs:
+            raise ScenarioError(f"{path}: no pods in the chosen window and sample")
+        if span is not None:
+            duration = span / compression + TRACE_TAIL
+        else:
+            duration = min(scenario.duration, max(j.at + j.duration for j in jobs) + TRACE_TAIL)
+        scenario = replace(scenario, jobs=tuple(jobs), duration=duration)
+    own = scenario.catalog
+    if catalog is None and own is not None:
+        if not own.file.is_file():
+            raise ScenarioError(
+                f"{scenario.name}: its catalog {own.file} is not there; set {DATA_ENV} to the directory "
+                "holding traces/ and catalog/, or give --catalog"
+            )
+        return Prepared(scenario, str(own.file), cloud or own.cloud, region or own.region)
+    return Prepared(scenario, catalog, cloud, region)
 
 
 def _provider(config: Any, *, clock: Callable[[], float], kube: Any) -> Any:
@@ -39,22 +102,39 @@ def simulate(
     catalog: str | None = None,
     cloud: str = "",
     region: str = "",
-    config_file: str | None = None,
+    config_files: Sequence[str] = (),
     report_dir: str | None = None,
     bound: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run one scenario under one policy; the record, its summary, and the report files written."""
-    # Read as `tidal plan --config` reads it: unreadable, non-UTF-8, duplicate keys and non-maps are errors.
-    overrides: dict[str, Any] = dict(read_document(config_file)) if config_file else {}
+    """Run one scenario under one policy; the record, its summary, and the report files written.
+
+    ``config_files`` are laid over each other (as every subcommand's repeated ``--config``) and over the
+    scenario's ``config:`` block.
+    """
+    layers = read_layers(config_files)
+    return _simulate(scenario, layers, policy, catalog, cloud, region, report_dir, bound, echo)
+
+
+def _simulate(
+    scenario: Scenario,
+    layers: Layers,
+    policy: str,
+    catalog: str | None,
+    cloud: str,
+    region: str,
+    report_dir: str | None,
+    bound: bool,
+    echo: Callable[[str], None] | None,
+) -> Outcome:
     catalog_path = str(catalog or DEFAULT_CATALOG)
     config = build_config(
         scenario,
-        overrides,
+        dict(layers.document),
         catalog=catalog_path,
         cloud=cloud,
         region=region,
-        overrides_source=config_file or "--config",
+        overrides_source=layers.source if layers.files else "--config",
     )
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy), echo=echo)
     record = sim.run()
@@ -70,8 +150,8 @@ def simulate(
     return Outcome(record, doc, files)
 
 
-def run_cli(args: Any) -> int:
-    """Entry point of ``tidal simulate`` (arguments parsed by autoscaler.cli)."""
+def run_cli(args: Any, scenario: Scenario) -> int:
+    """Entry point of ``tidal simulate``: ``scenario`` loaded and the arguments checked by autoscaler.cli."""
     from autoscaler.observability.logging import configure_logging
 
     configure_logging(
@@ -86,33 +166,37 @@ def run_cli(args: Any) -> int:
                 raise ScenarioError(f"--report: {args.report} is a file, not a directory") from None
             except OSError as err:
                 raise ScenarioError(f"--report: {args.report}: {err.strerror or err}") from None
-        scenario = load_scenario(args.scenario)
-        if args.trace:
-            jobs = load_trace(
-                args.trace,
-                compression=args.compression,
-                sample=args.sample,
-                start=args.start,
-                window=args.window,
-                seed=args.seed,
-            )
-            if not jobs:
-                raise ScenarioError(f"{args.trace}: no pods in the chosen window and sample")
-            end = max(j.at + j.duration for j in jobs) + 3600
-            scenario = replace(
-                scenario,
-                jobs=tuple(jobs),
-                duration=min(scenario.duration, end) if args.window is None else end,
-            )
-        out = simulate(
+        layers = read_layers(args.config or [])
+        run = prepare(
             scenario,
-            policy=args.policy,
-            catalog=args.catalog,
+            trace=args.trace,
+            compression=args.compression,
+            sample=args.sample,
+            start=args.start,
+            window=args.window,
+            seed=args.seed,
+            catalog=args.catalog[0] if args.catalog else None,
             cloud=args.cloud or "",
             region=args.region or "",
-            config_file=args.config,
-            report_dir=args.report,
-            bound=not args.no_bound,
+        )
+        read = (
+            f"{layers.describe()} over scenario {scenario.name}'s"
+            if layers.files
+            else (f"scenario {scenario.name}'s (no --config given)")
+        )
+        print(f"tidal: configuration: {read}", file=sys.stderr)
+        for override in layers.overrides:
+            print(f"tidal: warning: {override.describe()}", file=sys.stderr)
+        out = _simulate(
+            run.scenario,
+            layers,
+            args.policy,
+            run.catalog,
+            run.cloud,
+            run.region,
+            args.report,
+            not args.no_bound,
+            None,
         )
     except ConfigError as err:
         print(f"tidal: error: {err}", file=sys.stderr)
@@ -126,8 +210,15 @@ def run_cli(args: Any) -> int:
         + (f" ({s['cost']['overLowerBound']:.3f} x lower bound)" if "overLowerBound" in s["cost"] else "")
         + f"; GPU-hours {s['gpuHours']['provisioned']} provisioned / {s['gpuHours']['requested']} requested;"
         f" over-limit launches {s['overLimitLaunches']}; GPU limit violations {s['gpuLimitViolations']};"
-        f" pods never served {s['podsNeverServed']}; {s['wallSeconds']}s wall"
+        f" pods ran {s['pods']['ran']} of {s['pods']['submitted']}, never served {s['podsNeverServed']};"
+        f" {s['wallSeconds']}s wall"
     )
     if out.files:
         print(f"report: {', '.join(str(Path(args.report) / f) for f in out.files)}")
+    if s["podsNeverServed"]:
+        print(f"tidal: {never_served_line(s)}", file=sys.stderr)
+    if not s["pods"]["ran"]:
+        # Costs of $0.00 for a run that served nothing are not a result: say so, and fail scripts.
+        print("tidal: error: no pod ran in this simulation", file=sys.stderr)
+        return EXIT_NOTHING_RAN
     return 0

@@ -11,6 +11,12 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
          duration: 7h, gang: false, preemptible: false, offerings: "spot,on-demand"}
     spotInterruptions: [{at: "13:00", fraction: 0.5}]
     capacityOutages: [{at: "10:00", until: "12:00", instanceType: g4dn.xlarge}]
+
+A scenario may replay a trace instead of listing jobs, and name the catalog it is priced from (both paths
+relative to the scenario file; a built-in's relative to the data directory, see ``data_directory``)::
+
+    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h}
+    catalog: {file: catalog/instance_catalog.csv, cloud: aws, region: us-east-1}
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from autoscaler.config_schema import load_yaml
 from autoscaler.model import CAPACITY_TYPES
 from autoscaler.quantity import QuantityError, to_milli
 
-BUILT_IN = ("kai-day", "spot-storm", "burst-10k", "trace")
+BUILT_IN = ("kai-day", "spot-storm", "burst-10k", "trace", "alibaba-week")
+DATA_ENV = "TIDAL_DATA"
 _CLOCK = re.compile(r"^(\d{1,3}):([0-5]\d)(?::([0-5]\d))?$")
 
 
@@ -82,6 +89,24 @@ class Outage:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceSpec:
+    """The trace a scenario replays: a CSV and the part of it (``start``, ``window`` seconds) to replay."""
+
+    file: Path
+    start: float = 0.0
+    window: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogSpec:
+    """The catalog a scenario is priced from, and which cloud's and region's rows of it."""
+
+    file: Path
+    cloud: str = ""
+    region: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     duration: float
@@ -90,6 +115,8 @@ class Scenario:
     jobs: tuple[JobSpec, ...] = ()
     interruptions: tuple[Interruption, ...] = ()
     outages: tuple[Outage, ...] = ()
+    trace: TraceSpec | None = None
+    catalog: CatalogSpec | None = None
 
     @property
     def kai(self) -> bool:
@@ -234,18 +261,52 @@ def _job(raw: Any, where: str) -> JobSpec:
     )
 
 
-def parse_scenario(data: Any, source: str) -> Scenario:
-    """Validate a scenario document; every error names the source and the field."""
+def _trace(data: dict[str, Any], base: Path) -> TraceSpec | None:
+    if data.get("trace") is None:
+        return None
+    raw = _entry(data["trace"], "trace", {"file", "start", "window"})
+    _required(raw, "file", "trace")
+    window = raw.get("window")
+    return TraceSpec(
+        base / _str(raw, "file", "trace"),
+        clock_time(raw.get("start", 0), "trace.start"),
+        None if window is None else clock_time(window, "trace.window"),
+    )
+
+
+def _catalog(data: dict[str, Any], base: Path) -> CatalogSpec | None:
+    if data.get("catalog") is None:
+        return None
+    raw = _entry(data["catalog"], "catalog", {"file", "cloud", "region"})
+    _required(raw, "file", "catalog")
+    return CatalogSpec(
+        base / _str(raw, "file", "catalog"), _str(raw, "cloud", "catalog"), _str(raw, "region", "catalog")
+    )
+
+
+def parse_scenario(data: Any, source: str, *, base: Path | None = None) -> Scenario:
+    """Validate a scenario document; every error names the source and the field. ``base`` is the directory
+    that the trace's and catalog's file names are relative to (default: the current directory)."""
     try:
-        return _parse(data)
+        return _parse(data, base or Path())
     except ScenarioError as err:
         raise ScenarioError(f"{source}: {err}") from None
 
 
-def _parse(data: Any) -> Scenario:
+def _parse(data: Any, base: Path) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError("the scenario must be a map")
-    known = {"name", "duration", "config", "queues", "jobs", "spotInterruptions", "capacityOutages"}
+    known = {
+        "name",
+        "duration",
+        "config",
+        "queues",
+        "jobs",
+        "spotInterruptions",
+        "capacityOutages",
+        "trace",
+        "catalog",
+    }
     unknown = sorted(set(data) - known, key=str)
     if unknown:
         raise ScenarioError(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -316,7 +377,18 @@ def _parse(data: Any) -> Scenario:
         jobs=tuple(sorted(jobs, key=lambda j: (j.at, j.name))),
         interruptions=tuple(interruptions),
         outages=tuple(outages),
+        trace=_trace(data, base),
+        catalog=_catalog(data, base),
     )
+
+
+def data_directory() -> Path:
+    """Where built-in scenarios find the traces and catalogs they replay: ``$TIDAL_DATA``, else the
+    ``shared/data`` directory next to a source checkout of tidal."""
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
@@ -325,7 +397,9 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     source = str(name_or_path)
     if source in BUILT_IN:
         text = resources.files("autoscaler.sim").joinpath(f"scenarios/{source}.yaml").read_text()
+        base = data_directory()
     else:
+        base = Path(name_or_path).parent
         try:
             text = Path(name_or_path).read_text(encoding="utf-8")
         except OSError as err:
@@ -341,4 +415,4 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
         if not problem.startswith("invalid YAML"):
             problem = f"invalid YAML: {problem}"
         raise ScenarioError(f"{err.source}: {problem}") from None
-    return parse_scenario(data, source)
+    return parse_scenario(data, source, base=base)

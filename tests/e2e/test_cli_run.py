@@ -153,3 +153,19 @@ def test_run_lays_a_second_config_file_over_the_first(tmp_path):
         reasons = {e["reason"]: e["message"] for e in api.list("events")}
         assert "TriggeredScaleUp" not in reasons
         assert "clusterGPULimit 0 reached" in reasons["NotTriggerScaleUp"]
+
+
+def test_run_names_an_option_set_in_two_config_files_once_at_start(tmp_path, capsys):
+    with FakeApiServer() as api:
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump(base_config(clusterGPULimit=32, simulated={"registerNodes": False})))
+        preset = tmp_path / "kai.yaml"
+        preset.write_text(yaml.safe_dump({"clusterGPULimit": 16, "schedulerNames": ["kai-scheduler"]}))
+        argv = ["run", "--once", "--config", str(config), "--config", str(preset)]
+        assert main([*argv, "--kubeconfig", kubeconfig(api.url, tmp_path / "kc")]) == 0
+    captured = capsys.readouterr()
+    logged = [
+        line for line in (captured.out + captured.err).splitlines() if "configuration_key_set_twice" in line
+    ]
+    assert len(logged) == 1
+    assert "clusterGPULimit" in logged[0] and str(config) in logged[0] and str(preset) in logged[0]

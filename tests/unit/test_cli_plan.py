@@ -1,12 +1,15 @@
 """`tidal plan`: the offline dry run, its outputs, and one-line errors for bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from autoscaler.cli import main
 from tests.builders import INSUFFICIENT_GPU, node, pod
+
+REPO = Path(__file__).resolve().parents[2]
 
 CATALOG_HEADER = (
     "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,arch,"
@@ -38,6 +41,11 @@ def run_plan(capsys, *args):
     return code, out, err
 
 
+def only_what_was_read(config, catalog):
+    """stderr of a plan with nothing to warn about: the one line naming the files it read."""
+    return f"tidal: configuration: {config}; catalog: {catalog}, rows of aws us-east-1\n"
+
+
 def items(*objs):
     return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
 
@@ -64,7 +72,7 @@ def test_json_output_has_the_documented_shape(files, capsys):
         "--now",
         "2026-11-20T10:00:00Z",
     )
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, only_what_was_read(config, catalog))
     doc = json.loads(out)
     assert {"launches", "unplaced", "ignored", "removals", "blocked", "costPerHour", "gpuTotalAfter"} <= set(
         doc
@@ -245,7 +253,7 @@ def test_an_empty_snapshot_is_a_cluster_with_nothing_to_do(files, capsys):
     write, catalog, config = files
     empty = write("empty.yaml", "")
     code, out, err = run_plan(capsys, "--snapshot", empty, "--catalog", catalog, "--config", config)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, only_what_was_read(config, catalog))
     assert out.startswith("0 pods need capacity, 0 need no new node, 0 cannot be placed")
     assert "(the snapshot has no objects" in out
 
@@ -311,7 +319,7 @@ def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(files
     catalog = write("mixed.csv", CATALOG + "gcp,us-central1,n2-standard-4,4\n")
     snap = write("snap.yaml", items(pod("web-1")))
     code, _, err = run_plan(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, only_what_was_read(config, catalog))
 
 
 def test_an_empty_now_is_an_error_not_the_current_time(files, capsys):
@@ -326,3 +334,44 @@ def test_an_empty_config_path_is_an_error_naming_the_flag(files, capsys):
     snap = write("snap.yaml", items())
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", "")
     assert "argument --config: must not be empty" in err
+
+
+def test_a_simulated_cloud_plans_with_the_catalog_rows_of_its_catalog_cloud(files, capsys):
+    write, catalog, _ = files
+    config = write(
+        "simulated.yaml",
+        {
+            "cloud": "simulated",
+            "region": "us-east-1",
+            "simulated": {"catalog": catalog, "catalogCloud": "gcp", "catalogRegion": "us-central1"},
+        },
+    )
+    snap = write("snap.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi", message=INSUFFICIENT_GPU)))
+    code, out, err = run_plan(
+        capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--output", "json"
+    )
+    assert code == 0, err
+    assert [la["instanceType"] for la in json.loads(out)["launches"]] == ["g2-standard-4"]
+    assert "rows of gcp us-central1" in err
+
+
+def test_a_simulated_cloud_over_a_catalog_of_several_clouds_must_say_which(files, capsys):
+    write, catalog, _ = files
+    config = write(
+        "simulated.yaml", {"cloud": "simulated", "region": "us-east-1", "simulated": {"catalog": catalog}}
+    )
+    snap = write("snap.yaml", items(pod("web-1")))
+    err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
+    assert "simulated.catalogCloud: not set" in err and "(aws, gcp)" in err
+
+
+def test_the_command_the_demo_config_shows_plans_the_example_snapshot(capsys, monkeypatch):
+    text = (REPO / "config" / "examples" / "demo.yaml").read_text(encoding="utf-8")
+    command = " ".join(
+        line.lstrip("# ").rstrip("\\ ") for line in text.splitlines() if line.startswith("#   ")
+    )
+    argv = command.split()
+    assert argv[:2] == ["tidal", "plan"]
+    monkeypatch.chdir(REPO)
+    assert main(argv[1:]) == 0
+    assert capsys.readouterr().out.startswith("13 pods need capacity")

@@ -135,7 +135,10 @@ def test_defaults_are_the_documented_values():
     assert config.labels == {}
     assert config.pod_annotations == {}
     assert config.scheduler_names == ("default-scheduler", "kai-scheduler")
-    assert config.pending_pod_reason_regexp.pattern == ".*"
+    assert (
+        config.pending_pod_reason_regexp.pattern
+        == r"(?s)^(?!\s*(?:OverLimit|OverQuota|NonPreemptibleOverQuota))(?!.*(?i:quota))"
+    )
     assert config.cluster_gpu_limit is None
     assert config.cluster_cpu_limit is None
     assert config.max_nodes is None

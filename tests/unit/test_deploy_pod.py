@@ -124,3 +124,16 @@ def test_writable_paths_are_only_the_tmp_emptydir(pod, container):
     assert writable == ["/tmp"]
     (tmp,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
     assert "sizeLimit" in volumes[tmp["name"]]["emptyDir"]
+
+
+def test_the_pod_is_system_cluster_critical_so_a_full_cluster_cannot_evict_or_starve_it(pod):
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+
+
+def test_a_quota_in_the_namespace_admits_the_critical_pods_where_the_cluster_asks_for_one(objects, pod):
+    quota = find(objects, "ResourceQuota", "tidal-critical-pods")["spec"]
+    (scope,) = quota["scopeSelector"]["matchExpressions"]
+    assert (scope["scopeName"], scope["operator"]) == ("PriorityClass", "In")
+    assert pod["spec"]["priorityClassName"] in scope["values"]
+    replicas = find(objects, "Deployment", "tidal")["spec"]["replicas"]
+    assert int(quota["hard"]["pods"]) >= 2 * replicas  # every replica, and as many again while rolling out

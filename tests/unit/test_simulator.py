@@ -60,7 +60,7 @@ def test_kai_day_never_launches_for_held_pods_nor_above_the_gpu_limit_and_ends_a
     assert s["podsNeverServed"] == 0
     assert s["nodes"]["gpuNodesAtEnd"] == 0
     assert max(sample.gpus_up for sample in kai_day.record.samples) == 16
-    held = max(sample.pending.get("queue limit", 0) for sample in kai_day.record.samples)
+    held = max(sample.pending.get("queue research at its GPU limit", 0) for sample in kai_day.record.samples)
     assert held == 2  # research's 9th and 10th pods wait over the queue limit
 
 
