@@ -18,6 +18,7 @@ from autoscaler.config import Config
 from autoscaler.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.kube.convert import POD_GROUP_ANNOTATION, preemptibility
 from autoscaler.model import Pod, PodGroup, Queue, Snapshot
+from autoscaler.resources import AMD_GPU, NVIDIA_GPU
 
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
@@ -206,6 +207,8 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
+    # Replicas of one workload have the same annotations and constraints: read them once.
+    read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
     for pod in snapshot.pods:
         if pod.phase != "Pending":
             continue
@@ -213,11 +216,25 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
         if verdict:
             demand.ignored.append(verdict)
             continue
-        try:
-            demand.constraints[pod.key] = pod_constraints(pod, config)
-        except AnnotationError as err:
-            demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(err)))
+        shape = (
+            tuple(pod.annotations.items()),
+            tuple(pod.node_selector.items()),
+            pod.affinity,
+            pod.tolerations,
+            pod.requests.get(NVIDIA_GPU) > 0,
+            pod.requests.get(AMD_GPU) > 0,
+        )
+        found = read.get(shape)
+        if found is None:
+            try:
+                found = pod_constraints(pod, config)
+            except AnnotationError as err:
+                found = err
+            read[shape] = found
+        if isinstance(found, AnnotationError):
+            demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
             continue
+        demand.constraints[pod.key] = found
         candidates.append(pod)
     candidates.sort(key=_sort_key)
 

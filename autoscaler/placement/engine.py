@@ -145,6 +145,8 @@ class Engine:
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""
+        if self.topology.idle and not pod.topological:
+            return False
         return self._profile(pod).inter_pod
 
     def _profile(self, pod: Pod) -> _Profile:

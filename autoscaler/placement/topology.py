@@ -370,6 +370,11 @@ class Topology:
             self._selected[key] = found
         return found
 
+    @property
+    def idle(self) -> bool:
+        """No count is kept: nothing placed so far has a say in where any pod goes."""
+        return not (self._spread or self._affinity or self._anti or self._held)
+
     def constrains(self, pod: Pod) -> bool:
         """Where ``pod`` may go depends on other pods: its own inter-pod constraints, or a placed pod's
         anti-affinity that selects it."""
