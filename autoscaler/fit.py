@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from autoscaler import annotations as ann
 from autoscaler.config import Config
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import (
     CAPACITY_TYPES,
     LABEL_ARCH,
@@ -35,6 +36,7 @@ from autoscaler.model import (
     Toleration,
 )
 from autoscaler.placement import filters
+from autoscaler.placement.gpus import device_slots
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
 
@@ -58,6 +60,8 @@ class Constraints:
     max_cost: float | None = None
     partial_gpu: bool = False
     gpu_resource: str = ""
+    # Part of a GPU asked of KAI (its GPU sharing): any offering whose GPUs can hold it.
+    gpu_share: GpuShare | None = None
 
     # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
     # serves with a dedicated node; config-wide filters alone do not make a pod constrained.
@@ -128,7 +132,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term.expressions)
     )
     gpu_resource = ""
-    if pod.requests.get(NVIDIA_GPU):
+    if pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None:
         gpu_resource = NVIDIA_GPU
     elif pod.requests.get(AMD_GPU):
         gpu_resource = AMD_GPU
@@ -145,6 +149,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         max_cost=max_cost,
         partial_gpu=ann.is_true(a, ann.INSTANCE_PARTIAL_GPU) or pins_type,
         gpu_resource=gpu_resource,
+        gpu_share=pod.gpu_share,
         specific=bool(pod.node_selector or pod.affinity)
         or any(ann.lookup(a, name) for name in ann.INSTANCE_ANNOTATIONS if name != ann.INSTANCE_OFFERINGS),
     )
@@ -312,7 +317,15 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
                 lambda o: o.gpu_count > 0 and (o.gpu_vendor.upper() or "NVIDIA") == vendor,
             )
         )
-    if not c.partial_gpu:
+    if c.gpu_share is not None:
+        share = c.gpu_share
+        out.append(
+            (
+                _offering("no offering's GPU holds this GPU share", "gpu-share"),
+                lambda o: device_slots(o).take(share) is not None,
+            )
+        )
+    elif not c.partial_gpu:
         out.append(
             (
                 _offering(

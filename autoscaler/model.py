@@ -10,6 +10,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from autoscaler.gpu.share import GpuShare
 from autoscaler.resources import EMPTY, GIB, MIB, MILLI, NVIDIA_GPU, Resources
 
 # Labels and annotations tidal owns or honours.
@@ -187,6 +188,9 @@ class Pod:
     # Why tidal could not read the whole pod (a field it does not understand): it is then kept, but never
     # counted as demand, never moved, and its node never taken for empty.
     unreadable: str = ""
+    # Part of a GPU asked of KAI through annotations (KAI's GPU sharing), or why those annotations are wrong.
+    gpu_share: GpuShare | None = None
+    gpu_share_error: str = ""
 
     @property
     def key(self) -> str:

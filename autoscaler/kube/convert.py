@@ -11,6 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from autoscaler.gpu.share import (
+    GPU_FRACTION,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_MEMORY,
+    NVFRACTIONS_PREFIX,
+    GpuShare,
+    GpuShareError,
+    gpu_share,
+)
 from autoscaler.kube.fields import (
     ConversionError,
     FieldError,
@@ -71,6 +80,7 @@ POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
 INT32_MAX = 2**31 - 1
+SHARE_ANNOTATIONS = (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES)
 
 
 # --- objects ------------------------------------------------------------------------------------------
@@ -119,6 +129,24 @@ def _local_storage(spec: Mapping[str, Any]) -> bool:
     return False
 
 
+def _share(
+    spec: Mapping[str, Any], annotations: Mapping[str, str], requests: Resources
+) -> tuple[GpuShare | None, str]:
+    """The KAI GPU share the annotations ask for, or why KAI would refuse them (kept on the pod: the API
+    server accepts any annotation, so the pod is reported, never dropped)."""
+    if not any(k in annotations for k in SHARE_ANNOTATIONS) and not any(
+        k.startswith(NVFRACTIONS_PREFIX) for k in annotations
+    ):
+        return None, ""
+    containers = [str(c.get("name") or "") for c in field_maps(spec, "containers", "spec.")]
+    init = [str(c.get("name") or "") for c in field_maps(spec, "initContainers", "spec.")]
+    try:
+        share = gpu_share(annotations, containers, init_containers=init, requests_whole_gpu=requests.gpus > 0)
+    except GpuShareError as err:
+        return None, str(err)
+    return share, ""
+
+
 def _pod(obj: Mapping[str, Any]) -> Pod:
     meta = field_map(obj, "metadata")
     spec = field_map(obj, "spec")
@@ -126,6 +154,8 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
     annotations = str_map(meta, "annotations", "metadata.")
     namespace = string(meta, "namespace", "default", "metadata.")
     labels = str_map(meta, "labels", "metadata.")
+    requests = pod_requests(spec)
+    share, share_error = _share(spec, annotations, requests)
     return Pod(
         namespace=namespace,
         name=object_name(meta),
@@ -138,7 +168,7 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         phase=string(status, "phase", "Pending", "status."),
         scheduling_gates=tuple(str(g.get("name", "")) for g in field_maps(spec, "schedulingGates", "spec.")),
         scheduled=_scheduled(status),
-        requests=pod_requests(spec),
+        requests=requests,
         node_selector=str_map(spec, "nodeSelector", "spec."),
         affinity=required_affinity(spec),
         tolerations=tolerations(spec),
@@ -152,6 +182,8 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         mirror=MIRROR_ANNOTATION in annotations,
         terminating=meta.get("deletionTimestamp") is not None,
         grace_period_s=integer(spec, "terminationGracePeriodSeconds", 30, "spec."),
+        gpu_share=share,
+        gpu_share_error=share_error,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from autoscaler.fit import Constraints
 from autoscaler.model import LABEL_HOSTNAME, HostPort, Offering, Taint
+from autoscaler.placement.gpus import GpuSlots, device_slots
 from autoscaler.resources import EMPTY, Resources
 
 
@@ -49,6 +50,12 @@ class Option:
         o = self.offerings[0]
         return (o.instance_type, o.capacity_type)
 
+    @property
+    def devices(self) -> GpuSlots:
+        """The devices a new node of this instance type has, none of them used."""
+        o = self.offerings[0]
+        return device_slots(o)
+
 
 @dataclass(slots=True)
 class Bin:
@@ -76,6 +83,9 @@ class Bin:
     vcpu: int = 0
     # Topology labels chosen for its pods (a zone, say): every option and fallback must keep them.
     settled: dict[str, str] = field(default_factory=dict)
+    # Its GPU devices as KAI's GPU sharing sees them, once it has any (or, for a new node, once a share is on
+    # it: its options then all have the same GPUs).
+    devices: GpuSlots | None = None
     # The options' labels, per key, once asked for (cleared whenever the options change).
     _values: dict[str, frozenset[str | None]] = field(default_factory=dict)
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoscaler.fit import Constraints
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import LABEL_HOSTNAME, Offering, Pod, Taint
 from autoscaler.placement import filters
 from autoscaler.placement.bins import Bin, Kind, Option, Templates
+from autoscaler.placement.gpus import GpuSlots, device_model
 from autoscaler.placement.journal import Journal
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.placement.topology import Topology
-from autoscaler.resources import PODS, Resources
+from autoscaler.resources import NVIDIA_GPU, PODS, Resources
 
 MAX_ZONE_CHOICES = 64  # assignments of undecided topology keys tried for one pod on one new node
 
@@ -39,11 +41,14 @@ class _Profile:
 
 @dataclass(frozen=True, slots=True)
 class Fit:
-    """``count`` pods fit; for a new node, the options it narrows to and the labels it settles."""
+    """``count`` pods fit; for a new node, the options it narrows to and the labels it settles; for GPU
+    shares, the node's devices after them and how many whole GPUs they turned into shared ones."""
 
     count: int
     options: tuple[Option, ...] = ()
     settled: Mapping[str, str] | None = None
+    gpus: GpuSlots | None = None
+    opened: int = 0
 
 
 def request(pod: Pod) -> Resources:
@@ -184,7 +189,18 @@ class Engine:
             rejection = self._check(pod, c, bin.labels, profile.checked)
             if rejection:
                 return rejection
-        return Fit(min(want, need.times_fits_in(bin.free)))
+        k = min(want, need.times_fits_in(bin.free))
+        if pod.gpu_share is None:
+            return Fit(k)
+        if bin.devices is None:
+            return _NO_SHARED_GPU
+        # Each device a share opens is held by a reservation pod: one whole nvidia.com/gpu from the node.
+        slots, placed, opened = bin.devices.take_many(pod.gpu_share, k)
+        while placed and opened * 1000 > bin.free.get(NVIDIA_GPU, 0):
+            slots, placed, opened = bin.devices.take_many(pod.gpu_share, placed - 1)
+        if not placed:
+            return _NO_SHARED_GPU
+        return Fit(placed, gpus=slots, opened=opened)
 
     def _can_add_new(
         self, pod: Pod, c: Constraints, bin: Bin, want: int, allowed: Options
@@ -207,19 +223,35 @@ class Engine:
             return rejection
         profile = self._profile(pod)
         need = profile.request
+        share = pod.gpu_share
+        if share is not None and bin.devices is not None:
+            # Shares on it already: only instance types with these very devices remain.
+            model = device_model(bin.devices)
+            options = [o for o in options if device_model(o.devices) == model]
         best = 0
         counts = []
         for opt in options:
             k = need.times_fit(opt.alloc, bin.used)
+            if share is not None and k > 0:
+                k = _shares_fitting(bin, opt, share, min(k, want))[1]
             counts.append(k)
             best = max(best, k)
         if best <= 0:
-            return filters.node_resources(need, bin.room(options[0])) or _NO_ROOM
+            if share is not None and options and need.times_fit(options[0].alloc, bin.used) > 0:
+                return _NO_SHARED_GPU
+            return (filters.node_resources(need, bin.room(options[0])) if options else None) or _NO_ROOM
         k = min(want, best)
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
+        gpus, opened = None, 0
+        if share is not None:
+            gpus, _, opened = _shares_fitting(bin, fitting[0], share, k)
+            fitting = tuple(o for o in fitting if device_model(o.devices) == device_model(fitting[0].devices))
         if not profile.inter_pod:
-            return Fit(k, fitting)
-        return self._settle(pod, c, bin, k, fitting, allowed, profile)
+            return Fit(k, fitting, gpus=gpus, opened=opened)
+        fit = self._settle(pod, c, bin, k, fitting, allowed, profile)
+        if isinstance(fit, Rejection) or share is None:
+            return fit
+        return Fit(fit.count, fit.options, fit.settled, gpus, opened)
 
     def _check(
         self,
@@ -313,7 +345,14 @@ class Engine:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
         k = fit.count
         need = request(pod).scaled(k)
-        before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes)
+        if fit.opened:
+            need = need + {NVIDIA_GPU: fit.opened * 1000}  # the reservation pods holding the shared devices
+        before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes, bin.devices)
+        if fit.gpus is not None:
+            bin.devices = fit.gpus
+        elif bin.devices is not None and pod.requests.gpus:
+            # Whole GPUs taken by the pod are no longer devices a share could open.
+            bin.devices = replace(bin.devices, whole=max(0, bin.devices.whole - pod.requests.gpus * k))
         if bin.new:
             bin.used = bin.used + need
             bin.set_options(list(fit.options))
@@ -329,6 +368,7 @@ class Engine:
             del bin.ports[before[3] :]
             bin.set_options(before[4])
             bin.classes = before[5]
+            bin.devices = before[6]
 
         self.journal.log(undo)
         if fit.settled:
@@ -402,6 +442,17 @@ def _narrow(
     return tuple(out)
 
 
+def _shares_fitting(bin: Bin, option: Option, share: GpuShare, want: int) -> tuple[GpuSlots, int, int]:
+    """How a new node that becomes ``option`` takes up to ``want`` pods of ``share``, its whole-GPU pods
+    counted: (slots after, pods placed, devices opened)."""
+    slots = bin.devices
+    if slots is None:
+        slots = option.devices
+        slots = replace(slots, whole=max(0, slots.whole - bin.used.get(NVIDIA_GPU, 0) // 1000))
+    return slots.take_many(share, want)
+
+
+_NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)
 _NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
 _NO_ROOM = Rejection(Filter.NODE_RESOURCES_FIT, "no room")
 

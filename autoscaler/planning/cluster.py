@@ -6,20 +6,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from autoscaler.gpu.kai_pods import gpu_groups, is_reservation_pod
 from autoscaler.model import (
     LABEL_GPU_COUNT,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     TAINT_DISRUPTED,
     Node,
+    Offering,
     Pod,
     Snapshot,
 )
-from autoscaler.placement.bins import Bin, Kind
+from autoscaler.placement.bins import Bin, Kind, device_slots
 from autoscaler.placement.engine import Engine
+from autoscaler.placement.gpus import GpuSlots, slots_of
 from autoscaler.planning.offerings import OfferingIndex, daemonset_overhead
 from autoscaler.planning.plan import Launching, Usage
-from autoscaler.resources import EMPTY, PODS, Resources
+from autoscaler.resources import EMPTY, NVIDIA_GPU, PODS, Resources
+
+# NVIDIA GPU feature discovery's label for one GPU's memory, in MiB.
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 
 
 def pods_by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
@@ -82,15 +88,46 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
             alloc = index.base_allocatable(offering)
         kind = Kind.LAUNCHING
     free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
-    return Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
+    b = Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
+    if alloc.get(NVIDIA_GPU):
+        offering = index.by_type.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
+        b.devices, opened = node_devices(node, alloc.get(NVIDIA_GPU) // 1000, pods, offering)
+        b.free = b.free - {NVIDIA_GPU: opened * 1000}
+    return b
+
+
+def node_devices(
+    node: Node, devices: int, pods: Sequence[Pod], offering: Offering | None
+) -> tuple[GpuSlots, int]:
+    """A node's GPU devices as KAI's sharing sees them: those whole-GPU pods hold are gone, KAI's reservation
+    pods hold the shared ones, the fractional pods bound there use them."""
+    reserved: list[str] = []
+    for p in pods:
+        if is_reservation_pod(p.namespace, p.labels):
+            reserved.extend(gpu_groups(p.labels) or (p.key,))
+        else:
+            devices -= p.requests.gpus
+    shares = [(p.gpu_share, gpu_groups(p.labels)) for p in pods if p.gpu_share is not None]
+    memory = _gpu_memory(node, offering)
+    fraction = offering.gpu_fraction / offering.gpu_count if offering and offering.partial_gpu else 1.0
+    return slots_of(devices, shares, reserved, memory_mib=memory, fraction=fraction)
+
+
+def _gpu_memory(node: Node, offering: Offering | None) -> int:
+    """One GPU's memory: what GPU feature discovery labels the node with, else its offering's."""
+    label = node.labels.get(GPU_MEMORY_LABEL, "")
+    if label.isdigit():
+        return int(label)
+    return offering.gpu_memory_mib if offering is not None else 0
 
 
 def launching_bin(la: Launching, index: OfferingIndex) -> Bin:
     """A node the cloud is still bringing up, as its offering's template says it will be."""
     labels = {**index.labels(la.offering), LABEL_HOSTNAME: la.name}
-    return Bin(
-        la.name, Kind.LAUNCHING, labels, index.taints(la.offering), free=index.allocatable(la.offering)
-    )
+    b = Bin(la.name, Kind.LAUNCHING, labels, index.taints(la.offering), free=index.allocatable(la.offering))
+    if la.offering.gpu_count:
+        b.devices = device_slots(la.offering)
+    return b
 
 
 def build_engine(

@@ -13,9 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from autoscaler.fit import Constraints, last_candidate
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import Offering
 from autoscaler.placement.bins import Bin, Option
 from autoscaler.placement.filters import insufficient_all
+from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import BIN_PACKING
@@ -98,7 +100,7 @@ def choose(
     chosen: Choice | None = None
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
-            k = req.times_fits_in(shape.alloc)
+            k = per_node(shape, req, c.gpu_share, remaining)
             if k <= 0:
                 continue
             fits_somewhere = True
@@ -117,6 +119,14 @@ def choose(
     if fits_somewhere:
         return limit_rejection(index, budget)
     return no_fit(index, c, req, mode)
+
+
+def per_node(shape: Option, req: Resources, share: GpuShare | None, cap: int = 1 << 30) -> int:
+    """How many pods of ``req`` (and ``share``) an empty node of ``shape`` takes, counting at most ``cap``."""
+    k = req.times_fits_in(shape.alloc)
+    if share is not None and k > 0:
+        k = shape.devices.take_many(share, min(k, cap))[1]
+    return k
 
 
 def limit_rejection(index: OfferingIndex, budget: Budget) -> Rejection:
@@ -186,13 +196,21 @@ def nearest_miss(index: OfferingIndex, c: Constraints, req: Resources, mode: str
 
 
 def options_for(
-    index: OfferingIndex, c: Constraints, mode: str, chosen: Offering, used: Resources, cpu_limited: bool
+    index: OfferingIndex,
+    c: Constraints,
+    mode: str,
+    chosen: Offering,
+    used: Resources,
+    cpu_limited: bool,
+    shares: int = 0,
 ) -> list[Option]:
-    """Every shape a node opened as ``chosen`` could still be: eligible for ``c``, holding ``used``, at no
-    higher price, with no more GPUs (and, under a cpu limit, no more cpu) than ``chosen`` was counted for."""
+    """Every shape a node opened as ``chosen`` could still be: eligible for ``c``, holding ``used`` (and
+    ``shares`` pods of ``c``'s GPU share, on the same GPUs as ``chosen``), at no higher price, with no more
+    GPUs (and, under a cpu limit, no more cpu) than ``chosen`` was counted for."""
     out = []
     packing = mode == BIN_PACKING
     ceiling = price_order(chosen)
+    model = device_model(device_slots(chosen))
     for ctype in c.capacity_types:
         for shape in index.shapes(c, ctype, packing):
             if price_order(shape.cheapest) > ceiling:
@@ -200,18 +218,26 @@ def options_for(
             o = shape.cheapest
             if o.gpu_count > chosen.gpu_count or (cpu_limited and o.vcpu > chosen.vcpu):
                 continue
-            if used.fits_in(shape.alloc):
-                out.append(shape)
+            if not used.fits_in(shape.alloc):
+                continue
+            if c.gpu_share is not None and (
+                device_model(shape.devices) != model
+                or shape.devices.take_many(c.gpu_share, shares)[1] < shares
+            ):
+                continue
+            out.append(shape)
     return out
 
 
 def has_room(b: Bin) -> bool:
     """A new node may take more pods: some option has a pod slot and cpu left, and a GPU node whose GPUs its
-    pods use still has a GPU free."""
+    pods use still has a GPU, or part of a shared one, free."""
     for opt in b.options:
         room = b.room(opt)
         if room.get(PODS, 1) <= 0 or room.cpu <= 0:
             continue
+        if b.devices is not None and (b.devices.whole or any(d.free for d in b.devices.shared)):
+            return True
         gpu = next((r for r in GPU_RESOURCES if opt.alloc.get(r)), None)
         if gpu is None or room.get(gpu) > 0 or not any(b.used.get(r) for r in GPU_RESOURCES):
             return True
@@ -236,12 +262,15 @@ def fallbacks(
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
+    model = device_model(b.devices) if b.devices is not None else None
     for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
         o0 = shape.cheapest
         if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
             break  # shapes come cheapest first: none later can enter the list
         if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
             continue
+        if model is not None and device_model(shape.devices) != model:
+            continue  # GPU shares were packed for these very devices
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:

@@ -206,11 +206,17 @@ class _Planner:
         take = min(choice.per_node, len(pods))
         o = choice.shape.cheapest
         used = request(pod).scaled(take)
-        key = (unit.c, unit.mode, o, used)
+        key = (unit.c, unit.mode, o, used, take)
         options = self._options.get(key)
         if options is None:
             options = self._options[key] = newnodes.options_for(
-                self.index, unit.c, unit.mode, o, used, self.index.config.cluster_cpu_limit is not None
+                self.index,
+                unit.c,
+                unit.mode,
+                o,
+                used,
+                self.index.config.cluster_cpu_limit is not None,
+                take if pod.gpu_share is not None else 0,
             )
         mark = self.journal.mark()
         b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
