@@ -61,4 +61,4 @@ def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_sam
     assert (no_g4dn.failed, no_g4dn.sent) == (1, 1)
     launched = [i for i in provider.instances() if i.state != "terminated"]
     assert [i.instance_type for i in launched] == ["g4dn.2xlarge"]
-    assert controller.catalog.benched(clock()) == ["g4dn.xlarge/us-east-1a/on-demand"]
+    assert controller.availability.benched(clock()) == ["g4dn.xlarge/us-east-1a/on-demand"]
