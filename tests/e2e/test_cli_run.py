@@ -153,3 +153,24 @@ def test_run_lays_a_second_config_file_over_the_first(tmp_path):
         reasons = {e["reason"]: e["message"] for e in api.list("events")}
         assert "TriggeredScaleUp" not in reasons
         assert "clusterGPULimit 0 reached" in reasons["NotTriggerScaleUp"]
+
+
+def test_run_once_without_the_leases_namespace_exits_non_zero_saying_why_in_one_line(tmp_path, capsys):
+    with FakeApiServer(namespaces=("default", "kube-system")) as api:
+        api.create(unschedulable_gpu_pod("infer-0"))
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(base_config(leaderElection={"enabled": True}, simulated={"registerNodes": False}))
+        )
+        code = main(
+            ["run", "--once", "--config", str(config), "--kubeconfig", kubeconfig(api.url, tmp_path / "kc")]
+        )
+        launched = [e for e in api.list("events") if e.get("reason") == "TriggeredScaleUp"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert err[-1].startswith(
+        "tidal: not leading (lease tidal-system/tidal): namespace 'tidal-system' does not"
+    )
+    assert err[-1].endswith("nothing was done")
+    assert [line for line in err if line.startswith("tidal:")] == [err[-1]]
+    assert launched == []
