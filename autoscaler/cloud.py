@@ -206,9 +206,10 @@ def _summary(attempts: Sequence[Attempt]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LateFailure:
-    """A launch that answered (its instance pending) and failed afterwards: a GCE zone operation or an ARM
-    long-running operation that ended in a stockout or a quota error. ``instance`` is what ``launch``
-    returned, now listed as terminated."""
+    """A refusal ``launch`` could not raise: a launch that answered (its instance pending) and failed
+    afterwards (a GCE zone operation or an ARM long-running operation ending in a stockout or a quota; then
+    ``instance`` is what ``launch`` returned, now listed as terminated), or a candidate refused before another
+    candidate of the same launch took (``instance`` None)."""
 
     token: str
     attempt: Attempt
@@ -244,7 +245,9 @@ class CloudProvider(Protocol):
         ...
 
     def poll_errors(self) -> list[LateFailure]:
-        """Failures of earlier launches found since the last call (each reported once, never waited for)."""
+        """Failures of earlier launches found since the last call (a zone or long-running operation that
+        failed after ``launch`` returned), and the candidates a launch refused before another took; each
+        reported once, never waited for."""
         ...
 
 

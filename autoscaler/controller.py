@@ -203,6 +203,8 @@ class Controller:
         for round_ in range(PLAN_ROUNDS):
             outcomes = self.launcher.launch_all(decided.launch.launches, cfg, instances, now)
             result.launched += outcomes
+            # Candidates passed over by launches that then took another are benched too.
+            self._late_failures(now)
             refused = any(o.refusals for o in outcomes)
             if not refused or round_ == PLAN_ROUNDS - 1 or self.availability.launch_backoff(now) > 0:
                 break
@@ -212,7 +214,8 @@ class Controller:
 
     def _late_failures(self, now: float) -> None:
         """Failures of earlier launches the cloud reported since (a stockout in a GCE zone operation, an ARM
-        operation that failed): they bench their offerings before anything is planned."""
+        operation that failed), and candidates a successful launch passed over: they bench their offerings
+        before anything more is planned."""
         try:
             late = self.provider.poll_errors()
         except ProviderError as err:

@@ -18,7 +18,7 @@ from typing import Any
 
 from autoscaler.cloud import Attempt, ProviderError, Refusal, Throttled, launch_failure
 from autoscaler.model import SPOT, Instance, Offering
-from providers.aws.errors import ApiGuard, refusal
+from providers.aws.errors import CAPACITY_CODES, ApiGuard, refusal
 from providers.aws.launch_template import TemplateRef
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "capacity_from_message",
     "client_token",
     "fleet_request",
+    "offerings_named",
     "plan_attempts",
     "read_fleet_response",
 ]
@@ -41,6 +42,10 @@ _CLIENT_TOKEN_LIMIT = 64
 # well (tags for the instance's EBS volumes). Network interfaces and spot requests can only be tagged by the
 # launch template.
 FLEET_TAGGED_RESOURCES = ("fleet", "instance", "volume")
+_UNSUPPORTED_MESSAGE = re.compile(
+    r"instance type \((?P<type>[a-z0-9-]+\.[a-z0-9-]+)\) is not supported in your requested Availability Zone "
+    r"\((?P<zone>[a-z0-9-]+)\)"
+)
 _ICE_MESSAGE = re.compile(
     r"sufficient (?P<type>[a-z0-9-]+\.[a-z0-9-]+) capacity in the Availability Zone you requested \((?P<zone>[a-z0-9-]+)\)"
 )
@@ -187,12 +192,25 @@ def plan_attempts(
 def capacity_from_message(message: str, offerings: Sequence[Offering]) -> list[Offering]:
     """The offerings a whole-call capacity error names ("…sufficient p4d.24xlarge capacity in … (us-east-1a)"),
     or all of them when the message names none of them."""
-    match = _ICE_MESSAGE.search(message)
-    if match:
-        named = [o for o in offerings if o.instance_type == match["type"] and o.zone == match["zone"]]
-        if named:
-            return named
+    for pattern in (_ICE_MESSAGE, _UNSUPPORTED_MESSAGE):
+        match = pattern.search(message)
+        if match:
+            named = [o for o in offerings if o.instance_type == match["type"] and o.zone == match["zone"]]
+            if named:
+                return named
     return list(offerings)
+
+
+def offerings_named(code: str, message: str, offerings: Sequence[Offering]) -> list[Offering]:
+    """The offerings a whole-call error is about. EC2 names no override then: a capacity or Unsupported
+    message may name the type and zone; otherwise a stockout is taken to cover every offering asked for, and
+    any other refusal (a quota) the first one only, which the allocation strategy tried first. Blaming them
+    all would bench every family of the request for one family's vCPU quota; the re-plan tries the others,
+    and each is benched in turn if EC2 refuses it too."""
+    named = capacity_from_message(message, offerings)
+    if len(named) < len(offerings) or code in CAPACITY_CODES:
+        return named
+    return list(offerings[:1])
 
 
 def _matching(error: Mapping[str, Any], attempt: FleetAttempt, zone_of: Mapping[str, str]) -> list[Offering]:

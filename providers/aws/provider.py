@@ -52,9 +52,9 @@ from providers.aws.fleet import (
     MAX_CANDIDATES,
     FleetAttempt,
     FleetOutcome,
-    capacity_from_message,
     client_token,
     fleet_request,
+    offerings_named,
     plan_attempts,
     read_fleet_response,
 )
@@ -167,6 +167,7 @@ class AwsProvider:
         # Launch tokens whose requests came back having launched nothing, and how many times.
         self._spent: OrderedDict[str, int] = OrderedDict()
         self._tokens_lock = threading.Lock()
+        self._late: list[LateFailure] = []
         self.source = OfferingSource(
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
@@ -231,6 +232,8 @@ class AwsProvider:
                 if outcome.existing is not None:
                     return outcome.existing
                 if outcome.instance_id:
+                    # Overrides EC2 refused before one took (Errors[] beside Instances[]) are news all the same.
+                    self._passed_over(request.token, [*refused, *outcome.attempts])
                     return self._launched(outcome, request.token, tags)
                 if outcome.throttled or not outcome.attempts:
                     outcome.raise_for_failure(attempt, self.guard)
@@ -261,8 +264,16 @@ class AwsProvider:
         )
 
     def poll_errors(self) -> list[LateFailure]:
-        """Nothing to report: an instant EC2 Fleet answers for its launch in the call itself."""
-        return []
+        """The candidates a launch passed over before one took, each reported once (an instant EC2 Fleet
+        answers for its launch in the call itself: nothing fails later)."""
+        with self._tokens_lock:
+            late, self._late = self._late, []
+        return late
+
+    def _passed_over(self, token: str, refused: Sequence[Attempt]) -> None:
+        if refused:
+            with self._tokens_lock:
+                self._late += [LateFailure(token, a) for a in refused]
 
     def terminate(self, instance: Instance) -> None:
         """Terminate (again: harmless, EC2 lists terminated instances for an hour); :class:`InstanceNotFound`
@@ -419,11 +430,9 @@ class AwsProvider:
                     continue
                 if code in CAPACITY_CODES | QUOTA_CODES | INVALID_CODES:
                     self._spend(token)
-                    detail = describe(err)
                     message = str(err.response.get("Error", {}).get("Message", ""))
-                    # A whole-call error names no override: a capacity message may name the type and zone.
-                    named = capacity_from_message(message, attempt.offerings)
-                    return FleetOutcome(attempts=[refusal(code, detail, o) for o in named])
+                    named = offerings_named(code, message, attempt.offerings)
+                    return FleetOutcome(attempts=[refusal(code, describe(err), o) for o in named])
                 raise provider_error("ec2:CreateFleet", err) from None
             except botocore.exceptions.BotoCoreError as err:
                 # No answer: the same ClientToken next time, in case EC2 did launch.

@@ -256,6 +256,8 @@ class AzureProvider:
             if target is None:
                 unknown.append(candidate.key)
                 continue
+            if any(a.scope is not None and a.scope.covers(candidate) for a in refused):
+                continue  # a quota refused earlier in this launch covers it: asking again would be refused
             try:
                 instance, poller = self._launch_on(target, candidate, request)
             except ProviderError as err:
@@ -279,6 +281,8 @@ class AzureProvider:
                 self._recent[request.token] = (instance, self.clock())
                 if poller is not None:
                     self._inflight[request.token] = (poller, candidate)
+                # Candidates passed over before this one took are news all the same.
+                self._late += [LateFailure(request.token, a) for a in refused]
             log.info("azure_launched", instance=instance.id, offering=candidate.key, state=instance.state)
             return instance
         if refused:
@@ -287,7 +291,8 @@ class AzureProvider:
 
     def poll_errors(self) -> list[LateFailure]:
         """Launches that answered ``pending`` and whose long-running operation has failed since
-        (AllocationFailed, a quota), each reported once."""
+        (AllocationFailed, a quota), and the candidates a launch passed over before one took, each reported
+        once."""
         self._collect_inflight()
         with self._lock:
             late, self._late = self._late, []

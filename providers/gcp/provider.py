@@ -176,37 +176,39 @@ class GcpProvider:
         for offering in request.offerings:
             shape = shapes.get((offering.instance_type, offering.zone))
             if shape is None or shape.arch != arch:
-                skipped.append(
-                    f"{offering.key} ({'not offered in the zone' if shape is None else 'template is ' + arch.value})"
-                )
+                why = "not offered in the zone" if shape is None else f"template is {arch.value}"
+                skipped.append(f"{offering.key} ({why})")
                 continue
+            if any(a.scope is not None and a.scope.covers(offering) for a in refused):
+                continue  # a quota refused earlier in this launch covers it: asking again would be refused
             try:
-                return self._launch_one(request, offering, shape, template, deadline)
+                launched = self._launch_one(request, offering, shape, template, deadline)
             except ProviderError as err:
                 attempt = self._attempt(offering, err, shapes.values())
-                if (
-                    attempt is None
-                ):  # no answer from GCE (a connection failed): nothing learnt about offerings
+                if attempt is None:  # GCE never answered (a connection failed): nothing learnt
                     if refused:
                         raise launch_failure(refused, f"{launch_failure(refused)}; then: {err}") from None
                     raise
-            log.info(
-                "gcp_launch_refused",
-                offering=offering.key,
-                refusal=attempt.refusal.value,
-                idempotency_token=request.token,
-                error=attempt.detail,
-            )
-            refused.append(attempt)
-            if attempt.refusal in (Refusal.THROTTLED, Refusal.OTHER):
-                break  # the API itself refuses: the next candidates would only be refused the same way
+                log.info(
+                    "gcp_launch_refused",
+                    offering=offering.key,
+                    refusal=attempt.refusal.value,
+                    idempotency_token=request.token,
+                    error=attempt.detail,
+                )
+                refused.append(attempt)
+                if attempt.refusal in (Refusal.THROTTLED, Refusal.OTHER):
+                    break  # the API itself refuses: the next candidates would only be refused the same way
+                continue
+            self._passed_over(request.token, refused)
+            return launched
         if refused:
             raise launch_failure(refused)
         raise ProviderError(f"no candidate could be launched: {'; '.join(skipped)}")
 
     def poll_errors(self) -> list[LateFailure]:
         """Inserts that answered ``pending`` and whose zone operation has failed since (a stockout, a quota),
-        each reported once."""
+        and the candidates a launch passed over before one took, each reported once."""
         self._follow_up()
         with self._lock:
             late, self._late = self._late, []
@@ -279,6 +281,12 @@ class GcpProvider:
             region=self.config.region,
             price_source=source,
         )
+
+    def _passed_over(self, token: str, refused: list[Attempt]) -> None:
+        """A launch succeeded after GCE refused earlier candidates: those refusals are news all the same."""
+        if refused:
+            with self._lock:
+                self._late += [LateFailure(token, a) for a in refused]
 
     def _attempt(self, offering: Offering, err: ProviderError, shapes: Any) -> Attempt | None:
         """What an insert's failure says about ``offering`` (None: GCE never answered)."""

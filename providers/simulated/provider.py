@@ -112,6 +112,7 @@ class SimulatedProvider:
         self._lock = threading.Lock()  # calls, injected errors, retry counts
         self._kube_lock = threading.Lock()  # one thread at a time talks to the API server
         self._injected: dict[str, list[ProviderError]] = {}
+        self._late: list[LateFailure] = []
         self._failures: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -168,6 +169,8 @@ class SimulatedProvider:
                 else:
                     record = self._new_record(state, request, offering, now)
                     state.instances[record.id] = record
+                    with self._lock:
+                        self._late += [LateFailure(request.token, a) for a in refused]
                     log.info(
                         "instance_launched",
                         instance=record.id,
@@ -192,8 +195,11 @@ class SimulatedProvider:
         raise launch_failure(refused, message)
 
     def poll_errors(self) -> list[LateFailure]:
-        """Nothing fails after a simulated launch returned: the answer is final."""
-        return []
+        """The candidates a launch passed over before one took (nothing fails after a simulated launch
+        returned), each reported once."""
+        with self._lock:
+            late, self._late = self._late, []
+        return late
 
     def _quota_scope(self) -> QuotaScope:
         """The simulated cloud's one quota: GPUs of any model in its region."""
