@@ -23,8 +23,8 @@ from autoscaler.config import Config
 from autoscaler.demand import Reason
 from autoscaler.drain import DrainJob, DrainRunner, remove_node
 from autoscaler.fit import node_labels
-from autoscaler.fleet import Fleet, Overdue, State
-from autoscaler.gangs import GangLaunch, Gangs
+from autoscaler.fleet import Fleet, Overdue
+from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
@@ -161,7 +161,10 @@ class Controller:
         result.plan = decided
         if leading:
             decided = self._launch(decided, snapshot, cfg, instances, result, now)
-            self._roll_back(self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout), result)
+            expired = self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout)
+            result.rolled_back = self.gangs.roll_back(
+                expired, self.fleet, self.launcher, self._terminate, self._metric, dry_run=self.dry_run
+            )
             self._scale_down(decided, snapshot, result, now)
             self._notify(decided, result, snapshot)
         if leading or self._nobody_leads():
@@ -235,37 +238,6 @@ class Controller:
                     idempotency_token=failure.token,
                     detail=a.detail,
                 )
-
-    def _roll_back(self, gangs: Sequence[GangLaunch], result: ReconcileResult) -> None:
-        """Terminate the nodes of gangs that could not be completed in time, so no partial gang holds them;
-        a node already running workload pods is kept (it is never killed outside the Eviction API)."""
-        if not gangs:
-            return
-        busy = {
-            m.instance.launch_token
-            for m in self.fleet.members.values()
-            if m.instance is not None and m.state == State.READY
-        }
-        for gang in gangs:
-            kept = []
-            for token, instance in sorted(gang.instances.items()):
-                if token in busy:
-                    kept.append(instance.id)
-                    continue
-                self.launcher.retired_tokens.add(token)
-                self.fleet.forget_launch(token)
-                if self.dry_run:
-                    continue
-                self._terminate(instance, "gang_rollback")
-            self._metric("gang_rollback")
-            result.rolled_back.append(gang.key)
-            log.warning(
-                "gang_rolled_back",
-                gang=gang.key,
-                terminated=len(gang.instances) - len(kept),
-                kept_running_pods=kept,
-                reason="the gang could not be completed within gangLaunchTimeout",
-            )
 
     def _terminate(self, instance: Instance, reason: str) -> bool:
         """Terminate one instance; an instance the cloud no longer has counts as done."""

@@ -14,12 +14,14 @@ scale-down after ``nodeUnneededDuration``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
-from autoscaler.launching import LaunchOutcome
+from autoscaler.fleet import Fleet, State
+from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance
 from autoscaler.planning import Plan
 
@@ -69,6 +71,45 @@ class Gangs:
                 expired.append(entry)
                 del self.active[key]
         return expired
+
+    @staticmethod
+    def roll_back(
+        expired: Sequence[GangLaunch],
+        fleet: Fleet,
+        launcher: Launcher,
+        terminate: Callable[[Instance, str], bool],
+        metric: Callable[..., Any],
+        *,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Terminate the nodes of gangs that could not be completed in time; returns the gangs rolled back.
+        A node already running workload pods is kept: it is never killed outside the Eviction API."""
+        busy = {
+            m.instance.launch_token
+            for m in fleet.members.values()
+            if m.instance is not None and m.state == State.READY
+        }
+        rolled = []
+        for gang in expired:
+            kept = []
+            for token, instance in sorted(gang.instances.items()):
+                if token in busy:
+                    kept.append(instance.id)
+                    continue
+                launcher.retired_tokens.add(token)
+                fleet.forget_launch(token)
+                if not dry_run:
+                    terminate(instance, "gang_rollback")
+            metric("gang_rollback")
+            rolled.append(gang.key)
+            log.warning(
+                "gang_rolled_back",
+                gang=gang.key,
+                terminated=len(gang.instances) - len(kept),
+                kept_running_pods=kept,
+                reason="the gang could not be completed within gangLaunchTimeout",
+            )
+        return rolled
 
     @staticmethod
     def _incomplete(decided: Plan, outcomes: Sequence[LaunchOutcome]) -> set[str]:

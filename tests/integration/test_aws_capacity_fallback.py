@@ -6,7 +6,7 @@ from __future__ import annotations
 from botocore.awsrequest import AWSResponse
 
 from autoscaler.controller import Controller
-from tests.builders import INSUFFICIENT_GPU, pod, snapshot
+from tests.builders import INSUFFICIENT_GPU, pod, podgroup, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,
     Clock,
@@ -172,3 +172,59 @@ def test_a_vcpu_quota_inside_the_fleets_errors_falls_back_in_the_same_reconcile(
         ("g4dn.2xlarge", "quota"),
     }
     assert second.instance is not None and second.instance.instance_type == "g5.xlarge"
+
+
+def test_a_gang_whose_second_node_ec2_has_no_capacity_for_is_terminated_after_the_gang_launch_timeout(server):
+    """Both nodes of a two-pod gang are asked for in one reconcile; EC2 launches the first and has no
+    capacity for the second, nor for any fallback. Once gangLaunchTimeout passes, the first is terminated
+    rather than left holding half a gang."""
+    reset_moto_server(server)
+    network = make_network(ec2_client(server), zones=("us-east-1a",))
+    config = aws_config(
+        network,
+        aws={"families": ["g4dn"], "catalogFallback": str(CATALOG)},
+        capacityTypes=["on-demand"],
+        zones=["us-east-1a"],
+        maxParallelLaunches=1,
+        gangLaunchTimeout="5m",
+    )
+    fleets = {"sent": 0}
+
+    def after_the_first(params) -> bool:
+        fleets["sent"] += 1
+        return fleets["sent"] > 1  # EC2 had room for one g4dn, then none
+
+    no_more = Fault(
+        "before-send.ec2.CreateFleet",
+        lambda: ec2_error(
+            "InsufficientInstanceCapacity", "There is no g4dn capacity available at the moment.", 500
+        ),
+        when=after_the_first,
+    )
+    clock = Clock()
+    provider = make_provider(config, no_more.hook, pricing_denied(), clock=clock, endpoint_url=server)
+    members = [podgroup("train", min_member=2, queue="research")] + [
+        pod(
+            f"train-{i}",
+            cpu="2",
+            memory="8Gi",
+            gpu=1,
+            message=INSUFFICIENT_GPU,
+            annotations={"pod-group-name": "train"},
+        )
+        for i in range(2)
+    ]
+    controller = aws_controller(config, provider, clock, *members)
+
+    first = controller.reconcile_once()
+    launched = [o.instance for o in first.launched if o.instance is not None]
+    assert len(launched) == 1 and {o.launch.gang for o in first.launched} == {"default/train"}
+    assert first.rolled_back == []
+
+    clock.now += 5 * 60
+    done = controller.reconcile_once()
+
+    assert done.rolled_back == ["default/train"]
+    states = {i.id: i.state for i in provider.instances()}
+    assert states[launched[0].id] == "terminated"
+    assert all(state == "terminated" for state in states.values())
