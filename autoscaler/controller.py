@@ -230,7 +230,8 @@ class Controller:
             self._metric("launch_refusal", self.provider.name, a.refusal.value)
             for bench in self.availability.refused([a], now):
                 log.warning(
-                    "launch_failed_later",
+                    # A launch that failed after it answered, or a candidate one passed over before another took.
+                    "launch_failed_later" if failure.instance is not None else "candidate_refused",
                     offering=a.offering.key,
                     refusal=a.refusal.value,
                     benched=bench.key,
