@@ -67,6 +67,7 @@ from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_s
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
 
 log = structlog.get_logger("tidal.providers.aws")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 _STATES = {
     "pending": "pending",
@@ -274,6 +275,7 @@ class AwsProvider:
         if refused:
             with self._tokens_lock:
                 self._late += [LateFailure(token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
 
     def terminate(self, instance: Instance) -> None:
         """Terminate (again: harmless, EC2 lists terminated instances for an hour); :class:`InstanceNotFound`

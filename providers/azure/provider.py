@@ -56,6 +56,7 @@ from providers.azure.uniform import LIVE, PoolSettings, UniformPools
 __all__ = ["AzureProvider"]
 
 log = structlog.get_logger("tidal.providers.azure")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds an ended instance stays listed as terminated, as clouds do
 SCAN_REUSE = 15.0  # a launch may trust an instance listing this recent for its idempotency check
@@ -283,6 +284,7 @@ class AzureProvider:
                     self._inflight[request.token] = (poller, candidate)
                 # Candidates passed over before this one took are news all the same.
                 self._late += [LateFailure(request.token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
             log.info("azure_launched", instance=instance.id, offering=candidate.key, state=instance.state)
             return instance
         if refused:
@@ -427,6 +429,7 @@ class AzureProvider:
                 with self._lock:
                     recent = self._recent.get(token)
                     self._late.append(LateFailure(token, attempt, recent[0] if recent else None))
+                    del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
                 log.warning(
                     "azure_launch_failed_later",
                     idempotency_token=token,

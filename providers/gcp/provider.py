@@ -49,6 +49,7 @@ from providers.gcp.template import build_instance, fetch_template
 __all__ = ["TEMPLATE_REFRESH", "GcpProvider"]
 
 log = structlog.get_logger("tidal.providers.gcp")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 TEMPLATE_REFRESH = 300.0  # node pool upgrades replace the template; look again this often
 RETRY_AFTER = 60.0  # after a failed refresh, seconds before the cloud is asked again
 
@@ -287,6 +288,7 @@ class GcpProvider:
         if refused:
             with self._lock:
                 self._late += [LateFailure(token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
 
     def _attempt(self, offering: Offering, err: ProviderError, shapes: Any) -> Attempt | None:
         """What an insert's failure says about ``offering`` (None: GCE never answered)."""
@@ -330,6 +332,7 @@ class GcpProvider:
         )
         with self._lock:
             self._late.append(LateFailure(instance.launch_token, attempt, instance))
+            del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
         self.inventory.ended(instance)
         log.warning(
             "gcp_launch_failed_later",

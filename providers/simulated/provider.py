@@ -63,6 +63,7 @@ from providers.simulated.state import (
 __all__ = ["TERMINATED_RETENTION", "SimulatedProvider"]
 
 log = structlog.get_logger("tidal.providers.simulated")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
@@ -169,8 +170,9 @@ class SimulatedProvider:
                 else:
                     record = self._new_record(state, request, offering, now)
                     state.instances[record.id] = record
-                    with self._lock:
-                        self._late += [LateFailure(request.token, a) for a in refused]
+                    passed_over = [LateFailure(request.token, a) for a in refused]
+                    with self._lock:  # for poll_errors (the newest only, when nobody polls)
+                        self._late = (self._late + passed_over)[-LATE_KEPT:]
                     log.info(
                         "instance_launched",
                         instance=record.id,
