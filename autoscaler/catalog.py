@@ -166,26 +166,19 @@ def read_catalog_csv(
 
 
 class OfferingCatalog:
-    """The provider's offerings, refreshed periodically, with offerings benched after capacity errors.
+    """The provider's offerings, refreshed every ``refresh_interval`` seconds; the last good list when a
+    refresh fails. What the cloud refused lately is not kept here but in
+    :class:`autoscaler.availability.Availability`."""
 
-    A capacity error on one offering must not stop the next reconcile from trying it again forever, nor from
-    falling back at once: it is marked unavailable for ``offeringUnavailableDuration`` and then retried.
-    """
-
-    def __init__(
-        self, fetch: Callable[[], list[Offering]], *, refresh_interval: float, unavailable_for: float
-    ) -> None:
+    def __init__(self, fetch: Callable[[], list[Offering]], *, refresh_interval: float) -> None:
         self._fetch = fetch
         self.refresh_interval = refresh_interval
-        self.unavailable_for = unavailable_for
         self._offerings: list[Offering] = []
         self._fetched_at: float | None = None
-        self._benched: dict[tuple[str, str, str], float] = {}
-        self._view: tuple[list[Offering], frozenset[tuple[str, str, str]], list[Offering]] | None = None
         self.last_error = ""
 
     def offerings(self, now: float) -> list[Offering]:
-        """Current offerings (the last good list when a refresh fails), benched ones unavailable."""
+        """Current offerings (the last good list when a refresh fails; the first failure raises)."""
         if self._fetched_at is None or now - self._fetched_at >= self.refresh_interval:
             try:
                 self._offerings = self._fetch()
@@ -195,27 +188,7 @@ class OfferingCatalog:
                 self.last_error = f"{type(err).__name__}: {err}"
                 if self._fetched_at is None:
                     raise
-        self._benched = {k: until for k, until in self._benched.items() if until > now}
-        if not self._benched:
-            return self._offerings
-        # The same list while neither the offerings nor the benched set change, so a planner keeping work
-        # derived from the list (keyed on the list itself) keeps it through a capacity outage.
-        benched = frozenset(self._benched)
-        if self._view is None or self._view[0] is not self._offerings or self._view[1] != benched:
-            view = [
-                replace(o, available=False) if (o.instance_type, o.zone, o.capacity_type) in benched else o
-                for o in self._offerings
-            ]
-            self._view = (self._offerings, benched, view)
-        return self._view[2]
-
-    def bench(self, offerings: Iterable[Offering], now: float) -> None:
-        """Mark offerings unavailable for ``unavailable_for`` seconds."""
-        for o in offerings:
-            self._benched[(o.instance_type, o.zone, o.capacity_type)] = now + self.unavailable_for
-
-    def benched(self, now: float) -> list[str]:
-        return sorted("/".join(k) for k, until in self._benched.items() if until > now)
+        return self._offerings
 
 
 CSV_COLUMNS = (

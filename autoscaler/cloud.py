@@ -3,27 +3,47 @@
 A provider knows one cloud. It never decides *what* to launch; it launches what it is told, cheaply and
 safely, and reports failures through the typed errors below so the core can react (mark an offering
 unavailable, back off, stop asking).
+
+A launch that launched nothing raises a :class:`LaunchFailed` carrying one :class:`Attempt` per candidate the
+cloud refused, each with its :class:`Refusal` (no capacity, quota with its :class:`QuotaScope`, throttled with
+its retry_after, invalid request, other). Failures that arrive after ``launch`` returned (a zone operation or
+a long-running operation that ends in a stockout) come from ``poll_errors()``. ``terminate`` raises
+:class:`InstanceNotFound` for an instance the cloud no longer has. Optional abilities are Protocols of their
+own (:class:`ReportsInterruptions`, :class:`Starts`, :class:`Stops`), checked with ``isinstance``.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from autoscaler.model import Instance, LaunchRequest, Offering
 
 __all__ = [
+    "Attempt",
     "CapacityUnavailable",
     "CloudProvider",
     "Instance",
+    "InstanceNotFound",
+    "InvalidRequest",
+    "LateFailure",
+    "LaunchFailed",
     "LaunchRequest",
     "Offering",
     "ProviderError",
     "ProviderNotFound",
     "QuotaExceeded",
+    "QuotaScope",
+    "Refusal",
+    "ReportsInterruptions",
+    "Starts",
+    "Stops",
     "Throttled",
     "available_providers",
+    "launch_failure",
     "load_provider",
 ]
 
@@ -36,25 +56,164 @@ class ProviderError(Exception):
     """A cloud call failed for a reason the core cannot act on beyond reporting it."""
 
 
-class CapacityUnavailable(ProviderError):
+class Refusal(enum.StrEnum):
+    """Why the cloud did not launch one candidate offering."""
+
+    NO_CAPACITY = "no-capacity"  # a stockout: this offering, here, now
+    QUOTA = "quota"  # an account limit, for every offering in its scope
+    THROTTLED = "throttled"  # the API is rate limiting; nothing is wrong with the offering
+    INVALID = "invalid-request"  # the cloud refuses this request as made (unsupported type, bad image)
+    OTHER = "other"  # anything else the cloud said
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaScope:
+    """What one quota covers, as the cloud named it: a family, a GPU type, an instance type, or a region.
+
+    ``name`` is the cloud's own name for the quota (``VcpuLimitExceeded``, ``NVIDIA_T4_GPUS``,
+    ``standardNCASv3_T4Family``); the other fields say which offerings it covers. An empty set matches any.
+    """
+
+    kind: str  # family | gpu | instance-type | region
+    name: str
+    region: str = ""
+    capacity_type: str = ""  # "": both; spot and on-demand quotas are separate on every cloud
+    families: frozenset[str] = frozenset()
+    gpu_models: frozenset[str] = frozenset()
+    instance_types: frozenset[str] = frozenset()
+    zones: frozenset[str] = frozenset()
+    gpus_only: bool = False
+
+    def covers(self, offering: Offering) -> bool:
+        """Whether launching ``offering`` counts against this quota."""
+        return (
+            (not self.capacity_type or offering.capacity_type == self.capacity_type)
+            and (not self.region or not offering.region or offering.region == self.region)
+            and (not self.families or offering.family in self.families)
+            and (not self.gpu_models or offering.gpu_model in self.gpu_models)
+            and (not self.instance_types or offering.instance_type in self.instance_types)
+            and (not self.zones or offering.zone in self.zones)
+            and (not self.gpus_only or offering.gpu_count > 0)
+        )
+
+    @property
+    def key(self) -> str:
+        """A stable name for status and logs: ``family/g4dn/on-demand``, ``region/us-east-1/spot``."""
+        parts = [self.kind, self.name]
+        if self.region and self.region != self.name:
+            parts.append(self.region)
+        parts += sorted(self.zones)
+        if self.capacity_type:
+            parts.append(self.capacity_type)
+        return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How the cloud answered for one candidate offering of a launch that did not succeed on it."""
+
+    offering: Offering
+    refusal: Refusal
+    detail: str = ""  # the cloud's code and message, one short line
+    scope: QuotaScope | None = None  # for QUOTA
+    retry_after: float | None = None  # for THROTTLED: seconds the cloud asked for
+
+
+class LaunchFailed(ProviderError):
+    """A launch that launched nothing, with the cloud's answer for every candidate it tried (``attempts``).
+
+    The subclass names the refusal that decides what happens next (throttling first, then quota, then no
+    capacity); the core reads ``attempts`` to bench each offering or quota scope for what it was told.
+    """
+
+    def __init__(self, message: str = "", attempts: Sequence[Attempt] = ()) -> None:
+        self.attempts = tuple(attempts)
+        super().__init__(message or _summary(self.attempts) or "launch failed")
+
+
+class CapacityUnavailable(LaunchFailed):
     """The cloud has no capacity for these offerings right now; try others."""
 
-    def __init__(self, offerings: Sequence[Offering], message: str = "") -> None:
-        self.offerings = tuple(offerings)
-        keys = ", ".join(o.key for o in self.offerings) or "no offerings"
-        super().__init__(message or f"no capacity for {keys}")
+    def __init__(
+        self, offerings: Sequence[Offering] = (), message: str = "", attempts: Sequence[Attempt] = ()
+    ) -> None:
+        if not attempts:
+            attempts = [Attempt(o, Refusal.NO_CAPACITY, message) for o in offerings]
+        keys = ", ".join(a.offering.key for a in attempts if a.refusal == Refusal.NO_CAPACITY)
+        super().__init__(message or f"no capacity for {keys or 'no offerings'}", attempts)
+
+    @property
+    def offerings(self) -> tuple[Offering, ...]:
+        """The offerings that had no capacity."""
+        return tuple(a.offering for a in self.attempts if a.refusal == Refusal.NO_CAPACITY)
 
 
-class QuotaExceeded(ProviderError):
-    """An account quota (vCPUs, GPUs, spot instances) stops this launch."""
+class QuotaExceeded(LaunchFailed):
+    """An account quota (vCPUs, GPUs, spot instances) stops this launch; ``scope`` says which quota."""
+
+    def __init__(
+        self, message: str = "", attempts: Sequence[Attempt] = (), scope: QuotaScope | None = None
+    ) -> None:
+        self.scope = scope or next((a.scope for a in attempts if a.scope is not None), None)
+        super().__init__(message, attempts)
 
 
-class Throttled(ProviderError):
+class Throttled(LaunchFailed):
     """The cloud API is rate limiting; retry after ``retry_after`` seconds."""
 
-    def __init__(self, retry_after: float, message: str = "") -> None:
+    def __init__(self, retry_after: float, message: str = "", attempts: Sequence[Attempt] = ()) -> None:
         self.retry_after = retry_after
-        super().__init__(message or f"throttled, retry after {retry_after:.1f}s")
+        super().__init__(message or f"throttled, retry after {retry_after:.1f}s", attempts)
+
+
+class InvalidRequest(LaunchFailed):
+    """The cloud refuses the request as made (an unsupported type in that zone, a bad image or template)."""
+
+
+class InstanceNotFound(ProviderError):
+    """``terminate`` found no such instance: it is already gone (callers treat that as done)."""
+
+    def __init__(self, instance: Instance, message: str = "") -> None:
+        self.instance = instance
+        super().__init__(message or f"instance {instance.id} does not exist")
+
+
+_PRECEDENCE = (Refusal.THROTTLED, Refusal.QUOTA, Refusal.NO_CAPACITY, Refusal.INVALID, Refusal.OTHER)
+
+
+def launch_failure(attempts: Sequence[Attempt], message: str = "") -> LaunchFailed:
+    """The typed error for a launch whose candidates were all refused: throttling wins (nothing should be
+    sent before its retry_after), then quota, no capacity, invalid request, other."""
+    kinds = {a.refusal for a in attempts}
+    first = next((k for k in _PRECEDENCE if k in kinds), Refusal.OTHER)
+    if first == Refusal.THROTTLED:
+        waits = [a.retry_after for a in attempts if a.retry_after is not None]
+        return Throttled(max(waits, default=0.0), message or _summary(attempts), attempts)
+    if first == Refusal.QUOTA:
+        return QuotaExceeded(message, attempts)
+    if first == Refusal.NO_CAPACITY:
+        return CapacityUnavailable(message=message, attempts=attempts)
+    if first == Refusal.INVALID:
+        return InvalidRequest(message, attempts)
+    return LaunchFailed(message, attempts)
+
+
+def _summary(attempts: Sequence[Attempt]) -> str:
+    return "; ".join(
+        f"{a.offering.key}: {a.refusal.value}" + (f" ({a.detail})" if a.detail else "") for a in attempts
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LateFailure:
+    """A refusal ``launch`` could not raise: a launch that answered (its instance pending) and failed
+    afterwards (a GCE zone operation or an ARM long-running operation ending in a stockout or a quota; then
+    ``instance`` is what ``launch`` returned, now listed as terminated), or a candidate refused before another
+    candidate of the same launch took (``instance`` None)."""
+
+    token: str
+    attempt: Attempt
+    instance: Instance | None = None
 
 
 class ProviderNotFound(LookupError):
@@ -72,15 +231,50 @@ class CloudProvider(Protocol):
         ...
 
     def launch(self, request: LaunchRequest) -> Instance:
-        """Launch one node from ``request.offerings`` (cheapest first); idempotent by ``request.token``."""
+        """Launch one node from ``request.offerings`` (cheapest first); idempotent by ``request.token``.
+        Raises :class:`LaunchFailed` (one of its subclasses) with an :class:`Attempt` per refused candidate."""
         ...
 
     def terminate(self, instance: Instance) -> None:
-        """Terminate an instance; terminating one that is already gone is not an error."""
+        """Terminate an instance (again: harmless); :class:`InstanceNotFound` when the cloud has no such
+        instance any more, which callers treat as done."""
         ...
 
     def instances(self) -> list[Instance]:
         """Every instance this cluster's tidal owns, in any state, found by tag."""
+        ...
+
+    def poll_errors(self) -> list[LateFailure]:
+        """Failures of earlier launches found since the last call (a zone or long-running operation that
+        failed after ``launch`` returned), and the candidates a launch refused before another took; each
+        reported once, never waited for."""
+        ...
+
+
+@runtime_checkable
+class ReportsInterruptions(Protocol):
+    """A provider that hears of spot interruptions before the cloud reclaims the instance."""
+
+    def interrupted_instances(self) -> list[Instance]:
+        """Live instances the cloud is about to reclaim; reading consumes the notices."""
+        ...
+
+
+@runtime_checkable
+class Starts(Protocol):
+    """A provider with background work to start with the daemon (the simulated cloud's clock)."""
+
+    def start(self) -> None:
+        """Start background work; idempotent."""
+        ...
+
+
+@runtime_checkable
+class Stops(Protocol):
+    """A provider holding resources to release at shutdown (threads, HTTP sessions)."""
+
+    def stop(self) -> None:
+        """Release them; idempotent."""
         ...
 
 

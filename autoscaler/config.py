@@ -113,6 +113,7 @@ class Config:
     registration_timeout: float
     gpu_readiness_timeout: float
     offering_unavailable_duration: float
+    gang_launch_timeout: float
     new_node_grace_period: float
     max_parallel_launches: int
     leader_election: LeaderElectionConfig
@@ -226,6 +227,7 @@ _TOP = {
     "registrationTimeout": _Key("registration_timeout", schema.duration()),
     "gpuReadinessTimeout": _Key("gpu_readiness_timeout", schema.duration()),
     "offeringUnavailableDuration": _Key("offering_unavailable_duration", schema.duration()),
+    "gangLaunchTimeout": _Key("gang_launch_timeout", schema.duration()),
     "newNodeGracePeriod": _Key("new_node_grace_period", schema.duration(positive=False)),
     "maxParallelLaunches": _Key("max_parallel_launches", schema.integer(minimum=1)),
     "metricsAddress": _Key("metrics_address", schema.address, verbatim=True),

@@ -6,42 +6,36 @@ election. Events, metrics and log lines go through injected recorders that never
 
 from __future__ import annotations
 
-import hashlib
 import json
+import random
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
+from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
-from autoscaler.cloud import CapacityUnavailable, CloudProvider, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
 from autoscaler.config import Config
 from autoscaler.demand import Reason
 from autoscaler.drain import DrainJob, DrainRunner, remove_node
-from autoscaler.fit import node_labels, node_taints
-from autoscaler.fleet import Fleet, State
+from autoscaler.fit import node_labels
+from autoscaler.fleet import Fleet, Overdue
+from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
-from autoscaler.model import (
-    LABEL_CLUSTER,
-    LABEL_LAUNCH_TOKEN,
-    LABEL_MANAGED,
-    Instance,
-    LaunchRequest,
-    Snapshot,
-)
+from autoscaler.launching import Launcher, LaunchOutcome
+from autoscaler.model import Instance, Offering, Snapshot
 from autoscaler.planning import Plan, plan
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
-from autoscaler.planning.plan import Launch, Removal
-from autoscaler.planning.scaledown import NODE_MODE, UNNEEDED_SINCE
+from autoscaler.planning.plan import Removal
+from autoscaler.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.reason_watch import ReasonWindow
-from autoscaler.status import STATUS_CONFIGMAP, rfc3339, status_summary, unplaced_kind
+from autoscaler.status import STATUS_CONFIGMAP, Leadership, rfc3339, status_summary, unplaced_kind
 
 log = structlog.get_logger("tidal.controller")
 NOTIFY_REASONS = {
@@ -51,6 +45,10 @@ NOTIFY_REASONS = {
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
+# Plans made in one reconcile: the first, then one more after each round of launches the cloud refused, so a
+# pod falls back past a stockout, then a family quota, then a region's spot quota without waiting a reconcile.
+PLAN_ROUNDS = 4
+__all__ = ["Controller", "LaunchOutcome", "ReconcileResult"]
 
 
 class ClusterView(Protocol):
@@ -60,22 +58,6 @@ class ClusterView(Protocol):
 class Recorder(Protocol):
     def pod(self, pod: Any, reason: str, message: str, event_type: str = "Normal") -> object: ...
     def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> object: ...
-
-
-def launch_token(cluster: str, pods: Iterable[str], attempt: int) -> str:
-    """A UUID derived from the pods a launch is for, so a replan after a restart reuses it (and the cloud
-    deduplicates); ``attempt`` moves on once an instance with the previous token has ended."""
-    digest = hashlib.sha256("\n".join([cluster, str(attempt), *sorted(pods)]).encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-@dataclass(slots=True)
-class LaunchOutcome:
-    launch: Launch
-    token: str
-    instance: Instance | None = None
-    error: str = ""
-    capacity_failed: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -88,6 +70,7 @@ class ReconcileResult:
     drains_started: list[str] = field(default_factory=list)
     acted: bool = False
     error: str = ""
+    rolled_back: list[str] = field(default_factory=list)  # gangs whose partial launch was undone
 
 
 class Controller:
@@ -103,11 +86,15 @@ class Controller:
         events: Recorder,
         metrics: Any = None,
         leader: Callable[[], bool] = lambda: True,
+        leadership: Callable[[], Leadership | None] = lambda: None,
         clock: Callable[[], float] = time.time,
         dry_run: bool = False,
         drainer: DrainRunner | None = None,
         planner: Callable[..., Plan] = plan,
+        rng: random.Random | None = None,
     ) -> None:
+        """``leadership`` says why this replica does (not) lead, for the status ConfigMap; ``rng`` is the
+        random source of the back-off jitter (seeded in the simulator, so one seed gives one run)."""
         self.config = config
         self.cluster = cluster
         self.provider = provider
@@ -115,18 +102,19 @@ class Controller:
         self.events = events
         self.metrics = metrics
         self.leader = leader
+        self.leadership = leadership
         self.clock = clock
         self.dry_run = dry_run
         cfg = config()
-        self.fleet = Fleet(cfg)
-        self.catalog = OfferingCatalog(
-            provider.offerings, refresh_interval=300.0, unavailable_for=cfg.offering_unavailable_duration
-        )
+        self.fleet = Fleet(cfg, on_refused=lambda old, new: self._metric("transition_refused", old, new))
+        self.catalog = OfferingCatalog(provider.offerings, refresh_interval=300.0)
+        self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
+        self.launcher = Launcher(provider, self.availability, self.fleet, self._metric, dry_run=dry_run)
+        self.gangs = Gangs()
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self._last_status: dict[str, Any] | None = None
-        self._retired_tokens: set[str] = set()
         self.last: ReconcileResult | None = None
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
@@ -150,14 +138,15 @@ class Controller:
     def _reconcile(self, now: float, result: ReconcileResult) -> None:
         cfg = self.config()
         self.fleet.config = cfg
-        self.catalog.unavailable_for = cfg.offering_unavailable_duration
+        self.availability.unavailable_for = cfg.offering_unavailable_duration
         snapshot = self.cluster.snapshot()
         try:
             instances = self.provider.instances()
         except ProviderError as err:
             self._metric("cloud_error", self.provider.name, "instances", type(err).__name__)
             raise
-        offerings = self.catalog.offerings(now)
+        self._late_failures(now)
+        offerings = self._offerings(now)
         overdue = self.fleet.observe(instances, snapshot, offerings, now)
         leading = self.leader()
         result.acted = leading
@@ -180,19 +169,22 @@ class Controller:
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
-            result.launched = self._launch_all(decided, cfg, instances, now)
-            if any(o.capacity_failed for o in result.launched):
-                # Capacity errors benched offerings: plan again now so the pods fall back in this reconcile.
-                decided = self._plan(snapshot, cfg, now)
-                result.plan = decided
-                result.launched += self._launch_all(decided, cfg, instances, now)
+            decided = self._launch(decided, snapshot, cfg, instances, result, now)
+            expired = self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout)
+            result.rolled_back = self.gangs.roll_back(
+                expired, self.fleet, self.launcher, self._terminate, self._metric, dry_run=self.dry_run
+            )
             self._scale_down(decided, snapshot, result, now)
             self._notify(decided, result, snapshot)
+        if leading or self._nobody_leads():
             self._write_status(decided, cfg, now)
         self._record(decided, snapshot, cfg)
 
+    def _offerings(self, now: float) -> Sequence[Offering]:
+        return self.availability.apply(self.catalog.offerings(now), now)
+
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
-        offerings = self.catalog.offerings(now)
+        offerings = self._offerings(now)
         extra: dict[str, Any] = {}
         if self.planner is plan:
             extra["index"] = self._index.get(offerings, cfg, snapshot.daemonsets)
@@ -208,132 +200,76 @@ class Controller:
 
     # -- scale-up -------------------------------------------------------------------------------------------
 
-    def _launch_all(
-        self, decided: Plan, cfg: Config, instances: Sequence[Instance], now: float
-    ) -> list[LaunchOutcome]:
-        launches = decided.launch.launches
-        if not launches:
-            return []
-        # A token is reused on purpose while its instance is launching or its Node is not yet Ready, so that
-        # the cloud deduplicates a launch planned twice. Once that Node is Ready (or the instance ended, or is
-        # being reclaimed), a plan for the same pods is new demand: the node went to other pods, or away.
-        ended = {i.launch_token for i in instances if i.state == "terminated"} | self._retired_tokens
-        ended |= {
-            m.instance.launch_token
-            for m in self.fleet.members.values()
-            if m.instance is not None and m.state in (State.READY, State.IDLE, State.DRAINING)
-        }
-        outcomes = []
-        for la in launches:
-            attempt = 0
-            token = launch_token(cfg.cluster_name, la.pods, attempt)
-            while token in ended:
-                attempt += 1
-                token = launch_token(cfg.cluster_name, la.pods, attempt)
-            outcomes.append(LaunchOutcome(la, token))
-        if self.dry_run:
-            for o in outcomes:
-                log.info(
-                    "would_launch",
-                    instance_type=o.launch.offering.instance_type,
-                    zone=o.launch.offering.zone,
-                    capacity_type=o.launch.offering.capacity_type,
-                    price=o.launch.offering.price,
-                    pods=len(o.launch.pods),
-                )
-                self._metric(
-                    "launch",
-                    o.launch.offering.instance_type,
-                    o.launch.offering.zone,
-                    o.launch.offering.capacity_type,
-                    "dry_run",
-                )
-            return outcomes
-        with ThreadPoolExecutor(
-            max_workers=cfg.max_parallel_launches, thread_name_prefix="tidal-launch"
-        ) as pool:
-            list(pool.map(lambda o: self._launch_one(o, cfg), outcomes))
-        for o in outcomes:
-            if o.instance is not None:
-                self.fleet.record_launch(o.token, o.launch.offering, o.launch.pods, o.instance, now)
-            if o.capacity_failed:
-                self.catalog.bench(o.capacity_failed, now)
-        return outcomes
+    def _launch(
+        self,
+        decided: Plan,
+        snapshot: Snapshot,
+        cfg: Config,
+        instances: Sequence[Instance],
+        result: ReconcileResult,
+        now: float,
+    ) -> Plan:
+        """Launch the plan; while the cloud refuses launches (whatever the kind: no capacity, a quota, an
+        invalid request), plan again with what it refused benched and launch the fallback, in this same
+        reconcile. Returns the last plan made. Throttling stops the rounds: every launch waits for it."""
+        for round_ in range(PLAN_ROUNDS):
+            outcomes = self.launcher.launch_all(decided.launch.launches, cfg, instances, now)
+            result.launched += outcomes
+            # Candidates passed over by launches that then took another are benched too.
+            self._late_failures(now)
+            refused = any(o.refusals for o in outcomes)
+            if not refused or round_ == PLAN_ROUNDS - 1 or self.availability.launch_backoff(now) > 0:
+                break
+            decided = self._plan(snapshot, cfg, now)
+            result.plan = decided
+        return decided
 
-    def _launch_one(self, outcome: LaunchOutcome, cfg: Config) -> None:
-        la = outcome.launch
-        labels = {
-            LABEL_MANAGED: "true",
-            LABEL_CLUSTER: cfg.cluster_name,
-            LABEL_LAUNCH_TOKEN: outcome.token,
-            NODE_MODE: la.mode,
-            **cfg.node_labels,
-        }
-        tags = {
-            LABEL_CLUSTER: cfg.cluster_name,
-            LABEL_MANAGED: "true",
-            LABEL_LAUNCH_TOKEN: outcome.token,
-            **cfg.node_tags,
-        }
-        candidates = tuple(o for o in la.candidates if o.available)
-        # Taints must be there when the kubelet registers, before any pod lands: send those every candidate
-        # shares (the GPU taint on GPU offerings, AKS's spot taint on spot ones).
-        shared = set.intersection(*(set(node_taints(o, cfg)) for o in candidates)) if candidates else set()
-        taints = tuple(cfg.node_taints) + tuple(sorted(shared - set(cfg.node_taints), key=str))
-        request = LaunchRequest(outcome.token, candidates, labels, taints, tags)
-        o = la.offering
+    def _late_failures(self, now: float) -> None:
+        """Failures of earlier launches the cloud reported since (a stockout in a GCE zone operation, an ARM
+        operation that failed), and candidates a successful launch passed over: they bench their offerings
+        before anything more is planned."""
         try:
-            outcome.instance = self.provider.launch(request)
-            self._metric(
-                "launch",
-                outcome.instance.instance_type,
-                outcome.instance.zone,
-                outcome.instance.capacity_type,
-                "success",
-            )
-            log.info(
-                "launched",
-                instance=outcome.instance.id,
-                instance_type=outcome.instance.instance_type,
-                zone=outcome.instance.zone,
-                capacity_type=outcome.instance.capacity_type,
-                pods=len(la.pods),
-                idempotency_token=outcome.token,
-            )
-        except CapacityUnavailable as err:
-            outcome.capacity_failed = err.offerings or candidates
-            outcome.error = str(err)
-            self._launch_failed(o, "capacity_unavailable", err)
-        except QuotaExceeded as err:
-            outcome.error = str(err)
-            self._launch_failed(o, "quota_exceeded", err)
-        except Throttled as err:
-            outcome.error = str(err)
-            self._launch_failed(o, "throttled", err)
+            late = self.provider.poll_errors()
         except ProviderError as err:
-            outcome.error = str(err)
-            self._launch_failed(o, "error", err)
+            self._metric("cloud_error", self.provider.name, "poll_errors", type(err).__name__)
+            log.warning("late_failures_unavailable", error=str(err))
+            return
+        for failure in late:
+            a = failure.attempt
+            self._metric("launch_refusal", self.provider.name, a.refusal.value)
+            for bench in self.availability.refused([a], now):
+                log.warning(
+                    # A launch that failed after it answered, or a candidate one passed over before another took.
+                    "launch_failed_later" if failure.instance is not None else "candidate_refused",
+                    offering=a.offering.key,
+                    refusal=a.refusal.value,
+                    benched=bench.key,
+                    seconds=round(bench.until - now, 1),
+                    idempotency_token=failure.token,
+                    detail=a.detail,
+                )
 
-    def _launch_failed(self, o: Any, outcome: str, err: Exception) -> None:
-        self._metric("launch", o.instance_type, o.zone, o.capacity_type, outcome)
-        self._metric("cloud_error", self.provider.name, "launch", type(err).__name__)
-        log.warning(
-            "launch_failed",
-            instance_type=o.instance_type,
-            zone=o.zone,
-            capacity_type=o.capacity_type,
-            outcome=outcome,
-            error=str(err),
-        )
+    def _terminate(self, instance: Instance, reason: str) -> bool:
+        """Terminate one instance; an instance the cloud no longer has counts as done."""
+        try:
+            self.provider.terminate(instance)
+        except InstanceNotFound:
+            log.info("terminate_already_gone", instance=instance.id, reason=reason)
+        except ProviderError as err:
+            self._metric("termination", reason, "error")
+            self._metric("cloud_error", self.provider.name, "terminate", type(err).__name__)
+            log.warning("terminate_failed", instance=instance.id, reason=reason, error=str(err))
+            return False
+        self._metric("termination", reason, "success")
+        return True
 
     def _interrupted(self, snapshot: Snapshot, result: ReconcileResult) -> set[str]:
         """Nodes whose instances the cloud is about to reclaim (spot interruption notices): cordon and drain
         them at once. Reading the notices consumes them, so only the acting leader reads, never a dry run."""
-        poll = getattr(self.provider, "interrupted_instances", None)
-        if not callable(poll) or self.dry_run:
+        if not isinstance(self.provider, ReportsInterruptions) or self.dry_run:
             return set()
         try:
-            doomed = list(poll())
+            doomed = list(self.provider.interrupted_instances())
         except ProviderError as err:
             self._metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
             log.warning("interruptions_unavailable", error=str(err))
@@ -346,7 +282,7 @@ class Controller:
             if node is None:
                 continue
             names.add(node.name)
-            self._retired_tokens.add(inst.launch_token)
+            self.launcher.retired_tokens.add(inst.launch_token)
             if node.name in draining:
                 continue
             self.events.node(node.name, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
@@ -382,23 +318,22 @@ class Controller:
 
     # -- timeouts and orphans ---------------------------------------------------------------------------
 
-    def _handle_overdue(self, overdue: Sequence[Any], now: float) -> None:
+    def _handle_overdue(self, overdue: Sequence[Overdue], now: float) -> None:
         for item in overdue:
-            m = item.member
-            log.warning("fleet_overdue", member=m.key, reason=item.reason)
+            m, action = item.member, item.action
+            log.warning("fleet_overdue", member=m.key, action=action.name.lower(), reason=item.reason)
             if self.dry_run:
                 continue
-            if item.delete_node and m.node is not None and not self._best_effort("delete_node", m.node.name):
+            if (
+                action.delete_node
+                and m.node is not None
+                and not self._best_effort("delete_node", m.node.name)
+            ):
                 continue
-            try:
-                if item.terminate and m.instance is not None:
-                    self.provider.terminate(m.instance)
-                    self._metric("termination", "timeout", "success")
-                if item.bench_offering and m.offering is not None:
-                    self.catalog.bench([m.offering], now)
-            except ProviderError as err:
-                self._metric("cloud_error", self.provider.name, "terminate", type(err).__name__)
-                log.warning("overdue_cleanup_failed", member=m.key, error=str(err))
+            if action.terminate and m.instance is not None and not self._terminate(m.instance, "timeout"):
+                continue
+            if action.bench_offering and m.offering is not None:
+                self.availability.bench([m.offering], now, item.reason)
 
     # -- scale-down -------------------------------------------------------------------------------------
 
@@ -521,8 +456,16 @@ class Controller:
         self._metric("set_gpus", decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self._metric("set_cost", self.fleet.cost_per_hour())
 
+    def _nobody_leads(self) -> bool:
+        """Not leading, and no other replica does either (an error keeps this one from taking the Lease):
+        then this replica's status is the only one anybody will see."""
+        state = self.leadership()
+        return state is not None and not state.leading and not state.held_by_other
+
     def _write_status(self, decided: Plan, cfg: Config, now: float) -> None:
-        summary = status_summary(decided, self.fleet.counts(), cfg, now, self.catalog.benched(now))
+        summary = status_summary(
+            decided, self.fleet.counts(), cfg, now, self.availability.benched(now), self.leadership()
+        )
         summary["warnings"] = self._warnings(decided, now)
         unchanged = {k: v for k, v in summary.items() if k != "time"}
         if unchanged == self._last_status:

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 import structlog
 
 from autoscaler.batching import Batcher
-from autoscaler.cloud import CloudProvider, load_provider
+from autoscaler.cloud import CloudProvider, Starts, Stops, load_provider
 from autoscaler.config import Config, load_config
 from autoscaler.config_layers import load_layers
 from autoscaler.config_watch import ConfigWatcher
@@ -31,8 +32,10 @@ from autoscaler.observability.events import EventRecorder
 from autoscaler.observability.logging import configure_logging
 from autoscaler.observability.metrics import Metrics
 from autoscaler.observability.server import HealthServer, HealthState
+from autoscaler.status import Leadership
 
 log = structlog.get_logger("tidal.daemon")
+EXIT_NOT_LEADING = 3  # `tidal run --once` could not take the Lease, so it did nothing
 
 # Options read once at start-up: the provider, the client, the lease and the metrics server are built from
 # them. A reload that changes one applies everything else and keeps these at their running values.
@@ -139,6 +142,9 @@ class Daemon:
                 on_started_leading=lambda: self.metrics.set_leader(True),
                 on_stopped_leading=self._stopped_leading,
             )
+        if self.elector is not None:
+            elector = self.elector
+            self.health.report_leadership(lambda: elector.state().describe())
         self.drainer = Drainer(
             self.actions,
             None if self.dry_run else self.provider,
@@ -156,6 +162,7 @@ class Daemon:
             events=self.events,
             metrics=self.metrics,
             leader=self.is_leader,
+            leadership=self.leadership,
             clock=self.clock,
             dry_run=self.dry_run,
             drainer=self.drainer,
@@ -242,6 +249,10 @@ class Daemon:
         self.metrics.set_leader(leading)
         return leading
 
+    def leadership(self) -> Leadership | None:
+        """Whether this replica leads, and why not (None without leader election)."""
+        return self.elector.state() if self.elector else None
+
     # -- lifecycle ---------------------------------------------------------------------------------------
 
     def start(self, *, serve: bool = True, sync_timeout: float = 120.0) -> None:
@@ -256,9 +267,8 @@ class Daemon:
             self._spawn("tidal-leader", lambda: self.elector.run(self._stop) if self.elector else None)
         if self.watcher is not None:
             self.watcher.start()
-        start = getattr(self.provider, "start", None)
-        if callable(start):
-            start()
+        if isinstance(self.provider, Starts):
+            self.provider.start()
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -283,9 +293,8 @@ class Daemon:
         self.batcher.stop()
         if self.watcher is not None:
             self.watcher.stop()
-        stop = getattr(self.provider, "stop", None)
-        if callable(stop):
-            stop()
+        if isinstance(self.provider, Stops):
+            self.provider.stop()
         if self.elector is not None and self.elector.is_leader():
             try:
                 self.elector.release()
@@ -323,8 +332,11 @@ def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_
     daemon.start(serve=not once)
     try:
         if once:
-            if daemon.elector is not None:
-                daemon.elector.try_acquire_or_renew()
+            if daemon.elector is not None and not daemon.elector.try_acquire_or_renew():
+                # Nothing would be done; say so in one line instead of exiting 0 having done nothing.
+                state = daemon.elector.state()
+                print(f"tidal: {state.describe()}; nothing was done", file=sys.stderr)
+                return EXIT_NOT_LEADING
             result = daemon.reconcile()
             return 1 if result.error else 0
         daemon.run_forever()

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from autoscaler.cloud import CloudProvider, ProviderError
+from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
 
 log = structlog.get_logger("tidal.drain")
@@ -81,10 +81,14 @@ class DrainJob:
 def remove_node(
     actions: Actions, provider: CloudProvider | None, node: str, instance: Instance | None
 ) -> None:
-    """Delete the Node object, then terminate its instance (the order keeps the scheduler off a dying node)."""
+    """Delete the Node object, then terminate its instance (the order keeps the scheduler off a dying node);
+    an instance the cloud no longer has is done."""
     actions.delete_node(node)
     if instance is not None and provider is not None:
-        provider.terminate(instance)
+        try:
+            provider.terminate(instance)
+        except InstanceNotFound:
+            log.info("terminate_already_gone", node=node, instance=instance.id)
 
 
 class Drainer:
@@ -225,6 +229,8 @@ class Drainer:
         self._still_leading(f"terminate {job.instance.id}")
         try:
             self.provider.terminate(job.instance)
+        except InstanceNotFound:
+            log.info("terminate_already_gone", node=job.node, instance=job.instance.id)
         except ProviderError as err:
             # The Node is gone; the orphaned instance is retried by the fleet's orphan cleanup.
             log.warning("terminate_failed", node=job.node, error=str(err))

@@ -1,14 +1,19 @@
 """The lifecycle of the nodes tidal launched, rebuilt every reconcile from cloud instances and Nodes.
 
 Ownership lives only in cloud tags and node labels, so a restarted or newly elected replica sees exactly what
-the previous one saw. The in-memory part is just the launches whose instance the cloud has not listed yet, so
-that they keep absorbing demand (nothing is launched twice) in the meantime.
+the previous one saw. The in-memory part is the launches whose instance the cloud has not listed yet, so
+that they keep absorbing demand (nothing is launched twice) in the meantime, and each member's transition
+history: states move only along the edges of ``TRANSITIONS``, and the registration and GPU readiness timeouts
+count from when a member entered its state (a GPU node that flaps NotReady after a week gets the whole
+``gpuReadinessTimeout`` again, not none). A member seen for the first time (after a restart) starts its
+history at its instance's creation and its Node's registration.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -30,12 +35,18 @@ class State(enum.StrEnum):
     GONE = "gone"
 
 
-# Allowed edges, each with what causes it. Anything else is refused (and logged): it means the facts moved
-# in a way the model does not expect, which is worth seeing.
+# Allowed edges, each with what causes it. Anything else is refused: the member keeps its state, the refusal
+# is logged and counted (tidal_fleet_transitions_refused_total), because it means the facts moved in a way
+# the model does not expect. A refused state is not silently adopted: timeouts keep counting from the state
+# the member was in (see Action.TERMINATE_NODELESS for the one refusal that costs money while it lasts).
 TRANSITIONS: Mapping[tuple[State, State], str] = {
     (State.LAUNCHING, State.REGISTERED): "a Node with the instance's providerID appeared",
     (State.LAUNCHING, State.READY): "the Node appeared already Ready between two observations",
     (State.LAUNCHING, State.IDLE): "the Node appeared Ready and empty between two observations",
+    (
+        State.LAUNCHING,
+        State.DRAINING,
+    ): "the Node appeared already cordoned by tidal (removal before a restart)",
     (State.LAUNCHING, State.GONE): "the instance terminated before registering (timeout, capacity, reclaim)",
     (State.REGISTERED, State.READY): "Ready, and for GPU offerings nvidia.com/gpu allocatable > 0",
     (State.REGISTERED, State.IDLE): "Ready and GPUs present, no workload pods",
@@ -47,12 +58,38 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
     (State.IDLE, State.DRAINING): "tidal cordoned it for removal",
     (State.DRAINING, State.READY): "removal failed and tidal uncordoned it",
     (State.DRAINING, State.IDLE): "removal failed and tidal uncordoned it",
+    (State.DRAINING, State.REGISTERED): "the Node went NotReady while draining",
     (State.DRAINING, State.GONE): "Node deleted and instance terminated",
     (State.READY, State.REGISTERED): "the Node went NotReady",
     (State.IDLE, State.REGISTERED): "the Node went NotReady",
     (State.READY, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
     (State.IDLE, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
 }
+HISTORY_KEPT = 20
+
+
+class Action(enum.Enum):
+    """What to do about a member that broke a timeout or lost its other half."""
+
+    # (terminate the instance, delete the Node, bench the offering)
+    REPLACE_UNREGISTERED = (True, False, True)  # no Node within registrationTimeout of launching
+    REPLACE_WITHOUT_GPUS = (True, True, True)  # GPUs not allocatable within gpuReadinessTimeout
+    TERMINATE_NODELESS = (True, False, False)  # its Node was deleted and never came back
+    DELETE_NODE_OF_ENDED = (False, True, False)  # the instance was terminated (reclaimed) under its Node
+    DELETE_NODE_OF_RECLAIMED_SPOT = (False, True, True)  # as above, a spot reclaim: bench the offering
+    DELETE_ORPHAN_NODE = (False, True, False)  # a NotReady managed Node with no instance behind it
+
+    @property
+    def terminate(self) -> bool:
+        return bool(self.value[0])
+
+    @property
+    def delete_node(self) -> bool:
+        return bool(self.value[1])
+
+    @property
+    def bench_offering(self) -> bool:
+        return bool(self.value[2])
 
 
 @dataclass(slots=True)
@@ -66,6 +103,7 @@ class Member:
     offering: Offering | None = None
     pods: tuple[str, ...] = ()
     history: list[tuple[State, float]] = field(default_factory=list)
+    refused: tuple[State, float] | None = None  # a state the facts showed and the model refused, since when
 
     @property
     def gpus(self) -> int:
@@ -75,16 +113,19 @@ class Member:
             return self.offering.gpu_count
         return self.instance.gpu_count if self.instance else 0
 
+    @property
+    def entered(self) -> float:
+        """When the member entered its current state (from the transition history)."""
+        return self.history[-1][1] if self.history else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class Overdue:
     """A member that broke a timeout or lost its other half, and what to do about it."""
 
     member: Member
+    action: Action
     reason: str
-    terminate: bool  # terminate the instance
-    delete_node: bool  # delete the Node object
-    bench_offering: bool  # mark its offering unavailable for a while
 
 
 @dataclass(slots=True)
@@ -99,11 +140,16 @@ class _Pending:
 
 
 class Fleet:
-    """Observe (facts → states) then report what needs acting on; the controller acts."""
+    """Observe (facts → states) then report what needs acting on; the controller acts.
 
-    def __init__(self, config: Config) -> None:
+    ``on_refused(old, new)`` is told of every refused transition (the controller counts it in a metric).
+    """
+
+    def __init__(self, config: Config, on_refused: Callable[[State, State], None] | None = None) -> None:
         self.config = config
         self.members: dict[str, Member] = {}
+        self.on_refused = on_refused
+        self.refusals: Counter[tuple[State, State]] = Counter()
         self._pending: dict[str, _Pending] = {}
         self._by_type: (
             tuple[Sequence[Offering], dict[tuple[str, str, str], Offering], dict[str, Offering]] | None
@@ -124,11 +170,16 @@ class Fleet:
                 key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
             )
 
+    def forget_launch(self, token: str) -> None:
+        """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
+        self._pending.pop(token, None)
+        self.members.pop(f"token:{token}", None)
+
     def observe(
         self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float
     ) -> list[Overdue]:
-        """Rebuild every member from the facts; return members past a timeout or orphaned."""
-        cfg = self.config
+        """Rebuild every member from the facts, moving states along allowed edges only; return members past
+        a timeout (counted from when they entered their state) or orphaned."""
         if self._by_type is None or self._by_type[0] is not offerings:
             self._by_type = (
                 offerings,
@@ -146,105 +197,119 @@ class Fleet:
             offering = by_type.get((inst.instance_type, inst.zone, inst.capacity_type)) or by_type_any.get(
                 inst.instance_type
             )
+            node = nodes.get(inst.provider_id)
             if inst.state == "terminated":
-                node = nodes.get(inst.provider_id)
                 if node is not None and node.managed:
                     # The offering goes with it so a reclaimed spot offering is benched, not bought again at once.
                     member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
                     seen[inst.provider_id] = member
-                    overdue.append(
-                        Overdue(
-                            member,
-                            "its instance was terminated (e.g. spot reclaim)",
-                            False,
-                            True,
-                            inst.capacity_type == "spot",
-                        )
-                    )
+                    self._settle(member, State.REGISTERED, now)
+                    spot = inst.capacity_type == "spot"
+                    action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
+                    overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
                 continue
-            node = nodes.get(inst.provider_id)
             pending = self._pending.get(inst.launch_token)
             member = Member(
                 inst.provider_id, State.LAUNCHING, inst, node, offering, pending.pods if pending else ()
             )
-            member.state = self._state_of(member, workload)
             seen[inst.provider_id] = member
-            if node is None and now - inst.created > cfg.registration_timeout:
-                overdue.append(
-                    Overdue(
-                        member,
-                        f"no Node registered within {int(cfg.registration_timeout)}s",
-                        True,
-                        False,
-                        True,
-                    )
-                )
-            elif (
-                node is not None
-                and offering is not None
-                and offering.gpu_count
-                and node.allocatable.gpus == 0
-                and now - node.created > cfg.gpu_readiness_timeout
-            ):
-                overdue.append(
-                    Overdue(
-                        member,
-                        f"GPUs did not appear within {int(cfg.gpu_readiness_timeout)}s",
-                        True,
-                        True,
-                        True,
-                    )
-                )
+            self._settle(member, self._state_of(member, workload), now)
+            overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
         for node in snapshot.nodes:
             if node.managed and node.provider_id and node.provider_id not in live and not node.ready:
                 member = Member(node.provider_id, State.REGISTERED, None, node)
                 seen[node.provider_id] = member
-                overdue.append(Overdue(member, "its instance no longer exists", False, True, False))
+                self._settle(member, State.REGISTERED, now)
+                overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
         # Launches the cloud has not listed yet still hold their capacity, for a bounded time.
         for token, p in list(self._pending.items()):
-            if token in listed_tokens or now - p.since > cfg.registration_timeout:
+            if token in listed_tokens or now - p.since > self.config.registration_timeout:
                 del self._pending[token]
                 continue
-            seen[f"token:{token}"] = Member(
-                f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods
-            )
-        self._transition_all(seen, now)
+            member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
+            seen[member.key] = member
+            self._settle(member, State.LAUNCHING, now)
+        for key, before in self.members.items():
+            if key not in seen and before.state != State.GONE and not key.startswith("token:"):
+                log.info("fleet_member_gone", member=key, last_state=before.state.value)
+        self.members = seen
         return overdue
+
+    def _settle(self, member: Member, observed: State, now: float) -> None:
+        """Give ``member`` its state: the observed one when the edge from its previous state is allowed (or it
+        is new), else the previous one, with the refusal logged and counted once per episode."""
+        before = self.members.get(member.key)
+        if before is None and member.instance is not None:
+            # Listed for the first time: carry the history of the launch that made it, so a timeout counts
+            # from the launch, not from when the cloud first listed the instance.
+            before = self.members.get(f"token:{member.instance.launch_token}")
+        if before is None:
+            member.state = observed
+            member.history = _first_history(member, observed, now)
+            return
+        member.history = before.history
+        member.state = before.state
+        if observed == before.state:
+            return
+        if (before.state, observed) not in TRANSITIONS:
+            member.refused = before.refused if before.refused and before.refused[0] == observed else None
+            if member.refused is None:
+                member.refused = (observed, now)
+                self.refusals[(before.state, observed)] += 1
+                log.warning(
+                    "fleet_transition_refused",
+                    member=member.key,
+                    old=before.state.value,
+                    new=observed.value,
+                    node=member.node.name if member.node else "",
+                )
+                if self.on_refused is not None:
+                    self.on_refused(before.state, observed)
+            return
+        member.state = observed
+        member.history = [*before.history, (observed, now)][-HISTORY_KEPT:]
+
+    def _overdue(self, m: Member, now: float) -> list[Overdue]:
+        cfg = self.config
+        inst, node, offering = m.instance, m.node, m.offering
+        if inst is None or inst.state == "stopping":
+            return []
+        if m.state == State.LAUNCHING and node is None and now - m.entered > cfg.registration_timeout:
+            why = f"no Node registered within {int(cfg.registration_timeout)}s"
+            return [Overdue(m, Action.REPLACE_UNREGISTERED, why)]
+        if (
+            m.refused is not None
+            and m.refused[0] == State.LAUNCHING
+            and now - m.refused[1] > cfg.registration_timeout
+        ):
+            why = f"its Node was deleted and did not register again within {int(cfg.registration_timeout)}s"
+            return [Overdue(m, Action.TERMINATE_NODELESS, why)]
+        if (
+            m.state == State.REGISTERED
+            and node is not None
+            and offering is not None
+            and offering.gpu_count
+            and node.allocatable.gpus == 0
+            and now - m.entered > cfg.gpu_readiness_timeout
+        ):
+            why = f"GPUs did not appear within {int(cfg.gpu_readiness_timeout)}s"
+            return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
+        return []
 
     def _state_of(self, m: Member, workload: Mapping[str, Sequence[object]]) -> State:
         node = m.node
         if node is None:
-            return State.LAUNCHING
+            return (
+                State.GONE if m.instance is not None and m.instance.state == "stopping" else State.LAUNCHING
+            )
         if node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints):
             return State.DRAINING
         gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and node.allocatable.gpus == 0
         if not node.ready or gpu_missing:
             return State.REGISTERED
         return State.READY if workload.get(node.name) else State.IDLE
-
-    def _transition_all(self, seen: dict[str, Member], now: float) -> None:
-        for key, member in seen.items():
-            before = self.members.get(key)
-            if before is None:
-                member.history = [(member.state, now)]
-            else:
-                member.history = before.history
-                if before.state != member.state:
-                    if (before.state, member.state) not in TRANSITIONS:
-                        log.warning(
-                            "unexpected_transition",
-                            member=key,
-                            old=before.state.value,
-                            new=member.state.value,
-                        )
-                    member.history.append((member.state, now))
-                    del member.history[:-20]
-        for key, before in self.members.items():
-            if key not in seen and before.state != State.GONE:
-                log.info("fleet_member_gone", member=key, last_state=before.state.value)
-        self.members = seen
 
     # -- what the planner needs --------------------------------------------------------------------------
 
@@ -294,3 +359,14 @@ class Fleet:
             ),
             6,
         )
+
+
+def _first_history(member: Member, state: State, now: float) -> list[tuple[State, float]]:
+    """The history of a member seen for the first time (after a restart, or a launch by another replica):
+    it entered LAUNCHING when its instance was created and its current state when its Node registered,
+    the best the facts can tell."""
+    launched = min(now, member.instance.created) if member.instance and member.instance.created else now
+    if state == State.LAUNCHING:
+        return [(State.LAUNCHING, launched)]
+    registered = member.node.created if member.node is not None and member.node.created else now
+    return [(State.LAUNCHING, launched), (state, min(now, max(launched, registered)))]

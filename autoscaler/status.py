@@ -5,12 +5,44 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.planning import Plan
 
 STATUS_CONFIGMAP = "tidal-status"
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """Whether this replica leads, on which Lease, and if not, why (as the Lease or the API server said)."""
+
+    leading: bool
+    lease: str  # namespace/name
+    identity: str
+    reason: str = ""  # why not leading: "namespace ... does not exist", "forbidden: ...", "held by ..."
+    holder: str = ""  # the identity holding the Lease, when another replica does
+
+    @property
+    def held_by_other(self) -> bool:
+        """Another replica holds the Lease: this one is a standby, as it should be."""
+        return bool(self.holder) and self.holder != self.identity
+
+    def describe(self) -> str:
+        """One line: ``leading (lease ns/name)`` or ``not leading (lease ns/name): why``."""
+        if self.leading:
+            return f"leading (lease {self.lease})"
+        return f"not leading (lease {self.lease}): {self.reason or 'not acquired yet'}"
+
+    def as_status(self) -> dict[str, Any]:
+        """The ``leader`` entry of the status ConfigMap."""
+        out: dict[str, Any] = {"identity": self.identity, "leading": self.leading, "lease": self.lease}
+        if not self.leading:
+            out["reason"] = self.reason or "not acquired yet"
+        if self.holder and self.holder != self.identity:
+            out["holder"] = self.holder
+        return out
 
 
 def unplaced_kind(reason: str) -> str:
@@ -33,11 +65,16 @@ def rfc3339(ts: float) -> str:
 
 
 def status_summary(
-    decided: Plan, fleet: Mapping[str, int], cfg: Config, now: float, benched: Sequence[str]
+    decided: Plan,
+    fleet: Mapping[str, int],
+    cfg: Config,
+    now: float,
+    benched: Sequence[str],
+    leadership: Leadership | None = None,
 ) -> dict[str, Any]:
     """The ``tidal-status`` ConfigMap content, like cluster-autoscaler's status ConfigMap."""
     ignored = Counter(i.reason.value for i in decided.ignored)
-    return {
+    summary: dict[str, Any] = {
         "time": rfc3339(now),
         "cluster": cfg.cluster_name,
         "pendingPods": {
@@ -58,3 +95,6 @@ def status_summary(
         "removals": [r.node for r in decided.removal.removals][:50],
         "unavailableOfferings": list(benched)[:50],
     }
+    if leadership is not None:
+        summary["leader"] = leadership.as_status()
+    return summary

@@ -20,7 +20,7 @@ OUTPUT = Path(__file__).resolve().parents[1] / "deploy" / "monitoring" / "tidal-
 
 JOB = 'job="$job"'
 LEADER = f"on(instance) (tidal_leader{{{JOB}}} == 1)"
-FAILED = 'outcome=~"capacity_unavailable|quota_exceeded|throttled|error"'
+FAILED = 'outcome=~"capacity_unavailable|quota_exceeded|throttled|invalid_request|error|deferred"'
 WIDTH = 24
 
 
@@ -184,8 +184,9 @@ def panels() -> list[dict[str, Any]]:
         ),
         panel(
             "Failed launches by offering and outcome",
-            "Launch attempts the cloud refused: capacity_unavailable benches the offering for "
-            "offeringUnavailableDuration and tidal falls back to the next candidate.",
+            "Launch attempts the cloud refused: capacity_unavailable benches the offering, quota_exceeded its "
+            "quota's scope, and tidal falls back in the same reconcile; throttled and deferred launches wait for "
+            "the cloud's retry_after.",
             [
                 (
                     "sum by (instance_type, zone, capacity_type, outcome) "
@@ -222,6 +223,35 @@ def panels() -> list[dict[str, Any]]:
                     "sum by (verb, resource, code) "
                     f"(increase(tidal_kube_api_errors_total{{{JOB}}}[$__rate_interval]))",
                     "kube {{verb}} {{resource}}: {{code}}",
+                ),
+            ],
+            bars=True,
+        ),
+        panel(
+            "Refusals by kind",
+            "Candidate offerings the cloud refused, at launch or reported later (GCE and ARM operations): "
+            "no-capacity, invalid-request and other bench the offering, quota benches its whole scope, "
+            "throttled holds every launch back.",
+            [
+                (
+                    "sum by (provider, refusal) "
+                    f"(increase(tidal_launch_refusals_total{{{JOB}}}[$__rate_interval]))",
+                    "{{provider}}: {{refusal}}",
+                )
+            ],
+            bars=True,
+            stack=True,
+        ),
+        panel(
+            "Gang rollbacks and refused lifecycle transitions",
+            "Gangs whose partial launch was terminated after gangLaunchTimeout, and node lifecycle "
+            "transitions the fleet refused as illegal (each logged as fleet_transition_refused).",
+            [
+                (f"sum(increase(tidal_gang_rollbacks_total{{{JOB}}}[$__rate_interval]))", "gang rollbacks"),
+                (
+                    "sum by (from_state, to_state) "
+                    f"(increase(tidal_fleet_transitions_refused_total{{{JOB}}}[$__rate_interval]))",
+                    "refused {{from_state}} -> {{to_state}}",
                 ),
             ],
             bars=True,

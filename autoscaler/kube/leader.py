@@ -9,6 +9,10 @@ Expiry follows client-go: a lease held by someone else counts as expired only wh
 ``leaseDurationSeconds`` lies in the past *and* this replica has itself watched the record stay unchanged for a
 whole lease duration. The second half makes a standby whose clock runs ahead wait instead of taking over a
 lease that is still being renewed; a released lease (no holder) is taken at once.
+
+Not leading is never silent: why (the Lease's namespace does not exist, RBAC refuses the Lease, another
+identity holds it) is logged at warning whenever it changes and kept in :meth:`LeaderElector.state`, which
+``/readyz``, the status ConfigMap and ``tidal run --once`` report.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.kube.client import KubeClient, api_error_message
 from autoscaler.kube.convert import parse_time
+from autoscaler.status import Leadership
 
 __all__ = ["LeaderElector", "micro_time"]
 
@@ -83,6 +88,26 @@ class LeaderElector:
         self._observed_rv = ""
         self._observed_at = 0.0
         self.observed_holder = ""
+        self._reason = "not tried yet"  # why this replica does not lead (while it does not)
+
+    @property
+    def lease(self) -> str:
+        """``namespace/name`` of the Lease."""
+        return f"{self.namespace}/{self.name}"
+
+    def state(self) -> Leadership:
+        """Whether this replica leads, and if not, why."""
+        leading = self.is_leader()
+        with self._lock:
+            reason, holder = ("", self.identity) if leading else (self._reason, self.observed_holder)
+        return Leadership(leading, self.lease, self.identity, reason, holder)
+
+    def _not_leading(self, reason: str) -> None:
+        """Remember why this replica does not lead; say so at warning whenever the reason changes."""
+        with self._lock:
+            changed, self._reason = reason != self._reason, reason
+        if changed:
+            log.warning("not leading", lease=self.lease, identity=self.identity, reason=reason)
 
     # --- state -------------------------------------------------------------------------------------------
 
@@ -98,6 +123,7 @@ class LeaderElector:
     def _become_leader(self, now: float) -> None:
         with self._lock:
             self._last_renew = now
+            self._reason = ""
             if self._leader:
                 return
             self._leader = True
@@ -144,7 +170,19 @@ class LeaderElector:
             self._step_down(why)
         elif leader:
             log.warning("lease renewal failed, retrying", lease=f"{self.namespace}/{self.name}", reason=why)
-        return self.is_leader()
+        leading = self.is_leader()
+        if not leading:
+            self._not_leading(why)
+        return leading
+
+    def _refusal(self, exc: ApiException, verb: str, where: str) -> str:
+        """Why a Lease call was refused, in the words an operator needs."""
+        message = api_error_message(exc)
+        if exc.status == 403:
+            return f"RBAC refuses to {verb} {where}: {message}"
+        if exc.status == 404 and verb == "create":
+            return f"namespace {self.namespace!r} does not exist ({message})"
+        return f"{verb} {where}: HTTP {exc.status}: {message}"
 
     def _held_by_other(self, lease: dict[str, Any], now: float) -> bool:
         spec = lease.get("spec") or {}
@@ -172,7 +210,7 @@ class LeaderElector:
             lease = self._client.call(self._api.read_namespaced_lease, self.name, self.namespace)
         except ApiException as exc:
             if exc.status != 404:
-                return self._failed(now, f"read {where}: HTTP {exc.status}: {api_error_message(exc)}")
+                return self._failed(now, self._refusal(exc, "read", where))
             lease = None
         except Exception as exc:
             return self._failed(now, f"read {where}: {type(exc).__name__}")
@@ -187,20 +225,23 @@ class LeaderElector:
         if self._held_by_other(lease, now):
             # Someone else holds a fresh lease: even a replica that thought it led must stop now.
             self._step_down(f"lease held by {self.observed_holder}")
+            self._not_leading(f"held by {self.observed_holder}")
             return False
         body = copy.deepcopy(lease)
         body["spec"] = self._spec(now, lease.get("spec") or {})
         return self._write(now, where, self._api.replace_namespaced_lease, self.name, self.namespace, body)
 
     def _write(self, now: float, where: str, fn: Callable[..., Any], *args: Any) -> bool:
+        verb = "create" if fn == self._api.create_namespaced_lease else "update"
         try:
             written = self._client.call(fn, *args)
         except ApiException as exc:
             if exc.status == 409:
                 # Another replica wrote the lease after we read it: it won this round.
                 self._step_down("lost the lease in a concurrent update")
+                self._not_leading("another replica took the lease in a concurrent update")
                 return False
-            return self._failed(now, f"write {where}: HTTP {exc.status}: {api_error_message(exc)}")
+            return self._failed(now, self._refusal(exc, verb, where))
         except Exception as exc:
             return self._failed(now, f"write {where}: {type(exc).__name__}")
         with self._lock:

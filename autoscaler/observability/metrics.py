@@ -19,8 +19,10 @@ from prometheus_client.metrics_core import Metric
 
 __all__ = [
     "CAPACITY_UNAVAILABLE",
+    "DEFERRED",
     "DRY_RUN",
     "ERROR",
+    "INVALID_REQUEST",
     "LAUNCH_OUTCOMES",
     "METRIC_NAMES",
     "METRIC_SERIES",
@@ -39,9 +41,20 @@ SUCCESS = "success"
 CAPACITY_UNAVAILABLE = "capacity_unavailable"
 QUOTA_EXCEEDED = "quota_exceeded"
 THROTTLED = "throttled"
+INVALID_REQUEST = "invalid_request"
 ERROR = "error"
 DRY_RUN = "dry_run"
-LAUNCH_OUTCOMES = (SUCCESS, CAPACITY_UNAVAILABLE, QUOTA_EXCEEDED, THROTTLED, ERROR, DRY_RUN)
+DEFERRED = "deferred"  # not sent: launches were backing off after throttling
+LAUNCH_OUTCOMES = (
+    SUCCESS,
+    CAPACITY_UNAVAILABLE,
+    QUOTA_EXCEEDED,
+    THROTTLED,
+    INVALID_REQUEST,
+    ERROR,
+    DRY_RUN,
+    DEFERRED,
+)
 
 PENDING_STATES = ("counted", "ignored", "unplaced")
 NODE_STATES = ("launching", "registered", "ready", "idle", "draining")
@@ -63,6 +76,23 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "counter",
         "Node launch attempts by offering and outcome.",
         ("instance_type", "zone", "capacity_type", "outcome"),
+    ),
+    "tidal_launch_refusals_total": (
+        "counter",
+        "Candidate offerings the cloud refused, by provider and refusal (no-capacity, quota, throttled, "
+        "invalid-request, other), whether at launch or reported later.",
+        ("provider", "refusal"),
+    ),
+    "tidal_fleet_transitions_refused_total": (
+        "counter",
+        "Node lifecycle transitions the facts showed and the fleet refused as illegal, by states.",
+        ("from_state", "to_state"),
+    ),
+    "tidal_gang_rollbacks_total": (
+        "counter",
+        "Gangs whose launched nodes were terminated because the gang was not complete within "
+        "gangLaunchTimeout.",
+        (),
     ),
     "tidal_terminations_total": (
         "counter",
@@ -177,6 +207,9 @@ class Metrics:
         self._nodes = gauge("tidal_nodes")
         self._launches = counter("tidal_launches_total")
         self._terminations = counter("tidal_terminations_total")
+        self._launch_refusals = counter("tidal_launch_refusals_total")
+        self._transitions_refused = counter("tidal_fleet_transitions_refused_total")
+        self._gang_rollbacks = counter("tidal_gang_rollbacks_total")
         self._cluster_gpus = gauge("tidal_cluster_gpus")
         self._cluster_gpus_requested = gauge("tidal_cluster_gpus_requested")
         self._cluster_gpu_limit = gauge("tidal_cluster_gpu_limit")
@@ -273,6 +306,21 @@ class Metrics:
         """Count one node removal (reason e.g. empty, underutilized, spot_interruption, timeout; outcome success,
         error, abandoned (drain gave up, node uncordoned) or stopped (leadership lost mid-drain))."""
         self._terminations.labels(reason=reason, outcome=outcome).inc()
+
+    @_never_raises
+    def launch_refusal(self, provider: str, refusal: str) -> None:
+        """Count one candidate offering the cloud refused (``refusal``: a Refusal value)."""
+        self._launch_refusals.labels(provider=provider, refusal=refusal).inc()
+
+    @_never_raises
+    def transition_refused(self, old: str, new: str) -> None:
+        """Count one illegal lifecycle transition the fleet refused."""
+        self._transitions_refused.labels(from_state=str(old), to_state=str(new)).inc()
+
+    @_never_raises
+    def gang_rollback(self) -> None:
+        """Count one gang whose partial launch was terminated."""
+        self._gang_rollbacks.inc()
 
     @_never_raises
     def scale_up_latency(self, seconds: float) -> None:

@@ -4,7 +4,8 @@
   wedged process. Standbys must heartbeat too (their loop waits for the lease), or they would be restarted.
 - ``/readyz`` (readiness) passes once the watch caches are synced and a valid configuration is loaded. It
   does not depend on leadership: a standby is ready, and a bad config reload does not un-ready a replica that
-  keeps running on its last good configuration.
+  keeps running on its last good configuration. Its detail says whether this replica leads, and if not why
+  (the Lease's namespace missing, RBAC refusing the Lease, another identity holding it).
 
 The server is the standard library's ``ThreadingHTTPServer`` on a daemon thread: a scrape or probe never
 waits behind a reconcile, and nothing here may keep the process alive at shutdown.
@@ -56,6 +57,12 @@ class HealthState:
         self._config_ok = True
         # Counting from construction gives start-up (cache sync, first reconcile) one staleness window.
         self._last_heartbeat = clock()
+        self._leadership: Callable[[], str] | None = None
+
+    def report_leadership(self, describe: Callable[[], str]) -> None:
+        """Where ``/readyz`` reads its leadership detail (one line, e.g. ``not leading (lease ns/name): …``)."""
+        with self._lock:
+            self._leadership = describe
 
     def mark_synced(self) -> None:
         """The watch caches have synced; the controller's view of the cluster is complete."""
@@ -87,13 +94,20 @@ class HealthState:
         """(ready, one-line reason) for ``/readyz``."""
         with self._lock:
             synced, loaded, config_ok = self._synced, self._config_loaded, self._config_ok
+            leadership = self._leadership
         if not synced:
             return False, "watch caches not synced yet"
         if not loaded:
             return False, "no valid configuration loaded yet"
+        detail = "ok"
         if not config_ok:
-            return True, "ok (last configuration reload was invalid; running on the last good one)"
-        return True, "ok"
+            detail = "ok (last configuration reload was invalid; running on the last good one)"
+        if leadership is not None:
+            try:
+                detail = f"{detail}; {leadership()}"
+            except Exception as err:  # a probe must answer whatever the elector's state
+                detail = f"{detail}; leadership unknown ({type(err).__name__})"
+        return True, detail
 
 
 def parse_address(address: str) -> tuple[str, int, socket.AddressFamily]:

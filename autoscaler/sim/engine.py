@@ -7,6 +7,7 @@ jumps the clock from one interesting moment to the next and records what happene
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -150,6 +151,7 @@ class Simulation:
             events=events,
             clock=self.clock,
             drainer=SyncDrainer(self.cluster, self.provider, self._ended),
+            rng=random.Random(0),  # back-off jitter, the same in every run of a scenario
             **kwargs,
         )
         self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))

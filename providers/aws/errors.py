@@ -10,25 +10,25 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import botocore.exceptions
 
-from autoscaler.cloud import ProviderError, QuotaExceeded, Throttled
-from autoscaler.model import Offering
+from autoscaler.cloud import Attempt, ProviderError, QuotaScope, Refusal, Throttled
+from autoscaler.model import ON_DEMAND, SPOT, Offering
 
 __all__ = [
     "AUTH_CODES",
     "CAPACITY_CODES",
+    "INVALID_CODES",
     "QUOTA_CODES",
     "THROTTLE_CODES",
     "ApiGuard",
-    "QuotaAfterNoCapacity",
-    "ThrottledAfterNoCapacity",
     "describe",
     "error_code",
     "provider_error",
+    "refusal",
 ]
 
 # No capacity for these offerings right now: bench them and fall back to others.
@@ -38,16 +38,15 @@ CAPACITY_CODES = frozenset(
         "InsufficientHostCapacity",
         "InsufficientCapacity",
         "UnfulfillableCapacity",
-        "MaxSpotInstanceCountExceeded",
-        "InsufficientFreeAddressesInSubnet",
-        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",  # the zone's subnet is full: no room there for now
     }
 )
-# An account limit: falling back to another offering of the same kind will not help.
+# An account limit, with what it covers (see quota_scope): every offering in its scope is benched.
 QUOTA_CODES = frozenset(
     {
         "VcpuLimitExceeded",
         "InstanceLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
         "MaxSpotFleetRequestCountExceeded",
         "MaxFleetCountExceeded",
         "ResourceLimitExceeded",
@@ -55,6 +54,8 @@ QUOTA_CODES = frozenset(
         "NetworkInterfaceLimitExceeded",
     }
 )
+# This offering cannot be launched as asked (an instance type the zone does not support): bench it.
+INVALID_CODES = frozenset({"Unsupported", "UnsupportedOperation", "InvalidFleetConfiguration"})
 THROTTLE_CODES = frozenset(
     {
         "RequestLimitExceeded",
@@ -86,20 +87,40 @@ AUTH_CODES = frozenset(
 _MESSAGE_LIMIT = 240
 
 
-class QuotaAfterNoCapacity(QuotaExceeded):
-    """A quota stopped the launch after other candidates had no capacity (``no_capacity`` names those)."""
+def quota_scope(code: str, offering: Offering) -> QuotaScope:
+    """What the quota behind ``code`` covers, for a refusal of ``offering``.
 
-    def __init__(self, message: str, no_capacity: Sequence[Offering]) -> None:
-        super().__init__(message)
-        self.no_capacity = tuple(no_capacity)
+    - ``VcpuLimitExceeded``: the vCPU quota of the instance's bucket (on-demand and spot apart). A bucket
+      ("Running On-Demand G and VT instances") holds several families, but a vCPU count that refuses one
+      size may still take a smaller one of another family; so the family is benched, and the bucket's other
+      families are benched in turn only when EC2 refuses them too.
+    - ``MaxSpotInstanceCountExceeded``: every spot offering of the region; ``InstanceLimitExceeded``: every
+      on-demand one.
+    - the fleet, volume and network-interface limits: every offering of the region.
+    """
+    region = offering.region
+    if code == "VcpuLimitExceeded":
+        return QuotaScope(
+            "family", offering.family, region, offering.capacity_type, families=frozenset({offering.family})
+        )
+    if code == "MaxSpotInstanceCountExceeded":
+        return QuotaScope("region", region or "region", region, SPOT)
+    if code == "InstanceLimitExceeded":
+        return QuotaScope("region", region or "region", region, ON_DEMAND)
+    return QuotaScope("region", region or "region", region)
 
 
-class ThrottledAfterNoCapacity(Throttled):
-    """Throttling stopped the launch after other candidates had no capacity (``no_capacity`` names those)."""
-
-    def __init__(self, retry_after: float, message: str, no_capacity: Sequence[Offering]) -> None:
-        super().__init__(retry_after, message)
-        self.no_capacity = tuple(no_capacity)
+def refusal(code: str, detail: str, offering: Offering, retry_after: float | None = None) -> Attempt:
+    """The contract's refusal for an EC2 error code about ``offering`` (unknown codes are OTHER)."""
+    if code in CAPACITY_CODES:
+        return Attempt(offering, Refusal.NO_CAPACITY, detail)
+    if code in QUOTA_CODES:
+        return Attempt(offering, Refusal.QUOTA, detail, quota_scope(code, offering))
+    if code in THROTTLE_CODES:
+        return Attempt(offering, Refusal.THROTTLED, detail, retry_after=retry_after)
+    if code in INVALID_CODES:
+        return Attempt(offering, Refusal.INVALID, detail)
+    return Attempt(offering, Refusal.OTHER, detail)
 
 
 def error_code(err: BaseException) -> str:

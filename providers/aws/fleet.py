@@ -2,7 +2,10 @@
 
 The candidates (cheapest first, at most 60) are crossed with the configured subnets of each candidate's zone;
 AWS picks the override by allocation strategy. Failures come back either as a whole-call error or, for an
-instant fleet, inside ``Errors[]`` per override: capacity errors name exactly the offerings that had none.
+instant fleet, inside ``Errors[]`` per override, and each becomes the contract's refusal for exactly the
+offerings it names: InsufficientInstanceCapacity no capacity, VcpuLimitExceeded a quota of the family,
+MaxSpotInstanceCountExceeded a quota of every spot offering, Unsupported an invalid request, a throttling
+code throttled (see ``errors.refusal``).
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import Attempt, ProviderError, Refusal, Throttled, launch_failure
 from autoscaler.model import SPOT, Instance, Offering
-from providers.aws.errors import CAPACITY_CODES, QUOTA_CODES, THROTTLE_CODES, ApiGuard
+from providers.aws.errors import CAPACITY_CODES, ApiGuard, refusal
 from providers.aws.launch_template import TemplateRef
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "capacity_from_message",
     "client_token",
     "fleet_request",
+    "offerings_named",
     "plan_attempts",
     "read_fleet_response",
 ]
@@ -38,6 +42,10 @@ _CLIENT_TOKEN_LIMIT = 64
 # well (tags for the instance's EBS volumes). Network interfaces and spot requests can only be tagged by the
 # launch template.
 FLEET_TAGGED_RESOURCES = ("fleet", "instance", "volume")
+_UNSUPPORTED_MESSAGE = re.compile(
+    r"instance type \((?P<type>[a-z0-9-]+\.[a-z0-9-]+)\) is not supported in your requested Availability Zone "
+    r"\((?P<zone>[a-z0-9-]+)\)"
+)
 _ICE_MESSAGE = re.compile(
     r"sufficient (?P<type>[a-z0-9-]+\.[a-z0-9-]+) capacity in the Availability Zone you requested \((?P<zone>[a-z0-9-]+)\)"
 )
@@ -71,23 +79,37 @@ class FleetOutcome:
     instance_type: str = ""
     zone: str = ""
     capacity_type: str = ""
-    no_capacity: list[Offering] = field(default_factory=list)
-    quota: list[str] = field(default_factory=list)
-    throttled: list[str] = field(default_factory=list)
-    other: list[str] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)  # EC2's answer for each offering it refused
+
+    @property
+    def no_capacity(self) -> list[Offering]:
+        """The offerings EC2 had no capacity for."""
+        return [a.offering for a in self.attempts if a.refusal == Refusal.NO_CAPACITY]
+
+    @property
+    def throttled(self) -> bool:
+        """Whether EC2 throttled any part of the request."""
+        return any(a.refusal == Refusal.THROTTLED for a in self.attempts)
 
     def raise_for_failure(self, attempt: FleetAttempt, guard: ApiGuard | None = None) -> None:
         """Raise the contract error this failed answer stands for (throttling backs off through ``guard``)."""
+        what = f"CreateFleet ({attempt.capacity_type}) launched nothing"
         if self.throttled:
-            if guard is not None:
-                raise guard.throttled("CreateFleet", self.throttled[0])
-            raise Throttled(1.0, f"CreateFleet throttled ({self.throttled[0]})")
-        if self.quota:
-            raise QuotaExceeded(f"CreateFleet: {self.quota[0]}")
-        if self.no_capacity:
-            raise CapacityUnavailable(self.no_capacity)
-        detail = (self.other or ["no instance and no error in the answer"])[0]
-        raise ProviderError(f"CreateFleet ({attempt.capacity_type}) launched nothing: {detail}")
+            first = next(a for a in self.attempts if a.refusal == Refusal.THROTTLED)
+            err = (
+                guard.throttled("CreateFleet", first.detail)
+                if guard is not None
+                else Throttled(1.0, f"CreateFleet throttled ({first.detail})")
+            )
+            attempts = [
+                replace(a, retry_after=err.retry_after) if a.refusal == Refusal.THROTTLED else a
+                for a in self.attempts
+            ]
+            raise Throttled(err.retry_after, f"{what}: {err}", attempts)
+        if self.attempts:
+            details = list(dict.fromkeys(a.detail for a in self.attempts))
+            raise launch_failure(self.attempts, f"{what}: {'; '.join(details)}")
+        raise ProviderError(f"{what}: no instance and no error in the answer")
 
 
 def client_token(token: str, spent: int = 0) -> str:
@@ -170,12 +192,25 @@ def plan_attempts(
 def capacity_from_message(message: str, offerings: Sequence[Offering]) -> list[Offering]:
     """The offerings a whole-call capacity error names ("…sufficient p4d.24xlarge capacity in … (us-east-1a)"),
     or all of them when the message names none of them."""
-    match = _ICE_MESSAGE.search(message)
-    if match:
-        named = [o for o in offerings if o.instance_type == match["type"] and o.zone == match["zone"]]
-        if named:
-            return named
+    for pattern in (_ICE_MESSAGE, _UNSUPPORTED_MESSAGE):
+        match = pattern.search(message)
+        if match:
+            named = [o for o in offerings if o.instance_type == match["type"] and o.zone == match["zone"]]
+            if named:
+                return named
     return list(offerings)
+
+
+def offerings_named(code: str, message: str, offerings: Sequence[Offering]) -> list[Offering]:
+    """The offerings a whole-call error is about. EC2 names no override then: a capacity or Unsupported
+    message may name the type and zone; otherwise a stockout is taken to cover every offering asked for, and
+    any other refusal (a quota) the first one only, which the allocation strategy tried first. Blaming them
+    all would bench every family of the request for one family's vCPU quota; the re-plan tries the others,
+    and each is benched in turn if EC2 refuses it too."""
+    named = capacity_from_message(message, offerings)
+    if len(named) < len(offerings) or code in CAPACITY_CODES:
+        return named
+    return list(offerings[:1])
 
 
 def _matching(error: Mapping[str, Any], attempt: FleetAttempt, zone_of: Mapping[str, str]) -> list[Offering]:
@@ -213,19 +248,13 @@ def read_fleet_response(
         )
         outcome.capacity_type = "spot" if launched.get("Lifecycle") == "spot" else "on-demand"
         return outcome
-    seen: set[str] = set()
+    seen: set[tuple[str, Refusal]] = set()
     for error in response.get("Errors") or []:
         code = str(error.get("ErrorCode") or "")
         line = f"{code}: {' '.join(str(error.get('ErrorMessage') or '').split())}"[:240]
-        if code in CAPACITY_CODES:
-            for o in _matching(error, attempt, zone_of):
-                if o.key not in seen:
-                    seen.add(o.key)
-                    outcome.no_capacity.append(o)
-        elif code in QUOTA_CODES:
-            outcome.quota.append(line)
-        elif code in THROTTLE_CODES:
-            outcome.throttled.append(line)
-        else:
-            outcome.other.append(line)
+        for o in _matching(error, attempt, zone_of):
+            refused = refusal(code, line, o)
+            if (o.key, refused.refusal) not in seen:
+                seen.add((o.key, refused.refusal))
+                outcome.attempts.append(refused)
     return outcome

@@ -19,7 +19,15 @@ import botocore.exceptions
 import structlog
 
 from autoscaler.catalog import CatalogError
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import (
+    Attempt,
+    InstanceNotFound,
+    LateFailure,
+    ProviderError,
+    Refusal,
+    Throttled,
+    launch_failure,
+)
 from autoscaler.config import Config
 from autoscaler.model import (
     LABEL_CLUSTER,
@@ -32,21 +40,21 @@ from autoscaler.model import (
 from providers.aws.clients import ClientFactory, ClientOptions
 from providers.aws.errors import (
     CAPACITY_CODES,
+    INVALID_CODES,
     QUOTA_CODES,
     ApiGuard,
-    QuotaAfterNoCapacity,
-    ThrottledAfterNoCapacity,
     describe,
     error_code,
     provider_error,
+    refusal,
 )
 from providers.aws.fleet import (
     MAX_CANDIDATES,
     FleetAttempt,
     FleetOutcome,
-    capacity_from_message,
     client_token,
     fleet_request,
+    offerings_named,
     plan_attempts,
     read_fleet_response,
 )
@@ -59,6 +67,7 @@ from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_s
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
 
 log = structlog.get_logger("tidal.providers.aws")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 _STATES = {
     "pending": "pending",
@@ -159,6 +168,7 @@ class AwsProvider:
         # Launch tokens whose requests came back having launched nothing, and how many times.
         self._spent: OrderedDict[str, int] = OrderedDict()
         self._tokens_lock = threading.Lock()
+        self._late: list[LateFailure] = []
         self.source = OfferingSource(
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
@@ -216,38 +226,60 @@ class AwsProvider:
                 offerings=_keys(unplaceable),
             )
         tags = self._tags(request)
-        no_capacity: list[Offering] = []
+        refused: list[Attempt] = []
         for attempt in attempts:
             try:
                 outcome = self._create_fleet(attempt, request.token, tags, subnets.zone_of)
                 if outcome.existing is not None:
                     return outcome.existing
                 if outcome.instance_id:
+                    # Overrides EC2 refused before one took (Errors[] beside Instances[]) are news all the same.
+                    self._passed_over(request.token, [*refused, *outcome.attempts])
                     return self._launched(outcome, request.token, tags)
-                no_capacity += outcome.no_capacity
-                if outcome.throttled or outcome.quota or not outcome.no_capacity:
+                if outcome.throttled or not outcome.attempts:
                     outcome.raise_for_failure(attempt, self.guard)
-            except (QuotaExceeded, Throttled) as err:
-                raise _after_no_capacity(err, no_capacity) from None
+            except Throttled as err:
+                # The launch API itself is throttled: no other candidate may be asked before retry_after.
+                throttled = err.attempts or (
+                    Attempt(attempt.offerings[0], Refusal.THROTTLED, str(err), retry_after=err.retry_after),
+                )
+                raise Throttled(err.retry_after, str(err), [*refused, *throttled]) from None
             except ProviderError as err:
-                if no_capacity:
-                    # Bench what had no capacity so the re-plan moves on; the other error is still reported.
-                    raise CapacityUnavailable(
-                        no_capacity, f"no capacity for {_keys(no_capacity)}; then: {err}"
-                    ) from None
+                if refused:
+                    # What was refused is still reported, so the re-plan moves past it; then this error.
+                    raise launch_failure(refused, f"{launch_failure(refused)}; then: {err}") from None
                 raise
-            if {o.key for o in attempt.offerings} - {o.key for o in outcome.no_capacity}:
+            refused += outcome.attempts
+            if {o.key for o in attempt.offerings} - {a.offering.key for a in outcome.attempts}:
                 break  # some candidates of this kind were not tried: the re-plan falls back to them
-        if no_capacity:
-            log.info("aws_launch_no_capacity", idempotency_token=request.token, offerings=_keys(no_capacity))
-            raise CapacityUnavailable(no_capacity)
+        if refused:
+            log.info(
+                "aws_launch_refused",
+                idempotency_token=request.token,
+                refusals=sorted({f"{a.offering.key}: {a.refusal.value}" for a in refused}),
+            )
+            raise launch_failure(refused)
         raise ProviderError(
             f"launch {request.token}: no candidate offering is in a zone with a configured subnet "
             f"({_keys(unplaceable)}); subnets are in {', '.join(sorted(subnets.by_zone)) or 'no zone'}"
         )
 
+    def poll_errors(self) -> list[LateFailure]:
+        """The candidates a launch passed over before one took, each reported once (an instant EC2 Fleet
+        answers for its launch in the call itself: nothing fails later)."""
+        with self._tokens_lock:
+            late, self._late = self._late, []
+        return late
+
+    def _passed_over(self, token: str, refused: Sequence[Attempt]) -> None:
+        if refused:
+            with self._tokens_lock:
+                self._late += [LateFailure(token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
+
     def terminate(self, instance: Instance) -> None:
-        """Terminate; an instance that is already gone is fine. Refuses another cluster's instance."""
+        """Terminate (again: harmless, EC2 lists terminated instances for an hour); :class:`InstanceNotFound`
+        when EC2 no longer knows the instance. Refuses another cluster's instance."""
         owner = instance.tags.get(LABEL_CLUSTER) if instance.tags else None
         if owner is not None and owner != self.config.cluster_name:
             raise ProviderError(
@@ -260,8 +292,7 @@ class AwsProvider:
                 ec2.terminate_instances(InstanceIds=[instance.id])
         except botocore.exceptions.ClientError as err:
             if error_code(err) in _GONE:
-                log.info("aws_terminate_already_gone", instance=instance.id)
-                return
+                raise InstanceNotFound(instance, f"instance {instance.id}: {describe(err)}") from None
             raise provider_error("ec2:TerminateInstances", err) from None
         except botocore.exceptions.BotoCoreError as err:
             raise provider_error("ec2:TerminateInstances", err) from None
@@ -399,13 +430,11 @@ class AwsProvider:
                         return FleetOutcome(existing=existing)
                     self._spend(token)
                     continue
-                if code in CAPACITY_CODES:
+                if code in CAPACITY_CODES | QUOTA_CODES | INVALID_CODES:
                     self._spend(token)
                     message = str(err.response.get("Error", {}).get("Message", ""))
-                    return FleetOutcome(no_capacity=capacity_from_message(message, attempt.offerings))
-                if code in QUOTA_CODES:
-                    self._spend(token)
-                    raise QuotaExceeded(f"CreateFleet: {describe(err)}") from None
+                    named = offerings_named(code, message, attempt.offerings)
+                    return FleetOutcome(attempts=[refusal(code, describe(err), o) for o in named])
                 raise provider_error("ec2:CreateFleet", err) from None
             except botocore.exceptions.BotoCoreError as err:
                 # No answer: the same ClientToken next time, in case EC2 did launch.
@@ -457,13 +486,3 @@ class AwsProvider:
 
 def _keys(offerings: Sequence[Offering]) -> str:
     return ", ".join(o.key for o in offerings) or "none"
-
-
-def _after_no_capacity(err: ProviderError, no_capacity: Sequence[Offering]) -> ProviderError:
-    """A quota or throttling error that ended a launch, naming the candidates that had no capacity before."""
-    if not no_capacity:
-        return err
-    message = f"no capacity for {_keys(no_capacity)}; then: {err}"
-    if isinstance(err, Throttled):
-        return ThrottledAfterNoCapacity(err.retry_after, message, no_capacity)
-    return QuotaAfterNoCapacity(message, no_capacity)

@@ -1,8 +1,11 @@
 """ARM errors turned into the contract's typed errors.
 
-Capacity errors arrive two ways: synchronously on the request (SkuNotAvailable, sometimes a 409 with
-AllocationFailed) or inside the long-running operation's final status. Both surface from the SDK as an
-``HttpResponseError`` whose error (or its details) carries the code, so one classifier serves both.
+Failures arrive two ways: synchronously on the request (SkuNotAvailable, a quota's OperationNotAllowed,
+sometimes a 409 with AllocationFailed) or inside the long-running operation's final status. Both surface from
+the SDK as an ``HttpResponseError`` whose error (or its details) carries the code, so one classifier serves
+both: AllocationFailed and its zonal and overconstrained kin are no capacity; OperationNotAllowed about a
+quota, QuotaExceeded and SkuNotAvailable (a size this subscription may not create there) are quota refusals
+whose scope ``quota.py`` reads from the message; a 429 is throttling.
 """
 
 from __future__ import annotations
@@ -14,20 +17,37 @@ from typing import Any
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
 from autoscaler.model import Offering
 
-__all__ = ["CAPACITY_CODES", "QUOTA_CODES", "classify", "error_codes", "is_not_found"]
+__all__ = [
+    "CAPACITY_CODES",
+    "QUOTA_CODES",
+    "SKU_RESTRICTED",
+    "ArmQuotaExceeded",
+    "classify",
+    "error_codes",
+    "is_not_found",
+]
 
 CAPACITY_CODES = frozenset(
     {
         "AllocationFailed",
         "ZonalAllocationFailed",
-        "SkuNotAvailable",
         "OverconstrainedAllocationRequest",
         "OverconstrainedZonalAllocationRequest",
     }
 )
 QUOTA_CODES = frozenset({"QuotaExceeded", "SkuFamilyQuotaExceeded"})
+SKU_RESTRICTED = "SkuNotAvailable"
 _QUOTA_MESSAGE = re.compile(r"quota|cores|vCPU", re.IGNORECASE)
 DEFAULT_RETRY_AFTER = 10.0
+
+
+class ArmQuotaExceeded(QuotaExceeded):
+    """A quota refusal with ARM's own message (``detail``), from which the provider reads the scope;
+    ``sku_restricted`` for SkuNotAvailable."""
+
+    def __init__(self, message: str, detail: str, *, sku_restricted: bool = False) -> None:
+        super().__init__(message)
+        self.detail, self.sku_restricted = detail, sku_restricted
 
 
 def _walk(error: Any) -> Iterator[tuple[str, str]]:
@@ -81,11 +101,16 @@ def classify(err: BaseException, offerings: Sequence[Offering] = (), *, what: st
         return CapacityUnavailable(
             offerings, f"{prefix}{_summary([c for c in codes if c[0] in CAPACITY_CODES])}"
         )
-    quota = names & QUOTA_CODES or any(
-        c == "OperationNotAllowed" and _QUOTA_MESSAGE.search(m) for c, m in codes
-    )
+    quota = [
+        (c, m)
+        for c, m in codes
+        if c in QUOTA_CODES or (c == "OperationNotAllowed" and _QUOTA_MESSAGE.search(m))
+    ]
     if quota:
-        return QuotaExceeded(f"{prefix}{_summary(codes)}")
+        return ArmQuotaExceeded(f"{prefix}{_summary(codes)}", quota[-1][1])
+    if SKU_RESTRICTED in names:
+        restricted = [(c, m) for c, m in codes if c == SKU_RESTRICTED]
+        return ArmQuotaExceeded(f"{prefix}{_summary(restricted)}", restricted[-1][1], sku_restricted=True)
     status = getattr(err, "status_code", None)
     return ProviderError(
         f"{prefix}{type(err).__name__}" + (f" HTTP {status}" if status else "") + f": {_summary(codes)}"

@@ -203,12 +203,14 @@ class FlexiblePools:
             raise ProviderError(f"VM {name} disappeared right after it was created")
         return self.instance(vm), None if poller.done() else poller
 
-    def terminate(self, ss: ScaleSet, name: str) -> None:
-        """Delete one VM tidal created (refusing VMs without this cluster's tag); gone already is fine."""
+    def terminate(self, ss: ScaleSet, name: str) -> bool:
+        """Delete one VM tidal created (refusing VMs without this cluster's tag); False when it is gone."""
         try:
             vm = self.arm.vm(name, ss.name)
-            if vm is None or vm.provisioning.lower() == "deleting":
-                return
+            if vm is None:
+                return False
+            if vm.provisioning.lower() == "deleting":
+                return True
             if tidal_tags(vm.tags).get(LABEL_CLUSTER) != self.settings.cluster:
                 raise ProviderError(
                     f"VM {name} does not carry cluster {self.settings.cluster}'s tag; not deleting it"
@@ -217,7 +219,9 @@ class FlexiblePools:
         except HttpResponseError as err:
             if not is_not_found(err):
                 raise classify(err, what=f"deleting VM {name}") from None
+            return False
         log.info("azure_vm_deleted", vm=name, scale_set=ss.name)
+        return True
 
     def _delete_quietly(self, name: str) -> None:
         try:

@@ -5,8 +5,8 @@
 one) and gives the operation a short grace (``azure.operationWait``) to report a capacity error, so that the
 next candidate is tried in the same call. An operation still running then is not waited for: the launch
 answers ``pending``, the SDK's poller keeps following it in its own thread, and later ``offerings()`` and
-``instances()`` calls look at the poller without waiting. A failure found that way benches the offering
-(the next launch skips it at once, as after ``CapacityUnavailable``). Other writes (tag rewrites,
+``instances()`` calls look at the poller without waiting. A failure found that way is reported once by
+``poll_errors()``, so the controller benches the offering (or the quota's scope). Other writes (tag rewrites,
 ``delete_instances``, VM deletes) are sent and not waited for at all: the next listing shows how they went.
 Idempotency is by launch token (scale-set tags for Uniform sets, VM names and tags for Flexible ones); see
 ``ledger`` and docs/azure.md.
@@ -24,16 +24,28 @@ from typing import Any
 import structlog
 from azure.core.exceptions import AzureError, HttpResponseError
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import (
+    Attempt,
+    CapacityUnavailable,
+    InstanceNotFound,
+    InvalidRequest,
+    LateFailure,
+    ProviderError,
+    QuotaExceeded,
+    Refusal,
+    Throttled,
+    launch_failure,
+)
 from autoscaler.config import Config
 from autoscaler.model import ON_DEMAND, SPOT, Instance, LaunchRequest, Offering
 from providers.azure import clients
 from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient
-from providers.azure.errors import classify
+from providers.azure.errors import ArmQuotaExceeded, classify
 from providers.azure.flexible import FlexiblePools
 from providers.azure.permissions import LINKED_ACTIONS, linked_actions
 from providers.azure.prices import Prices, fallback_prices, prices_from_items
+from providers.azure.quota import quota_scope, sku_scope
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import SECTION, parse_settings
 from providers.azure.skus import VmShape, shapes_from_skus
@@ -44,6 +56,7 @@ from providers.azure.uniform import LIVE, PoolSettings, UniformPools
 __all__ = ["AzureProvider"]
 
 log = structlog.get_logger("tidal.providers.azure")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds an ended instance stays listed as terminated, as clouds do
 SCAN_REUSE = 15.0  # a launch may trust an instance listing this recent for its idempotency check
@@ -111,7 +124,7 @@ class AzureProvider:
         self._targets: dict[OfferingKey, LaunchTarget] = {}
         self._shapes: dict[str, VmShape] = {}
         self._offers: dict[OfferingKey, Offering] = {}
-        self._benched: dict[OfferingKey, float] = {}
+        self._late: list[LateFailure] = []  # failures found since poll_errors() last asked
         self._inflight: dict[str, tuple[Any, Offering]] = {}
         self._recent: dict[str, tuple[Instance, float]] = {}
         self._scan: tuple[float, list[Instance]] | None = None
@@ -143,7 +156,6 @@ class AzureProvider:
             region=location,
             max_pods=self.config.max_pods_per_node,
             zones=self.config.zones,
-            benched=self._is_benched,
         )
         with self._lock:
             self._targets, self._shapes = by_key, shapes
@@ -194,14 +206,28 @@ class AzureProvider:
         gpus = shape.gpu.count if shape is not None and shape.gpu is not None else 0
         return (offer.price if offer else 0.0), (offer.gpu_count if offer else gpus)
 
-    def _is_benched(self, key: OfferingKey) -> bool:
-        with self._lock:
-            return self._benched.get(key, 0.0) > self.clock()
-
-    def _bench(self, offering: Offering) -> None:
-        with self._lock:
-            key = (offering.instance_type, offering.zone, offering.capacity_type)
-            self._benched[key] = self.clock() + self.config.offering_unavailable_duration
+    def _attempt(self, offering: Offering, err: ProviderError) -> Attempt | None:
+        """What a failed launch on ``offering`` says about it (None: not an answer about the offering)."""
+        detail = str(err)
+        if isinstance(err, CapacityUnavailable):
+            return Attempt(offering, Refusal.NO_CAPACITY, detail)
+        if isinstance(err, ArmQuotaExceeded):
+            region = self.config.region
+            with self._lock:
+                shapes = dict(self._shapes)
+            scope = (
+                sku_scope(err.detail, offering, region)
+                if err.sku_restricted
+                else quota_scope(err.detail, offering, shapes, region)
+            )
+            return Attempt(offering, Refusal.QUOTA, detail, scope)
+        if isinstance(err, QuotaExceeded):
+            return Attempt(offering, Refusal.QUOTA, detail)
+        if isinstance(err, Throttled):
+            return Attempt(offering, Refusal.THROTTLED, detail, retry_after=err.retry_after)
+        if isinstance(err, InvalidRequest):
+            return Attempt(offering, Refusal.INVALID, detail)
+        return None
 
     # --- launch ----------------------------------------------------------------------------------------
 
@@ -222,52 +248,57 @@ class AzureProvider:
             return existing
         if not self._targets:
             self.offerings()
-        capacity: list[Offering] = []
-        quota: list[str] = []
+        refused: list[Attempt] = []
         unknown: list[str] = []
         for candidate in request.offerings:
             key = (candidate.instance_type, candidate.zone, candidate.capacity_type)
             with self._lock:
                 target = self._targets.get(key)
-            if self._is_benched(key):
-                capacity.append(candidate)
-                continue
             if target is None:
                 unknown.append(candidate.key)
                 continue
+            if any(a.scope is not None and a.scope.covers(candidate) for a in refused):
+                continue  # a quota refused earlier in this launch covers it: asking again would be refused
             try:
                 instance, poller = self._launch_on(target, candidate, request)
-            except CapacityUnavailable as err:
+            except ProviderError as err:
+                attempt = self._attempt(candidate, err)
+                if attempt is None:
+                    if refused:
+                        raise launch_failure(refused, f"{launch_failure(refused)}; then: {err}") from None
+                    raise
                 log.info(
-                    "azure_no_capacity",
+                    "azure_launch_refused",
                     offering=candidate.key,
+                    refusal=attempt.refusal.value,
                     idempotency_token=request.token,
-                    error=str(err),
+                    error=attempt.detail,
                 )
-                self._bench(candidate)
-                capacity.append(candidate)
-                continue
-            except QuotaExceeded as err:
-                log.info(
-                    "azure_quota_exceeded",
-                    offering=candidate.key,
-                    idempotency_token=request.token,
-                    error=str(err),
-                )
-                self._bench(candidate)
-                quota.append(str(err))
+                refused.append(attempt)
+                if attempt.refusal == Refusal.THROTTLED:
+                    break  # ARM throttles the subscription's writes: every other candidate would wait too
                 continue
             with self._lock:
                 self._recent[request.token] = (instance, self.clock())
                 if poller is not None:
                     self._inflight[request.token] = (poller, candidate)
+                # Candidates passed over before this one took are news all the same.
+                self._late += [LateFailure(request.token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
             log.info("azure_launched", instance=instance.id, offering=candidate.key, state=instance.state)
             return instance
-        if capacity:
-            raise CapacityUnavailable(capacity)
-        if quota:
-            raise QuotaExceeded("; ".join(quota))
+        if refused:
+            raise launch_failure(refused)
         raise ProviderError(f"launch {request.token}: no configured scale set offers {', '.join(unknown)}")
+
+    def poll_errors(self) -> list[LateFailure]:
+        """Launches that answered ``pending`` and whose long-running operation has failed since
+        (AllocationFailed, a quota), and the candidates a launch passed over before one took, each reported
+        once."""
+        self._collect_inflight()
+        with self._lock:
+            late, self._late = self._late, []
+        return late
 
     def _launch_on(
         self, target: LaunchTarget, offering: Offering, request: LaunchRequest
@@ -373,8 +404,9 @@ class AzureProvider:
             return [inst for inst, _ in self._flex_gone.values()]
 
     def _collect_inflight(self, ended: set[str] | frozenset[str] = frozenset()) -> None:
-        """Launches that answered ``pending``: a failure found since benches the offering. For launches
-        the listing already shows ended, give their pollers (together) at most the grace to report why."""
+        """Launches that answered ``pending``: a failure found since is queued for :meth:`poll_errors`. For
+        launches the listing already shows ended, give their pollers (together) at most the grace to report
+        why."""
         with self._lock:
             waiting = [p for t, (p, _) in self._inflight.items() if t in ended and not p.done()]
         deadline = time.monotonic() + self.settings.operation_wait
@@ -393,19 +425,24 @@ class AzureProvider:
                 poller.result(timeout=0)
             except HttpResponseError as err:
                 error = classify(err, [offering])
-                if isinstance(error, (CapacityUnavailable, QuotaExceeded)):
-                    self._bench(offering)
+                attempt = self._attempt(offering, error) or Attempt(offering, Refusal.OTHER, str(error))
+                with self._lock:
+                    recent = self._recent.get(token)
+                    self._late.append(LateFailure(token, attempt, recent[0] if recent else None))
+                    del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
                 log.warning(
                     "azure_launch_failed_later",
                     idempotency_token=token,
                     offering=offering.key,
+                    refusal=attempt.refusal.value,
                     error=str(error),
                 )
 
     # --- terminate -------------------------------------------------------------------------------------
 
     def terminate(self, instance: Instance) -> None:
-        """Delete exactly ``instance`` (``delete_instances`` on its scale set, or its VM); gone is fine."""
+        """Delete exactly ``instance`` (``delete_instances`` on its scale set, or its VM); again is harmless
+        while it is being deleted; :class:`InstanceNotFound` once it is gone."""
         name, _, key = instance.id.partition("/")
         if not name or not key:
             raise ProviderError(
@@ -416,13 +453,15 @@ class AzureProvider:
         except HttpResponseError as err:
             raise classify(err, what=f"reading scale set {name}") from None
         if ss is None:
-            return
+            raise InstanceNotFound(instance, f"scale set {name} of {instance.id} does not exist")
         if not self._managed(ss):
             raise ProviderError(f"scale set {name} is not one tidal manages; not deleting {instance.id}")
         if ss.flexible:
-            self.flexible.terminate(ss, key)
+            found = self.flexible.terminate(ss, key)
         else:
-            self.uniform.terminate(name, key, instance.launch_token)
+            found = self.uniform.terminate(name, key, instance.launch_token)
         with self._lock:
             self._scan = None
             self._recent.pop(instance.launch_token, None)
+        if not found:
+            raise InstanceNotFound(instance)

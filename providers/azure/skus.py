@@ -40,6 +40,7 @@ class VmShape:
     restricted_zones: frozenset[str] = frozenset()
     location_restricted: bool = False
     spot_capable: bool = True
+    family: str = ""  # the quota family Resource SKUs name ("standardNCASv3_T4Family")
 
     def zone_available(self, zone: str) -> bool:
         """Whether this subscription may create the size in ``zone`` ("" = wherever the scale set puts it)."""
@@ -153,6 +154,7 @@ def shapes_from_skus(skus: Iterable[Mapping[str, Any]], location: str) -> dict[s
             restricted_zones=restricted,
             location_restricted=whole,
             spot_capable=caps.get("LowPriorityCapable", "True").lower() == "true",
+            family=str(sku.get("family") or ""),
         )
     return out
 

@@ -14,7 +14,7 @@ offers every zone it spans, because each VM is placed in the zone tidal asks for
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -169,7 +169,6 @@ def make_offerings(
     region: str,
     max_pods: int,
     zones: Sequence[str] = (),
-    benched: Callable[[OfferingKey], bool] = lambda key: False,
 ) -> tuple[list[Offering], dict[OfferingKey, LaunchTarget]]:
     """Offerings of the targets that have a shape and a price, and the target behind each offering."""
     offerings: list[Offering] = []
@@ -206,7 +205,7 @@ def make_offerings(
                     arch=shape.arch,
                     max_pods=max_pods,
                     region=region,
-                    available=_available(shape, target, zone) and not benched(key),
+                    available=_available(shape, target, zone),
                     price_source=source,
                 )
             )

@@ -281,9 +281,10 @@ class UniformPools:
             except (ProviderError, HttpResponseError) as err:
                 log.info("azure_clean_up_skipped", scale_set=name, error=str(err))
 
-    def terminate(self, name: str, key: str, token: str) -> None:
+    def terminate(self, name: str, key: str, token: str) -> bool:
         """Delete exactly this instance (``key``: its id, or ``pending-…`` for one never identified); the
-        delete is sent and not waited for (the instance is listed as stopping until it is gone)."""
+        delete is sent and not waited for (the instance is listed as stopping until it is gone). False when
+        the instance is gone already."""
         with self.lock(name):
             ss, vms = self.read(name)
             records = parse_records(ss.tags)
@@ -293,7 +294,7 @@ class UniformPools:
                 if number is None:  # never appeared: forget the launch so it cannot claim a later instance
                     kept = [r for r in self._pruned(ss, vms, self.clock()) if r.key != token_key(token)]
                     self._write_tags(ss, kept)
-                    return
+                    return True
             elif key.isdigit():
                 number = int(key)
             else:
@@ -304,20 +305,24 @@ class UniformPools:
                     raise ProviderError(
                         f"instance {number} of {name} has no tidal launch tag; not deleting it"
                     )
-                return
+                return False
             if owner.kind == PENDING and not self.settle(ss, vms):
                 raise ProviderError(
                     f"could not record instance {number} of {name} before deleting it; will retry"
                 )
             vm = vms.get(number)
-            if vm is None or vm.provisioning.lower() == "deleting":
-                return
+            if vm is None:
+                return False
+            if vm.provisioning.lower() == "deleting":
+                return True
             try:
                 self.arm.delete_instances(name, [str(number)])  # sent, not waited for
             except HttpResponseError as err:
                 if not is_not_found(err):
                     raise classify(err, what=f"deleting instance {number} of {name}") from None
+                return False
         log.info("azure_instance_deleted", scale_set=name, instance=number, idempotency_token=owner.token)
+        return True
 
     def _write_tags(self, ss: ScaleSet, records: list[TokenRecord]) -> None:
         try:

@@ -52,6 +52,12 @@ class Refreshing(Generic[T]):
                 raise LookupError(f"{self.what} not fetched yet (last error: {self.last_error or 'none'})")
             return self._value
 
+    @property
+    def value(self) -> T | None:
+        """The last good value, without fetching (None before the first)."""
+        with self._lock:
+            return self._value
+
     def invalidate(self) -> None:
         """Fetch again on the next ``get``."""
         with self._lock:

@@ -15,11 +15,14 @@ from google.api_core import exceptions as api_exceptions
 from google.auth import exceptions as auth_exceptions
 from google.cloud import compute_v1
 
-from autoscaler.cloud import ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import InvalidRequest, ProviderError, QuotaExceeded, Throttled
+from providers.gcp.quota import parse_quota
 
 __all__ = [
     "CALL_ERRORS",
     "DEFAULT_RETRY_AFTER",
+    "GceQuotaExceeded",
+    "GceRefusal",
     "NoCapacity",
     "api_error",
     "is_not_found",
@@ -38,6 +41,11 @@ STOCKOUT_CODES = frozenset(
 )
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "QUOTAEXCEEDED"})
 RATE_CODES = frozenset({"RATELIMITEXCEEDED", "USERRATELIMITEXCEEDED", "RATE_LIMIT_EXCEEDED"})
+INVALID_REASONS = frozenset({"INVALID", "BADREQUEST", "INVALIDPARAMETER", "REQUIRED", "CONDITIONNOTMET"})
+# Operation codes that say the request itself cannot succeed as made (not a stockout, not a quota).
+INVALID_CODES = frozenset(
+    {"INVALID_USAGE", "UNSUPPORTED_OPERATION", "INVALID_FIELD_VALUE", "RESOURCE_NOT_FOUND", "BAD_REQUEST"}
+)
 _MESSAGE_LIMIT = 300
 
 # What an SDK call can raise: an API error response, retries running out, or the connection itself
@@ -51,6 +59,27 @@ CALL_ERRORS: tuple[type[Exception], ...] = (
 
 class NoCapacity(ProviderError):
     """The zone has no capacity for one offering right now (a stockout); the next candidate may have it."""
+
+
+class GceQuotaExceeded(QuotaExceeded):
+    """A quota stopped the insert: ``metric`` (``NVIDIA_T4_GPUS``, ``N2_CPUS``…) in ``region``, as GCE named
+    it; the provider turns them into the scope of offerings the quota covers."""
+
+    def __init__(self, message: str, metric: str, region: str) -> None:
+        super().__init__(message)
+        self.metric, self.region = metric, region
+
+
+class GceRefusal(ProviderError):
+    """GCE answered the call with an error that is none of the above (a 5xx, a refusal tidal has no name
+    for): an answer about this attempt, unlike a connection that failed."""
+
+
+def _quota(message: str, metric_name: str = "", region: str = "") -> QuotaExceeded:
+    parsed = parse_quota(message, metric_name, region)
+    if parsed is None:
+        return QuotaExceeded(message)
+    return GceQuotaExceeded(message, *parsed)
 
 
 def _short(text: str) -> str:
@@ -97,10 +126,12 @@ def api_error(err: Exception, action: str) -> ProviderError:
     if isinstance(err, api_exceptions.TooManyRequests) or found & RATE_CODES:
         return Throttled(_retry_after(err), message)
     if found & QUOTA_CODES:
-        return QuotaExceeded(message)
+        return _quota(message)
     if any(_is_stockout(r) for r in found) or "RESOURCE_POOL_EXHAUSTED" in (err.message or "").upper():
         return NoCapacity(message)
-    return ProviderError(message)
+    if isinstance(err, api_exceptions.BadRequest) or found & INVALID_REASONS:
+        return InvalidRequest(message)
+    return GceRefusal(message)
 
 
 def operation_error(operation: compute_v1.Operation, action: str) -> ProviderError | None:
@@ -119,7 +150,13 @@ def operation_error(operation: compute_v1.Operation, action: str) -> ProviderErr
         return NoCapacity(message)
     upper = {c.upper() for c in codes}
     if upper & QUOTA_CODES:
-        return QuotaExceeded(message)
+        quota = next(e for e in operation.error.errors if e.code.upper() in QUOTA_CODES)
+        info = next((d.quota_info for d in quota.error_details if "quota_info" in d), None)
+        if info is not None:
+            return _quota(message, info.metric_name, dict(info.dimensions).get("region", ""))
+        return _quota(message)
     if upper & RATE_CODES or status == 429:
         return Throttled(DEFAULT_RETRY_AFTER, message)
-    return ProviderError(message)
+    if upper & INVALID_CODES or status == 400:
+        return InvalidRequest(message)
+    return GceRefusal(message)

@@ -11,7 +11,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -19,19 +18,30 @@ from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import (
+    Attempt,
+    InstanceNotFound,
+    InvalidRequest,
+    LateFailure,
+    ProviderError,
+    QuotaExceeded,
+    Refusal,
+    Throttled,
+    launch_failure,
+)
 from autoscaler.config import Config
 from autoscaler.fit import node_labels as offering_node_labels
 from autoscaler.model import Instance, LaunchRequest, Offering
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
 from providers.gcp.cache import Refreshing
 from providers.gcp.clients import ClientFactory
-from providers.gcp.errors import CALL_ERRORS, NoCapacity, api_error
+from providers.gcp.errors import CALL_ERRORS, GceQuotaExceeded, GceRefusal, NoCapacity, api_error
 from providers.gcp.fallback import load_fallback
 from providers.gcp.inventory import Inventory, instance_from_gce, provider_id
 from providers.gcp.launch import Finished, Launcher, Pending
 from providers.gcp.nodes import instance_name, launch_labels, template_arch
 from providers.gcp.pricing import PriceBook, fetch_price_book
+from providers.gcp.quota import quota_scope
 from providers.gcp.settings import SECTION, parse_settings
 from providers.gcp.shapes import Shape, fetch_shapes
 from providers.gcp.template import build_instance, fetch_template
@@ -39,6 +49,7 @@ from providers.gcp.template import build_instance, fetch_template
 __all__ = ["TEMPLATE_REFRESH", "GcpProvider"]
 
 log = structlog.get_logger("tidal.providers.gcp")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 TEMPLATE_REFRESH = 300.0  # node pool upgrades replace the template; look again this often
 RETRY_AFTER = 60.0  # after a failed refresh, seconds before the cloud is asked again
 
@@ -100,8 +111,8 @@ class GcpProvider:
             retry_after=RETRY_AFTER / 2,
         )
         self._priced: dict[tuple[str, str, str], float] = {}
-        self._benched: dict[tuple[str, str, str], float] = {}  # offering -> until (clock)
         self._pending: dict[str, tuple[Instance, Offering]] = {}  # VM name -> launch answered pending
+        self._late: list[LateFailure] = []  # failures found since poll_errors() last asked
         self._lock = threading.Lock()
         self.inventory = Inventory(
             factory=self.factory,
@@ -116,8 +127,7 @@ class GcpProvider:
     # --- the provider contract -------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every priced (shape, zone, capacity type), priced from billing, else from the fallback files;
-        offerings whose late-failing launch benched them are unavailable for a while."""
+        """Every priced (shape, zone, capacity type), priced from billing, else from the fallback files."""
         self._follow_up()
         now = self.clock()
         shapes = self._get(self._shapes, now)
@@ -142,7 +152,7 @@ class GcpProvider:
             )
         with self._lock:
             self._priced = {(o.instance_type, o.zone, o.capacity_type): o.price for o in out}
-        return [replace(o, available=False) if self._is_benched(o) else o for o in out]
+        return out
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch one VM from the first candidate GCE has capacity for; the same token never makes two.
@@ -162,42 +172,51 @@ class GcpProvider:
         template = self._get(self._template, self.clock())
         arch = template_arch(template)
         shapes = {(sh.name, sh.zone): sh for sh in self._get(self._shapes, self.clock())}
-        no_capacity: list[Offering] = []
-        over_quota: list[Offering] = []
-        quota_errors: list[str] = []
+        refused: list[Attempt] = []
         skipped: list[str] = []
         for offering in request.offerings:
             shape = shapes.get((offering.instance_type, offering.zone))
             if shape is None or shape.arch != arch:
-                skipped.append(
-                    f"{offering.key} ({'not offered in the zone' if shape is None else 'template is ' + arch.value})"
-                )
+                why = "not offered in the zone" if shape is None else f"template is {arch.value}"
+                skipped.append(f"{offering.key} ({why})")
                 continue
-            if self._is_benched(offering):  # a launch on it failed after answering pending
-                no_capacity.append(offering)
-                continue
+            if any(a.scope is not None and a.scope.covers(offering) for a in refused):
+                continue  # a quota refused earlier in this launch covers it: asking again would be refused
             try:
-                return self._launch_one(request, offering, shape, template, deadline)
-            except NoCapacity as err:
+                launched = self._launch_one(request, offering, shape, template, deadline)
+            except ProviderError as err:
+                attempt = self._attempt(offering, err, shapes.values())
+                if attempt is None:  # GCE never answered (a connection failed): nothing learnt
+                    if refused:
+                        raise launch_failure(refused, f"{launch_failure(refused)}; then: {err}") from None
+                    raise
                 log.info(
-                    "gcp_no_capacity", offering=offering.key, idempotency_token=request.token, error=str(err)
+                    "gcp_launch_refused",
+                    offering=offering.key,
+                    refusal=attempt.refusal.value,
+                    idempotency_token=request.token,
+                    error=attempt.detail,
                 )
-                no_capacity.append(offering)
-            except QuotaExceeded as err:
-                log.info(
-                    "gcp_over_quota", offering=offering.key, idempotency_token=request.token, error=str(err)
-                )
-                over_quota.append(offering)
-                quota_errors.append(str(err))
-        if no_capacity:
-            # Offerings over quota are benched with the stocked-out ones so the re-plan skips them too.
-            raise CapacityUnavailable([*no_capacity, *over_quota])
-        if over_quota:
-            raise QuotaExceeded("; ".join(quota_errors))
+                refused.append(attempt)
+                if attempt.refusal in (Refusal.THROTTLED, Refusal.OTHER):
+                    break  # the API itself refuses: the next candidates would only be refused the same way
+                continue
+            self._passed_over(request.token, refused)
+            return launched
+        if refused:
+            raise launch_failure(refused)
         raise ProviderError(f"no candidate could be launched: {'; '.join(skipped)}")
 
+    def poll_errors(self) -> list[LateFailure]:
+        """Inserts that answered ``pending`` and whose zone operation has failed since (a stockout, a quota),
+        and the candidates a launch passed over before one took, each reported once."""
+        self._follow_up()
+        with self._lock:
+            late, self._late = self._late, []
+        return late
+
     def terminate(self, instance: Instance) -> None:
-        """Delete the VM (without waiting for it to stop); one that is already gone is fine."""
+        """Delete the VM (without waiting for it to stop); :class:`InstanceNotFound` when it is already gone."""
         owner = instance.tags.get(LABEL_CLUSTER)
         if owner is not None and owner != self.inventory.cluster:
             raise ProviderError(f"instance {instance.id} belongs to cluster {owner!r}; not deleting it")
@@ -210,8 +229,9 @@ class GcpProvider:
                 timeout=self.factory.timeout,
             )
         except api_exceptions.NotFound:
-            log.debug("gcp_terminate_already_gone", instance=instance.id, zone=instance.zone)
-            return
+            raise InstanceNotFound(
+                instance, f"instance {instance.id} in {instance.zone} does not exist"
+            ) from None
         except CALL_ERRORS as err:
             raise api_error(err, f"deleting instance {instance.id} in {instance.zone}") from None
         log.info("gcp_instance_deleting", instance=instance.id, zone=instance.zone)
@@ -263,15 +283,35 @@ class GcpProvider:
             price_source=source,
         )
 
-    def _is_benched(self, offering: Offering) -> bool:
-        key = (offering.instance_type, offering.zone, offering.capacity_type)
-        with self._lock:
-            return self._benched.get(key, 0.0) > self.clock()
+    def _passed_over(self, token: str, refused: list[Attempt]) -> None:
+        """A launch succeeded after GCE refused earlier candidates: those refusals are news all the same."""
+        if refused:
+            with self._lock:
+                self._late += [LateFailure(token, a) for a in refused]
+                del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
+
+    def _attempt(self, offering: Offering, err: ProviderError, shapes: Any) -> Attempt | None:
+        """What an insert's failure says about ``offering`` (None: GCE never answered)."""
+        detail = str(err)
+        if isinstance(err, NoCapacity):
+            return Attempt(offering, Refusal.NO_CAPACITY, detail)
+        if isinstance(err, GceQuotaExceeded):
+            scope = quota_scope(err.metric, err.region or self.config.region, shapes)
+            return Attempt(offering, Refusal.QUOTA, detail, scope)
+        if isinstance(err, QuotaExceeded):
+            return Attempt(offering, Refusal.QUOTA, detail)
+        if isinstance(err, Throttled):
+            return Attempt(offering, Refusal.THROTTLED, detail, retry_after=err.retry_after)
+        if isinstance(err, InvalidRequest):
+            return Attempt(offering, Refusal.INVALID, detail)
+        if isinstance(err, GceRefusal):
+            return Attempt(offering, Refusal.OTHER, detail)
+        return None
 
     def _follow_up(self) -> None:
-        """Look (without waiting) at launches that answered ``pending``: a stockout or quota error found
-        now benches the offering for ``offeringUnavailableDuration`` (so the next launch falls back to the
-        next candidate at once), and the launch is reported as terminated so its pods are planned again."""
+        """Look (without waiting) at launches that answered ``pending``: a failure found now is queued for
+        :meth:`poll_errors` (the controller benches the offering, or the quota's scope), and the launch is
+        reported as terminated so its pods are planned again."""
         try:
             finished = self.launcher.follow_up()
         except ProviderError as err:  # reported; the next call looks again
@@ -286,15 +326,19 @@ class GcpProvider:
         if found is None or done.error is None:
             return
         instance, offering = found
-        if isinstance(done.error, (NoCapacity, QuotaExceeded)):
-            with self._lock:
-                key = (offering.instance_type, offering.zone, offering.capacity_type)
-                self._benched[key] = self.clock() + self.config.offering_unavailable_duration
+        shapes = self._shapes.value or ()
+        attempt = self._attempt(offering, done.error, shapes) or Attempt(
+            offering, Refusal.OTHER, str(done.error)
+        )
+        with self._lock:
+            self._late.append(LateFailure(instance.launch_token, attempt, instance))
+            del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
         self.inventory.ended(instance)
         log.warning(
             "gcp_launch_failed_later",
             instance=instance.id,
             offering=offering.key,
+            refusal=attempt.refusal.value,
             idempotency_token=instance.launch_token,
             error=str(done.error),
         )

@@ -21,7 +21,15 @@ from typing import Any
 import structlog
 
 from autoscaler.allocatable import node_allocatable
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded
+from autoscaler.cloud import (
+    Attempt,
+    InstanceNotFound,
+    LateFailure,
+    ProviderError,
+    QuotaScope,
+    Refusal,
+    launch_failure,
+)
 from autoscaler.config import Config
 from autoscaler.fit import node_labels
 from autoscaler.model import (
@@ -55,6 +63,7 @@ from providers.simulated.state import (
 __all__ = ["TERMINATED_RETENTION", "SimulatedProvider"]
 
 log = structlog.get_logger("tidal.providers.simulated")
+LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
@@ -104,6 +113,7 @@ class SimulatedProvider:
         self._lock = threading.Lock()  # calls, injected errors, retry counts
         self._kube_lock = threading.Lock()  # one thread at a time talks to the API server
         self._injected: dict[str, list[ProviderError]] = {}
+        self._late: list[LateFailure] = []
         self._failures: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,41 +159,62 @@ class SimulatedProvider:
                     log.info("launch_repeated", token=request.token, instance=record.id, state=record.state)
                     return record.instance()
             gpus_in_use = sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
-            no_capacity, over_quota = [], []
+            refused: list[Attempt] = []
             for candidate in request.offerings:
                 offering = self._by_key[candidate.key]
                 if not self._has_capacity(state, offering):
-                    no_capacity.append(candidate)
+                    refused.append(Attempt(candidate, Refusal.NO_CAPACITY, "no capacity"))
                 elif quota is not None and gpus_in_use + offering.gpu_count > quota:
-                    over_quota.append(candidate)
+                    detail = f"GPU quota of {quota} reached ({gpus_in_use} in use)"
+                    refused.append(Attempt(candidate, Refusal.QUOTA, detail, self._quota_scope()))
                 else:
                     record = self._new_record(state, request, offering, now)
                     state.instances[record.id] = record
+                    passed_over = [LateFailure(request.token, a) for a in refused]
+                    with self._lock:  # for poll_errors (the newest only, when nobody polls)
+                        self._late = (self._late + passed_over)[-LATE_KEPT:]
                     log.info(
                         "instance_launched",
                         instance=record.id,
                         offering=offering.key,
                         token=request.token,
-                        skipped=len(no_capacity) + len(over_quota),
+                        skipped=len(refused),
                     )
                     return record.instance()
+        log.info(
+            "launch_refused",
+            token=request.token,
+            offerings=keys,
+            refusals=sorted({a.refusal.value for a in refused}),
+        )
+        over_quota = [a.offering.key for a in refused if a.refusal == Refusal.QUOTA]
+        message = ""
         if over_quota:
-            log.info("launch_over_quota", token=request.token, quota_gpus=quota, gpus_in_use=gpus_in_use)
-            raise QuotaExceeded(
+            message = (
                 f"GPU quota of {quota} reached ({gpus_in_use} in use); "
-                f"{', '.join(o.key for o in over_quota)} would exceed it"
+                f"{', '.join(over_quota)} would exceed it"
             )
-        log.info("launch_no_capacity", token=request.token, offerings=keys)
-        raise CapacityUnavailable(no_capacity)
+        raise launch_failure(refused, message)
+
+    def poll_errors(self) -> list[LateFailure]:
+        """The candidates a launch passed over before one took (nothing fails after a simulated launch
+        returned), each reported once."""
+        with self._lock:
+            late, self._late = self._late, []
+        return late
+
+    def _quota_scope(self) -> QuotaScope:
+        """The simulated cloud's one quota: GPUs of any model in its region."""
+        return QuotaScope("gpu", "GPUs", region=self.catalog.region, gpus_only=True)
 
     def terminate(self, instance: Instance) -> None:
-        """Terminate; an instance that is already terminated or gone is fine. The Node is left to tidal."""
+        """Terminate (again: harmless); :class:`InstanceNotFound` once the cloud has forgotten the instance.
+        The Node is left to tidal."""
         self._enter("terminate", instance.id)
         with self._store.transaction() as state:
             record = state.instances.get(instance.id)
             if record is None:
-                log.debug("terminate_unknown_instance", instance=instance.id)
-                return
+                raise InstanceNotFound(instance)
             if record.tags.get(LABEL_CLUSTER) != self.config.cluster_name:
                 raise ProviderError(
                     f"instance {instance.id} belongs to cluster {record.tags.get(LABEL_CLUSTER)!r}, "

@@ -22,7 +22,9 @@ from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_auth import FakeCredential
 from tests.fakes.azure_kubelet import AzureKubelet
+from tests.fakes.azure_model import ArmError
 from tests.fakes.azure_setup import (
+    A100,
     POOL_CPU,
     POOL_T4,
     POOL_T4_BIG,
@@ -140,6 +142,35 @@ def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_r
         assert c.arm.state.scale_sets[POOL_T4].vms == {}
         c.run_until(lambda: c.running() == 1)
         assert sorted(c.arm.state.scale_sets[POOL_T4_BIG].vms) == ["0"]
+
+
+def test_a_family_cores_quota_on_the_cheapest_pool_falls_back_to_another_family_in_the_same_reconcile(
+    tmp_path,
+):
+    """ARM refuses the scale-out with OperationNotAllowed for the T4 family's cores quota: the family's other
+    pool is not asked (the quota covers it), the pod gets the next family at once, and the family stays
+    benched for the next plans."""
+    with aks_cluster(tmp_path) as c:
+        c.daemon.reconcile()
+        quota = ArmError(
+            409,
+            "OperationNotAllowed",
+            "Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores "
+            "quota. Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: "
+            "0, Current Usage: 0, Additional Required: 4, (Minimum) New Limit Required: 4.",
+        )
+        c.arm.fail_request("PATCH", POOL_T4, quota)
+        c.api.create(gpu_pod("infer-0"))
+        c.scheduler.step()
+        time.sleep(0.2)
+
+        result = c.daemon.reconcile()
+
+        assert result.plan.launch.launches[0].offering.instance_type == T4
+        assert [o.instance.instance_type for o in result.launched if o.instance is not None] == [A100]
+        assert c.arm.calls("PATCH", POOL_T4_BIG) == []  # in the quota's family: not asked
+        benched = c.daemon.controller.availability.benched(time.time())
+        assert "quota family/standardNCASv3_T4Family/eastus/on-demand" in benched
 
 
 def spot_tolerant(pod: dict) -> dict:

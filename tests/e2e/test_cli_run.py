@@ -169,3 +169,24 @@ def test_run_names_an_option_set_in_two_config_files_once_at_start(tmp_path, cap
     ]
     assert len(logged) == 1
     assert "clusterGPULimit" in logged[0] and str(config) in logged[0] and str(preset) in logged[0]
+
+
+def test_run_once_without_the_leases_namespace_exits_non_zero_saying_why_in_one_line(tmp_path, capsys):
+    with FakeApiServer(namespaces=("default", "kube-system")) as api:
+        api.create(unschedulable_gpu_pod("infer-0"))
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(base_config(leaderElection={"enabled": True}, simulated={"registerNodes": False}))
+        )
+        code = main(
+            ["run", "--once", "--config", str(config), "--kubeconfig", kubeconfig(api.url, tmp_path / "kc")]
+        )
+        launched = [e for e in api.list("events") if e.get("reason") == "TriggeredScaleUp"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert err[-1].startswith(
+        "tidal: not leading (lease tidal-system/tidal): namespace 'tidal-system' does not"
+    )
+    assert err[-1].endswith("nothing was done")
+    assert [line for line in err if line.startswith("tidal:")] == [err[-1]]
+    assert launched == []

@@ -17,6 +17,7 @@ from autoscaler.config import load_config
 from autoscaler.daemon import Daemon
 from autoscaler.kube.client import make_api_client
 from autoscaler.kube.convert import node_from_dict
+from providers.gcp.gpus import split_attached_name
 from tests.e2e.harness import KAI_REGEXP, gpu_pod
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_fixtures import attachable_gpu_prices
@@ -123,6 +124,40 @@ def test_a_stockout_inside_the_operation_falls_back_to_the_next_offering_in_the_
         assert len(launched) == 1
         assert (launched[0].instance_type, launched[0].zone) != (cheapest.instance_type, cheapest.zone)
         assert len(c.gcp.instances()) == 1
+
+
+def test_a_gpu_quota_inside_the_operation_falls_back_to_another_gpu_type_in_the_same_reconcile(tmp_path):
+    """GCE refuses the insert with QUOTA_EXCEEDED for the cheapest GPU's metric (its quotaInfo in the
+    operation): every machine type with that GPU is benched and the pod gets another GPU at once; before,
+    the quota was folded into a stockout of that one offering, or only logged."""
+    with gke_cluster(tmp_path) as c:
+        c.daemon.reconcile()
+        cheapest = min(
+            (o for o in c.daemon.controller.catalog.offerings(time.time()) if o.gpu_count),
+            key=lambda o: o.price,
+        )
+        metric = f"NVIDIA_{cheapest.gpu_model}_GPUS"
+        machine, accelerator, _ = split_attached_name(cheapest.instance_type)
+        if accelerator:  # an N1 with the GPU attached (when the shared GPU price file is there)
+            c.gcp.quota(metric, accelerator=accelerator)
+        else:
+            c.gcp.quota(metric, machine_type=machine)
+        c.api.create(gpu_pod("infer-0"))
+        c.scheduler.step()
+        time.sleep(0.2)
+
+        result = c.daemon.reconcile()
+
+        launched = [o.instance for o in result.launched if o.instance is not None]
+        assert len(launched) == 1 and len(c.gcp.instances()) == 1
+        by_type = {o.instance_type: o for o in c.daemon.controller.catalog.offerings(time.time())}
+        assert by_type[launched[0].instance_type].gpu_model != cheapest.gpu_model
+        # One insert of that GPU was refused; the other machine types with it were not even asked for, and
+        # the quota's whole scope is benched for the next plans.
+        refused = [op for op in c.gcp.compute.operations.values() if "error" in op.resource]
+        assert len(refused) == 1
+        benched = c.daemon.controller.availability.benched(time.time())
+        assert [b for b in benched if b.startswith("quota ")] == [f"quota gpu/{metric}/us-central1"]
 
 
 def test_a_preempted_spot_vm_is_replaced_and_its_workload_runs_again(tmp_path):

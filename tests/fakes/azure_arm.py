@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from tests.fakes.azure_auth import make_certificate
 from tests.fakes.azure_catalog import price_items
 from tests.fakes.azure_compute import ComputeState
-from tests.fakes.azure_http import ArmHandler, Recorded, iso
+from tests.fakes.azure_http import ArmHandler, Exchange, Recorded, iso
 from tests.fakes.azure_model import ArmError, FakeScaleSet, FakeVM, Operation
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
@@ -59,6 +59,7 @@ class FakeArm:
         self.price_page_size = price_page_size
         self.prices_down = False
         self.requests: list[Recorded] = []
+        self.exchanges: list[Exchange] = []  # bodies sent and answered, for the shape checks
         self.page_size = 100
         self._faults: list[_Fault] = []
         self._lock = threading.Lock()

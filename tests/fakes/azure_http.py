@@ -87,6 +87,16 @@ _COMPILED = [(m, re.compile(p + r"/?$", re.IGNORECASE), h, a) for m, p, h, a in 
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """One request body and the answer sent for it (route handler, status), for the shape checks."""
+
+    handler: str
+    request: Any
+    status: int
+    response: Any
+
+
+@dataclass(frozen=True)
 class Recorded:
     method: str
     path: str
@@ -104,6 +114,7 @@ class ArmHandler(BaseHTTPRequestHandler):
 
     fake: FakeArm
     _request: tuple[str, str, dict[str, str], str]
+    _exchange: tuple[str, Any]
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes; Nagle would delay the second
 
@@ -143,6 +154,7 @@ class ArmHandler(BaseHTTPRequestHandler):
             self._error(ArmError(404, "NoRegisteredProviderFound", f"no route for {method} {parts.path}"))
             return
         handler, args, action = route
+        self._exchange = (handler, None)
         try:
             if action and self.headers.get("Authorization") != f"Bearer {FAKE_TOKEN}":
                 raise ArmError(401, "AuthenticationFailed", "missing or wrong bearer token")
@@ -156,6 +168,7 @@ class ArmHandler(BaseHTTPRequestHandler):
             if fault is not None:
                 raise fault
             body = json.loads(raw) if raw else {}
+            self._exchange = (handler, json.loads(raw) if raw else None)
             getattr(self, "_" + handler)(args, query, body, parts.path)
         except ArmError as err:
             self._error(err)
@@ -166,6 +179,9 @@ class ArmHandler(BaseHTTPRequestHandler):
         # Recorded before the client can see the answer, so a test reading the log right after a call
         # always finds that call in it.
         self.fake.requests.append(Recorded(*self._request, status=status))
+        handler, request = getattr(self, "_exchange", ("", None))
+        if handler and status < 300:
+            self.fake.exchanges.append(Exchange(handler, request, status, body))
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         for key, value in (headers or {}).items():

@@ -246,7 +246,17 @@ class FakeGcp:
     def quota(self, metric: str = "NVIDIA_T4_GPUS", *, times: int | None = None, **match: Any) -> None:
         """Matching inserts fail inside the operation with QUOTA_EXCEEDED for ``metric``."""
         message = f"Quota '{metric}' exceeded.  Limit: 0.0 in region {REGION}."
-        self.compute.rules.append(Rule("QUOTA_EXCEEDED", 403, message, remaining=times, **match))
+        # As GCE sends it: the quota's metric and region in errorDetails[].quotaInfo as well.
+        info = {
+            "metricName": f"compute.googleapis.com/{metric.lower()}",
+            "limitName": f"{metric.replace('_', '-')}-per-project-region",
+            "dimensions": {"region": REGION},
+            "limit": 0,
+        }
+        details = [{"quotaInfo": info}]
+        self.compute.rules.append(
+            Rule("QUOTA_EXCEEDED", 403, message, remaining=times, details=details, **match)
+        )
 
     def throttle(self, method: str | None = None, *, count: int = 1, retry_after: int = 7) -> None:
         """The next ``count`` calls of ``method`` get HTTP 429 rateLimitExceeded."""

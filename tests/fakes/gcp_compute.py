@@ -39,7 +39,7 @@ class Operation:
     zone: str
     started: float
     on_done: Any = None
-    error: tuple[str, int, str] | None = None
+    error: tuple[str, int, str, list[dict[str, Any]] | None] | None = None
     finished: bool = False
     answer: dict[str, Any] = field(default_factory=dict)  # what the call that started it was answered
 
@@ -104,8 +104,11 @@ class ComputeState:
         op.finished = True
         op.resource.update(status="DONE", progress=100, endTime=now_rfc3339())
         if op.error is not None:
-            code, status, message = op.error
-            op.resource["error"] = {"errors": [{"code": code, "message": message}]}
+            code, status, message, details = op.error
+            failure: dict[str, Any] = {"code": code, "message": message}
+            if details:
+                failure["errorDetails"] = copy.deepcopy(details)
+            op.resource["error"] = {"errors": [failure]}
             op.resource["httpErrorStatusCode"] = status
             op.resource["httpErrorMessage"] = {403: "FORBIDDEN", 429: "TOO MANY REQUESTS"}.get(
                 status, "SERVICE UNAVAILABLE"
@@ -114,7 +117,12 @@ class ComputeState:
             op.on_done()
 
     def _operation(
-        self, zone: str, kind: str, target: str, error: tuple[str, int, str] | None, on_done: Any
+        self,
+        zone: str,
+        kind: str,
+        target: str,
+        error: tuple[str, int, str, list[dict[str, Any]] | None] | None,
+        on_done: Any,
     ) -> Operation:
         name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:12]}"
         resource = {
@@ -171,7 +179,7 @@ class ComputeState:
             if rule is not None:
                 if rule.remaining is not None:
                     rule.remaining -= 1
-                error = (rule.code, rule.status, rule.message)
+                error = (rule.code, rule.status, rule.message, rule.details)
             else:
                 self.instances[(zone, name)] = self._instance(zone, body, mt, accel, count)
             key = (zone, name)

@@ -33,6 +33,16 @@ class Call:
 
 
 @dataclass
+class Exchange:
+    """One request body and the answer sent for it, for checking both against the published API shapes."""
+
+    method: str
+    request: dict[str, Any]
+    status: int
+    response: dict[str, Any]
+
+
+@dataclass
 class Fault:
     """The next ``count`` calls of ``method`` (None: any) fail with this HTTP error; with ``lost`` the
     call is carried out first and only its answer is lost (the client sees the error)."""
@@ -156,6 +166,7 @@ class FakeHttpServer:
         ]
         self.before = before
         self.calls: list[Call] = []
+        self.exchanges: list[Exchange] = []
         self.faults: list[Fault] = []
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -227,13 +238,16 @@ class FakeHttpServer:
                     fault.count -= 1
             if fault is not None and not fault.lost:
                 return self._fault(fault)
+            body = json.loads(raw_body) if raw_body else {}
             try:
                 if self.before is not None:
                     self.before()
-                body = json.loads(raw_body) if raw_body else {}
                 answer = handler(m.groupdict(), query, body)
             except GceError as err:
                 return err.status, {}, err.body()
+            with self.lock:
+                self.exchanges.append(Exchange(method, body, 200, answer))
+                del self.exchanges[:-2000]
             return self._fault(fault) if fault is not None else (200, {}, answer)
         return 404, {}, GceError(404, "notFound", f"no such API path {verb} {split.path}").body()
 

@@ -42,6 +42,7 @@ class Rule:
     provisioning_model: str | None = None
     accelerator: str | None = None
     remaining: int | None = None  # None: every matching insert
+    details: list[dict[str, Any]] | None = None  # the error's errorDetails (quotaInfo for QUOTA_EXCEEDED)
 
     def matches(self, machine_type: str, zone: str, model: str, accelerator: str) -> bool:
         """Whether an insert of these properties fails by this rule."""

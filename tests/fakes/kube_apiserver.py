@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Self
 
 import kubernetes.client
 
 from tests.fakes import kube_admission
+from tests.fakes.kube_errors import not_found
 from tests.fakes.kube_faults import FaultQueue
 from tests.fakes.kube_http import KubeHttpServer, KubeRequestHandler, RecordedRequest
 from tests.fakes.kube_patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -48,11 +49,15 @@ class FakeApiServer:
         default_watch_timeout: float = 300.0,
         clock: Callable[[], float] = time.time,
         user: str = "system:serviceaccount:tidal-system:tidal",
+        namespaces: Iterable[str] | None = None,
     ) -> None:
         """`bookmark_interval`: seconds between BOOKMARK events on watches that allow them.
         `history_limit`: watch events kept for resuming watches (older resourceVersions get 410).
         `default_watch_timeout`: how long a watch without timeoutSeconds stays open.
         `clock`: epoch seconds for timestamps. `user`: the name in Forbidden messages.
+        `namespaces`: when given, the API server's NamespaceLifecycle admission: these Namespaces exist,
+        and creating a namespaced object anywhere else is 404 `namespaces "x" not found` (by default every
+        namespace is taken as existing).
         """
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
@@ -67,6 +72,9 @@ class FakeApiServer:
         self.server_errors: list[BaseException] = []
         self._server: KubeHttpServer | None = None
         self._thread: threading.Thread | None = None
+        self.enforce_namespaces = namespaces is not None
+        for name in namespaces or ():
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -247,6 +255,11 @@ class FakeApiServer:
         """Create through admission (defaults) and storage: the one path for HTTP and direct creates.
         Returns the stored object itself; do not mutate it."""
         obj = copy.deepcopy(body)
+        if self.enforce_namespaces and rt.namespaced:
+            # NamespaceLifecycle: nothing is created in a namespace that does not exist.
+            where = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
+            if self.store.find(self.registry.resolve("namespaces"), None, where) is None:
+                raise not_found("namespaces", where)
         kube_admission.default_object(rt, obj, self.store, self.registry)
         return self.store.create(rt, obj, namespace, dry_run)
 

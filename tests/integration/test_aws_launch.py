@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import (
+    CapacityUnavailable,
+    InstanceNotFound,
+    ProviderError,
+    QuotaExceeded,
+    Refusal,
+    Throttled,
+)
 from autoscaler.config import Config
 from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
 from providers.aws import AwsProvider, ClientOptions
@@ -350,7 +357,16 @@ def test_a_quota_on_the_on_demand_fallback_is_a_quota_error_naming_the_spot_offe
     with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded") as caught:
         provider.launch(request(G5_SPOT, G5))
     assert not isinstance(caught.value, CapacityUnavailable)
-    assert [o.key for o in caught.value.no_capacity] == ["g5.xlarge/us-east-1a/spot"]
+    assert [(a.offering.key, a.refusal) for a in caught.value.attempts] == [
+        ("g5.xlarge/us-east-1a/spot", Refusal.NO_CAPACITY),
+        ("g5.xlarge/us-east-1a/on-demand", Refusal.QUOTA),
+    ]
+    scope = caught.value.scope
+    assert scope is not None and (scope.kind, scope.families, scope.capacity_type) == (
+        "family",
+        frozenset({"g5"}),
+        "on-demand",
+    )
     assert running() == []
 
 
@@ -363,7 +379,10 @@ def test_throttling_on_the_on_demand_fallback_is_throttled_naming_the_spot_offer
         provider.launch(request(G5_SPOT, G5))
     assert not isinstance(caught.value, CapacityUnavailable)
     assert 0.5 <= caught.value.retry_after <= 1.0
-    assert [o.key for o in caught.value.no_capacity] == ["g5.xlarge/us-east-1a/spot"]
+    assert [(a.offering.key, a.refusal) for a in caught.value.attempts] == [
+        ("g5.xlarge/us-east-1a/spot", Refusal.NO_CAPACITY),
+        ("g5.xlarge/us-east-1a/on-demand", Refusal.THROTTLED),
+    ]
 
 
 def test_a_candidate_without_a_subnet_in_its_zone_is_not_reported_as_without_capacity(network, make):
@@ -433,7 +452,7 @@ def test_unfulfillable_capacity_in_fleet_errors_names_that_offering(network, mak
     assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
 
 
-def test_too_many_spot_instances_is_no_capacity_for_the_spot_offerings(network, make):
+def test_too_many_spot_instances_is_a_quota_on_every_spot_offering_of_the_region(network, make):
     limit = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -441,12 +460,21 @@ def test_too_many_spot_instances_is_no_capacity_for_the_spot_offerings(network, 
         ),
     )
     spot_g6 = offering("g6.xlarge", "us-east-1b", SPOT, price=0.5)
-    with pytest.raises(CapacityUnavailable) as caught:
+    with pytest.raises(QuotaExceeded) as caught:
         make(aws_config(network), limit.hook).launch(request(G5_SPOT, spot_g6))
-    assert sorted(o.key for o in caught.value.offerings) == [
-        "g5.xlarge/us-east-1a/spot",
-        "g6.xlarge/us-east-1b/spot",
-    ]
+    # EC2 names no override in a whole-call error: the quota is laid on the first candidate, and its scope
+    # (every spot offering of the region) covers the other as well.
+    assert [a.offering.key for a in caught.value.attempts] == ["g5.xlarge/us-east-1a/spot"]
+    scope = caught.value.scope
+    assert scope is not None and scope.covers(spot_g6)
+    assert scope is not None and (scope.kind, scope.region, scope.capacity_type) == (
+        "region",
+        "us-east-1",
+        "spot",
+    )
+    assert not scope.covers(G5) and scope.covers(
+        offering("m6i.large", "us-east-1a", SPOT, price=0.04, gpus=0)
+    )
 
 
 def test_at_most_60_candidates_are_offered_to_ec2(network, make):
@@ -543,12 +571,13 @@ def test_restart_finds_owned_instances_by_tag_in_every_state(network, make):
     assert found[kept.id].created > 0
 
 
-def test_terminate_is_idempotent_and_spares_other_clusters(network, make):
+def test_terminate_is_idempotent_says_when_an_instance_is_unknown_and_spares_other_clusters(network, make):
     provider = make(aws_config(network))
     instance = provider.launch(request(G5))
     provider.terminate(instance)
-    provider.terminate(instance)
-    provider.terminate(replace(instance, id="i-0123456789abcdef0"))  # never existed, or long forgotten
+    provider.terminate(instance)  # EC2 still lists it, terminated: harmless
+    with pytest.raises(InstanceNotFound):  # never existed, or long forgotten: the typed not-found
+        provider.terminate(replace(instance, id="i-0123456789abcdef0"))
     assert instance.id not in running()
     staging = make(aws_config(network, clusterName="staging"))
     foreign = staging.launch(request(G6, token="dddddddd-0000-4000-8000-000000000000"))

@@ -5,7 +5,14 @@ import time
 
 import pytest
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import (
+    CapacityUnavailable,
+    InstanceNotFound,
+    ProviderError,
+    QuotaExceeded,
+    Refusal,
+    Throttled,
+)
 from autoscaler.model import LaunchRequest
 from tests.fakes.azure_model import ArmError
 from tests.fakes.azure_setup import (
@@ -99,25 +106,38 @@ def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidat
     assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
-def test_capacity_failures_on_every_candidate_name_them_all_and_bench_them(arm):
+def test_capacity_failures_on_every_candidate_name_them_all(arm):
     provider = azure_provider(arm)
     arm.state.fail_allocation(code="AllocationFailed")
     candidates = (offering(provider, T4), offering(provider, T4_BIG))
     with pytest.raises(CapacityUnavailable) as failure:
         provider.launch(request("tok-a", *candidates))
     assert [o.key for o in failure.value.offerings] == [o.key for o in candidates]
-    benched = {o.key for o in provider.offerings() if not o.available}
-    assert {o.key for o in candidates} <= benched
+    assert {a.refusal for a in failure.value.attempts} == {Refusal.NO_CAPACITY}
 
 
-def test_a_sku_not_available_answer_is_a_capacity_error_for_that_offering(arm):
+def test_a_sku_not_available_answer_is_a_restriction_of_that_size_in_the_zones_named(arm):
     provider = azure_provider(arm)
-    arm.fail_request(
-        "PATCH", POOL_T4, ArmError(409, "SkuNotAvailable", "The requested size is not available.")
+    t4 = offering(provider, T4)
+    message = (
+        f"The requested VM size {T4} is currently not available in location 'eastus' zones '1' for "
+        "subscription '00000000-0000-0000-0000-000000000000'. Please try another size or deploy to a "
+        "different location or zones."
     )
-    instance = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
+    arm.fail_request("PATCH", POOL_T4, ArmError(409, "SkuNotAvailable", message))
+    instance = provider.launch(request("tok-a", t4, offering(provider, T4_BIG)))
     assert instance.instance_type == T4_BIG
     assert arm.state.scale_sets[POOL_T4].capacity == 0
+    arm.fail_request("PATCH", POOL_T4, ArmError(409, "SkuNotAvailable", message))
+    with pytest.raises(QuotaExceeded) as failure:
+        provider.launch(request("tok-b", t4))
+    scope = failure.value.scope
+    assert scope is not None and (scope.kind, scope.instance_types, scope.zones) == (
+        "instance-type",
+        frozenset({T4}),
+        frozenset({"eastus-1"}),
+    )
+    assert scope.covers(t4) and not scope.covers(dataclasses.replace(t4, zone="eastus-2"))
 
 
 @pytest.mark.parametrize(
@@ -136,6 +156,41 @@ def test_a_cores_quota_error_is_quota_exceeded(arm, code, message):
     arm.fail_request("PATCH", POOL_T4, ArmError(409, code, message))
     with pytest.raises(QuotaExceeded, match="standardNCASv3_T4Family Cores"):
         provider.launch(request("tok-a", offering(provider, T4)))
+
+
+def test_a_family_cores_quota_covers_every_size_of_that_family_and_no_other(arm):
+    provider = azure_provider(arm)
+    message = (
+        "Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores "
+        "quota. Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 0, "
+        "Current Usage: 0, Additional Required: 4, (Minimum) New Limit Required: 4."
+    )
+    arm.fail_request("PATCH", POOL_T4, ArmError(409, "OperationNotAllowed", message))
+    with pytest.raises(QuotaExceeded) as failure:
+        provider.launch(request("tok-a", offering(provider, T4)))
+    scope = failure.value.scope
+    assert scope is not None and (scope.kind, scope.name, scope.capacity_type) == (
+        "family",
+        "standardNCASv3_T4Family",
+        "on-demand",
+    )
+    covered = {o.instance_type for o in provider.offerings() if scope.covers(o)}
+    assert covered == {T4, T4_BIG}  # the configured pools of that family; not the spot pool, not the CPUs
+
+
+def test_a_low_priority_cores_quota_covers_every_spot_offering(arm):
+    provider = azure_provider(arm)
+    message = (
+        "Operation could not be completed as it results in exceeding approved LowPriorityCores quota. "
+        "Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 10, "
+        "Current Usage: 8, Additional Required: 4, (Minimum) New Limit Required: 12."
+    )
+    arm.fail_request("PATCH", POOL_T4_SPOT, ArmError(409, "OperationNotAllowed", message))
+    with pytest.raises(QuotaExceeded) as failure:
+        provider.launch(request("tok-a", offering(provider, T4, "spot")))
+    scope = failure.value.scope
+    assert scope is not None and (scope.kind, scope.capacity_type) == ("region", "spot")
+    assert {o.capacity_type for o in provider.offerings() if scope.covers(o)} == {"spot"}
 
 
 def test_an_operation_refused_for_another_reason_is_a_provider_error(arm):
@@ -174,15 +229,25 @@ def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_i
     assert instance.id == f"{POOL_T4}/0"
 
 
-def test_an_allocation_failure_found_after_a_pending_answer_benches_the_offering(arm):
+def test_an_allocation_failure_found_after_a_pending_answer_is_reported_once_by_poll_errors(arm):
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     candidate = offering(provider, T4)
     arm.state.hold_operations = True
     arm.state.fail_allocation(T4)
-    assert provider.launch(request("tok-a", candidate)).state == "pending"
+    pending = provider.launch(request("tok-a", candidate))
+    assert pending.state == "pending"
     arm.state.release()
     eventually(lambda: [i.state for i in provider.instances()] == ["terminated"])
-    assert not next(o for o in provider.offerings() if o.key == candidate.key).available
+    [late] = provider.poll_errors()
+    assert (late.token, late.attempt.offering.key, late.attempt.refusal) == (
+        "tok-a",
+        candidate.key,
+        Refusal.NO_CAPACITY,
+    )
+    assert "AllocationFailed" in late.attempt.detail
+    assert provider.poll_errors() == []
+    # No private bench: availability is the controller's, read through Offering.available.
+    assert next(o for o in provider.offerings() if o.key == candidate.key).available
 
 
 def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm):
@@ -203,7 +268,7 @@ def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm):
     assert time.monotonic() - started < 3.0
 
 
-def test_a_failure_reported_after_the_grace_benches_the_offering_so_later_launches_skip_it(arm):
+def test_a_failure_reported_after_the_grace_is_a_late_failure_and_the_next_launch_falls_back(arm):
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     cheapest, next_best = offering(provider, T4), offering(provider, T4_BIG)
     arm.state.hold_operations = True
@@ -212,15 +277,11 @@ def test_a_failure_reported_after_the_grace_benches_the_offering_so_later_launch
 
     arm.state.release()
     eventually(lambda: [i.state for i in provider.instances()] == ["terminated"])
-
-    assert not next(o for o in provider.offerings() if o.key == cheapest.key).available
+    assert [f.attempt.offering.key for f in provider.poll_errors()] == [cheapest.key]
     grown = len(arm.calls("PATCH", POOL_T4))
-    retry = provider.launch(request("tok-b", cheapest, next_best))  # the controller's next plan
+    retry = provider.launch(request("tok-b", next_best))  # the controller's next plan, the cheapest benched
     assert retry.instance_type == T4_BIG
-    with pytest.raises(CapacityUnavailable) as failure:
-        provider.launch(request("tok-c", cheapest))
-    assert failure.value.offerings == (cheapest,)
-    assert len(arm.calls("PATCH", POOL_T4)) == grown  # neither asked the benched pool to grow
+    assert len(arm.calls("PATCH", POOL_T4)) == grown
 
 
 def test_terminate_sends_the_delete_and_returns_without_waiting_for_it(arm):
@@ -254,7 +315,8 @@ def test_terminate_deletes_exactly_the_drained_instance(arm):
     assert [r.path.endswith("/delete") for r in arm.calls("POST", POOL_T4)] == [True]
     eventually(lambda: tidal_vms(arm, POOL_T4) == [1])
     assert arm.state.scale_sets[POOL_T4].capacity == 1
-    provider.terminate(first)  # already gone: nothing more happens
+    with pytest.raises(InstanceNotFound):  # already gone: nothing more is sent
+        provider.terminate(first)
     assert len(arm.calls("POST", POOL_T4)) == 1
 
 

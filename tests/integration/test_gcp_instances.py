@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from autoscaler.cloud import ProviderError, Throttled
+from autoscaler.cloud import InstanceNotFound, ProviderError, Throttled
 from autoscaler.model import Instance, LaunchRequest
 from providers.gcp.inventory import GONE_RETENTION
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
@@ -91,14 +91,15 @@ def test_a_vm_stopped_by_preemption_is_reported_terminated(gcp):
     assert [i.state for i in provider.instances()] == ["terminated"]
 
 
-def test_terminate_deletes_the_vm_and_terminating_it_again_is_fine(gcp):
+def test_terminate_deletes_the_vm_and_terminating_it_again_is_a_typed_not_found(gcp):
     provider = make_provider(gcp)
     instance = launch(provider)
     provider.terminate(instance)
     assert [i.state for i in provider.instances()] == ["stopping"]
     gcp.compute.operation_delay = 0
     gcp.instances()
-    provider.terminate(instance)  # 404 now: already gone
+    with pytest.raises(InstanceNotFound):  # 404 now: already gone
+        provider.terminate(instance)
     assert gcp.instances() == []
 
 

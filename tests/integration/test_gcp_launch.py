@@ -8,7 +8,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
+from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Refusal, Throttled
 from autoscaler.model import LaunchRequest, Taint
 from providers.gcp.launch import request_id
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
@@ -279,7 +279,7 @@ def test_operation_timeout_bounds_the_whole_launch_not_each_candidate():
         assert (instance.zone, instance.state) == (ZONE_B, "pending")
 
 
-def test_a_stockout_found_after_the_launch_answered_pending_benches_the_offering_and_ends_the_launch():
+def test_a_stockout_found_after_the_launch_answered_pending_is_reported_once_by_poll_errors():
     clock = SteppedClock()
     with FakeGcp(operation_delay=0.5, clock=clock) as gcp:
         provider = make_provider(gcp, monotonic=clock, sleep=clock.sleep, gcp={"operationTimeout": "50ms"})
@@ -297,15 +297,58 @@ def test_a_stockout_found_after_the_launch_answered_pending_benches_the_offering
         clock.sleep(0.6)
         [ended] = provider.instances()
         assert (ended.id, ended.state, ended.launch_token) == (pending.id, "terminated", pending.launch_token)
-        assert not next(o for o in provider.offerings() if o.key == first.key).available
+        [late] = provider.poll_errors()
+        assert (late.token, late.attempt.offering, late.attempt.refusal) == (
+            pending.launch_token,
+            first,
+            Refusal.NO_CAPACITY,
+        )
+        assert "ZONE_RESOURCE_POOL_EXHAUSTED" in late.attempt.detail
+        assert provider.poll_errors() == []  # reported once
+        # The provider keeps no bench of its own: the controller's store does, through Offering.available.
+        assert next(o for o in provider.offerings() if o.key == first.key).available
 
-        inserts = gcp.compute.inserts
-        retry = provider.launch(request(first, second))  # the controller's next plan, with a new token
-        assert retry.zone == ZONE_B
-        assert gcp.compute.inserts == inserts + 1  # nothing was asked of zone A
-        with pytest.raises(CapacityUnavailable) as err:
-            provider.launch(request(first))
-        assert err.value.offerings == (first,)
+
+def test_a_quota_refusal_inside_the_operation_names_its_scope_from_the_quota_info(gcp):
+    provider = make_provider(gcp)
+    n2 = offering(provider, "n2-standard-8")
+    gcp.quota("N2_CPUS", machine_type="n2-standard-8")
+    with pytest.raises(QuotaExceeded) as err:
+        provider.launch(request(n2))
+    [attempt] = err.value.attempts
+    assert attempt.refusal == Refusal.QUOTA
+    assert (attempt.scope.kind, attempt.scope.name, attempt.scope.region) == (
+        "family",
+        "N2_CPUS",
+        "us-central1",
+    )
+    covered = {o.instance_type for o in provider.offerings() if attempt.scope.covers(o)}
+    assert covered and all(t.startswith("n2-") for t in covered)
+
+
+def test_a_gpu_quota_refusal_covers_the_machine_types_with_that_gpu_and_falls_through_to_the_next(gcp):
+    provider = make_provider(gcp)
+    l4, cpu = offering(provider, "g2-standard-4"), offering(provider, "n2-standard-4")
+    gcp.quota("NVIDIA_L4_GPUS", machine_type="g2-standard-4")
+    instance = provider.launch(request(l4, cpu))
+    assert instance.instance_type == "n2-standard-4"
+    with pytest.raises(QuotaExceeded) as err:
+        provider.launch(request(l4))
+    scope = err.value.scope
+    assert scope is not None and (scope.kind, scope.name) == ("gpu", "NVIDIA_L4_GPUS")
+    covered = {o for o in provider.offerings() if scope.covers(o)}
+    assert {o.instance_type for o in covered} == {"g2-standard-4", "g2-standard-8"}
+
+
+def test_a_preemptible_quota_covers_spot_offerings_only(gcp):
+    provider = make_provider(gcp)
+    spot = offering(provider, "n2-standard-4", capacity_type="spot")
+    gcp.quota("PREEMPTIBLE_CPUS", machine_type="n2-standard-4")
+    with pytest.raises(QuotaExceeded) as err:
+        provider.launch(request(spot))
+    scope = err.value.scope
+    assert scope is not None and (scope.kind, scope.capacity_type) == ("region", "spot")
+    assert not scope.covers(offering(provider, "n2-standard-4"))
 
 
 def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp):

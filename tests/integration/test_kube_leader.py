@@ -195,3 +195,70 @@ def test_run_loops_release_on_stop_and_fail_over(client: KubeClient, api: FakeAp
     thread_b.join(2)
 
     assert events == ["tidal-a leads", "tidal-a stops", "tidal-b leads", "tidal-b stops"]
+
+
+def test_without_the_leases_namespace_the_replica_says_the_namespace_is_missing() -> None:
+    with FakeApiServer(namespaces=("default", "kube-system")) as api:
+        kube = make_api_client(host=api.url, qps=0)
+        try:
+            lonely = LeaderElector(
+                kube,
+                namespace=NAMESPACE,
+                name=LEASE,
+                identity="tidal-a",
+                lease_duration=15.0,
+                renew_deadline=10.0,
+                retry_period=2.0,
+            )
+            assert lonely.try_acquire_or_renew() is False
+            state = lonely.state()
+        finally:
+            kube.close()
+    assert (state.leading, state.lease, state.holder) == (False, "tidal-system/tidal", "")
+    assert state.reason.startswith("namespace 'tidal-system' does not exist")
+    assert 'namespaces "tidal-system" not found' in state.reason
+    assert state.describe().startswith("not leading (lease tidal-system/tidal): namespace 'tidal-system'")
+
+
+def test_an_rbac_refusal_of_the_lease_is_the_reason_for_not_leading(
+    api: FakeApiServer, elector: Callable[..., LeaderElector]
+) -> None:
+    api.authorizer = lambda verb, group, resource, sub, ns: resource != "leases"
+    refused = elector("tidal-a")
+    assert refused.try_acquire_or_renew() is False
+    reason = refused.state().reason
+    assert reason.startswith("RBAC refuses to read lease tidal-system/tidal: ")
+    assert "forbidden" in reason
+
+
+def test_a_standby_names_the_identity_holding_the_lease(
+    api: FakeApiServer, elector: Callable[..., LeaderElector]
+) -> None:
+    assert elector("tidal-a").try_acquire_or_renew() is True
+    standby = elector("tidal-b")
+    assert standby.try_acquire_or_renew() is False
+    state = standby.state()
+    assert (state.leading, state.reason, state.holder, state.held_by_other) == (
+        False,
+        "held by tidal-a",
+        "tidal-a",
+        True,
+    )
+
+
+def test_not_leading_is_logged_at_warning_once_per_reason(
+    api: FakeApiServer, elector: Callable[..., LeaderElector], clock: FakeClock
+) -> None:
+    from structlog.testing import capture_logs
+
+    api.authorizer = lambda verb, group, resource, sub, ns: resource != "leases"
+    refused = elector("tidal-a")
+    with capture_logs() as logs:
+        for _ in range(3):
+            refused.try_acquire_or_renew()
+            clock.advance(2)
+    warnings = [e for e in logs if e["event"] == "not leading"]
+    assert len(warnings) == 1
+    assert warnings[0]["log_level"] == "warning"
+    assert warnings[0]["lease"] == "tidal-system/tidal"
+    assert warnings[0]["reason"].startswith("RBAC refuses")

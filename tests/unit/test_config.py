@@ -67,6 +67,7 @@ TOP_LEVEL_KEYS = [
     ("registrationTimeout", "registration_timeout", "20m", 1200.0),
     ("gpuReadinessTimeout", "gpu_readiness_timeout", "1h", 3600.0),
     ("offeringUnavailableDuration", "offering_unavailable_duration", "10m", 600.0),
+    ("gangLaunchTimeout", "gang_launch_timeout", "20m", 1200.0),
     ("newNodeGracePeriod", "new_node_grace_period", "5m", 300.0),
     ("maxParallelLaunches", "max_parallel_launches", 3, 3),
     ("metricsAddress", "metrics_address", "127.0.0.1:9090", "127.0.0.1:9090"),

@@ -1,6 +1,6 @@
 """The fleet: states rebuilt from instances and Nodes; timeouts and orphans reported for action."""
 
-from autoscaler.fleet import TRANSITIONS, Fleet, State
+from autoscaler.fleet import TRANSITIONS, Action, Fleet, State
 from autoscaler.model import Instance
 from tests.builders import aws_offerings, node, pod, snapshot
 
@@ -85,34 +85,35 @@ def test_a_gpu_node_whose_gpus_have_not_appeared_is_only_registered(make_config)
 def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched(make_config):
     fleet = Fleet(make_config(registrationTimeout="15m"))
     overdue = observe(fleet, [instance(created=NOW - 16 * 60)])
-    assert [(o.reason, o.terminate, o.delete_node, o.bench_offering) for o in overdue] == [
-        ("no Node registered within 900s", True, False, True)
+    assert [(o.reason, o.action) for o in overdue] == [
+        ("no Node registered within 900s", Action.REPLACE_UNREGISTERED)
     ]
+    assert (Action.REPLACE_UNREGISTERED.terminate, Action.REPLACE_UNREGISTERED.bench_offering) == (True, True)
 
 
 def test_gpus_that_never_appear_get_the_node_replaced(make_config):
     fleet = Fleet(make_config(gpuReadinessTimeout="10m"))
     late = gpu_node(gpu=0)
     late["metadata"]["creationTimestamp"] = "2026-11-20T09:45:00Z"
-    overdue = observe(fleet, [instance()], late)
-    assert [(o.reason, o.terminate, o.delete_node) for o in overdue] == [
-        ("GPUs did not appear within 600s", True, True)
+    overdue = observe(fleet, [instance(created=NOW - 17 * 60)], late)
+    assert [(o.reason, o.action) for o in overdue] == [
+        ("GPUs did not appear within 600s", Action.REPLACE_WITHOUT_GPUS)
     ]
 
 
 def test_a_managed_node_whose_instance_is_gone_is_deleted(make_config):
     fleet = Fleet(make_config())
     overdue = observe(fleet, [], gpu_node(ready=False))
-    assert [(o.reason, o.terminate, o.delete_node) for o in overdue] == [
-        ("its instance no longer exists", False, True)
+    assert [(o.reason, o.action) for o in overdue] == [
+        ("its instance no longer exists", Action.DELETE_ORPHAN_NODE)
     ]
 
 
 def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config):
     fleet = Fleet(make_config())
     overdue = observe(fleet, [instance(state="terminated")], gpu_node())
-    assert [(o.reason, o.delete_node) for o in overdue] == [
-        ("its instance was terminated (e.g. spot reclaim)", True)
+    assert [(o.reason, o.action) for o in overdue] == [
+        ("its instance was terminated (e.g. spot reclaim)", Action.DELETE_NODE_OF_ENDED)
     ]
 
 
@@ -122,8 +123,11 @@ def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(
     fleet = Fleet(make_config())
     reclaimed = replace(instance(state="terminated"), capacity_type="spot", price=0.2104)
     overdue = observe(fleet, [reclaimed], gpu_node())
-    assert [(o.bench_offering, o.member.offering) for o in overdue] == [
-        (True, next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "spot"))
+    assert [(o.action, o.member.offering) for o in overdue] == [
+        (
+            Action.DELETE_NODE_OF_RECLAIMED_SPOT,
+            next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "spot"),
+        )
     ]
 
 
@@ -150,3 +154,64 @@ def test_a_cordoned_and_tainted_node_is_draining(make_config):
     draining = gpu_node(unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}])
     observe(fleet, [instance()], draining)
     assert fleet.counts()["draining"] == 1
+
+
+def test_the_registration_timeout_counts_from_the_launch_not_from_when_the_cloud_listed_it(make_config):
+    fleet = Fleet(make_config(registrationTimeout="15m"))
+    fleet.record_launch("tok-1", G4DN, ["default/infer-0"], None, NOW)
+    observe(fleet, [], now=NOW + 60)  # not listed yet (EC2 lists new instances a little late)
+    listed_late = instance(created=NOW + 120)  # the cloud's own creation time is later still
+    assert observe(fleet, [listed_late], now=NOW + 14 * 60) == []
+    overdue = observe(fleet, [listed_late], now=NOW + 15 * 60 + 1)
+    assert [o.action for o in overdue] == [Action.REPLACE_UNREGISTERED]
+
+
+def test_a_gpu_node_that_loses_its_gpus_after_days_gets_the_whole_readiness_timeout_again(make_config):
+    """Timed from entering REGISTERED, not from the Node's creation: a long-lived node whose GPUs vanish
+    (device plugin restart) is not replaced on the spot."""
+    fleet = Fleet(make_config(gpuReadinessTimeout="10m"))
+    old = gpu_node()
+    old["metadata"]["creationTimestamp"] = "2026-11-17T10:00:00Z"  # three days before NOW
+    observe(fleet, [instance(created=NOW - 3 * 86400)], old, now=NOW)
+    lost = gpu_node(gpu=0)
+    lost["metadata"]["creationTimestamp"] = "2026-11-17T10:00:00Z"
+    assert observe(fleet, [instance(created=NOW - 3 * 86400)], lost, now=NOW + 60) == []
+    assert fleet.members["aws:///us-east-1a/i-0a1"].state == State.REGISTERED
+    assert observe(fleet, [instance(created=NOW - 3 * 86400)], lost, now=NOW + 60 + 599) == []
+    overdue = observe(fleet, [instance(created=NOW - 3 * 86400)], lost, now=NOW + 60 + 601)
+    assert [o.action for o in overdue] == [Action.REPLACE_WITHOUT_GPUS]
+
+
+def test_an_illegal_transition_is_refused_counted_once_and_the_member_keeps_its_state(make_config):
+    refused = []
+    fleet = Fleet(make_config(), on_refused=lambda old, new: refused.append((old, new)))
+    observe(fleet, [instance()], gpu_node(), now=NOW)
+    assert fleet.members["aws:///us-east-1a/i-0a1"].state == State.IDLE
+    # The Node object vanished while the instance runs: IDLE -> LAUNCHING is not an edge.
+    observe(fleet, [instance()], now=NOW + 30)
+    observe(fleet, [instance()], now=NOW + 60)
+    member = fleet.members["aws:///us-east-1a/i-0a1"]
+    assert member.state == State.IDLE
+    assert refused == [(State.IDLE, State.LAUNCHING)]
+    assert fleet.refusals[(State.IDLE, State.LAUNCHING)] == 1
+    # Still a registered node to the planner, never launching capacity counted twice.
+    assert fleet.launching_capacity() == []
+
+
+def test_an_instance_whose_node_was_deleted_is_terminated_after_the_registration_timeout(make_config):
+    fleet = Fleet(make_config(registrationTimeout="15m"))
+    observe(fleet, [instance()], gpu_node(), now=NOW)
+    assert observe(fleet, [instance()], now=NOW + 60) == []
+    assert observe(fleet, [instance()], now=NOW + 60 + 900) == []
+    overdue = observe(fleet, [instance()], now=NOW + 60 + 901)
+    assert [o.action for o in overdue] == [Action.TERMINATE_NODELESS]
+    assert Action.TERMINATE_NODELESS.bench_offering is False
+
+
+def test_a_node_that_comes_back_ends_the_refusal(make_config):
+    fleet = Fleet(make_config(registrationTimeout="15m"))
+    observe(fleet, [instance()], gpu_node(), now=NOW)
+    observe(fleet, [instance()], now=NOW + 60)
+    observe(fleet, [instance()], gpu_node(), now=NOW + 120)
+    assert fleet.members["aws:///us-east-1a/i-0a1"].refused is None
+    assert observe(fleet, [instance()], gpu_node(), now=NOW + 2000) == []

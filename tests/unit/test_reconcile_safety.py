@@ -113,9 +113,9 @@ def test_the_fallback_plan_leaves_out_offerings_benched_while_others_already_wer
     provider = SimulatedProvider(cfg, clock=clock)
     cluster = StaticCluster(snapshot())
     ctl = controller(cfg, provider, cluster)
-    # An earlier capacity error benched the CPU type: the catalog hands out a benched view of its offerings.
+    # An earlier capacity error benched the CPU type: the store hands out a benched view of the offerings.
     [cpu_type] = [o for o in provider.offerings() if o.instance_type == "m6i.2xlarge"]
-    ctl.catalog.bench([cpu_type], clock())
+    ctl.availability.bench([cpu_type], clock())
     ctl.reconcile_once()
 
     provider.fail_capacity("g4dn.xlarge")

@@ -13,6 +13,7 @@ import pytest
 from autoscaler.cloud import (
     CapacityUnavailable,
     CloudProvider,
+    InstanceNotFound,
     ProviderError,
     QuotaExceeded,
     Throttled,
@@ -369,7 +370,8 @@ def test_terminate_is_idempotent_and_terminated_instances_are_listed_for_ten_min
     assert [i.state for i in provider.instances()] == ["terminated"]
     clock.tick(1)
     assert provider.instances() == []
-    provider.terminate(instance)  # gone entirely: still fine
+    with pytest.raises(InstanceNotFound):  # forgotten entirely: the contract's typed not-found
+        provider.terminate(instance)
 
 
 def test_interrupt_reclaims_an_instance(provider: SimulatedProvider, clock: FakeClock) -> None:

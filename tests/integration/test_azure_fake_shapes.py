@@ -1,0 +1,109 @@
+"""The Azure fake speaks ARM's shapes as azure-mgmt-compute knows them: every body tidal sends and every
+answer the fake gives, through launches on Uniform and Flexible scale sets, a template copy, an allocation
+failure, listings and deletes, is read back through the SDK's own models. A property the SDK does not know
+(misspelled, or invented by the fake) fails here instead of passing unnoticed in the fallback tests."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from autoscaler.cloud import CapacityUnavailable
+from autoscaler.model import LaunchRequest
+from tests.fakes.azure_setup import (
+    FLEX,
+    POOL_T4,
+    T4,
+    T4_BIG,
+    T4_FLEX,
+    TEMPLATE,
+    azure_config,
+    azure_provider,
+    running_arm,
+)
+from tests.fakes.azure_shapes import PAGE_KEYS, ROUTE_MODELS, problems
+
+
+@pytest.fixture
+def arm(tmp_path):
+    yield from running_arm(tmp_path)
+
+
+def offering(provider, size, capacity_type="on-demand"):
+    return next(
+        o for o in provider.offerings() if o.instance_type == size and o.capacity_type == capacity_type
+    )
+
+
+def request(token, *offerings):
+    return LaunchRequest(token, tuple(offerings), {}, (), {"tidal.dev/cluster": "e2e"})
+
+
+def shape_problems(exchanges) -> list[str]:
+    found: list[str] = []
+    for x in exchanges:
+        if x.handler not in ROUTE_MODELS:
+            continue
+        wanted, answer, paged = ROUTE_MODELS[x.handler]
+        if wanted is not None and x.request is not None:
+            found += [f"{x.handler} request {p}" for p in problems(wanted, x.request)]
+        if answer is None or x.response is None:
+            continue
+        if paged:
+            found += [f"{x.handler} page: {k} is not a page property" for k in set(x.response) - PAGE_KEYS]
+            for i, item in enumerate(x.response.get("value") or []):
+                found += [f"{x.handler} response {p}" for p in problems(answer, item, f"value[{i}]")]
+        else:
+            found += [f"{x.handler} response {p}" for p in problems(answer, x.response)]
+    return sorted(set(found))
+
+
+def test_every_request_and_answer_of_the_azure_fake_reads_back_through_the_sdk_models(arm):
+    provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "2s"}))
+    flex = azure_provider(arm, azure_config(arm, azure={"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": None}))
+    uniform = provider.launch(request("tok-a", offering(provider, T4)))
+    flexible = flex.launch(request("tok-b", offering(flex, T4_FLEX)))
+    arm.state.fail_allocation(T4_BIG)
+    with pytest.raises(CapacityUnavailable):
+        provider.launch(request("tok-c", offering(provider, T4_BIG)))
+    provider.instances()
+    provider.terminate(uniform)
+    flex.terminate(flexible)
+    time.sleep(0.2)
+    provider.instances()
+    flex.instances()
+
+    handlers = {x.handler for x in arm.exchanges}
+    assert {
+        "skus",
+        "patch_scale_set",
+        "put_vm",
+        "delete_instances",
+        "list_scale_set_vms",
+        "list_vms",
+    } <= handlers
+    assert shape_problems(arm.exchanges) == []
+
+
+def test_a_template_copy_reads_back_through_the_sdk_models(arm):
+    template = {"scaleSets": None, "spotScaleSets": None, "templateScaleSet": TEMPLATE}
+    provider = azure_provider(arm, azure_config(arm, azure=template))
+    provider.launch(request("tok-a", offering(provider, T4)))
+    assert "put_scale_set" in {x.handler for x in arm.exchanges}
+    assert shape_problems(arm.exchanges) == []
+
+
+def test_the_shape_check_finds_a_property_the_sdk_does_not_know():
+    """The check can fail: a misspelled property of a scale set is caught."""
+    from azure.mgmt.compute import models
+
+    body = {
+        "location": "eastus",
+        "sku": {"name": T4, "capacity": 1},
+        "properties": {"upgradePolicy": {"mod": "Manual"}},
+    }
+    assert problems(models.VirtualMachineScaleSet, body) == [
+        "properties.upgradePolicy.mod: not a property of UpgradePolicy"
+    ]
+    assert POOL_T4 and FLEX  # the seeded pools these tests launch into
