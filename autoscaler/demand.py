@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.fit import AnnotationError, Constraints, pod_constraints
+from autoscaler.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.kube.convert import POD_GROUP_ANNOTATION, preemptibility
-from autoscaler.model import Pod, PodGroup, Queue, Snapshot
+from autoscaler.model import Node, Pod, PodGroup, Queue, Snapshot
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
 
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
@@ -43,6 +44,8 @@ class Reason(enum.StrEnum):
     GANG_INCOMPLETE = "gang-incomplete"
     BAD_ANNOTATION = "bad-annotation"
     UNREADABLE = "unreadable"
+    BACKGROUND = "background"
+    SCALE_ADJUSTER = "scale-adjuster"
     FITS_EXISTING = "fits-existing"
 
 
@@ -120,6 +123,20 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
         return Ignored(key, Reason.TERMINATING, "being deleted")
     if pod.daemonset:
         return Ignored(key, Reason.DAEMONSET, f"DaemonSet pod of {pod.owner.name if pod.owner else '?'}")
+    if is_scale_adjuster_pod(pod.namespace, pod.labels):
+        stands_for = scaled_pod(pod.labels)
+        target = f"{stands_for[0]}/{stands_for[1]}" if stands_for else "a GPU-sharing pod"
+        return Ignored(
+            key,
+            Reason.SCALE_ADJUSTER,
+            f"KAI scale-adjuster pod for {target}: tidal plans for that pod itself",
+        )
+    if is_background(pod.labels):
+        return Ignored(
+            key, Reason.BACKGROUND, "KAI background pod: it runs only on capacity no other workload needs"
+        )
+    if pod.gpu_share_error:
+        return Ignored(key, Reason.BAD_ANNOTATION, pod.gpu_share_error)
     if pod.scheduling_gates:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
     if ann.is_true(pod.annotations, ann.IGNORE):
@@ -141,19 +158,23 @@ class _QueueBook:
     """GPUs in use per KAI queue (including children), all and non-preemptible, so that pods KAI would hold
     over a limit or quota never count."""
 
-    def __init__(self, snapshot: Snapshot, groups: Mapping[tuple[str, str], PodGroup]) -> None:
+    def __init__(
+        self, snapshot: Snapshot, groups: Mapping[tuple[str, str], PodGroup], gpu_memory_mib: int = 0
+    ) -> None:
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
-        self.used: dict[str, int] = defaultdict(int)
-        self.non_preemptible: dict[str, int] = defaultdict(int)
+        self.used: dict[str, float] = defaultdict(float)
+        self.non_preemptible: dict[str, float] = defaultdict(float)
         self.groups = groups
         if not self.queues:
             return  # no KAI queues: nothing to account
+        memory = {n.name: _node_gpu_memory(n, gpu_memory_mib) for n in snapshot.nodes}
         core: dict[tuple[str, str], int] = defaultdict(int)
         for pod in snapshot.pods:
-            if pod.node_name and not pod.finished and pod.requests.gpus:
+            gpus = pod_gpus(pod, memory.get(pod.node_name, gpu_memory_mib))
+            if pod.node_name and not pod.finished and gpus:
                 chain = self.lineage(pod_queue(pod, groups))
                 for name in chain:
-                    self.used[name] += pod.requests.gpus
+                    self.used[name] += gpus
                 kind = pod_preemptibility(pod, groups)
                 if kind == "semi-preemptible":
                     # Only a gang's first minMember pods are non-preemptible; which ones does not matter here.
@@ -165,7 +186,7 @@ class _QueueBook:
                 elif kind != "non-preemptible":
                     continue
                 for name in chain:
-                    self.non_preemptible[name] += pod.requests.gpus
+                    self.non_preemptible[name] += gpus
 
     def lineage(self, name: str) -> list[str]:
         chain: list[str] = []
@@ -174,7 +195,7 @@ class _QueueBook:
             name = self.queues[name].parent
         return chain
 
-    def admit(self, queue: str, gpus: int, non_preemptible: int = 0) -> tuple[Reason | None, str]:
+    def admit(self, queue: str, gpus: float, non_preemptible: float = 0) -> tuple[Reason | None, str]:
         """Reserve ``gpus`` (``non_preemptible`` of them for non-preemptible pods) in ``queue`` and its
         parents; ``(None, "")`` when allowed, else the reason and why."""
         chain = self.lineage(queue)
@@ -182,14 +203,14 @@ class _QueueBook:
             limits = self.queues[name].gpu
             if limits.limit is not None and self.used[name] + gpus > limits.limit:
                 return Reason.QUEUE_LIMIT, (
-                    f"queue {name} would exceed its GPU limit: {self.used[name]} allocated + {gpus} requested "
-                    f"> limit {limits.limit}"
+                    f"queue {name} would exceed its GPU limit: {self.used[name]:g} allocated + {gpus:g} "
+                    f"requested > limit {limits.limit}"
                 )
             held = self.non_preemptible[name]
             if non_preemptible and limits.quota is not None and held + non_preemptible > limits.quota:
                 return Reason.QUEUE_QUOTA, (
                     f"queue {name} would exceed its GPU quota with non-preemptible pods, which KAI runs only "
-                    f"within quota: {held} allocated + {non_preemptible} requested > quota {limits.quota}"
+                    f"within quota: {held:g} allocated + {non_preemptible:g} requested > quota {limits.quota}"
                 )
         for name in chain:
             self.used[name] += gpus
@@ -197,13 +218,33 @@ class _QueueBook:
         return None, ""
 
 
+def pod_gpus(pod: Pod, gpu_memory_mib: int = 0) -> float:
+    """GPUs a pod counts as against a KAI queue: whole ones, plus a share as KAI counts it (a memory share as
+    its part of a device of ``gpu_memory_mib``; of a whole GPU per device when that memory is unknown)."""
+    whole = pod.requests.gpus
+    share = pod.gpu_share
+    if share is None:
+        return whole
+    if share.portion is None and not gpu_memory_mib:
+        return whole + share.devices
+    return whole + share.gpus(gpu_memory_mib or None)
+
+
+def _node_gpu_memory(node: Node, default: int) -> int:
+    label = node.labels.get("nvidia.com/gpu.memory", "")
+    return int(label) if label.isdigit() else default
+
+
 def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
     r = pod.requests
     return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
 
 
-def select(snapshot: Snapshot, config: Config) -> Demand:
-    """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason."""
+def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> Demand:
+    """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
+
+    ``gpu_memory_mib`` is the GPU memory a pending memory share is counted against (for a queue's limit and
+    quota): the smallest tidal could launch, so the share counts as large as it may turn out to be."""
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
@@ -248,7 +289,7 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
         else:
             singles.append(pod)
     running = _running_members(snapshot.pods) if members else {}
-    book = _QueueBook(snapshot, groups)
+    book = _QueueBook(snapshot, groups, gpu_memory_mib)
 
     # Gangs first in a stable order: the queue book then treats a gang as one request, as KAI does.
     for key in sorted(members, key=lambda k: _sort_key(members[k][0])):
@@ -261,14 +302,16 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
             demand.ignored.extend(Ignored(p.key, Reason.GANG_INCOMPLETE, detail) for p in pods)
             continue
         reason, refusal = book.admit(
-            group.queue, sum(p.requests.gpus for p in pods), _non_preemptible_gpus(pods, group, groups, have)
+            group.queue,
+            sum(pod_gpus(p, gpu_memory_mib) for p in pods),
+            _non_preemptible_gpus(pods, group, groups, have, gpu_memory_mib),
         )
         if reason:
             demand.ignored.extend(Ignored(p.key, reason, refusal) for p in pods)
             continue
         demand.gangs.append(Gang(key, group.min_member, tuple(pods)))
     for pod in singles:
-        gpus = pod.requests.gpus
+        gpus = pod_gpus(pod, gpu_memory_mib)
         if gpus:
             held = gpus if pod_preemptibility(pod, groups) != "preemptible" else 0
             reason, refusal = book.admit(pod_queue(pod, groups), gpus, held)
@@ -282,8 +325,8 @@ def select(snapshot: Snapshot, config: Config) -> Demand:
 
 
 def _non_preemptible_gpus(
-    pods: Sequence[Pod], group: PodGroup, groups: Mapping[tuple[str, str], PodGroup], have: int
-) -> int:
+    pods: Sequence[Pod], group: PodGroup, groups: Mapping[tuple[str, str], PodGroup], have: int, memory: int
+) -> float:
     """GPUs of a pending gang's pods that KAI treats as non-preemptible: all of a non-preemptible gang's; of a
     semi-preemptible one, those of the members still missing from its first minMember (running ones count)."""
     kind = pod_preemptibility(pods[0], groups)
@@ -291,8 +334,8 @@ def _non_preemptible_gpus(
         return 0
     if kind == "semi-preemptible":
         missing = max(0, group.min_member - (have - len(pods)))
-        return sum(p.requests.gpus for p in pods[:missing])
-    return sum(p.requests.gpus for p in pods)
+        return sum(pod_gpus(p, memory) for p in pods[:missing])
+    return sum(pod_gpus(p, memory) for p in pods)
 
 
 def _running_members(pods: Iterable[Pod]) -> dict[str, int]:

@@ -51,7 +51,7 @@ def plan(
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
-    demand = select(snapshot, config)
+    demand = select(snapshot, config, gpu_memory_mib=index.smallest_gpu_memory())
     by_node = pods_by_node(snapshot.pods)
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)

@@ -78,6 +78,13 @@ class OfferingIndex:
             self._alloc[key] = alloc
         return alloc
 
+    def smallest_gpu_memory(self) -> int:
+        """The least memory one NVIDIA GPU tidal may launch has (0 without GPU offerings)."""
+        sizes = [
+            o.gpu_memory_mib for o in self.offerings if o.gpu_count and o.gpu_memory_mib and not o.partial_gpu
+        ]
+        return min(sizes, default=0)
+
     def base_allocatable(self, o: Offering) -> Resources:
         """What a node of ``o`` leaves pods before any DaemonSet: capacity − kubelet reservations."""
         return node_allocatable(o, self.config.cloud, reserved=self.config.kube_reserved)
