@@ -313,8 +313,21 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuLayout:
+    """How a new node's GPUs will be offered to pods: cut into MIG instances or replicated for time-slicing
+    or MPS, as the labels tidal gives the node tell NVIDIA's GPU operator.
+
+    ``resources`` replace the node's ``nvidia.com/gpu`` (per node, whole units); ``labels`` go on the node."""
+
+    name: str  # as plans show it: "mig all-1g.10gb", "time-slicing ts4 x4"
+    resources: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Offering:
-    """One launchable (instance type, zone, capacity type) with its shape and price."""
+    """One launchable (instance type, zone, capacity type) with its shape and price; ``layout``, when set, is
+    how tidal will have its GPUs cut or shared (a variant of the same cloud offering)."""
 
     instance_type: str
     zone: str
@@ -332,6 +345,7 @@ class Offering:
     region: str = ""
     available: bool = True
     price_source: str = ""
+    layout: GpuLayout | None = None
 
     @property
     def key(self) -> str:
@@ -355,7 +369,9 @@ class Offering:
             "pods": self.max_pods * MILLI,
             "ephemeral-storage": 100 * GIB,
         }
-        if self.gpu_count:
+        if self.layout is not None:
+            values.update((name, count * MILLI) for name, count in self.layout.resources)
+        elif self.gpu_count:
             resource = "amd.com/gpu" if self.gpu_vendor.upper() == "AMD" else NVIDIA_GPU
             values[resource] = self.gpu_count * MILLI
         return Resources(values)
