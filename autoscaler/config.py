@@ -86,6 +86,8 @@ class Config:
     cluster_cpu_limit: int | None
     max_nodes: int | None
     max_node_cost_per_hour: float | None
+    max_fallback_price_ratio: float | None
+    queue_budgets: Mapping[str, float]
     capacity_types: tuple[str, ...]
     instance_family_inclusions: tuple[str, ...]
     instance_family_exclusions: tuple[str, ...]
@@ -194,6 +196,8 @@ _TOP = {
     "clusterCPULimit": _Key("cluster_cpu_limit", _CPU_OR_NONE),
     "maxNodes": _Key("max_nodes", schema.optional(schema.integer(minimum=0))),
     "maxNodeCostPerHour": _Key("max_node_cost_per_hour", schema.optional(schema.number(positive=True))),
+    "maxFallbackPriceRatio": _Key("max_fallback_price_ratio", schema.optional(schema.number(above=1))),
+    "queueBudgets": _Key("queue_budgets", schema.number_map(item=schema.number(positive=True))),
     "capacityTypes": _Key(
         "capacity_types",
         schema.string_list(item=schema.choice((SPOT, ON_DEMAND)), non_empty=True, unique=True),

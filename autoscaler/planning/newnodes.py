@@ -253,20 +253,35 @@ def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
     )
 
 
-def fallbacks(
-    b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Constraints]
-) -> tuple[Offering, ...]:
+@dataclass(frozen=True, slots=True)
+class Fallbacks:
+    """A new node's fallbacks, cheapest first; ``cap`` is the most one may cost (``maxFallbackPriceRatio``
+    × the chosen offering's price) and ``left_out`` the cheapest that would have held the node's pods above
+    it, if any."""
+
+    offerings: tuple[Offering, ...]
+    cap: float | None = None
+    left_out: Offering | None = None
+
+
+def fallbacks(b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Constraints]) -> Fallbacks:
     """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
-    against the limits."""
+    against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
+    end up on a $6.88/h node because the cheap one was out of stock)."""
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
+    ratio = index.config.max_fallback_price_ratio
+    cap = None if ratio is None else best.price * ratio
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
     model = device_model(b.devices) if b.devices is not None else None
+    left_out: Offering | None = None
     for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
         o0 = shape.cheapest
         if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
             break  # shapes come cheapest first: none later can enter the list
+        if left_out is not None and o0.price > left_out.price:
+            break  # past the cap, and the cheapest one left out is known
         if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
             continue
         if model is not None and device_model(shape.devices) != model:
@@ -274,10 +289,15 @@ def fallbacks(
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
-            if o != best and all(index.labels(o).get(k) == v for k, v in b.settled.items()):
-                found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
+            if o == best or any(index.labels(o).get(k) != v for k, v in b.settled.items()):
+                continue
+            if cap is not None and o.price > cap + 1e-9:
+                if left_out is None or price_order(o) < price_order(left_out):
+                    left_out = o
+                continue
+            found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
         found.sort(key=lambda a: a[:3])
-    return tuple(a[3] for a in found[:MAX_ALTERNATIVES])
+    return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out)
 
 
 def _tiers(classes: Iterable[Constraints]) -> dict[str, int]:

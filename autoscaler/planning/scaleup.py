@@ -294,7 +294,7 @@ class _Planner:
             key = (tuple(classes), b.mode, b.used, offering, tuple(sorted(b.settled.items())))
             alternatives = cache.get(key)
             if alternatives is None:
-                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes)
+                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes).offerings
             launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches

@@ -38,6 +38,8 @@ TOP_LEVEL_KEYS = [
     ("clusterCPULimit", "cluster_cpu_limit", "512", 512_000),
     ("maxNodes", "max_nodes", 40, 40),
     ("maxNodeCostPerHour", "max_node_cost_per_hour", 12.5, 12.5),
+    ("maxFallbackPriceRatio", "max_fallback_price_ratio", 1.5, 1.5),
+    ("queueBudgets", "queue_budgets", {"research": 20, "prod": 55.5}, {"research": 20.0, "prod": 55.5}),
     ("capacityTypes", "capacity_types", ["spot", "on-demand"], ("spot", "on-demand")),
     ("instanceFamilyInclusions", "instance_family_inclusions", ["g5", "p4d"], ("g5", "p4d")),
     ("instanceFamilyExclusions", "instance_family_exclusions", ["t2"], ("t2",)),
@@ -332,6 +334,16 @@ def test_unlimited_limits_are_null():
     assert config.cluster_gpu_limit == 8
 
 
+def test_fallbacks_are_capped_at_twice_the_chosen_price_unless_the_ratio_is_null():
+    assert default_config().max_fallback_price_ratio == 2.0
+    assert config_from_mapping({"maxFallbackPriceRatio": None}).max_fallback_price_ratio is None
+
+
+def test_no_queue_has_a_budget_by_default_and_null_means_none():
+    assert default_config().queue_budgets == {}
+    assert config_from_mapping({"queueBudgets": None}).queue_budgets == {}
+
+
 def test_a_zero_gpu_limit_is_allowed_and_means_no_gpus():
     assert config_from_mapping({"clusterGPULimit": 0}).cluster_gpu_limit == 0
 
@@ -357,6 +369,12 @@ def test_the_config_and_its_maps_cannot_be_modified():
         ({"binPackingNodeMinPodCount": 0}, "binPackingNodeMinPodCount: 0 is below 1"),
         ({"maxNodeCostPerHour": 0}, "maxNodeCostPerHour: 0 must be above 0"),
         ({"maxNodeCostPerHour": "cheap"}, "maxNodeCostPerHour: 'cheap' is not a number"),
+        ({"maxFallbackPriceRatio": 1}, "maxFallbackPriceRatio: 1 must be above 1"),
+        ({"maxFallbackPriceRatio": 0.5}, "maxFallbackPriceRatio: 0.5 must be above 1"),
+        ({"maxFallbackPriceRatio": "2x"}, "maxFallbackPriceRatio: '2x' is not a number"),
+        ({"queueBudgets": ["research"]}, "queueBudgets: ['research'] is not a map (e.g. {research: 20.0})"),
+        ({"queueBudgets": {"research": 0}}, "queueBudgets.research: 0 must be above 0"),
+        ({"queueBudgets": {"research": "20$"}}, "queueBudgets.research: '20$' is not a number"),
         ({"scaleDown": {"enabled": "yes please"}}, "scaleDown.enabled: 'yes please' is not true or false"),
         (
             {"scaleDown": {"utilizationThresholdBinSelection": -0.1}},
