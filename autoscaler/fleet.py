@@ -22,6 +22,7 @@ from autoscaler.config import Config
 from autoscaler.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
 from autoscaler.planning.cluster import node_gpus, pods_by_node
 from autoscaler.planning.plan import Launching, Usage
+from autoscaler.quantity import format_duration
 
 log = structlog.get_logger("tidal.fleet")
 
@@ -277,14 +278,14 @@ class Fleet:
         if inst is None or inst.state == "stopping":
             return []
         if m.state == State.LAUNCHING and node is None and now - m.entered > cfg.registration_timeout:
-            why = f"no Node registered within {int(cfg.registration_timeout)}s"
+            why = f"no Node registered within {format_duration(cfg.registration_timeout)}"
             return [Overdue(m, Action.REPLACE_UNREGISTERED, why)]
         if (
             m.refused is not None
             and m.refused[0] == State.LAUNCHING
             and now - m.refused[1] > cfg.registration_timeout
         ):
-            why = f"its Node was deleted and did not register again within {int(cfg.registration_timeout)}s"
+            why = f"its Node was deleted and did not register again within {format_duration(cfg.registration_timeout)}"
             return [Overdue(m, Action.TERMINATE_NODELESS, why)]
         if (
             m.state == State.REGISTERED
@@ -294,7 +295,7 @@ class Fleet:
             and node.allocatable.gpus == 0
             and now - m.entered > cfg.gpu_readiness_timeout
         ):
-            why = f"GPUs did not appear within {int(cfg.gpu_readiness_timeout)}s"
+            why = f"GPUs did not appear within {format_duration(cfg.gpu_readiness_timeout)}"
             return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
         return []
 

@@ -44,7 +44,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "removals": [{"node": r.node, "reason": r.reason} for r in plan.removal.removals],
         "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
         "costPerHour": plan.launch.cost_per_hour,
-        "gpuTotalAfter": plan.launch.gpus_after,
+        "gpuTotalBefore": plan.launch.gpus_before,
+        "gpuTotalAfter": plan.gpus_after,
     }
 
 
@@ -68,8 +69,10 @@ def plan_to_table(plan: Plan, config: Config) -> str:
     out = [
         f"{counted} pods need capacity, {len(plan.ignored)} need no new node, "
         f"{len(plan.launch.unplaced)} cannot be placed",
-        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h; "
-        f"GPUs {plan.launch.gpus_before} -> {plan.launch.gpus_after} (clusterGPULimit {limit})",
+        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h, remove "
+        f"{len(plan.removal.removals)}; GPUs {plan.launch.gpus_before} -> {plan.gpus_after} "
+        f"(+{plan.launch.gpus_after - plan.launch.gpus_before} launched, "
+        f"-{plan.launch.gpus_after - plan.gpus_after} removed; clusterGPULimit {limit})",
         "",
     ]
     if launches:

@@ -85,7 +85,7 @@ def status_summary(
         },
         "nodes": dict(fleet),
         "gpus": {
-            "afterPlan": decided.launch.gpus_after,
+            "afterPlan": decided.gpus_after,
             "limit": "none" if cfg.cluster_gpu_limit is None else cfg.cluster_gpu_limit,
         },
         "launches": [

@@ -26,6 +26,11 @@ class Plan:
     removal: RemovalPlan
 
     @property
+    def gpus_after(self) -> int:
+        """GPUs once this plan is carried out: those counted before, plus launches, minus removals."""
+        return self.launch.gpus_after - sum(r.gpus for r in self.removal.removals)
+
+    @property
     def ignored(self) -> list[Ignored]:
         """Pending pods that need no new node, with why (including those that fit existing room)."""
         return sorted([*self.demand.ignored, *self.launch.absorbed], key=lambda i: i.pod)

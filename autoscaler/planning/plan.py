@@ -98,6 +98,7 @@ class Removal:
     reason: str
     empty: bool
     pods: tuple[str, ...] = ()
+    gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from autoscaler.planning.plan import (
     Usage,
 )
 from autoscaler.planning.scaleup import scale_up
+from autoscaler.quantity import format_duration
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
@@ -369,7 +370,7 @@ def scale_down(
             blocked.append(
                 Blocked(
                     node.name,
-                    f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
+                    f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
                 )
             )
             continue
@@ -378,7 +379,10 @@ def scale_down(
         age = now - node.created
         if node.created and age < grace:
             blocked.append(
-                Blocked(node.name, f"new node: {int(age)}s old of newNodeGracePeriod {int(grace)}s")
+                Blocked(
+                    node.name,
+                    f"new node: {format_duration(age)} old of newNodeGracePeriod {format_duration(grace)}",
+                )
             )
             continue
         evicting = counted  # this node's pods now take their share of every budget
@@ -388,9 +392,10 @@ def scale_down(
         removals.append(
             Removal(
                 node.name,
-                f"{kind}; unneeded for {int(waited)}s",
+                f"{kind}; unneeded for {format_duration(waited)}",
                 not workload,
                 tuple(p.key for p in workload),
+                node_gpus(node),
             )
         )
     blocked.sort(key=lambda b: b.node)
