@@ -75,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--explain",
+        action="append",
+        type=_given,
+        metavar="POD",
+        help="namespace/name of a pod: print its whole story (filters, candidates, where it went or why not) "
+        "instead of the plan; repeatable",
+    )
 
     c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
     c.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
@@ -261,31 +269,61 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from autoscaler.config_layers import load_layers
     from autoscaler.planning import plan
     from autoscaler.reason_watch import tally, warning
-    from autoscaler.render import plan_to_json, plan_to_table, snapshot_footer
+    from autoscaler.render import (
+        plan_to_json,
+        plan_to_table,
+        plan_warnings,
+        snapshot_footer,
+        story_json,
+        story_lines,
+    )
     from autoscaler.snapshot import read_snapshots
 
     config, layers = load_layers(args.config or [])
     now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
+    explain = _pods_to_explain(args.explain or [], {p.key for p in loaded.snapshot.pods})
     catalogs = read_catalogs(args.catalog, config)
     _say(f"configuration: {layers.describe()}; catalog: {catalogs.describe()}")
     for override in layers.overrides:
         _say(f"warning: {override.describe()}")
-    result = plan(loaded.snapshot, catalogs.offerings, config, now)
+    result = plan(loaded.snapshot, catalogs.offerings, config, now, explain=explain)
     regexp = warning(tally(result.demand), "in the snapshot")
-    if regexp:
-        _say(f"warning: {regexp}")
+    warnings = [regexp] if regexp else []
+    warnings += plan_warnings(result)
+    for line in warnings:
+        _say(f"warning: {line}")
     if args.output == "json":
         doc = plan_to_json(result)
         doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
         doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
-        doc["warnings"] = [o.describe() for o in layers.overrides] + ([regexp] if regexp else [])
+        doc["warnings"] = [o.describe() for o in layers.overrides] + warnings
+        if explain:
+            doc["explain"] = [story_json(result.stories[key]) for key in explain]
         # orjson: a plan of thousands of launches, each with its fallbacks, is written ten times faster.
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif explain:
+        sys.stdout.write("\n\n".join("\n".join(story_lines(result.stories[key])) for key in explain) + "\n")
     else:
         sys.stdout.write(plan_to_table(result, config))
         sys.stdout.write(snapshot_footer(loaded))
     return 0
+
+
+def _pods_to_explain(wanted: Sequence[str], present: set[str]) -> list[str]:
+    """The pods ``--explain`` names, each checked: namespace/name of a pod in the snapshot."""
+    out = []
+    for text in wanted:
+        key = text.strip()
+        if key.count("/") != 1 or not all(key.split("/")):
+            raise UsageError(f"--explain: {text!r} is not namespace/name (e.g. default/infer-0)")
+        if key not in present:
+            name = key.split("/")[1]
+            others = sorted(k for k in present if k.split("/", 1)[1] == name)
+            hint = f" (pods of that name: {', '.join(others[:5])})" if others else ""
+            raise UsageError(f"--explain: no pod {key} in the snapshot{hint}")
+        out.append(key)
+    return list(dict.fromkeys(out))
 
 
 def bad_input() -> tuple[type[BaseException], ...]:

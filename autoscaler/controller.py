@@ -33,6 +33,7 @@ from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
+from autoscaler.planning.why import idle_warning
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.reason_watch import ReasonWindow
 from autoscaler.status import STATUS_CONFIGMAP, Leadership, rfc3339, status_summary, unplaced_kind
@@ -45,6 +46,8 @@ NOTIFY_REASONS = {
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
+# The event on a pod whose new node leaves most of its GPUs idle (no smaller offering would take it).
+OVERSIZED_NODE = "OversizedNode"
 # Plans made in one reconcile: the first, then one more after each round of launches the cloud refused, so a
 # pod falls back past a stockout, then a family quota, then a region's spot quota without waiting a reconcile.
 PLAN_ROUNDS = 4
@@ -428,9 +431,24 @@ class Controller:
                 f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
                 f"${off.price:.4f}/h) for this pod"
             )
+            why = o.launch.why
+            idle = idle_warning(off, o.launch.pods, why) if why is not None and why.idle_gpus else ""
+            if idle:
+                log.warning(
+                    "node_far_bigger_than_its_pods",
+                    instance_type=off.instance_type,
+                    capacity_type=off.capacity_type,
+                    gpus=off.gpu_count,
+                    gpus_used=why.gpus_used if why is not None else 0,
+                    price=off.price,
+                    pods=len(o.launch.pods),
+                    why=idle,
+                )
             for key in o.launch.pods:
                 if key in pods:
                     self.events.pod(pods[key], "TriggeredScaleUp", msg)
+                    if idle:
+                        self.events.pod(pods[key], OVERSIZED_NODE, idle, "Warning")
                     cond = pods[key].scheduled
                     if cond is not None and cond.last_transition and not self.dry_run:
                         self._metric("scale_up_latency", max(0.0, self.clock() - cond.last_transition))

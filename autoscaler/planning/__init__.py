@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
@@ -13,6 +13,8 @@ from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
+from autoscaler.planning.stories import pod_story
+from autoscaler.planning.why import PodStory
 
 __all__ = ["Plan", "plan"]
 
@@ -24,6 +26,8 @@ class Plan:
     demand: Demand
     launch: LaunchPlan
     removal: RemovalPlan
+    # The whole story of each pod ``plan(explain=...)`` was asked about, by pod key.
+    stories: Mapping[str, PodStory] = field(default_factory=dict)
 
     @property
     def gpus_after(self) -> int:
@@ -46,13 +50,14 @@ def plan(
     launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
     index: OfferingIndex | None = None,
+    explain: Collection[str] = (),
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
     ``launching`` are nodes the cloud is still bringing up that have no Node yet (the fleet knows them);
     ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
     (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
-    offerings and config.
+    offerings and config. ``explain`` names pods (namespace/name) whose whole story the plan should tell.
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
@@ -79,4 +84,5 @@ def plan(
         total=total,
         contended=contended,
     )
-    return Plan(demand, launch, removal)
+    stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
+    return Plan(demand, launch, removal, stories)

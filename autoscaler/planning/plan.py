@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from autoscaler.demand import Ignored
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.reasons import Rejection
+
+if TYPE_CHECKING:
+    from autoscaler.planning.why import LaunchWhy
 
 BIN_SELECTION = "bin-selection"
 BIN_PACKING = "bin-packing"
@@ -59,6 +63,8 @@ class Launch:
     mode: str
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
+    # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.planning.why.
+    why: LaunchWhy | None = field(default=None, compare=False)
 
     @property
     def candidates(self) -> tuple[Offering, ...]:

@@ -42,6 +42,7 @@ from autoscaler.planning.plan import (
     Unplaced,
     Usage,
 )
+from autoscaler.planning.why import LaunchWhy, launch_why, mode_reason
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -98,6 +99,7 @@ class _Planner:
         self.absorbed: list[Ignored] = []
         self.unplaced: list[Unplaced] = []
         self.modes: dict[str, str] = {}
+        self.mode_reasons: dict[str, str] = {}
         self._alone: dict[tuple[object, ...], float] = {}
         self._options: dict[tuple[object, ...], list[Option]] = {}
 
@@ -242,8 +244,10 @@ class _Planner:
 
     def place_class(self, unit: _Class, gang: str = "", bins: list[Bin] | None = None) -> None:
         """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
+        reason = mode_reason(unit.pods[0], unit.c, self.index.config)
         for p in unit.pods:
             self.modes[p.key] = unit.mode
+            self.mode_reasons[p.key] = reason
         open_bins = bins if bins is not None else self.open[unit.mode]
         if unit.pods[0].topological:
             skip: set[str] = set()
@@ -285,17 +289,22 @@ class _Planner:
 
     def finalize(self) -> list[Launch]:
         launches = []
-        cache: dict[tuple[object, ...], tuple[Offering, ...]] = {}
+        cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
         for b in self.engine.bins:
             if not b.new or not b.pods:
                 continue
             classes = sorted(b.classes, key=repr)
             offering = newnodes.cheapest(b, classes)
-            key = (tuple(classes), b.mode, b.used, offering, tuple(sorted(b.settled.items())))
-            alternatives = cache.get(key)
-            if alternatives is None:
-                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes).offerings
-            launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))
+            pods = tuple(sorted(b.pods))
+            reason = self.mode_reasons.get(pods[0], "")
+            settled = tuple(sorted(b.settled.items()))
+            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason)
+            found = cache.get(key)
+            if found is None:
+                fb = newnodes.fallbacks(b, offering, self.index, classes)
+                why = launch_why(b, offering, classes, self.index, reason, fb.cap, fb.left_out)
+                found = cache[key] = (fb.offerings, why)
+            launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
 
