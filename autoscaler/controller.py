@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from autoscaler import annotations as ann
 from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
@@ -46,6 +47,8 @@ NOTIFY_REASONS = {
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
+# The event on a pod gated for a cost estimate (tidal.dev/cost-estimate or Luna's nodecostestimate).
+COST_ESTIMATE = "CostEstimate"
 # The event on a pod whose new node leaves most of its GPUs idle (no smaller offering would take it).
 OVERSIZED_NODE = "OversizedNode"
 # Plans made in one reconcile: the first, then one more after each round of launches the cloud refused, so a
@@ -455,6 +458,15 @@ class Controller:
         for u in decided.launch.unplaced:
             if u.pod in pods:
                 self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
+        for e in decided.estimates:
+            pod = pods.get(e.pod)
+            if pod is None:
+                continue
+            self.events.pod(pod, COST_ESTIMATE, e.describe(), "Normal" if e.launches else "Warning")
+            value = e.annotation()
+            # Written only when it changes: the pod's own update would otherwise come back every reconcile.
+            if pod.annotations.get(ann.COST_ESTIMATE) != value and not self.dry_run:
+                self._best_effort("annotate_pod", pod.namespace, pod.name, {ann.COST_ESTIMATE: value})
         for i in decided.demand.ignored:
             if i.reason in NOTIFY_REASONS and i.pod in pods:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)

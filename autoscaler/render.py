@@ -90,7 +90,11 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             for u in plan.launch.unplaced
         ],
         "ignored": [{"pod": i.pod, "reason": i.detail, "kind": i.reason.value} for i in plan.ignored],
-        "removals": [{"node": r.node, "reason": r.reason} for r in plan.removal.removals],
+        "removals": [{"node": r.node, "reason": r.reason, "gpus": r.gpus} for r in plan.removal.removals],
+        "costEstimates": [
+            {"pod": e.pod, "podGroup": e.group, "pods": list(e.pods), "estimate": json.loads(e.annotation())}
+            for e in plan.estimates
+        ],
         "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
         "costPerHour": plan.launch.cost_per_hour,
         "gpuTotalBefore": plan.launch.gpus_before,
@@ -156,6 +160,13 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                 ]
                 for u in plan.launch.unplaced
             ],
+        )
+        out.append("")
+    if plan.estimates:
+        out.append("Cost estimates (gated pods, never launched for; the daemon writes them on the pod):")
+        out += table(
+            ["POD", "ESTIMATE"],
+            [[e.pod + (f" (PodGroup {e.group})" if e.group else ""), e.summary()] for e in plan.estimates],
         )
         out.append("")
     if plan.ignored:

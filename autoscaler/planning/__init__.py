@@ -9,6 +9,7 @@ from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.planning.estimates import Estimate, estimate
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
@@ -28,6 +29,8 @@ class Plan:
     removal: RemovalPlan
     # The whole story of each pod ``plan(explain=...)`` was asked about, by pod key.
     stories: Mapping[str, PodStory] = field(default_factory=dict)
+    # What pods gated for a cost estimate would get (they are never launched for).
+    estimates: tuple[Estimate, ...] = ()
 
     @property
     def gpus_after(self) -> int:
@@ -85,4 +88,4 @@ def plan(
         contended=contended,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
-    return Plan(demand, launch, removal, stories)
+    return Plan(demand, launch, removal, stories, estimate(demand, index))
