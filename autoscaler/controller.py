@@ -485,6 +485,7 @@ class Controller:
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self._metric("set_gpus", decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self._metric("set_cost", self.fleet.cost_per_hour())
+        self._metric("set_queues", decided.queues)
 
     def _nobody_leads(self) -> bool:
         """Not leading, and no other replica does either (an error keeps this one from taking the Lease):

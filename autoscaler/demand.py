@@ -77,6 +77,8 @@ class Demand:
     ignored: list[Ignored] = field(default_factory=list)
     # Pods gated for a cost estimate only (each alone, or a KAI PodGroup's together): never launched for.
     estimates: list[Gang] = field(default_factory=list)
+    # The KAI queue of each counted pod that has one, by pod key.
+    queues: dict[str, str] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Pod]:
@@ -339,6 +341,10 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
     for i in demand.ignored:
         if i.reason != Reason.COST_ESTIMATE:
             demand.constraints.pop(i.pod, None)
+    for pod in demand.counted:
+        queue = pod_queue(pod, groups)
+        if queue:
+            demand.queues[pod.key] = queue
     return demand
 
 

@@ -13,6 +13,7 @@ from autoscaler.planning import Plan
 from autoscaler.planning.plan import BIN_PACKING, Launch
 from autoscaler.planning.why import LaunchWhy, PodStory, idle_warning
 from autoscaler.snapshot import LoadedSnapshot
+from autoscaler.status import queue_status
 
 # Kinds of launch whose "why" the table shows; --output json has every one.
 WHY_SHOWN = 10
@@ -96,6 +97,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             for e in plan.estimates
         ],
         "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
+        "queues": {q.queue: queue_status(q) for q in plan.queues},
         "costPerHour": plan.launch.cost_per_hour,
         "gpuTotalBefore": plan.launch.gpus_before,
         "gpuTotalAfter": plan.gpus_after,
@@ -159,6 +161,23 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                     u.reason + (f" (nearest: {u.nearest})" if u.nearest else ""),
                 ]
                 for u in plan.launch.unplaced
+            ],
+        )
+        out.append("")
+    if plan.queues:
+        out.append("KAI queues (GPUs; $/h of the nodes serving each, with this plan's launches):")
+        out += table(
+            ["QUEUE", "ALLOCATED", "PENDING", "LAUNCHING", "$/HOUR", "BUDGET $/HOUR"],
+            [
+                [
+                    q.queue,
+                    f"{q.gpus_allocated:g}",
+                    f"{q.gpus_pending:g}",
+                    f"{q.gpus_launching:g}",
+                    f"{q.cost_per_hour:.4f}",
+                    "-" if q.budget is None else f"{q.budget:.2f}",
+                ]
+                for q in plan.queues
             ],
         )
         out.append("")

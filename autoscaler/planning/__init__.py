@@ -12,6 +12,7 @@ from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.estimates import Estimate, estimate
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
+from autoscaler.planning.queues import QueueView, queue_costs, queue_views
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.planning.stories import pod_story
@@ -31,6 +32,8 @@ class Plan:
     stories: Mapping[str, PodStory] = field(default_factory=dict)
     # What pods gated for a cost estimate would get (they are never launched for).
     estimates: tuple[Estimate, ...] = ()
+    # Every KAI queue: GPUs it holds, waits for and has launching, and what the nodes serving it cost.
+    queues: tuple[QueueView, ...] = ()
 
     @property
     def gpus_after(self) -> int:
@@ -69,7 +72,8 @@ def plan(
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
-    launch = scale_up(demand, index, engine, usage=total)
+    spend = queue_costs(snapshot, index, launching)
+    launch = scale_up(demand, index, engine, usage=total, queue_spend=spend)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
@@ -88,4 +92,5 @@ def plan(
         contended=contended,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
-    return Plan(demand, launch, removal, stories, estimate(demand, index))
+    queues = queue_views(snapshot, launch, index, launching, spend)
+    return Plan(demand, launch, removal, stories, estimate(demand, index), queues)

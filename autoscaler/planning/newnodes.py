@@ -10,7 +10,7 @@ it takes the cheapest of them when the plan is final.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.fit import Constraints, last_candidate
 from autoscaler.gpu.share import GpuShare
@@ -29,11 +29,14 @@ MAX_ALTERNATIVES = 20
 
 @dataclass(slots=True)
 class Budget:
-    """What the cluster limits leave for new nodes (``None``: no limit)."""
+    """What the cluster limits leave for new nodes (``None``: no limit), and the $/h each KAI queue with a
+    budget may still spend on them (``queues``: what its budget leaves, ``spent``: what it spends already)."""
 
     gpus: int | None
     cpu_milli: int | None
     nodes: int | None
+    queues: dict[str, float] = field(default_factory=dict)
+    spent: dict[str, float] = field(default_factory=dict)
 
     def allows(self, o: Offering) -> bool:
         return (
@@ -42,7 +45,13 @@ class Budget:
             and (self.nodes is None or self.nodes >= 1)
         )
 
-    def count(self, o: Offering) -> int:
+    def affords(self, o: Offering, queue: str) -> bool:
+        """A new node of ``o`` for pods of ``queue`` keeps that queue within its budget (a node opened for a
+        queue's pods is all theirs when it is opened)."""
+        left = self.queues.get(queue)
+        return left is None or o.price <= left + 1e-9
+
+    def count(self, o: Offering, queue: str = "") -> int:
         """How many nodes of ``o`` still fit in the budget."""
         n = 1 << 30
         if self.gpus is not None and o.gpu_count:
@@ -51,15 +60,20 @@ class Budget:
             n = min(n, self.cpu_milli // (o.vcpu * 1000))
         if self.nodes is not None:
             n = min(n, self.nodes)
+        left = self.queues.get(queue)
+        if left is not None and o.price > 0:
+            n = min(n, int((left + 1e-9) // o.price))
         return n
 
-    def take(self, o: Offering, sign: int = 1) -> None:
+    def take(self, o: Offering, sign: int = 1, queue: str = "") -> None:
         if self.gpus is not None:
             self.gpus -= o.gpu_count * sign
         if self.cpu_milli is not None:
             self.cpu_milli -= o.vcpu * 1000 * sign
         if self.nodes is not None:
             self.nodes -= sign
+        if queue in self.queues:
+            self.queues[queue] -= o.price * sign
 
 
 def describe(req: Resources) -> str:
@@ -86,11 +100,17 @@ class Choice:
 
 
 def choose(
-    index: OfferingIndex, c: Constraints, req: Resources, mode: str, remaining: int, budget: Budget
+    index: OfferingIndex,
+    c: Constraints,
+    req: Resources,
+    mode: str,
+    remaining: int,
+    budget: Budget,
+    queue: str = "",
 ) -> Choice | Rejection:
     """The shape with the lowest price per pod placed across every capacity type the pod allows (the pod's
     order of preference breaks ties: spot is nearly always cheaper, but a spot 8-GPU machine never beats an
-    on-demand 1-GPU one for a 1-GPU pod); or why there is none."""
+    on-demand 1-GPU one for a 1-GPU pod), within the limits and ``queue``'s budget; or why there is none."""
     eligible, reason = index.eligible(c)
     if not eligible:
         return reason or Rejection(Filter.CONFIGURATION, "no offerings")
@@ -98,6 +118,7 @@ def choose(
     fits_somewhere = False
     best: tuple[float, int, tuple[float, str, str, str]] | None = None
     chosen: Choice | None = None
+    over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
             k = per_node(shape, req, c.gpu_share, remaining)
@@ -106,6 +127,10 @@ def choose(
             fits_somewhere = True
             o = shape.cheapest
             if not budget.allows(o):
+                continue
+            if not budget.affords(o, queue):
+                if over_budget is None or price_order(o) < price_order(over_budget):
+                    over_budget = o
                 continue
             per_pod = o.price / min(k, remaining)
             floor = o.price / remaining
@@ -116,9 +141,26 @@ def choose(
                 best, chosen = score, Choice(shape, k)
     if chosen is not None:
         return chosen
+    if over_budget is not None:
+        return budget_rejection(index, budget, queue, over_budget)
     if fits_somewhere:
         return limit_rejection(index, budget)
     return no_fit(index, c, req, mode)
+
+
+def budget_rejection(index: OfferingIndex, budget: Budget, queue: str, cheapest: Offering) -> Rejection:
+    """Why a queue's pods get no new node: its budget, what it spends, and the cheapest node that would do."""
+    limit = index.config.queue_budgets[queue]
+    planned = limit - budget.queues.get(queue, limit) - budget.spent.get(queue, 0.0)
+    spending = f"${budget.spent.get(queue, 0.0):.2f}/h serving it"
+    if planned > 1e-9:
+        spending += f" + ${planned:.2f}/h planned"
+    return Rejection(
+        Filter.QUEUE_BUDGET,
+        f"queue {queue} would exceed its budget: {spending} + ${cheapest.price:.4f}/h for a "
+        f"{cheapest.instance_type} > queueBudgets.{queue} ${limit:.2f}/h",
+        f"queueBudgets.{queue}",
+    )
 
 
 def per_node(shape: Option, req: Resources, share: GpuShare | None, cap: int = 1 << 30) -> int:

@@ -16,7 +16,7 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
@@ -72,16 +72,21 @@ def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
 
 @dataclass(slots=True)
 class _Class:
-    """Pods a plan treats alike: one constraint set, one mode, one request."""
+    """Pods a plan treats alike: one constraint set, one mode, one request (and one KAI queue, when that
+    queue has a budget)."""
 
     pods: list[Pod]
     c: Constraints
     mode: str
+    queue: str = ""
 
 
 class _Planner:
-    def __init__(self, index: OfferingIndex, engine: Engine, usage: Usage) -> None:
+    def __init__(
+        self, index: OfferingIndex, engine: Engine, usage: Usage, spend: Mapping[str, float] | None = None
+    ) -> None:
         cfg = index.config
+        spent = {q: (spend or {}).get(q, 0.0) for q in cfg.queue_budgets}
         self.index = index
         self.engine = engine
         self.journal = engine.journal
@@ -91,6 +96,8 @@ class _Planner:
             if cfg.cluster_cpu_limit is None
             else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
             nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
+            queues={q: limit - spent[q] for q, limit in cfg.queue_budgets.items()},
+            spent=spent,
         )
         self.cluster: list[Bin] = sorted(
             (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
@@ -151,7 +158,7 @@ class _Planner:
         alone = self._alone.get(key)
         if alone is None:
             choice = newnodes.choose(
-                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget
+                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget, unit.queue
             )
             alone = (
                 float("inf")
@@ -179,11 +186,11 @@ class _Planner:
         remaining = pods
         while remaining:
             want = 1 if pod.topological else len(remaining)
-            choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget)
+            choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget, unit.queue)
             if isinstance(choice, Rejection):
                 self._unplace(remaining, choice, unit)
                 return []
-            n = self._batch(choice, len(remaining), pod)
+            n = self._batch(choice, len(remaining), pod, unit.queue)
             for _ in range(n):
                 if not remaining:
                     break
@@ -194,12 +201,14 @@ class _Planner:
                 remaining = remaining[placed:]
         return remaining
 
-    def _batch(self, choice: Choice, remaining: int, pod: Pod) -> int:
+    def _batch(self, choice: Choice, remaining: int, pod: Pod, queue: str) -> int:
         """How many nodes of the chosen shape to open at once."""
         if pod.topological:
             return 1
         k = choice.per_node
-        return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest))) if k <= remaining else 1
+        if k > remaining:
+            return 1
+        return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
 
     def _open_one(
         self, choice: Choice, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]
@@ -227,9 +236,9 @@ class _Planner:
             self.journal.rollback(mark)
             return fit
         self._add(b, fit, pods[: fit.count], unit)
-        self.budget.take(o)
+        self.budget.take(o, queue=unit.queue)
         budget = self.budget
-        self.journal.log(lambda: budget.take(o, -1))
+        self.journal.log(lambda: budget.take(o, -1, unit.queue))
         self.journal.commit(mark)
         if newnodes.has_room(b):
             bins.append(b)
@@ -269,7 +278,7 @@ class _Planner:
         mark = self.journal.mark()
         counts = (len(self.absorbed), len(self.unplaced))
         local: list[Bin] = []
-        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine):
+        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
             self.place_class(unit, gang.key, local)
         failed = self.unplaced[counts[1] :]
         if not failed:
@@ -323,33 +332,48 @@ def _topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
 
 
 def _classes(
-    pods: Sequence[Pod], constraints: dict[str, Constraints], index: OfferingIndex, engine: Engine
+    pods: Sequence[Pod],
+    constraints: dict[str, Constraints],
+    index: OfferingIndex,
+    engine: Engine,
+    queues: Mapping[str, str] | None = None,
 ) -> list[_Class]:
+    budgets = index.config.queue_budgets
     groups: dict[tuple[object, ...], _Class] = {}
     for pod in pods:
         c = constraints[pod.key]
         mode = pod_mode(pod, c, index)
-        key = (c, mode, pod.requests, _topology_signature(pod, engine))
+        queue = (queues or {}).get(pod.key, "")
+        queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
+        key = (c, mode, pod.requests, _topology_signature(pod, engine), queue)
         unit = groups.get(key)
         if unit is None:
-            groups[key] = _Class([pod], c, mode)
+            groups[key] = _Class([pod], c, mode, queue)
         else:
             unit.pods.append(pod)
     return list(groups.values())
 
 
-def scale_up(demand: Demand, index: OfferingIndex, engine: Engine, *, usage: Usage = NO_USAGE) -> LaunchPlan:
+def scale_up(
+    demand: Demand,
+    index: OfferingIndex,
+    engine: Engine,
+    *,
+    usage: Usage = NO_USAGE,
+    queue_spend: Mapping[str, float] | None = None,
+) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
-    launch); every counted pod is launched for, absorbed or unplaced."""
+    launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
+    serving each KAI queue cost already, counted against ``queueBudgets``."""
     for pod in demand.counted:
         engine.topology.prepare(pod)
-    planner = _Planner(index, engine, usage)
+    planner = _Planner(index, engine, usage, queue_spend)
     units: list[tuple[tuple[object, ...], Gang | _Class]] = [
         (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]
     units += [
         (_order(u.pods[0], _choices(index, u.c)), u)
-        for u in _classes(demand.singles, demand.constraints, index, engine)
+        for u in _classes(demand.singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:
