@@ -47,6 +47,7 @@ def _why_json(why: LaunchWhy) -> dict[str, Any]:
             for r in why.ruled_out
         ],
         "fallbackCapPerHour": why.fallback_cap,
+        "fallbackCappedBy": why.capped_by,
         "leftOutAboveCap": why.left_out.key if why.left_out is not None else None,
         "gpusUsed": why.gpus_used,
         "idleGpus": why.idle_gpus,
@@ -238,7 +239,7 @@ def why_lines(launches: Sequence[Launch]) -> list[str]:
                 f"  ruled out {r.count} cheaper: {r.rejection.message} [{r.rejection.filter.value}"
                 f"{' ' + r.rejection.key if r.rejection.key else ''}] (cheapest {_priced(r.cheapest)})"
             )
-        cap = f" (at most ${why.fallback_cap:.4f}/h, maxFallbackPriceRatio)" if why.fallback_cap else ""
+        cap = f" (at most ${why.fallback_cap:.4f}/h, {why.capped_by})" if why.fallback_cap else ""
         shown = ", ".join(_priced(o) for o in la.alternatives[:5])
         rest = f" (+{len(la.alternatives) - 5} more)" if len(la.alternatives) > 5 else ""
         out.append(f"  fallbacks{cap}: {shown or 'none'}{rest}")

@@ -298,23 +298,34 @@ def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
 @dataclass(frozen=True, slots=True)
 class Fallbacks:
     """A new node's fallbacks, cheapest first; ``cap`` is the most one may cost (``maxFallbackPriceRatio``
-    × the chosen offering's price) and ``left_out`` the cheapest that would have held the node's pods above
-    it, if any."""
+    × the chosen offering's price, or less when a queue's budget says so: ``capped_by`` names which) and
+    ``left_out`` the cheapest that would have held the node's pods above it, if any."""
 
     offerings: tuple[Offering, ...]
     cap: float | None = None
     left_out: Offering | None = None
+    capped_by: str = ""
 
 
-def fallbacks(b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Constraints]) -> Fallbacks:
+def fallbacks(
+    b: Bin,
+    best: Offering,
+    index: OfferingIndex,
+    classes: Sequence[Constraints],
+    budget: tuple[str, float] | None = None,
+) -> Fallbacks:
     """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
     against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
-    end up on a $6.88/h node because the cheap one was out of stock)."""
+    end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
+    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it."""
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
     cap = None if ratio is None else best.price * ratio
+    capped_by = "maxFallbackPriceRatio" if cap is not None else ""
+    if budget is not None and (cap is None or budget[1] < cap):
+        cap, capped_by = budget[1], f"queueBudgets.{budget[0]}"
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
     model = device_model(b.devices) if b.devices is not None else None
     left_out: Offering | None = None
@@ -339,7 +350,7 @@ def fallbacks(b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Co
                 continue
             found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
         found.sort(key=lambda a: a[:3])
-    return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out)
+    return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out, capped_by)
 
 
 def _tiers(classes: Iterable[Constraints]) -> dict[str, int]:

@@ -107,6 +107,7 @@ class _Planner:
         self.unplaced: list[Unplaced] = []
         self.modes: dict[str, str] = {}
         self.mode_reasons: dict[str, str] = {}
+        self.bin_queues: dict[str, str] = {}  # new nodes opened for pods of a queue with a budget
         self._alone: dict[tuple[object, ...], float] = {}
         self._options: dict[tuple[object, ...], list[Option]] = {}
 
@@ -237,6 +238,8 @@ class _Planner:
             return fit
         self._add(b, fit, pods[: fit.count], unit)
         self.budget.take(o, queue=unit.queue)
+        if unit.queue:
+            self.bin_queues[b.name] = unit.queue
         budget = self.budget
         self.journal.log(lambda: budget.take(o, -1, unit.queue))
         self.journal.commit(mark)
@@ -307,12 +310,19 @@ class _Planner:
             pods = tuple(sorted(b.pods))
             reason = self.mode_reasons.get(pods[0], "")
             settled = tuple(sorted(b.settled.items()))
-            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason)
+            # A node opened for a queue with a budget falls back only within what the budget leaves, and
+            # what its dearest fallback may add is kept from the nodes after it.
+            queue = self.bin_queues.get(b.name, "")
+            left = self.budget.queues.get(queue)
+            budget = (queue, offering.price + max(0.0, left)) if left is not None else None
+            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
             found = cache.get(key)
             if found is None:
-                fb = newnodes.fallbacks(b, offering, self.index, classes)
-                why = launch_why(b, offering, classes, self.index, reason, fb.cap, fb.left_out)
+                fb = newnodes.fallbacks(b, offering, self.index, classes, budget)
+                why = launch_why(b, offering, classes, self.index, reason, fb)
                 found = cache[key] = (fb.offerings, why)
+            if left is not None and found[0]:
+                self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
             launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches

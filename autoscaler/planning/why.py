@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from autoscaler.config import Config
 from autoscaler.fit import Constraints, gpu_model_name, offering_filters
@@ -18,6 +19,9 @@ from autoscaler.placement.bins import Bin
 from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
+
+if TYPE_CHECKING:
+    from autoscaler.planning.newnodes import Fallbacks
 from autoscaler.planning.plan import BIN_PACKING
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import GPU_RESOURCES, PODS, Resources
@@ -55,10 +59,11 @@ class LaunchWhy:
     compared: tuple[Compared, ...] = ()
     cheaper_compared: int = 0  # candidates cheaper than the chosen one, listed or not
     ruled_out: tuple[RuledOut, ...] = ()
-    # Fallbacks cost at most this (maxFallbackPriceRatio × the chosen price; None: no cap); ``left_out`` is
-    # the cheapest offering that would have held the pods above it.
+    # Fallbacks cost at most this (maxFallbackPriceRatio × the chosen price, or what a queue's budget leaves,
+    # as ``capped_by`` says; None: no cap); ``left_out`` is the cheapest that would have held the pods above it.
     fallback_cap: float | None = None
     left_out: Offering | None = None
+    capped_by: str = ""
     gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
     idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
     smaller: str = ""  # then, why no smaller node was taken
@@ -250,8 +255,7 @@ def launch_why(
     classes: Sequence[Constraints],
     index: OfferingIndex,
     reason: str,
-    cap: float | None,
-    left_out: Offering | None,
+    fallbacks: Fallbacks,
 ) -> LaunchWhy:
     """Why the new node ``b`` is ``chosen``: the candidates around it, the filters that ruled out the cheaper
     offerings, its fallbacks' cap, and the GPUs it leaves idle."""
@@ -282,8 +286,9 @@ def launch_why(
         compared=compared,
         cheaper_compared=cheaper,
         ruled_out=ruled,
-        fallback_cap=cap,
-        left_out=left_out,
+        fallback_cap=fallbacks.cap,
+        left_out=fallbacks.left_out,
+        capped_by=fallbacks.capped_by,
         gpus_used=used,
         idle_gpus=idle if oversized else 0,
         smaller=_smaller(b, chosen, classes, index, used) if oversized else "",

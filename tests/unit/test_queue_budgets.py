@@ -7,7 +7,7 @@ from autoscaler.observability.metrics import Metrics
 from autoscaler.placement.reasons import Filter
 from autoscaler.planning import plan
 from autoscaler.planning.plan import Launching
-from autoscaler.status import unplaced_kind
+from autoscaler.status import status_summary, unplaced_kind
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
@@ -168,3 +168,37 @@ def test_the_metrics_carry_each_queue_and_drop_the_queues_that_went(make_config)
     metrics.set_queues(())
     text = metrics.render().decode()
     assert 'queue="research"' not in text
+
+
+def test_the_status_configmap_carries_each_queue_with_its_budget(make_config):
+    objs = [
+        queue("research", quota=4, limit=8),
+        shared_gpu_node(),
+        running("sweep-0", "research", "gpu-a", gpus=2),
+    ]
+    config = make_config(queueBudgets={"research": 20.0})
+    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    summary = status_summary(result, {}, config, NOW, [])
+    assert summary["queues"] == {
+        "research": {
+            "gpus": {"requested": 2.0, "allocated": 2.0, "pending": 0.0, "launching": 0.0},
+            "costPerHour": 5.672,
+            "budgetPerHour": 20.0,
+        }
+    }
+
+
+def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(make_config):
+    result = plan(
+        snapshot(job("sweep-0", "research")),
+        aws_offerings(),
+        make_config(queueBudgets={"research": 1.0}),
+        NOW,
+    )
+    (launch,) = result.launch.launches
+    assert launch.offering.instance_type == "g4dn.xlarge"
+    # maxFallbackPriceRatio alone would allow g5.xlarge ($1.006/h, under 2 x $0.526/h): the budget does not.
+    assert [o.instance_type for o in launch.alternatives] == ["g6.xlarge"]
+    assert launch.why is not None
+    assert launch.why.fallback_cap == pytest.approx(1.0)
+    assert launch.why.capped_by == "queueBudgets.research"
