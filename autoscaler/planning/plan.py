@@ -55,6 +55,19 @@ NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
+class QueueSpend:
+    """What the nodes that exist or launch cost each KAI queue they serve ($/h, by queue), and the nodes no pod
+    runs on yet, with their price: the first queue whose pods a plan puts on one pays for all of it (a GPU
+    node waiting for its drivers has no pod bound, but is already bought for the pods that wait for it)."""
+
+    by_queue: Mapping[str, float] = field(default_factory=dict)
+    unclaimed: Mapping[str, float] = field(default_factory=dict)
+
+
+NO_SPEND = QueueSpend()
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """One node to launch: the chosen offering, fallbacks for a capacity error, and the pods it is for."""
 

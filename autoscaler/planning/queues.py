@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from autoscaler.demand import pod_gpus, pod_queue
 from autoscaler.model import Pod, PodGroup, Snapshot
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Launching, LaunchPlan
+from autoscaler.planning.plan import Launching, LaunchPlan, QueueSpend
 from autoscaler.planning.scaledown import node_offering
 
 __all__ = ["QueueView", "queue_costs", "queue_views"]
@@ -64,10 +64,13 @@ def _charge(
             out[q] += price * share
 
 
-def queue_costs(
-    snapshot: Snapshot, index: OfferingIndex, launching: Iterable[Launching] = ()
-) -> dict[str, float]:
-    """$/h of the nodes that exist or launch, per queue they serve (queues of no node are absent)."""
+def _workload(pods: Iterable[Pod]) -> list[Pod]:
+    return [p for p in pods if not p.daemonset and not p.mirror]
+
+
+def queue_costs(snapshot: Snapshot, index: OfferingIndex, launching: Iterable[Launching] = ()) -> QueueSpend:
+    """$/h of the nodes that exist or launch, per queue they serve (queues of no node are absent), and the
+    priced nodes no pod (but DaemonSet and mirror pods) runs on yet."""
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     memory = index.smallest_gpu_memory()
     by_node: dict[str, list[Pod]] = defaultdict(list)
@@ -75,15 +78,23 @@ def queue_costs(
         if p.node_name and not p.finished:
             by_node[p.node_name].append(p)
     out: dict[str, float] = defaultdict(float)
+    unclaimed: dict[str, float] = {}
     for node in snapshot.nodes:
-        pods = by_node.get(node.name)
-        o = node_offering(node, index) if pods else None
-        if o is not None and pods:
+        o = node_offering(node, index)
+        if o is None:
+            continue
+        pods = _workload(by_node.get(node.name, ()))
+        if pods:
             _charge(out, o.price, pods, groups, memory)
+        elif not node.deleting:
+            unclaimed[node.name] = o.price
     for la in launching:
         waiting = [p for p in la.pods if not p.node_name]
-        _charge(out, la.offering.price, waiting, groups, memory)
-    return dict(out)
+        if waiting:
+            _charge(out, la.offering.price, waiting, groups, memory)
+        else:
+            unclaimed[la.name] = la.offering.price
+    return QueueSpend(dict(out), unclaimed)
 
 
 def queue_views(
@@ -91,18 +102,25 @@ def queue_views(
     launch: LaunchPlan,
     index: OfferingIndex,
     launching: Sequence[Launching] = (),
-    spend: Mapping[str, float] | None = None,
+    spend: QueueSpend | None = None,
 ) -> tuple[QueueView, ...]:
     """Every KAI queue the snapshot names (as a Queue, a PodGroup's queue or a pod's label) or a budget names,
     by name. ``spend`` is :func:`queue_costs` of the snapshot when already known."""
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     memory = index.smallest_gpu_memory()
-    cost: dict[str, float] = defaultdict(
-        float, spend if spend is not None else queue_costs(snapshot, index, launching)
-    )
+    if spend is None:
+        spend = queue_costs(snapshot, index, launching)
+    cost: dict[str, float] = defaultdict(float, spend.by_queue)
     pods = {p.key: p for p in snapshot.pods}
     for la in launch.launches:
         _charge(cost, la.offering.price, [pods[k] for k in la.pods if k in pods], groups, memory)
+    # A node no pod runs on yet serves the pods this plan puts there.
+    onto: dict[str, list[Pod]] = defaultdict(list)
+    for a in launch.absorbed:
+        if a.node in spend.unclaimed and a.pod in pods:
+            onto[a.node].append(pods[a.pod])
+    for name, waiting in onto.items():
+        _charge(cost, spend.unclaimed[name], waiting, groups, memory)
     launching_for = {p.key for la in launching for p in la.pods}
     launching_for |= {k for la in launch.launches for k in la.pods}
     launching_names = {la.name for la in launching}

@@ -36,9 +36,11 @@ from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import (
     BIN_PACKING,
     BIN_SELECTION,
+    NO_SPEND,
     NO_USAGE,
     Launch,
     LaunchPlan,
+    QueueSpend,
     Unplaced,
     Usage,
 )
@@ -83,10 +85,12 @@ class _Class:
 
 class _Planner:
     def __init__(
-        self, index: OfferingIndex, engine: Engine, usage: Usage, spend: Mapping[str, float] | None = None
+        self, index: OfferingIndex, engine: Engine, usage: Usage, spend: QueueSpend = NO_SPEND
     ) -> None:
         cfg = index.config
-        spent = {q: (spend or {}).get(q, 0.0) for q in cfg.queue_budgets}
+        spent = {q: spend.by_queue.get(q, 0.0) for q in cfg.queue_budgets}
+        # Nodes no pod runs on yet: the first queue with a budget whose pods go there pays for the node.
+        self.unclaimed = dict(spend.unclaimed) if cfg.queue_budgets else {}
         self.index = index
         self.engine = engine
         self.journal = engine.journal
@@ -171,12 +175,25 @@ class _Planner:
 
     def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: _Class) -> None:
         self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
+        if unit.queue and b.name in self.unclaimed:
+            self._claim(b.name, unit.queue)
         if not b.new:
             where = "launching node" if b.kind == Kind.LAUNCHING else "node"
             self.absorbed.extend(
                 Ignored(p.key, Reason.FITS_EXISTING, f"fits free capacity on {where} {b.name}", b.name)
                 for p in pods
             )
+
+    def _claim(self, node: str, queue: str) -> None:
+        price = self.unclaimed.pop(node)
+        self.budget.queues[queue] -= price
+        budget, unclaimed = self.budget, self.unclaimed
+
+        def undo() -> None:
+            budget.queues[queue] += price
+            unclaimed[node] = price
+
+        self.journal.log(undo)
 
     # -- step 4: new nodes -----------------------------------------------------------------------------
 
@@ -370,7 +387,7 @@ def scale_up(
     engine: Engine,
     *,
     usage: Usage = NO_USAGE,
-    queue_spend: Mapping[str, float] | None = None,
+    queue_spend: QueueSpend = NO_SPEND,
 ) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
     launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes

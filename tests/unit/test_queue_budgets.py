@@ -79,9 +79,10 @@ def test_pending_and_launching_gpus_are_counted_per_queue(make_config):
     launching = [Launching("launching-1", offering("g4dn.xlarge", 4, 16, 0.526, gpus=1, gpu_model="T4"))]
     result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW, launching=launching)
     research = views(result)["research"]
-    # One pod takes the node still launching; the other two get new nodes: all three have a node coming.
+    # One pod takes the node still launching; the other two get new nodes: all three have a node coming, and
+    # the queue pays for all three.
     assert (research.gpus_pending, research.gpus_launching, research.gpus_requested) == (3, 3, 3)
-    assert research.cost_per_hour == pytest.approx(2 * 0.526)
+    assert research.cost_per_hour == pytest.approx(3 * 0.526)
 
 
 def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_and_the_budget(make_config):
@@ -202,3 +203,17 @@ def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(make_config):
     assert launch.why is not None
     assert launch.why.fallback_cap == pytest.approx(1.0)
     assert launch.why.capped_by == "queueBudgets.research"
+
+
+def test_a_node_waiting_for_its_gpus_counts_against_the_queue_whose_pod_waits_for_it(make_config):
+    # tidal launched a g4dn.xlarge ($0.526/h) for sweep-0: it registered, its GPU is not allocatable yet, so
+    # nothing is bound to it. It is already bought: the second pod may not have another node on a $0.60 budget.
+    waiting_for_gpus = node(
+        "gpu-new", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", managed=True, gpu_label=1
+    )
+    objs = [waiting_for_gpus, job("sweep-0", "research"), job("sweep-1", "research")]
+    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.6}), NOW)
+    assert [(a.pod, a.node) for a in result.launch.absorbed] == [("default/sweep-0", "gpu-new")]
+    assert result.launch.launches == ()
+    assert [u.pod for u in result.launch.unplaced] == ["default/sweep-1"]
+    assert views(result)["research"].cost_per_hour == pytest.approx(0.526)
