@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 import structlog
 
-from autoscaler import annotations as ann
 from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
@@ -29,12 +28,12 @@ from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
+from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
 from autoscaler.planning import Plan, plan
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
-from autoscaler.planning.why import idle_warning
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.reason_watch import ReasonWindow
 from autoscaler.status import STATUS_CONFIGMAP, Leadership, rfc3339, status_summary, unplaced_kind
@@ -47,10 +46,6 @@ NOTIFY_REASONS = {
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
-# The event on a pod gated for a cost estimate (tidal.dev/cost-estimate or Luna's nodecostestimate).
-COST_ESTIMATE = "CostEstimate"
-# The event on a pod whose new node leaves most of its GPUs idle (no smaller offering would take it).
-OVERSIZED_NODE = "OversizedNode"
 # Plans made in one reconcile: the first, then one more after each round of launches the cloud refused, so a
 # pod falls back past a stockout, then a family quota, then a region's spot quota without waiting a reconcile.
 PLAN_ROUNDS = 4
@@ -434,19 +429,7 @@ class Controller:
                 f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
                 f"${off.price:.4f}/h) for this pod"
             )
-            why = o.launch.why
-            idle = idle_warning(off, o.launch.pods, why) if why is not None and why.idle_gpus else ""
-            if idle:
-                log.warning(
-                    "node_far_bigger_than_its_pods",
-                    instance_type=off.instance_type,
-                    capacity_type=off.capacity_type,
-                    gpus=off.gpu_count,
-                    gpus_used=why.gpus_used if why is not None else 0,
-                    price=off.price,
-                    pods=len(o.launch.pods),
-                    why=idle,
-                )
+            idle = idle_notice(o.launch)
             for key in o.launch.pods:
                 if key in pods:
                     self.events.pod(pods[key], "TriggeredScaleUp", msg)
@@ -458,15 +441,8 @@ class Controller:
         for u in decided.launch.unplaced:
             if u.pod in pods:
                 self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
-        for e in decided.estimates:
-            pod = pods.get(e.pod)
-            if pod is None:
-                continue
-            self.events.pod(pod, COST_ESTIMATE, e.describe(), "Normal" if e.launches else "Warning")
-            value = e.annotation()
-            # Written only when it changes: the pod's own update would otherwise come back every reconcile.
-            if pod.annotations.get(ann.COST_ESTIMATE) != value and not self.dry_run:
-                self._best_effort("annotate_pod", pod.namespace, pod.name, {ann.COST_ESTIMATE: value})
+        annotate = None if self.dry_run else (lambda *args: self._best_effort("annotate_pod", *args))
+        post_estimates(decided.estimates, pods, self.events.pod, annotate)
         for i in decided.demand.ignored:
             if i.reason in NOTIFY_REASONS and i.pod in pods:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from autoscaler.controller import COST_ESTIMATE, Controller
+from autoscaler.controller import Controller
 from autoscaler.demand import Reason
+from autoscaler.notices import COST_ESTIMATE
 from autoscaler.planning import plan
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from autoscaler.cli import main
-from autoscaler.controller import OVERSIZED_NODE, Controller
+from autoscaler.controller import Controller
+from autoscaler.notices import OVERSIZED_NODE
 from autoscaler.placement.reasons import Filter
 from autoscaler.planning import plan
 from autoscaler.render import plan_to_table, plan_warnings
