@@ -65,12 +65,12 @@ class SyncDrainer:
 class Sample:
     t: float
     gpus_up: int
-    gpus_used: int
+    gpus_used: float  # a share of a GPU counts as its part
     gpu_limit: int | None
     pending: dict[str, int]
     cost: float
     spot_gpus: int = 0  # of gpus_up, on spot instances
-    queue_gpus: dict[str, int] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
+    queue_gpus: dict[str, float] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
 
 
 # Kinds of Record.markers: what the timeline marks on its time axis.
@@ -130,6 +130,9 @@ class Simulation:
         self.clock = VirtualClock()
         self.cluster = EmulatedCluster(self.clock, scenario.queues, kai=scenario.kai)
         self.provider = provider_factory(config, clock=self.clock, kube=self.cluster)
+        self.cluster.gpu_memory = {
+            o.instance_type: o.gpu_memory_mib for o in self.provider.offerings() if o.gpu_count
+        }
         self.record = Record(policy, scenario.name)
         self.record.queues = {q.name: (q.quota, q.limit) for q in scenario.queues}
         self.echo = echo
@@ -183,7 +186,7 @@ class Simulation:
                 job = self.jobs[i]
                 self.cluster.submit(job, t)
                 self._say(
-                    f"{job.name}: {job.pods} pods x {job.gpus} GPU"
+                    f"{job.name}: {job.pods} pods x {_gpus_of(job)} GPU"
                     + (f" in queue {job.queue}" if job.queue else "")
                     + (" (gang)" if job.gang else "")
                 )
@@ -337,8 +340,8 @@ class Simulation:
         live = [i for i in self.provider.instances() if i.state != "terminated"]
         gpus_up = sum(i.gpu_count for i in live)
         spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == "spot")
-        used = 0
-        by_queue: dict[str, int] = dict.fromkeys(rec.queues, 0)
+        used = 0.0
+        by_queue: dict[str, float] = dict.fromkeys(rec.queues, 0.0)
         pending: dict[str, int] = {}
         verdicts = self._waiting_reasons()
         for sp in self.cluster.pods.values():
@@ -378,6 +381,15 @@ def cost_so_far(rec: Record, t: float) -> float:
         if end > start:
             total += inst.price * (end - start) / 3600
     return total
+
+
+def _gpus_of(job: JobSpec) -> str:
+    """How much GPU each pod of ``job`` asks for, as a timeline line says it."""
+    if job.gpu_fraction:
+        return f"{job.gpu_fraction:g}"
+    if job.gpu_memory_mib:
+        return f"{job.gpu_memory_mib} MiB of a"
+    return str(job.gpus)
 
 
 def _hhmm(t: float) -> str:

@@ -102,7 +102,7 @@ def timeline_text(rec: Record) -> list[str]:
         state = ""
         if s is not None:
             waiting = ", ".join(f"{n} {k}" for k, n in sorted(s.pending.items())) or "none"
-            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used} used; pending: {waiting}; ${s.cost:.2f}]"
+            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used:g} used; pending: {waiting}; ${s.cost:.2f}]"
         lines.append(f"{_hhmm(t)}  {text}{state}")
     return lines
 
