@@ -15,7 +15,7 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
 A scenario may replay a trace instead of listing jobs, and name the catalog it is priced from (both paths
 relative to the scenario file; a built-in's relative to the data directory, see ``data_directory``)::
 
-    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h}
+    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h, gpuSharing: kai}
     catalog: {file: catalog/instance_catalog.csv, cloud: aws, region: us-east-1}
 """
 
@@ -104,6 +104,7 @@ class TraceSpec:
     file: Path
     start: float = 0.0
     window: float | None = None
+    gpu_sharing: str = ""  # how pods that used part of a GPU are replayed (trace.GPU_SHARING); "" = default
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,13 +302,17 @@ def _share(raw: dict[str, Any], where: str, gpus: int) -> tuple[float, int, str]
 def _trace(data: dict[str, Any], base: Path) -> TraceSpec | None:
     if data.get("trace") is None:
         return None
-    raw = _entry(data["trace"], "trace", {"file", "start", "window"})
+    raw = _entry(data["trace"], "trace", {"file", "start", "window", "gpuSharing"})
     _required(raw, "file", "trace")
     window = raw.get("window")
+    sharing = _str(raw, "gpuSharing", "trace")
+    if sharing and sharing not in ("kai", "whole"):
+        raise ScenarioError(f"trace.gpuSharing: {sharing!r} is not kai or whole")
     return TraceSpec(
         base / _str(raw, "file", "trace"),
         clock_time(raw.get("start", 0), "trace.start"),
         None if window is None else clock_time(window, "trace.window"),
+        sharing,
     )
 
 
