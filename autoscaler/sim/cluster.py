@@ -49,6 +49,7 @@ from autoscaler.sim.kai_sharing import (
     pod_groups,
     without_groups,
 )
+from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
 
 KAI = "kai-scheduler"
@@ -162,6 +163,10 @@ class EmulatedCluster:
 
     def _changed(self) -> None:
         self.version += 1
+
+    def touch(self) -> None:
+        """Something outside the schedulers (KAI's scale-adjuster) changed pods of the cluster."""
+        self._changed()
 
     # -- workload --------------------------------------------------------------------------------------
 
@@ -346,28 +351,11 @@ class EmulatedCluster:
                     used[q] += sp.gpus
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
-        self._run_scaling_pods(scaling, nodes, sched, now)
+        if scaling and run_scaling_pods(self.scaling, nodes, sched, now, self._no_room_default(True, nodes)):
+            self._changed()
         if bound:
             self._changed()
         return bound
-
-    def _run_scaling_pods(
-        self, scaling: list[Pod], nodes: list[Node], sched: ClusterScheduler, now: float
-    ) -> None:
-        """The default scheduler binds a scaling pod wherever its whole GPUs fit; its container exits at once
-        (KAI's scaling-pod image does nothing), so it holds nothing and is Succeeded."""
-        for p in scaling:
-            home = next((n.name for n in nodes if sched.rejection(p, n.name) is None), None)
-            if home is not None:
-                self.scaling[p.key] = replace(
-                    p, node_name=home, phase="Succeeded", scheduled=Condition("True", "", "", now)
-                )
-                self._changed()
-                continue
-            message = self._no_room_default(p.requests.gpus > 0, nodes)
-            if p.scheduled is None or p.scheduled.message != message:
-                self.scaling[p.key] = replace(p, scheduled=Condition("False", "Unschedulable", message, now))
-                self._changed()
 
     def _priority(self, sp: SimPod) -> int:
         q = self.queues.get(sp.queue)

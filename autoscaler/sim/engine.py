@@ -21,6 +21,7 @@ from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
 from autoscaler.planning import Plan
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
+from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
 from autoscaler.sim.waiting import never_served, queue_hold, waiting_reasons
 
@@ -158,6 +159,9 @@ class Simulation:
             **kwargs,
         )
         self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))
+        # cluster-autoscaler and Karpenter see GPU-sharing pods only through KAI's node-scale-adjuster; tidal
+        # reads the shares itself (and recognises scaling pods), so it runs without one.
+        self.adjuster = ScaleAdjuster() if policy != "tidal" else None
         self._last_version = -1
         self._dirty_at: float | None = None
         self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
@@ -194,11 +198,11 @@ class Simulation:
             self.cluster.finish_due(t)
             self._cloud_events(t, interruptions, outages)
             self.provider.advance()
-            self.cluster.schedule(t)
+            self._schedule(t)
             if self._due(t):
                 self._reconcile(t)
                 self.provider.advance()
-                self.cluster.schedule(t)
+                self._schedule(t)
             self._sample(t)
             nxt = self._next(t, i, interruptions, outages)
             if nxt is None or nxt > end:
@@ -215,6 +219,14 @@ class Simulation:
         rec.waiting = never_served(self._last_plan(), self.cluster.pods.values())
         rec.wall_seconds = time.perf_counter() - wall
         return rec
+
+    def _schedule(self, t: float) -> None:
+        """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
+        self.cluster.schedule(t)
+        if self.adjuster is not None:
+            pods = [sp.pod for sp in self.cluster.pods.values()]
+            if self.adjuster.adjust(pods, self.cluster.scaling, t):
+                self.cluster.touch()
 
     def _last_plan(self) -> Plan | None:
         return self.controller.last.plan if self.controller.last else None
@@ -331,6 +343,10 @@ class Simulation:
             times += [s + wait for s in last.plan.removal.unneeded_since.values()]
         if self._removal_due(t):
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
+        if self.adjuster is not None:
+            wakeup = self.adjuster.wakeup(t)
+            if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
+                times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         future = [x for x in times if x > t]
         return min(future) if future else None
