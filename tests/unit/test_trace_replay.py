@@ -93,7 +93,7 @@ def test_a_trace_window_runs_for_the_window_and_an_hour(tmp_path, captured):
 def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
     with pytest.raises(Captured):
         main(["simulate", "--scenario", "alibaba-week"])
-    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week"]
+    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-kai"]
     assert captured["scenario"] == bench.scenario
     assert (captured["catalog"], captured["cloud"], captured["region"]) == (
         bench.catalog,
@@ -102,6 +102,19 @@ def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
     )
     assert captured["policy"] == "tidal"
     assert len(bench.scenario.jobs) == 1604 and bench.scenario.duration == 7 * 86400 + 3600
+    assert sum(1 for j in bench.scenario.jobs if j.gpu_fraction) == 513  # used part of one GPU
+
+
+@pytest.mark.skipif(
+    not (data_directory() / "traces" / "alibaba_gpu_v2023_openb_pods.csv").is_file(),
+    reason="the Alibaba GPU trace is not in the data directory",
+)
+def test_the_benchmarks_whole_gpu_week_is_simulate_with_gpu_sharing_whole(captured):
+    with pytest.raises(Captured):
+        main(["simulate", "--scenario", "alibaba-week", "--gpu-sharing", "whole"])
+    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-whole"]
+    assert captured["scenario"] == bench.scenario
+    assert not any(j.gpu_fraction for j in bench.scenario.jobs)
 
 
 def test_a_built_in_scenario_whose_trace_is_missing_names_where_it_looked(monkeypatch, tmp_path, capsys):
