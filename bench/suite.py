@@ -114,7 +114,13 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]}"
             f" | {r[10]} |"
         )
-    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
+    for extra in (
+        "plan_scale",
+        "plan_scale_fractional",
+        "plan_scale_fractional_per_pod",
+        "reconcile_scale",
+        "scaleup_latency",
+    ):
         path = RESULTS / f"{extra}.json"
         if path.exists():
             lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]

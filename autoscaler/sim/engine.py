@@ -110,6 +110,7 @@ class Record:
     waiting: dict[str, str] = field(default_factory=dict)
     markers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, kind, nodes)
     queues: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # name -> (quota, limit)
+    scaling_pods: int = 0  # created by KAI's node-scale-adjuster (baselines only)
 
 
 class Simulation:
@@ -217,6 +218,7 @@ class Simulation:
         rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
         rec.cut_runs = list(self.cluster.cut)
         rec.waiting = never_served(self._last_plan(), self.cluster.pods.values())
+        rec.scaling_pods = self.adjuster.created if self.adjuster is not None else 0
         rec.wall_seconds = time.perf_counter() - wall
         return rec
 

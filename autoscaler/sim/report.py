@@ -79,6 +79,8 @@ def summary(
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
     }
+    if rec.scaling_pods:
+        doc["scalingPods"] = rec.scaling_pods  # what KAI's node-scale-adjuster made for the baseline
     if lower_bound is not None:
         doc["lowerBound"] = lower_bound
         if lower_bound.get("cost"):

@@ -4,11 +4,15 @@ so a simulation can catch the planner placing shares differently from the schedu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from autoscaler.fit import GPU_TAINT
 from autoscaler.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
+from autoscaler.planning.cluster import node_devices
 from autoscaler.sim.cluster import KAI, EmulatedCluster
+from autoscaler.sim.kai_sharing import SharedGpus, pod_groups
 from autoscaler.sim.run import simulate
 from autoscaler.sim.scenario import JobSpec, ScenarioError, parse_scenario
 from tests.builders import node
@@ -225,3 +229,60 @@ def test_a_bad_share_in_a_scenario_is_one_line_naming_the_field(job, message):
     with pytest.raises(ScenarioError) as err:
         parse_scenario({"jobs": [{"at": "01:00", "name": "x", **job}]}, "s.yaml")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def _planner_free(cluster: EmulatedCluster, name: str) -> list[tuple[int, str]]:
+    """What tidal's planner reads of a node's shared GPUs: (free hundredths, compute mode) per device."""
+    on = [p for p in cluster.snapshot().pods if p.node_name == name]
+    slots, opened = node_devices(cluster.nodes[name], cluster.nodes[name].allocatable.gpus, on, None)
+    assert opened == 0  # every share it sees is held by a reservation pod, as in a real cluster
+    return sorted((d.free, d.mode.value) for d in slots.shared)
+
+
+def _emulated_free(cluster: EmulatedCluster, name: str) -> list[tuple[int, str]]:
+    running = [sp.pod for sp in cluster.pods.values() if sp.pod.node_name]
+    book = SharedGpus.of(
+        cluster.sharing.reservations.values(), running, {n: v.labels for n, v in cluster.nodes.items()}
+    )
+    return sorted((round(100 * d.free / d.memory), d.mode.value) for d in book.by_node.get(name, ()))
+
+
+def test_the_planner_reads_the_free_shares_the_emulated_kai_left():
+    cluster = cluster_with(t4_node("gpu-a", gpus=4), t4_node("gpu-b"))
+    cluster.submit(share_job("a", 3, fraction=0.3), 0.0)
+    cluster.submit(share_job("b", 2, fraction=0.45), 0.0)
+    cluster.submit(share_job("c", 1, fraction=0.2, compute_mode="sm-sharing"), 0.0)
+    cluster.schedule(0.0)
+    assert all(sp.pod.node_name for sp in cluster.pods.values())
+    for name in ("gpu-a", "gpu-b"):
+        assert _planner_free(cluster, name) == _emulated_free(cluster, name)
+
+
+def test_the_planner_never_sees_more_room_than_kai_left_beside_memory_shares():
+    # KAI accounts a gpu-memory share in MiB of the labelled memory floored to 100 MiB; the planner in
+    # hundredths of the label, rounded up: it may see a little less room, never more.
+    cluster = cluster_with(t4_node("gpu-a"))
+    cluster.submit(share_job("d", 2, fraction=0.0, gpu_memory_mib=4000), 0.0)
+    cluster.schedule(0.0)
+    [(planned, _)] = _planner_free(cluster, "gpu-a")
+    [(emulated, _)] = _emulated_free(cluster, "gpu-a")
+    assert planned <= emulated
+
+
+def test_the_planner_reads_a_share_on_two_devices_as_the_emulated_kai_placed_it():
+    cluster = cluster_with(t4_node("gpu-a", gpus=4))
+    two = replace(share_job("dist", 1, fraction=0.5), name="dist")
+    [key] = cluster.submit(two, 0.0)
+    sp = cluster.pods[key]
+    sp.pod = replace(
+        sp.pod,
+        annotations={**sp.pod.annotations, "gpu-fraction-num-devices": "2"},
+        gpu_share=replace(sp.pod.gpu_share, devices=2),
+    )
+    cluster.submit(share_job("half", 1, fraction=0.5), 0.0)
+    cluster.schedule(0.0)
+    assert len(cluster.sharing.reservations) == 2  # the second half joins one of the two devices
+    assert set(cluster.pods[key].pod.labels) >= {
+        f"runai-gpu-group/{g}" for g in pod_groups(cluster.pods[key].pod.labels)
+    }
+    assert _planner_free(cluster, "gpu-a") == _emulated_free(cluster, "gpu-a")
