@@ -11,10 +11,11 @@ import pytest
 from autoscaler.fit import GPU_TAINT
 from autoscaler.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
 from autoscaler.planning.cluster import node_devices
-from autoscaler.sim.cluster import KAI, EmulatedCluster
+from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.kai_sharing import SharedGpus, pod_groups
 from autoscaler.sim.run import simulate
 from autoscaler.sim.scenario import JobSpec, ScenarioError, parse_scenario
+from autoscaler.sim.workload import KAI
 from tests.builders import node
 
 T4_MEMORY = "15360"
