@@ -18,7 +18,7 @@ from autoscaler.version import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command a closed pipe stopped (SIGPIPE)
-TRACE_ONLY = ("compression", "sample", "start", "window", "seed")
+TRACE_ONLY = ("compression", "sample", "start", "window", "seed", "gpu_sharing")
 
 
 class UsageError(ValueError):
@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--window", type=_seconds, help="trace time to replay from --start (default: all)")
     s.add_argument("--seed", type=int, help="seed for --sample (default 0)")
     s.add_argument(
+        "--gpu-sharing",
+        choices=("kai", "whole"),
+        help="how a trace pod that used part of a GPU asks for it: kai, a gpu-fraction share KAI packs onto a "
+        "device (default), or whole, one nvidia.com/gpu that may be a partial-GPU instance size",
+    )
+    s.add_argument(
         "--catalog",
         action="append",
         type=_given,
@@ -203,7 +209,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.catalog and len(args.catalog) > 1:
         raise UsageError("tidal simulate: --catalog is given more than once; a simulation is priced from one")
     scenario = load_scenario(args.scenario or TRACE_FRAME)
-    given = [f"--{name}" for name in TRACE_ONLY if getattr(args, name) is not None]
+    given = [f"--{name.replace('_', '-')}" for name in TRACE_ONLY if getattr(args, name) is not None]
     if given and not args.trace and scenario.trace is None:
         raise UsageError(
             f"tidal simulate: {', '.join(given)} only apply to a trace: give --trace CSV "

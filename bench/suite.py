@@ -1,7 +1,10 @@
 """The benchmark suite: every scenario under every policy, in the simulator, against the LP lower bound.
 
-Writes bench/results/<scenario>--<policy>.json (the simulator's summary.json) and bench/results/README.md, one
+Writes bench/results/<row>--<policy>.json (the simulator's summary.json) and bench/results/README.md, one
 table: scenario x policy -> cost, cost / lower bound, GPU-hours idle, pending p95, over-limit launches, wall.
+The Alibaba week is run twice: alibaba-week-kai replays the pods that used part of a GPU as KAI
+gpu-fraction pods (``tidal simulate --scenario alibaba-week``), alibaba-week-whole as one whole GPU each
+(``--gpu-sharing whole``).
 
     python bench/suite.py [--only kai-day,spot-storm] [--policies tidal] [--table-only]
 """
@@ -24,18 +27,25 @@ from bench.provenance import commit  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 POLICIES = ("tidal", "ca-like", "karpenter-like")
-SCENARIOS = ("kai-day", "spot-storm", "burst-10k", "alibaba-week")
+# (row, scenario, how trace pods that used part of a GPU ask for it: None for scenarios without a trace)
+SCENARIOS = (
+    ("kai-day", "kai-day", None),
+    ("spot-storm", "spot-storm", None),
+    ("burst-10k", "burst-10k", None),
+    ("alibaba-week-kai", "alibaba-week", "kai"),
+    ("alibaba-week-whole", "alibaba-week", "whole"),
+)
 
 
 def scenarios() -> list[tuple[str, Prepared]]:
     """(name, run) for each benchmark scenario that can run here, prepared exactly as ``tidal simulate
     --scenario NAME`` prepares it (alibaba-week needs the trace and catalog of $TIDAL_DATA or shared/data)."""
     out: list[tuple[str, Prepared]] = []
-    for name in SCENARIOS:
+    for row, name, sharing in SCENARIOS:
         try:
-            out.append((name, prepare(load_scenario(name))))
+            out.append((row, prepare(load_scenario(name), gpu_sharing=sharing)))
         except ScenarioError as err:
-            print(f"skipping {name}: {err}", file=sys.stderr)
+            print(f"skipping {row}: {err}", file=sys.stderr)
     return out
 
 
@@ -80,7 +90,7 @@ def main() -> int:
             doc = {**out.summary, "commit": commit()}
             (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")
             print(
-                f"{name:13} {policy:15} ${doc['cost']['total']:>10.2f}"
+                f"{name:18} {policy:15} ${doc['cost']['total']:>10.2f}"
                 f"  x{doc['cost'].get('overLowerBound')}  wall {doc['wallSeconds']}s",
                 flush=True,
             )
@@ -104,7 +114,13 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]}"
             f" | {r[10]} |"
         )
-    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
+    for extra in (
+        "plan_scale",
+        "plan_scale_fractional",
+        "plan_scale_fractional_per_pod",
+        "reconcile_scale",
+        "scaleup_latency",
+    ):
         path = RESULTS / f"{extra}.json"
         if path.exists():
             lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]

@@ -9,7 +9,10 @@
   is tidal's, replacing nodes by cheaper ones included, as Karpenter's consolidation does.
 
 Both honour ``clusterGPULimit`` (cluster-autoscaler's ``--gpu-total``, a NodePool limit in Karpenter). What
-they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them.
+they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them, and they read no
+KAI annotation: a pod asking KAI for part of a GPU is, to them, a pod of its CPU and memory (which may fit a
+node KAI can never put it on), and they buy GPUs for it only through the scaling pods of KAI's
+node-scale-adjuster (:mod:`autoscaler.sim.scale_adjuster`), which they see as ordinary pending GPU pods.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.demand import select
+from autoscaler.gpu.kai_pods import (
+    SCALE_ADJUST_NAMESPACE,
+    SHARED_POD_NAME_LABEL,
+    SHARED_POD_NAMESPACE_LABEL,
+    is_scale_adjuster_pod,
+)
 from autoscaler.model import Offering, Pod, Snapshot
 from autoscaler.planning import Plan
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
@@ -139,6 +148,23 @@ def _waste(need: Resources, alloc: Resources) -> float:
     return sum(shares) / len(shares)
 
 
+def peer_view(snapshot: Snapshot) -> Snapshot:
+    """The cluster as cluster-autoscaler or Karpenter see it: no KAI queues, no GPU share in any pod's
+    annotations, and the node-scale-adjuster's scaling pods as the ordinary pending pods they are to them."""
+    pods = []
+    for p in snapshot.pods:
+        if p.gpu_share is not None or p.gpu_share_error:
+            p = replace(p, gpu_share=None, gpu_share_error="")
+        elif is_scale_adjuster_pod(p.namespace, p.labels):
+            # tidal's own demand leaves scaling pods out (it plans for their pods itself); a peer acts on them.
+            hidden = {SHARED_POD_NAME_LABEL, SHARED_POD_NAMESPACE_LABEL}
+            if p.namespace == SCALE_ADJUST_NAMESPACE:
+                hidden.add("app")
+            p = replace(p, labels={k: v for k, v in p.labels.items() if k not in hidden})
+        pods.append(p)
+    return replace(snapshot, pods=tuple(pods), queues=())
+
+
 def _plan(
     policy: str,
     prepared: _Prepared,
@@ -148,8 +174,8 @@ def _plan(
     launching_usage: Usage,
 ) -> Plan:
     config, blind, index = prepared.config, prepared.blind, prepared.index
-    seen = replace(snapshot, queues=())
-    demand = select(seen, blind)
+    snapshot = peer_view(snapshot)
+    demand = select(snapshot, blind)
     by_node = pods_by_node(snapshot.pods)
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)

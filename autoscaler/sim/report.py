@@ -79,6 +79,8 @@ def summary(
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
     }
+    if rec.scaling_pods:
+        doc["scalingPods"] = rec.scaling_pods  # what KAI's node-scale-adjuster made for the baseline
     if lower_bound is not None:
         doc["lowerBound"] = lower_bound
         if lower_bound.get("cost"):
@@ -102,7 +104,7 @@ def timeline_text(rec: Record) -> list[str]:
         state = ""
         if s is not None:
             waiting = ", ".join(f"{n} {k}" for k, n in sorted(s.pending.items())) or "none"
-            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used} used; pending: {waiting}; ${s.cost:.2f}]"
+            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used:g} used; pending: {waiting}; ${s.cost:.2f}]"
         lines.append(f"{_hhmm(t)}  {text}{state}")
     return lines
 

@@ -15,7 +15,7 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
 A scenario may replay a trace instead of listing jobs, and name the catalog it is priced from (both paths
 relative to the scenario file; a built-in's relative to the data directory, see ``data_directory``)::
 
-    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h}
+    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h, gpuSharing: kai}
     catalog: {file: catalog/instance_catalog.csv, cloud: aws, region: us-east-1}
 """
 
@@ -71,6 +71,15 @@ class JobSpec:
     gpu_skus: str = ""
     partial_gpu: bool = False
     priority: int = 0
+    # A share of one GPU asked of KAI instead of whole GPUs: a portion (0 < f < 1) or GPU memory in MiB,
+    # and how pods on one device share its compute ("time-slicing" or "sm-sharing").
+    gpu_fraction: float = 0.0
+    gpu_memory_mib: int = 0
+    compute_mode: str = ""
+
+    @property
+    def shares_gpu(self) -> bool:
+        return bool(self.gpu_fraction or self.gpu_memory_mib)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +104,7 @@ class TraceSpec:
     file: Path
     start: float = 0.0
     window: float | None = None
+    gpu_sharing: str = ""  # how pods that used part of a GPU are replayed (trace.GPU_SHARING); "" = default
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +243,9 @@ def _job(raw: Any, where: str) -> JobSpec:
         "gpuSkus",
         "partialGpu",
         "priority",
+        "gpuFraction",
+        "gpuMemory",
+        "computeMode",
     }
     raw = _entry(raw, where, known)
     if "name" not in raw or "at" not in raw:
@@ -243,11 +256,13 @@ def _job(raw: Any, where: str) -> JobSpec:
         values = split_list(offerings)
         if not values or not set(values) <= set(CAPACITY_TYPES):
             raise ScenarioError(f"{where}.offerings: {offerings!r} is not spot, on-demand or spot,on-demand")
+    gpus = _int(raw, "gpus", where, 0) or 0
+    fraction, memory, mode = _share(raw, where, gpus)
     return JobSpec(
         at=clock_time(raw["at"], f"{where}.at"),
         name=_str(raw, "name", where),
         pods=_int(raw, "pods", where, 1, minimum=1) or 0,
-        gpus=_int(raw, "gpus", where, 0) or 0,
+        gpus=gpus,
         cpu_milli=_quantity(raw, "cpu", where, "1"),
         memory_milli=_quantity(raw, "memory", where, "4Gi"),
         duration=clock_time(raw.get("duration", "1h"), f"{where}.duration"),
@@ -258,19 +273,46 @@ def _job(raw: Any, where: str) -> JobSpec:
         gpu_skus=_str(raw, "gpuSkus", where),
         partial_gpu=_bool(raw, "partialGpu", where, False),
         priority=_int(raw, "priority", where, 0, minimum=None) or 0,
+        gpu_fraction=fraction,
+        gpu_memory_mib=memory,
+        compute_mode=mode,
     )
+
+
+def _share(raw: dict[str, Any], where: str, gpus: int) -> tuple[float, int, str]:
+    """A job's share of a GPU (``gpuFraction`` or ``gpuMemory`` MiB, ``computeMode``), checked as KAI would."""
+    fraction = raw.get("gpuFraction", 0)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ScenarioError(f"{where}.gpuFraction: {fraction!r} is not a number above 0 and below 1")
+    memory = _int(raw, "gpuMemory", where, 0, minimum=0) or 0
+    mode = _str(raw, "computeMode", where)
+    if mode and mode not in ("time-slicing", "sm-sharing"):
+        raise ScenarioError(f"{where}.computeMode: {mode!r} is not time-slicing or sm-sharing")
+    if fraction and memory:
+        raise ScenarioError(f"{where}.gpuMemory: {memory!r} is set beside gpuFraction (give one of them)")
+    if (fraction or memory) and gpus:
+        raise ScenarioError(
+            f"{where}.gpus: {gpus!r} is set beside a GPU share (a pod asks for one or the other)"
+        )
+    if mode and not (fraction or memory):
+        raise ScenarioError(f"{where}.computeMode: {mode!r} is set without gpuFraction or gpuMemory")
+    return float(fraction), memory, mode
 
 
 def _trace(data: dict[str, Any], base: Path) -> TraceSpec | None:
     if data.get("trace") is None:
         return None
-    raw = _entry(data["trace"], "trace", {"file", "start", "window"})
+    raw = _entry(data["trace"], "trace", {"file", "start", "window", "gpuSharing"})
     _required(raw, "file", "trace")
     window = raw.get("window")
+    sharing = _str(raw, "gpuSharing", "trace")
+    if sharing and sharing not in ("kai", "whole"):
+        raise ScenarioError(f"trace.gpuSharing: {sharing!r} is not kai or whole")
     return TraceSpec(
         base / _str(raw, "file", "trace"),
         clock_time(raw.get("start", 0), "trace.start"),
         None if window is None else clock_time(window, "trace.window"),
+        sharing,
     )
 
 
