@@ -177,6 +177,11 @@ class OfferingCatalog:
         self._fetched_at: float | None = None
         self.last_error = ""
 
+    @property
+    def fetched_at(self) -> float | None:
+        """When the offerings were last read from the provider (None: never)."""
+        return self._fetched_at
+
     def offerings(self, now: float) -> list[Offering]:
         """Current offerings (the last good list when a refresh fails; the first failure raises)."""
         if self._fetched_at is None or now - self._fetched_at >= self.refresh_interval:

@@ -32,6 +32,7 @@ from autoscaler.planning import Plan, plan
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
+from autoscaler.planning.reserved import InFlight
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.reason_watch import ReasonWindow
@@ -110,6 +111,7 @@ class Controller:
         self.catalog = OfferingCatalog(provider.offerings, refresh_interval=300.0)
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
         self.launcher = Launcher(provider, self.availability, self.fleet, self._metric, dry_run=dry_run)
+        self.in_flight = InFlight()
         self.gangs = Gangs()
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
@@ -181,7 +183,9 @@ class Controller:
         self._record(decided, snapshot, cfg)
 
     def _offerings(self, now: float) -> Sequence[Offering]:
-        return self.availability.apply(self.catalog.offerings(now), now)
+        offerings = self.availability.apply(self.catalog.offerings(now), now)
+        # What reservations have free, as the provider counted it, less what tidal launched into them since.
+        return self.in_flight.apply(offerings, self.fleet.launched_into_reservations(self.catalog.fetched_at))
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
         offerings = self._offerings(now)

@@ -56,7 +56,7 @@ def plan(
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
-    launch = scale_up(demand, index, engine, usage=total)
+    launch = scale_up(demand, index, engine, usage=total, now=now)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back

@@ -10,7 +10,7 @@ it takes the cheapest of them when the plan is final.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.fit import Constraints, last_candidate
 from autoscaler.gpu.share import GpuShare
@@ -21,6 +21,7 @@ from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.planning.reserved import ReservedRoom, rank
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
 
@@ -34,17 +35,23 @@ class Budget:
     gpus: int | None
     cpu_milli: int | None
     nodes: int | None
+    # What each reservation still takes: a reserved offering is a node of its reservation's count.
+    reserved: ReservedRoom = field(default_factory=lambda: ReservedRoom({}, {}))
 
-    def allows(self, o: Offering) -> bool:
+    def within_limits(self, o: Offering) -> bool:
+        """The cluster limits leave room for a node of ``o``."""
         return (
             (self.gpus is None or o.gpu_count <= self.gpus)
             and (self.cpu_milli is None or o.vcpu * 1000 <= self.cpu_milli)
             and (self.nodes is None or self.nodes >= 1)
         )
 
+    def allows(self, o: Offering) -> bool:
+        return self.within_limits(o) and self.reserved.left(o) >= 1
+
     def count(self, o: Offering) -> int:
         """How many nodes of ``o`` still fit in the budget."""
-        n = 1 << 30
+        n = self.reserved.left(o)
         if self.gpus is not None and o.gpu_count:
             n = min(n, self.gpus // o.gpu_count)
         if self.cpu_milli is not None and o.vcpu:
@@ -54,6 +61,7 @@ class Budget:
         return n
 
     def take(self, o: Offering, sign: int = 1) -> None:
+        self.reserved.take(o, sign)
         if self.gpus is not None:
             self.gpus -= o.gpu_count * sign
         if self.cpu_milli is not None:
@@ -95,8 +103,9 @@ def choose(
     if not eligible:
         return reason or Rejection(Filter.CONFIGURATION, "no offerings")
     packing = mode == BIN_PACKING
-    fits_somewhere = False
-    best: tuple[float, int, tuple[float, str, str, str]] | None = None
+    fits_somewhere = limited = False
+    held: list[Offering] = []  # reserved offerings that fit but whose reservation takes no more
+    best: tuple[float, int, float, tuple[float, str, str, str]] | None = None
     chosen: Choice | None = None
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
@@ -106,16 +115,22 @@ def choose(
             fits_somewhere = True
             o = shape.cheapest
             if not budget.allows(o):
+                if budget.within_limits(o):
+                    held.append(o)
+                else:
+                    limited = True
                 continue
             per_pod = o.price / min(k, remaining)
             floor = o.price / remaining
             if best is not None and floor > best[0]:
                 break  # shapes are in price order: none later in this tier can beat the best
-            score = (per_pod, tier, price_order(o))
+            score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
     if chosen is not None:
         return chosen
+    if held and not limited:
+        return budget.reserved.rejection(held)
     if fits_somewhere:
         return limit_rejection(index, budget)
     return no_fit(index, c, req, mode)

@@ -30,7 +30,7 @@ from autoscaler.placement.reasons import (
     Filter,
     Rejection,
 )
-from autoscaler.planning import newnodes
+from autoscaler.planning import newnodes, reserved
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import (
@@ -79,7 +79,7 @@ class _Class:
 
 
 class _Planner:
-    def __init__(self, index: OfferingIndex, engine: Engine, usage: Usage) -> None:
+    def __init__(self, index: OfferingIndex, engine: Engine, usage: Usage, now: float | None) -> None:
         cfg = index.config
         self.index = index
         self.engine = engine
@@ -90,6 +90,7 @@ class _Planner:
             if cfg.cluster_cpu_limit is None
             else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
             nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
+            reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
         )
         self.cluster: list[Bin] = sorted(
             (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
@@ -179,6 +180,10 @@ class _Planner:
             want = 1 if pod.topological else len(remaining)
             choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget)
             if isinstance(choice, Rejection):
+                wider = reserved.meanwhile(unit.c, choice, self.index.config)
+                if wider is not None:  # on-demand until the Capacity Block they wait for starts
+                    unit = _Class(unit.pods, wider, unit.mode)
+                    continue
                 self._unplace(remaining, choice, unit)
                 return []
             n = self._batch(choice, len(remaining), pod)
@@ -218,6 +223,7 @@ class _Planner:
                 self.index.config.cluster_cpu_limit is not None,
                 take if pod.gpu_share is not None else 0,
             )
+            options = self._options[key] = reserved.same_capacity(options, o)
         mark = self.journal.mark()
         b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
         fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
@@ -294,7 +300,9 @@ class _Planner:
             key = (tuple(classes), b.mode, b.used, offering, tuple(sorted(b.settled.items())))
             alternatives = cache.get(key)
             if alternatives is None:
-                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes)
+                alternatives = cache[key] = reserved.without_reserved(
+                    newnodes.fallbacks(b, offering, self.index, classes)
+                )
             launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
@@ -329,12 +337,20 @@ def _classes(
     return list(groups.values())
 
 
-def scale_up(demand: Demand, index: OfferingIndex, engine: Engine, *, usage: Usage = NO_USAGE) -> LaunchPlan:
+def scale_up(
+    demand: Demand,
+    index: OfferingIndex,
+    engine: Engine,
+    *,
+    usage: Usage = NO_USAGE,
+    now: float | None = None,
+) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
-    launch); every counted pod is launched for, absorbed or unplaced."""
+    launch); every counted pod is launched for, absorbed or unplaced. ``now`` opens and closes Capacity
+    Blocks (without it none is launched into)."""
     for pod in demand.counted:
         engine.topology.prepare(pod)
-    planner = _Planner(index, engine, usage)
+    planner = _Planner(index, engine, usage, now)
     units: list[tuple[tuple[object, ...], Gang | _Class]] = [
         (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]
