@@ -36,16 +36,20 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
+    ON_DEMAND,
+    RESERVED,
     SPOT,
     Instance,
     LaunchRequest,
     Offering,
+    Reservation,
 )
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from providers.simulated.settings import (
     SECTION,
     CapacityRule,
     ProviderConfigError,
+    SimReservation,
     load_catalog,
     parse_settings,
 )
@@ -69,6 +73,7 @@ TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, a
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 _REGISTER, _GPUS, _DOWN = "register", "gpus", "down"
+BLOCK_RECLAIM = 1800.0  # a Capacity Block's instances are terminated from this long before its end, as on EC2
 
 
 class SimulatedProvider:
@@ -126,19 +131,37 @@ class SimulatedProvider:
     # --- the provider contract -------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every catalog offering in the configured zones, ``available=False`` where capacity is failed."""
+        """Every catalog offering in the configured zones, ``available=False`` where capacity is failed, and
+        an offering per reservation (until it ends) with its free count."""
         self._enter("offerings", "")
         with self._store.transaction() as state:
-            key = repr(state.capacity_rules)
+            reserved = self._reserved(state, self.clock())
+            key = repr(state.capacity_rules) + repr(reserved)
             cached = self._offerings_cache
             if cached is not None and cached[0] == key:
                 return cached[1]  # the same list while capacity is unchanged: planners may cache on it
             result = [
                 o if self._has_capacity(state, o) else dataclasses.replace(o, available=False)
                 for o in self.catalog.offerings
-            ]
+            ] + reserved
             self._offerings_cache = (key, result)
             return result
+
+    def _reserved(self, state: CloudState, now: float) -> list[Offering]:
+        out = []
+        for r in self.settings.reservations:
+            if r.end is not None and now >= r.end:
+                continue  # over: the cloud no longer lists it
+            base = self._by_key[f"{r.instance_type}/{r.zone}/{ON_DEMAND}"]
+            used = sum(
+                1
+                for rec in state.instances.values()
+                if rec.state != TERMINATED
+                and rec.offering.reservation is not None
+                and rec.offering.reservation.id == r.id
+            )
+            out.append(_reserved_offering(r, base, used))
+        return out
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""
@@ -148,7 +171,7 @@ class SimulatedProvider:
             raise ProviderError("launch request has no idempotency token")
         if not request.offerings:
             raise ProviderError(f"launch request {request.token} has no candidate offerings")
-        unknown = [o.key for o in request.offerings if o.key not in self._by_key]
+        unknown = [o.key for o in request.offerings if o.reservation is None and o.key not in self._by_key]
         if unknown:
             raise ProviderError(f"launch request {request.token}: not offered here: {', '.join(unknown)}")
         now = self.clock()
@@ -160,8 +183,16 @@ class SimulatedProvider:
                     return record.instance()
             gpus_in_use = sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
             refused: list[Attempt] = []
+            reserved = {o.reservation.id: o for o in self._reserved(state, now) if o.reservation is not None}
             for candidate in request.offerings:
-                offering = self._by_key[candidate.key]
+                if candidate.reservation is not None:
+                    refusal = _reservation_refusal(candidate, reserved.get(candidate.reservation.id), now)
+                    if refusal is not None:
+                        refused.append(refusal)
+                        continue
+                    offering = reserved[candidate.reservation.id]
+                else:
+                    offering = self._by_key[candidate.key]
                 if not self._has_capacity(state, offering):
                     refused.append(Attempt(candidate, Refusal.NO_CAPACITY, "no capacity"))
                 elif quota is not None and gpus_in_use + offering.gpu_count > quota:
@@ -389,6 +420,16 @@ class SimulatedProvider:
 
     def _progress(self, state: CloudState, now: float) -> None:
         for record in list(state.instances.values()):
+            r = record.offering.reservation
+            if (
+                record.state != TERMINATED
+                and r is not None
+                and r.block
+                and r.end is not None
+                and now >= r.end - BLOCK_RECLAIM
+            ):
+                log.info("capacity_block_reclaimed", instance=record.id, reservation=r.id)
+                self._end(record, interrupted=False)
             if record.state == PENDING and now >= record.running_at:
                 record.state = RUNNING
                 log.info("instance_running", instance=record.id)
@@ -502,6 +543,36 @@ class SimulatedProvider:
                 self.advance()
             except Exception as err:  # keep the simulated cloud running; the next tick tries again
                 log.warning("simulated_advance_failed", error=_describe(err))
+
+
+def _reserved_offering(r: SimReservation, base: Offering, used: int) -> Offering:
+    """``base`` as reservation ``r``'s offering, with what it has free."""
+    reservation = Reservation(
+        r.id,
+        r.kind,
+        available=max(0, r.count - used),
+        total=r.count,
+        start=r.start,
+        end=r.end,
+        on_demand_price=base.price,
+    )
+    return dataclasses.replace(
+        base, capacity_type=RESERVED, price=0.0, price_source="reservation", reservation=reservation
+    )
+
+
+def _reservation_refusal(candidate: Offering, listed: Offering | None, now: float) -> Attempt | None:
+    """Why the cloud refuses to launch ``candidate`` into its reservation (None: it takes it)."""
+    r = listed.reservation if listed is not None else None
+    if listed is None or r is None or listed.key != candidate.key:
+        return Attempt(candidate, Refusal.INVALID, "no such reservation (or it has ended)")
+    if r.start is not None and now < r.start:
+        return Attempt(candidate, Refusal.INVALID, f"reservation {r.id} has not started")
+    if r.block and r.end is not None and now >= r.end - BLOCK_RECLAIM:
+        return Attempt(candidate, Refusal.INVALID, f"Capacity Block {r.id} is ending")
+    if r.available < 1:
+        return Attempt(candidate, Refusal.NO_CAPACITY, f"reservation {r.id} has no free instance")
+    return None
 
 
 def _record_done(record: InstanceRecord, action: str, now: float) -> None:
