@@ -28,6 +28,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                 "gang": la.gang,
                 "pods": list(la.pods),
                 "fallbacks": [o.key for o in la.alternatives],
+                **_reservation(la.offering),
             }
             for la in plan.launch.launches
         ],
@@ -46,6 +47,21 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "costPerHour": plan.launch.cost_per_hour,
         "gpuTotalAfter": plan.launch.gpus_after,
     }
+
+
+def _reservation(o: Offering) -> dict[str, Any]:
+    """A reserved launch's reservation (nothing for others)."""
+    r = o.reservation
+    if r is None:
+        return {}
+    out: dict[str, Any] = {
+        "reservation": r.id,
+        "reservationType": r.kind.value,
+        "onDemandPrice": r.on_demand_price,
+    }
+    if r.end is not None:
+        out["reservationEnd"] = r.end
+    return out
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -79,7 +95,8 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                 [
                     la.offering.instance_type,
                     la.offering.zone or "-",
-                    la.offering.capacity_type,
+                    la.offering.capacity_type
+                    + (f" {la.offering.reservation.id}" if la.offering.reservation is not None else ""),
                     f"{la.offering.price:.4f}",
                     f"{la.offering.gpu_count} {la.offering.gpu_model}".strip(),
                     la.mode + (f" gang {la.gang}" if la.gang else ""),

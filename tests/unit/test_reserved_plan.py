@@ -9,6 +9,7 @@ from autoscaler.fleet import Fleet
 from autoscaler.model import ReservationKind
 from autoscaler.planning import plan
 from autoscaler.planning.reserved import InFlight
+from autoscaler.render import plan_to_json, plan_to_table
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, reserved, snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
@@ -284,3 +285,19 @@ def test_offerings_are_the_very_same_list_while_nothing_was_launched_into_a_rese
     assert in_flight.apply(offerings, {"cr-elsewhere": 3}) is offerings
     spent = in_flight.apply(offerings, {"cr-0a1b2c3d4e5f60001": 1})
     assert in_flight.apply(offerings, {"cr-0a1b2c3d4e5f60001": 1}) is spent
+
+
+def test_the_plan_output_names_the_reservation_a_node_goes_into(make_config):
+    block = g5_reservation(
+        available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW - HOUR, end=NOW + 23 * HOUR
+    )
+    result = run(make_config, gpu_pod("infer-1"), extra=[block])
+    [launch] = plan_to_json(result)["launches"]
+    assert (launch["capacityType"], launch["pricePerHour"]) == ("reserved", 0.0)
+    assert (launch["reservation"], launch["reservationType"], launch["onDemandPrice"]) == (
+        "cr-0a1b2c3d4e5f60001",
+        "capacity-block",
+        1.006,
+    )
+    assert launch["reservationEnd"] == NOW + 23 * HOUR
+    assert "reserved cr-0a1b2c3d4e5f60001" in plan_to_table(result, make_config(**RESERVED_FIRST))

@@ -179,3 +179,27 @@ def test_no_drain_is_started_for_a_block_in_a_dry_run(config):
     drainer = RecordingDrainer()
     controller(cfg, provider, cluster, drainer=drainer, dry_run=True).reconcile_once()
     assert drainer.jobs == []
+
+
+def test_a_reservation_that_disappears_mid_run_is_no_longer_planned_into_nor_kept(config):
+    cfg = config(
+        {"id": "cr-ml", "instanceType": "g5.xlarge", "zone": "us-east-1a", "count": 2, "end": START + HOUR}
+    )
+    clock = Clock(START)
+    provider = SimulatedProvider(cfg, clock=clock)
+    cluster = StaticCluster(snapshot(gpu_job("infer-0")))
+    ctl = controller(cfg, provider, cluster)
+    ctl.reconcile_once()
+    assert launched(ctl) == ["g5.xlarge/us-east-1a/reserved/cr-ml"]
+    [instance] = provider.instances()
+    registered = node_of(instance, ctl, cfg)
+
+    clock.now = START + 2 * HOUR  # the reservation ended (it is no longer listed); its node runs on
+    running = gpu_job("infer-0", node_name=instance.id, phase="Running")
+    cluster.view = snapshot(registered, running, gpu_job("infer-1"))
+    ctl.reconcile_once()
+
+    assert launched(ctl) == ["g4dn.xlarge/us-east-1a/on-demand"]
+    assert ctl.last is not None and ctl.last.plan is not None
+    kept = {b.node: b.reason for b in ctl.last.plan.removal.blocked}.get(instance.id, "")
+    assert "paid for whether used or not" not in kept
