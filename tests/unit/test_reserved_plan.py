@@ -1,8 +1,11 @@
 """Reserved capacity in a plan: used first, never past its free count, targeted only on request, Capacity
 Blocks only inside their window."""
 
+import csv
+import io
 from collections import Counter
 
+from autoscaler.catalog import offerings_from_rows, write_catalog_csv
 from autoscaler.demand import Reason
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet
@@ -301,3 +304,13 @@ def test_the_plan_output_names_the_reservation_a_node_goes_into(make_config):
     )
     assert launch["reservationEnd"] == NOW + 23 * HOUR
     assert "reserved cr-0a1b2c3d4e5f60001" in plan_to_table(result, make_config(**RESERVED_FIRST))
+
+
+def test_a_catalog_file_written_from_offerings_leaves_reservations_out():
+    offerings = [*aws_offerings(), g5_reservation(available=2)]
+    out = io.StringIO()
+    write_catalog_csv(offerings, out, cloud="aws", region="us-east-1")
+    back = offerings_from_rows(csv.DictReader(io.StringIO(out.getvalue())), cloud="aws", region="us-east-1")
+    g5 = [o for o in back if o.instance_type == "g5.xlarge" and o.capacity_type == "on-demand"]
+    assert [o.price for o in g5] == [1.006]  # not the reservation's 0
+    assert not [o for o in back if o.capacity_type == "reserved"]
