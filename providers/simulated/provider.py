@@ -36,20 +36,17 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
-    ON_DEMAND,
-    RESERVED,
     SPOT,
     Instance,
     LaunchRequest,
     Offering,
-    Reservation,
 )
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
+from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
 from providers.simulated.settings import (
     SECTION,
     CapacityRule,
     ProviderConfigError,
-    SimReservation,
     load_catalog,
     parse_settings,
 )
@@ -73,7 +70,6 @@ TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, a
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 _REGISTER, _GPUS, _DOWN = "register", "gpus", "down"
-BLOCK_RECLAIM = 1800.0  # a Capacity Block's instances are terminated from this long before its end, as on EC2
 
 
 class SimulatedProvider:
@@ -148,20 +144,7 @@ class SimulatedProvider:
             return result
 
     def _reserved(self, state: CloudState, now: float) -> list[Offering]:
-        out = []
-        for r in self.settings.reservations:
-            if r.end is not None and now >= r.end:
-                continue  # over: the cloud no longer lists it
-            base = self._by_key[f"{r.instance_type}/{r.zone}/{ON_DEMAND}"]
-            used = sum(
-                1
-                for rec in state.instances.values()
-                if rec.state != TERMINATED
-                and rec.offering.reservation is not None
-                and rec.offering.reservation.id == r.id
-            )
-            out.append(_reserved_offering(r, base, used))
-        return out
+        return reserved_offerings(self.settings.reservations, self._by_key, state, now)
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""
@@ -186,7 +169,7 @@ class SimulatedProvider:
             reserved = {o.reservation.id: o for o in self._reserved(state, now) if o.reservation is not None}
             for candidate in request.offerings:
                 if candidate.reservation is not None:
-                    refusal = _reservation_refusal(candidate, reserved.get(candidate.reservation.id), now)
+                    refusal = reservation_refusal(candidate, reserved.get(candidate.reservation.id), now)
                     if refusal is not None:
                         refused.append(refusal)
                         continue
@@ -543,36 +526,6 @@ class SimulatedProvider:
                 self.advance()
             except Exception as err:  # keep the simulated cloud running; the next tick tries again
                 log.warning("simulated_advance_failed", error=_describe(err))
-
-
-def _reserved_offering(r: SimReservation, base: Offering, used: int) -> Offering:
-    """``base`` as reservation ``r``'s offering, with what it has free."""
-    reservation = Reservation(
-        r.id,
-        r.kind,
-        available=max(0, r.count - used),
-        total=r.count,
-        start=r.start,
-        end=r.end,
-        on_demand_price=base.price,
-    )
-    return dataclasses.replace(
-        base, capacity_type=RESERVED, price=0.0, price_source="reservation", reservation=reservation
-    )
-
-
-def _reservation_refusal(candidate: Offering, listed: Offering | None, now: float) -> Attempt | None:
-    """Why the cloud refuses to launch ``candidate`` into its reservation (None: it takes it)."""
-    r = listed.reservation if listed is not None else None
-    if listed is None or r is None or listed.key != candidate.key:
-        return Attempt(candidate, Refusal.INVALID, "no such reservation (or it has ended)")
-    if r.start is not None and now < r.start:
-        return Attempt(candidate, Refusal.INVALID, f"reservation {r.id} has not started")
-    if r.block and r.end is not None and now >= r.end - BLOCK_RECLAIM:
-        return Attempt(candidate, Refusal.INVALID, f"Capacity Block {r.id} is ending")
-    if r.available < 1:
-        return Attempt(candidate, Refusal.NO_CAPACITY, f"reservation {r.id} has no free instance")
-    return None
 
 
 def _record_done(record: InstanceRecord, action: str, now: float) -> None:
