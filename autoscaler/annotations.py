@@ -16,6 +16,9 @@ INSTANCE_FAMILY_EXCLUSIONS = "tidal.dev/instance-family-exclusions"
 INSTANCE_TYPE_REGEXP = "tidal.dev/instance-type-regexp"
 INSTANCE_MAX_COST = "tidal.dev/instance-max-cost"
 INSTANCE_PARTIAL_GPU = "tidal.dev/instance-partial-gpu"
+# The capacity reservations (ids or names) a pod may run in: a targeted reservation is used only for pods
+# that name it, and a pod that names reservations uses no other.
+CAPACITY_RESERVATION = "tidal.dev/capacity-reservation"
 IGNORE = "tidal.dev/ignore"
 DO_NOT_EVICT = "tidal.dev/do-not-evict"
 
@@ -46,6 +49,7 @@ INSTANCE_ANNOTATIONS = (
     INSTANCE_TYPE_REGEXP,
     INSTANCE_MAX_COST,
     INSTANCE_PARTIAL_GPU,
+    CAPACITY_RESERVATION,
 )
 
 

@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         type=_given,
         metavar="NAME|FILE",
-        help="kai-day, spot-storm, burst-10k, alibaba-week, trace, or a scenario YAML file "
+        help="kai-day, kai-day-reserved, kai-day-block, spot-storm, burst-10k, alibaba-week, trace, or a "
+        "scenario YAML file "
         "(default with --trace: trace, the frame for trace replay)",
     )
     s.add_argument(

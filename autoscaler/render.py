@@ -67,6 +67,7 @@ def _launch_json(la: Launch, whys: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "pods": list(la.pods),
         "fallbacks": [o.key for o in la.alternatives],
         "fallbackPricesPerHour": [o.price for o in la.alternatives],
+        **_reservation(la.offering),
     }
     if la.why is not None:
         # Launches of one kind share one explanation: build its document once.
@@ -105,6 +106,21 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _reservation(o: Offering) -> dict[str, Any]:
+    """A reserved launch's reservation (nothing for others)."""
+    r = o.reservation
+    if r is None:
+        return {}
+    out: dict[str, Any] = {
+        "reservation": r.id,
+        "reservationType": r.kind.value,
+        "onDemandPrice": r.on_demand_price,
+    }
+    if r.end is not None:
+        out["reservationEnd"] = r.end
+    return out
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -138,7 +154,8 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                 [
                     la.offering.instance_type,
                     la.offering.zone or "-",
-                    la.offering.capacity_type,
+                    la.offering.capacity_type
+                    + (f" {la.offering.reservation.id}" if la.offering.reservation is not None else ""),
                     f"{la.offering.price:.4f}",
                     f"{la.offering.gpu_count} {la.offering.gpu_model}".strip(),
                     la.mode + (f" gang {la.gang}" if la.gang else ""),

@@ -25,6 +25,8 @@ class Filter(enum.StrEnum):
     CLUSTER_LIMIT = "ClusterLimit"
     # A KAI queue's $/h budget (queueBudgets) leaves no room for another node for its pods.
     QUEUE_BUDGET = "QueueBudget"
+    # The reservations that would hold the pod take no new node now (full, a Capacity Block not started).
+    RESERVATION = "Reservation"
 
 
 # kube-scheduler's own messages for each rejection, as they appear in "0/N nodes are available: ...".

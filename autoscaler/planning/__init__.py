@@ -73,7 +73,7 @@ def plan(
     base = usage(snapshot)
     total = base + launching_usage
     spend = queue_costs(snapshot, index, launching)
-    launch = scale_up(demand, index, engine, usage=total, queue_spend=spend)
+    launch = scale_up(demand, index, engine, usage=total, queue_spend=spend, now=now)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back

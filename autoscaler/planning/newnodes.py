@@ -21,6 +21,7 @@ from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.planning.reserved import ReservedRoom, rank
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
 
@@ -37,13 +38,20 @@ class Budget:
     nodes: int | None
     queues: dict[str, float] = field(default_factory=dict)
     spent: dict[str, float] = field(default_factory=dict)
+    # What each reservation still takes: a reserved offering is a node of its reservation's count.
+    reserved: ReservedRoom = field(default_factory=lambda: ReservedRoom({}, {}))
 
-    def allows(self, o: Offering) -> bool:
+    def within_limits(self, o: Offering) -> bool:
+        """The cluster limits leave room for a node of ``o``."""
         return (
             (self.gpus is None or o.gpu_count <= self.gpus)
             and (self.cpu_milli is None or o.vcpu * 1000 <= self.cpu_milli)
             and (self.nodes is None or self.nodes >= 1)
         )
+
+    def allows(self, o: Offering) -> bool:
+        """The cluster limits, and the reservation of a reserved offering, leave room for a node of ``o``."""
+        return self.within_limits(o) and self.reserved.left(o) >= 1
 
     def affords(self, o: Offering, queue: str) -> bool:
         """A new node of ``o`` for pods of ``queue`` keeps that queue within its budget (a node opened for a
@@ -53,7 +61,7 @@ class Budget:
 
     def count(self, o: Offering, queue: str = "") -> int:
         """How many nodes of ``o`` still fit in the budget."""
-        n = 1 << 30
+        n = self.reserved.left(o)
         if self.gpus is not None and o.gpu_count:
             n = min(n, self.gpus // o.gpu_count)
         if self.cpu_milli is not None and o.vcpu:
@@ -66,6 +74,7 @@ class Budget:
         return n
 
     def take(self, o: Offering, sign: int = 1, queue: str = "") -> None:
+        self.reserved.take(o, sign)
         if self.gpus is not None:
             self.gpus -= o.gpu_count * sign
         if self.cpu_milli is not None:
@@ -115,8 +124,9 @@ def choose(
     if not eligible:
         return reason or Rejection(Filter.CONFIGURATION, "no offerings")
     packing = mode == BIN_PACKING
-    fits_somewhere = False
-    best: tuple[float, int, tuple[float, str, str, str]] | None = None
+    fits_somewhere = limited = False
+    held: list[Offering] = []  # reserved offerings that fit but whose reservation takes no more
+    best: tuple[float, int, float, tuple[float, str, str, str]] | None = None
     chosen: Choice | None = None
     over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
@@ -127,6 +137,10 @@ def choose(
             fits_somewhere = True
             o = shape.cheapest
             if not budget.allows(o):
+                if budget.within_limits(o):
+                    held.append(o)
+                else:
+                    limited = True
                 continue
             if not budget.affords(o, queue):
                 if over_budget is None or price_order(o) < price_order(over_budget):
@@ -136,13 +150,15 @@ def choose(
             floor = o.price / remaining
             if best is not None and floor > best[0]:
                 break  # shapes are in price order: none later in this tier can beat the best
-            score = (per_pod, tier, price_order(o))
+            score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
     if chosen is not None:
         return chosen
     if over_budget is not None:
         return budget_rejection(index, budget, queue, over_budget)
+    if held and not limited:
+        return budget.reserved.rejection(held)
     if fits_somewhere:
         return limit_rejection(index, budget)
     return no_fit(index, c, req, mode)
@@ -322,7 +338,9 @@ def fallbacks(
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
-    cap = None if ratio is None else best.price * ratio
+    # A reserved node costs nothing more; its fallbacks are bought, so they are held to what it would cost bought.
+    base = best.reservation.on_demand_price if best.reservation is not None else best.price
+    cap = None if ratio is None else base * ratio
     capped_by = "maxFallbackPriceRatio" if cap is not None else ""
     if budget is not None and (cap is None or budget[1] < cap):
         cap, capped_by = budget[1], f"queueBudgets.{budget[0]}"

@@ -21,7 +21,7 @@ from autoscaler.config import Config
 from autoscaler.fit import Constraints, eligible_offerings, node_labels, node_taints, offering_filters
 from autoscaler.model import DaemonSet, Offering, Taint
 from autoscaler.placement import filters
-from autoscaler.placement.bins import Option
+from autoscaler.placement.bins import Option, shape_key
 from autoscaler.placement.engine import Options
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import PODS, Resources
@@ -70,7 +70,7 @@ class OfferingIndex:
         if self._by_shape is None:
             groups: dict[tuple[str, str], list[Offering]] = {}
             for o in self.offerings:
-                groups.setdefault((o.instance_type, o.capacity_type), []).append(o)
+                groups.setdefault(shape_key(o), []).append(o)
             self._by_shape = {k: Shape(self.allocatable(g[0]), tuple(g)) for k, g in groups.items()}
         return self._by_shape.get(key)
 
@@ -214,10 +214,10 @@ class OfferingIndex:
             offerings, _ = self.eligible(c)
             if packing:
                 offerings = [o for o in offerings if self.packing_node(o)]
-            by_type: dict[str, list[Offering]] = {}
+            by_type: dict[tuple[str, str], list[Offering]] = {}
             for o in offerings:
                 if o.capacity_type == capacity_type:
-                    by_type.setdefault(o.instance_type, []).append(o)
+                    by_type.setdefault(shape_key(o), []).append(o)
             shapes = [Shape(self.allocatable(group[0]), tuple(group)) for group in by_type.values()]
             shapes = [s for s in shapes if s.alloc]
             shapes.sort(key=lambda s: price_order(s.cheapest))

@@ -35,6 +35,7 @@ from autoscaler.placement.bins import Bin, Kind
 from autoscaler.placement.engine import Engine
 from autoscaler.placement.labels import requirements_match
 from autoscaler.placement.reasons import Rejection
+from autoscaler.planning import reserved
 from autoscaler.planning.cluster import build_engine, node_gpus, pods_by_node, requested, usage
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import (
@@ -306,6 +307,7 @@ def scale_down(
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
     candidates: list[tuple[float, Node, list[Pod]]] = []
+    listed = reserved.live(index, (*index.offerings, *index.excluded))
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if not node.managed or node.deleting:
             continue
@@ -316,6 +318,10 @@ def scale_down(
             blocked.append(Blocked(node.name, f"tidal cannot read all of this Node ({node.unreadable})"))
             continue
         if not node.ready:
+            continue
+        kept = reserved.keeps(node, listed, index.config, now)
+        if kept:
+            blocked.append(Blocked(node.name, kept))
             continue
         # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
         workload = [

@@ -30,7 +30,7 @@ from autoscaler.placement.reasons import (
     Filter,
     Rejection,
 )
-from autoscaler.planning import newnodes
+from autoscaler.planning import newnodes, reserved
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import (
@@ -85,7 +85,12 @@ class _Class:
 
 class _Planner:
     def __init__(
-        self, index: OfferingIndex, engine: Engine, usage: Usage, spend: QueueSpend = NO_SPEND
+        self,
+        index: OfferingIndex,
+        engine: Engine,
+        usage: Usage,
+        now: float | None,
+        spend: QueueSpend = NO_SPEND,
     ) -> None:
         cfg = index.config
         spent = {q: spend.by_queue.get(q, 0.0) for q in cfg.queue_budgets}
@@ -102,6 +107,7 @@ class _Planner:
             nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
             queues={q: limit - spent[q] for q, limit in cfg.queue_budgets.items()},
             spent=spent,
+            reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
         )
         self.cluster: list[Bin] = sorted(
             (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
@@ -206,6 +212,10 @@ class _Planner:
             want = 1 if pod.topological else len(remaining)
             choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget, unit.queue)
             if isinstance(choice, Rejection):
+                wider = reserved.meanwhile(unit.c, choice, self.index.config)
+                if wider is not None:  # on-demand until the Capacity Block they wait for starts
+                    unit = _Class(unit.pods, wider, unit.mode, unit.queue)
+                    continue
                 self._unplace(remaining, choice, unit)
                 return []
             n = self._batch(choice, len(remaining), pod, unit.queue)
@@ -247,6 +257,7 @@ class _Planner:
                 self.index.config.cluster_cpu_limit is not None,
                 take if pod.gpu_share is not None else 0,
             )
+            options = self._options[key] = reserved.same_capacity(options, o)
         mark = self.journal.mark()
         b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
         fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
@@ -337,7 +348,7 @@ class _Planner:
             if found is None:
                 fb = newnodes.fallbacks(b, offering, self.index, classes, budget)
                 why = launch_why(b, offering, classes, self.index, reason, fb)
-                found = cache[key] = (fb.offerings, why)
+                found = cache[key] = (reserved.without_reserved(fb.offerings), why)
             if left is not None and found[0]:
                 self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
             launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
@@ -388,13 +399,16 @@ def scale_up(
     *,
     usage: Usage = NO_USAGE,
     queue_spend: QueueSpend = NO_SPEND,
+    now: float | None = None,
 ) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
     launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
-    serving each KAI queue cost already, counted against ``queueBudgets``."""
+    serving each KAI queue cost already, counted against ``queueBudgets``; ``now`` opens and closes Capacity
+    Blocks (without it none is launched into)."""
     for pod in demand.counted:
         engine.topology.prepare(pod)
-    planner = _Planner(index, engine, usage, queue_spend)
+    planner = _Planner(index, engine, usage, now, queue_spend)
+
     units: list[tuple[tuple[object, ...], Gang | _Class]] = [
         (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]

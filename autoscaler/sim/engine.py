@@ -165,6 +165,14 @@ class Simulation:
         self.adjuster = ScaleAdjuster() if policy != "tidal" else None
         self._last_version = -1
         self._dirty_at: float | None = None
+        # When reservations start and end, when Capacity Blocks are drained and reclaimed: a reconcile then.
+        lead = config.reservations.drain_before_block_end
+        self._reservation_times = {
+            x
+            for r in scenario.reservations
+            for x in (r.at, *((r.until - lead, r.until - 1800.0, r.until) if r.until is not None else ()))
+            if x is not None
+        }
         self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
 
     def _say(self, text: str) -> None:
@@ -241,7 +249,10 @@ class Simulation:
         return self._reasons[1]
 
     def _due(self, t: float) -> bool:
-        """Reconcile after the batch window once anything changed, and when a scale-down timer expires."""
+        """Reconcile after the batch window once anything changed, when a scale-down timer expires, and when a
+        reservation starts or ends (or its Capacity Block is due to be drained)."""
+        if t in self._reservation_times:
+            return True
         if self.cluster.version != self._last_version:
             if self._dirty_at is None:
                 self._dirty_at = t
@@ -350,6 +361,7 @@ class Simulation:
             if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
+        times += self._reservation_times
         future = [x for x in times if x > t]
         return min(future) if future else None
 
@@ -458,6 +470,19 @@ def build_config(
         "registrationDelay": f"{int(REGISTRATION_DELAY)}s",
         "gpuReadyDelay": f"{int(GPU_READY_DELAY)}s",
     }
+    if scenario.reservations:
+        data["simulated"]["reservations"] = [
+            {
+                "id": r.id,
+                "instanceType": r.instance_type,
+                "zone": r.zone,
+                "count": r.count,
+                "kind": r.kind,
+                **({"start": r.at} if r.at is not None else {}),
+                **({"end": r.until} if r.until is not None else {}),
+            }
+            for r in scenario.reservations
+        ]
     for key in ("leaderElection", "maxParallelLaunches", "simulated"):
         written.pop(key, None)  # set here over whatever the user wrote: an error in them is not the user's
     source = f"scenario {scenario.name}"

@@ -100,6 +100,15 @@ def prepare(
     return Prepared(scenario, catalog, cloud, region)
 
 
+def reservation_fee(scenario: Scenario, offerings: Sequence[Any], end: float) -> float:
+    """What the scenario's reservations cost over a run of ``end`` seconds, used or not: their instances at
+    the on-demand price for as long as each lasts (a Capacity Block's price is close to that)."""
+    prices = {(o.instance_type, o.zone): o.price for o in offerings if o.capacity_type == "on-demand"}
+    return sum(
+        r.count * prices.get((r.instance_type, r.zone), 0.0) * r.hours(end) for r in scenario.reservations
+    )
+
+
 def _provider(config: Any, *, clock: Callable[[], float], kube: Any) -> Any:
     from autoscaler.cloud import load_provider
 
@@ -149,14 +158,17 @@ def _simulate(
     )
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy), echo=echo)
     record = sim.run()
-    offerings = sim.provider.offerings()
+    # Reserved capacity is paid for as a fee, not per node: the bound prices what can be bought.
+    offerings = [o for o in sim.provider.offerings() if o.reservation is None]
     vcpus = {o.instance_type: o.vcpu for o in offerings}
     lb = (
         lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages)
         if bound
         else None
     )
-    doc = summary(record, vcpus, lower_bound=lb)
+    doc = summary(
+        record, vcpus, lower_bound=lb, reservations=reservation_fee(scenario, offerings, record.end)
+    )
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)
 

@@ -10,6 +10,7 @@ from autoscaler.config import (
     ConfigError,
     KubeClientConfig,
     LeaderElectionConfig,
+    ReservationsConfig,
     ScaleDownConfig,
     config_from_configmap,
     config_from_mapping,
@@ -103,6 +104,11 @@ KUBE_CLIENT_KEYS = [
     ("qps", "qps", 20, 20.0),
     ("burst", "burst", 40, 40),
 ]
+RESERVATIONS_KEYS = [
+    ("reservedNodes", "reserved_nodes", "release", "release"),
+    ("drainBeforeBlockEnd", "drain_before_block_end", "1h", 3600.0),
+    ("beforeBlockStart", "before_block_start", "on-demand", "on-demand"),
+]
 PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 
 
@@ -111,6 +117,7 @@ def every_documented_key() -> list[str]:
     keys += ["scaleDown"] + [f"scaleDown.{key}" for key, *_ in SCALE_DOWN_KEYS]
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
     keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
+    keys += ["reservations"] + [f"reservations.{key}" for key, *_ in RESERVATIONS_KEYS]
     return keys
 
 
@@ -174,6 +181,9 @@ def test_defaults_are_the_documented_values():
         replace_savings=0.5,
         replace_young_pods_within=900.0,
     )
+    assert config.reservations == ReservationsConfig(
+        reserved_nodes="keep", drain_before_block_end=2400.0, before_block_start="wait"
+    )
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0
     assert config.batch_max_duration == 10.0
@@ -213,7 +223,7 @@ def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults()
 
 def test_every_config_attribute_has_a_key_in_this_specification():
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
-    mapped |= {"scale_down", "leader_election", "kube_client", "providers"}
+    mapped |= {"scale_down", "leader_election", "kube_client", "reservations", "providers"}
     assert mapped == {f.name for f in dataclasses.fields(Config)}
     assert {attr for _, attr, *_ in SCALE_DOWN_KEYS} == {f.name for f in dataclasses.fields(ScaleDownConfig)}
     assert {attr for _, attr, *_ in LEADER_ELECTION_KEYS} == {
@@ -221,6 +231,9 @@ def test_every_config_attribute_has_a_key_in_this_specification():
     }
     assert {attr for _, attr, *_ in KUBE_CLIENT_KEYS} == {
         f.name for f in dataclasses.fields(KubeClientConfig)
+    }
+    assert {attr for _, attr, *_ in RESERVATIONS_KEYS} == {
+        f.name for f in dataclasses.fields(ReservationsConfig)
     }
 
 
@@ -247,12 +260,13 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
 
 def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
-    sections = {"scaleDown", "leaderElection", "kubeClient"}
+    sections = {"scaleDown", "leaderElection", "kubeClient", "reservations"}
     top = set(document) - sections
     assert top == {key for key in every_documented_key() if "." not in key} - sections
     assert set(document["scaleDown"]) == {key for key, *_ in SCALE_DOWN_KEYS}
     assert set(document["leaderElection"]) == {key for key, *_ in LEADER_ELECTION_KEYS}
     assert set(document["kubeClient"]) == {key for key, *_ in KUBE_CLIENT_KEYS}
+    assert set(document["reservations"]) == {key for key, *_ in RESERVATIONS_KEYS}
 
 
 # --- keys, types and the camelCase mapping ------------------------------------------------------------
@@ -651,12 +665,12 @@ def test_capacity_types_keep_their_order_as_the_preference():
         ([], "capacityTypes: must list at least one item"),
         (None, "capacityTypes: must list at least one item"),
         (["spot", "spot"], "capacityTypes: 'spot' is listed twice"),
-        (["reserved"], "capacityTypes[0]: 'reserved' is not one of spot, on-demand"),
-        (["Spot"], "capacityTypes[0]: 'Spot' is not one of spot, on-demand (did you mean 'spot'?)"),
+        (["preemptible"], "capacityTypes[0]: 'preemptible' is not one of spot, on-demand, reserved"),
+        (["Spot"], "capacityTypes[0]: 'Spot' is not one of spot, on-demand, reserved (did you mean 'spot'?)"),
         ("spot", "capacityTypes: 'spot' is not a list (e.g. [a, b])"),
     ],
 )
-def test_capacity_types_must_be_a_non_empty_list_of_spot_and_on_demand(value, error):
+def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error):
     assert errors_of({"capacityTypes": value}) == [error]
 
 
@@ -699,7 +713,7 @@ def test_all_errors_are_reported_together_in_the_order_written_on_one_line():
         "pendingPodReasonRegexp: invalid regexp '(': missing ), unterminated subpattern at position 0",
         "scaleDown.maxParallelDrans: unknown key (did you mean 'maxParallelDrains'?)",
         "scaleDown.nodeUnneededDuration: '5x' is not a duration (e.g. 30s, 5m, 1h30m)",
-        "capacityTypes[1]: 'spt' is not one of spot, on-demand (did you mean 'spot'?)",
+        "capacityTypes[1]: 'spt' is not one of spot, on-demand, reserved (did you mean 'spot'?)",
     ]
     assert str(err) == "config.yaml: " + "; ".join(err.errors)
     assert "\n" not in str(err)

@@ -275,7 +275,7 @@ def test_a_negative_job_memory_is_an_error():
 
 def test_job_offerings_that_are_not_capacity_types_are_an_error():
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "offerings": "cheap"}]})
-    assert err == "s.yaml: jobs[0].offerings: 'cheap' is not spot, on-demand or spot,on-demand"
+    assert err == "s.yaml: jobs[0].offerings: 'cheap' is not a list of spot, on-demand and reserved"
 
 
 def test_two_jobs_of_one_name_are_an_error():
