@@ -16,8 +16,16 @@ INSTANCE_FAMILY_EXCLUSIONS = "tidal.dev/instance-family-exclusions"
 INSTANCE_TYPE_REGEXP = "tidal.dev/instance-type-regexp"
 INSTANCE_MAX_COST = "tidal.dev/instance-max-cost"
 INSTANCE_PARTIAL_GPU = "tidal.dev/instance-partial-gpu"
+# The capacity reservations (ids or names) a pod may run in: a targeted reservation is used only for pods
+# that name it, and a pod that names reservations uses no other.
+CAPACITY_RESERVATION = "tidal.dev/capacity-reservation"
 IGNORE = "tidal.dev/ignore"
 DO_NOT_EVICT = "tidal.dev/do-not-evict"
+
+# A pod with this scheduling gate is never launched for: tidal estimates the node it would buy and writes that
+# on the pod (the annotation of the same name) and in an event. Luna names its gate "nodecostestimate".
+COST_ESTIMATE = "tidal.dev/cost-estimate"
+LUNA_COST_ESTIMATE = "nodecostestimate"
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -41,6 +49,7 @@ INSTANCE_ANNOTATIONS = (
     INSTANCE_TYPE_REGEXP,
     INSTANCE_MAX_COST,
     INSTANCE_PARTIAL_GPU,
+    CAPACITY_RESERVATION,
 )
 
 
@@ -64,6 +73,12 @@ def is_true(annotations: Mapping[str, str], name: str) -> bool:
     """A boolean annotation set to ``"true"`` (case-insensitive) under either spelling."""
     found = lookup(annotations, name)
     return found is not None and found[1].strip().lower() == "true"
+
+
+def is_cost_estimate_gate(gate: str) -> bool:
+    """tidal's cost-estimate scheduling gate, or Luna's (``nodecostestimate``, with or without a prefix such as
+    ``node.elotl.co/``)."""
+    return gate == COST_ESTIMATE or gate.rsplit("/", 1)[-1] == LUNA_COST_ESTIMATE
 
 
 def split_list(value: str) -> tuple[str, ...]:

@@ -177,6 +177,11 @@ class OfferingCatalog:
         self._fetched_at: float | None = None
         self.last_error = ""
 
+    @property
+    def fetched_at(self) -> float | None:
+        """When the offerings were last read from the provider (None: never)."""
+        return self._fetched_at
+
     def offerings(self, now: float) -> list[Offering]:
         """Current offerings (the last good list when a refresh fails; the first failure raises)."""
         if self._fetched_at is None or now - self._fetched_at >= self.refresh_interval:
@@ -215,7 +220,9 @@ CSV_COLUMNS = (
 def write_catalog_csv(offerings: Iterable[Offering], out: Any, *, cloud: str, region: str) -> None:
     """Offerings as a catalog CSV (one row per type and zone, both prices) that ``read_catalog_csv`` loads."""
     rows: dict[tuple[str, str], dict[str, str]] = {}
-    for o in sorted(offerings, key=lambda o: (o.instance_type, o.zone, o.capacity_type)):
+    # A catalog file prices what can be bought: reservations (price 0, paid ahead) are not written.
+    bought = (o for o in offerings if o.reservation is None)
+    for o in sorted(bought, key=lambda o: (o.instance_type, o.zone, o.capacity_type)):
         row = rows.setdefault(
             (o.instance_type, o.zone),
             {

@@ -18,7 +18,7 @@ from autoscaler.version import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command a closed pipe stopped (SIGPIPE)
-TRACE_ONLY = ("compression", "sample", "start", "window", "seed")
+TRACE_ONLY = ("compression", "sample", "start", "window", "seed", "gpu_sharing")
 
 
 class UsageError(ValueError):
@@ -75,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
     p.add_argument("--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--explain",
+        action="append",
+        type=_given,
+        metavar="POD",
+        help="namespace/name of a pod: print its whole story (filters, candidates, where it went or why not) "
+        "instead of the plan; repeatable",
+    )
 
     c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
     c.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
@@ -93,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         type=_given,
         metavar="NAME|FILE",
-        help="kai-day, spot-storm, burst-10k, alibaba-week, trace, or a scenario YAML file "
+        help="kai-day, kai-day-reserved, kai-day-block, spot-storm, burst-10k, alibaba-week, trace, or a "
+        "scenario YAML file "
         "(default with --trace: trace, the frame for trace replay)",
     )
     s.add_argument(
@@ -105,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--start", type=_seconds, help="trace time to start from (default 0)")
     s.add_argument("--window", type=_seconds, help="trace time to replay from --start (default: all)")
     s.add_argument("--seed", type=int, help="seed for --sample (default 0)")
+    s.add_argument(
+        "--gpu-sharing",
+        choices=("kai", "whole"),
+        help="how a trace pod that used part of a GPU asks for it: kai, a gpu-fraction share KAI packs onto a "
+        "device (default), or whole, one nvidia.com/gpu that may be a partial-GPU instance size",
+    )
     s.add_argument(
         "--catalog",
         action="append",
@@ -195,7 +210,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.catalog and len(args.catalog) > 1:
         raise UsageError("tidal simulate: --catalog is given more than once; a simulation is priced from one")
     scenario = load_scenario(args.scenario or TRACE_FRAME)
-    given = [f"--{name}" for name in TRACE_ONLY if getattr(args, name) is not None]
+    given = [f"--{name.replace('_', '-')}" for name in TRACE_ONLY if getattr(args, name) is not None]
     if given and not args.trace and scenario.trace is None:
         raise UsageError(
             f"tidal simulate: {', '.join(given)} only apply to a trace: give --trace CSV "
@@ -261,31 +276,61 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from autoscaler.config_layers import load_layers
     from autoscaler.planning import plan
     from autoscaler.reason_watch import tally, warning
-    from autoscaler.render import plan_to_json, plan_to_table, snapshot_footer
+    from autoscaler.render import (
+        plan_to_json,
+        plan_to_table,
+        plan_warnings,
+        snapshot_footer,
+        story_json,
+        story_lines,
+    )
     from autoscaler.snapshot import read_snapshots
 
     config, layers = load_layers(args.config or [])
     now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
+    explain = _pods_to_explain(args.explain or [], {p.key for p in loaded.snapshot.pods})
     catalogs = read_catalogs(args.catalog, config)
     _say(f"configuration: {layers.describe()}; catalog: {catalogs.describe()}")
     for override in layers.overrides:
         _say(f"warning: {override.describe()}")
-    result = plan(loaded.snapshot, catalogs.offerings, config, now)
+    result = plan(loaded.snapshot, catalogs.offerings, config, now, explain=explain)
     regexp = warning(tally(result.demand), "in the snapshot")
-    if regexp:
-        _say(f"warning: {regexp}")
+    warnings = [regexp] if regexp else []
+    warnings += plan_warnings(result)
+    for line in warnings:
+        _say(f"warning: {line}")
     if args.output == "json":
         doc = plan_to_json(result)
         doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
         doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
-        doc["warnings"] = [o.describe() for o in layers.overrides] + ([regexp] if regexp else [])
+        doc["warnings"] = [o.describe() for o in layers.overrides] + warnings
+        if explain:
+            doc["explain"] = [story_json(result.stories[key]) for key in explain]
         # orjson: a plan of thousands of launches, each with its fallbacks, is written ten times faster.
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif explain:
+        sys.stdout.write("\n\n".join("\n".join(story_lines(result.stories[key])) for key in explain) + "\n")
     else:
         sys.stdout.write(plan_to_table(result, config))
         sys.stdout.write(snapshot_footer(loaded))
     return 0
+
+
+def _pods_to_explain(wanted: Sequence[str], present: set[str]) -> list[str]:
+    """The pods ``--explain`` names, each checked: namespace/name of a pod in the snapshot."""
+    out = []
+    for text in wanted:
+        key = text.strip()
+        if key.count("/") != 1 or not all(key.split("/")):
+            raise UsageError(f"--explain: {text!r} is not namespace/name (e.g. default/infer-0)")
+        if key not in present:
+            name = key.split("/")[1]
+            others = sorted(k for k in present if k.split("/", 1)[1] == name)
+            hint = f" (pods of that name: {', '.join(others[:5])})" if others else ""
+            raise UsageError(f"--explain: no pod {key} in the snapshot{hint}")
+        out.append(key)
+    return list(dict.fromkeys(out))
 
 
 def bad_input() -> tuple[type[BaseException], ...]:

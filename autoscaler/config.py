@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from autoscaler import config_schema as schema
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
-from autoscaler.model import ON_DEMAND, SPOT, Taint
+from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Taint
 from autoscaler.resources import Resources
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "KubeClientConfig",
     "LeaderElectionConfig",
+    "ReservationsConfig",
     "ScaleDownConfig",
     "config_from_configmap",
     "config_from_mapping",
@@ -48,6 +49,24 @@ class ScaleDownConfig:
     max_empty_bulk_delete: int
     replace_savings: float
     replace_young_pods_within: float
+
+
+KEEP = "keep"
+RELEASE = "release"
+WAIT = "wait"
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationsConfig:
+    """``reservations``: capacity bought ahead (capacity reservations, Capacity Blocks)."""
+
+    # keep: scale-down never removes a node whose reservation lasts (removing it saves nothing); release:
+    # such nodes are removed like any other when empty or when their pods fit elsewhere.
+    reserved_nodes: str
+    # Nodes on a Capacity Block are cordoned and drained this long before the block ends.
+    drain_before_block_end: float
+    # What pods that only a Capacity Block not yet started would hold do meanwhile: wait, or on-demand.
+    before_block_start: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +105,8 @@ class Config:
     cluster_cpu_limit: int | None
     max_nodes: int | None
     max_node_cost_per_hour: float | None
+    max_fallback_price_ratio: float | None
+    queue_budgets: Mapping[str, float]
     capacity_types: tuple[str, ...]
     instance_family_inclusions: tuple[str, ...]
     instance_family_exclusions: tuple[str, ...]
@@ -107,6 +128,7 @@ class Config:
     gpu_node_taint: bool
     assume_extended_resource_toleration: bool
     scale_down: ScaleDownConfig
+    reservations: ReservationsConfig
     scan_interval: float
     batch_idle_duration: float
     batch_max_duration: float
@@ -151,6 +173,12 @@ _SCALE_DOWN = {
     "replaceYoungPodsWithin": _Key("replace_young_pods_within", schema.duration(positive=False)),
 }
 
+_RESERVATIONS = {
+    "reservedNodes": _Key("reserved_nodes", schema.choice((KEEP, RELEASE))),
+    "drainBeforeBlockEnd": _Key("drain_before_block_end", schema.duration()),
+    "beforeBlockStart": _Key("before_block_start", schema.choice((WAIT, ON_DEMAND))),
+}
+
 _LEADER_ELECTION = {
     "enabled": _Key("enabled", schema.boolean),
     "namespace": _Key("namespace", schema.text(pattern=_CLUSTER_NAME, rule="a DNS label", max_length=63)),
@@ -169,6 +197,7 @@ _KUBE_CLIENT = {
 
 _SECTIONS: dict[str, tuple[str, type, dict[str, _Key]]] = {
     "scaleDown": ("scale_down", ScaleDownConfig, _SCALE_DOWN),
+    "reservations": ("reservations", ReservationsConfig, _RESERVATIONS),
     "leaderElection": ("leader_election", LeaderElectionConfig, _LEADER_ELECTION),
     "kubeClient": ("kube_client", KubeClientConfig, _KUBE_CLIENT),
 }
@@ -194,9 +223,11 @@ _TOP = {
     "clusterCPULimit": _Key("cluster_cpu_limit", _CPU_OR_NONE),
     "maxNodes": _Key("max_nodes", schema.optional(schema.integer(minimum=0))),
     "maxNodeCostPerHour": _Key("max_node_cost_per_hour", schema.optional(schema.number(positive=True))),
+    "maxFallbackPriceRatio": _Key("max_fallback_price_ratio", schema.optional(schema.number(above=1))),
+    "queueBudgets": _Key("queue_budgets", schema.number_map(item=schema.number(positive=True))),
     "capacityTypes": _Key(
         "capacity_types",
-        schema.string_list(item=schema.choice((SPOT, ON_DEMAND)), non_empty=True, unique=True),
+        schema.string_list(item=schema.choice((SPOT, ON_DEMAND, RESERVED)), non_empty=True, unique=True),
     ),
     "instanceFamilyInclusions": _Key("instance_family_inclusions", schema.string_list(unique=True)),
     "instanceFamilyExclusions": _Key("instance_family_exclusions", schema.string_list(unique=True)),

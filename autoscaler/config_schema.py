@@ -212,13 +212,21 @@ def integer(*, minimum: int | None = None, maximum: int | None = None) -> Conver
 
 
 def number(
-    *, minimum: float | None = None, maximum: float | None = None, positive: bool = False
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    positive: bool = False,
+    above: float | None = None,
 ) -> Converter:
+    """A finite number; ``positive`` and ``above`` exclude their bound, ``minimum`` and ``maximum`` include it."""
+
     def convert(value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             fail(path, f"{show(value)} is not a number")
         if positive and value <= 0:
             fail(path, f"{show(value)} must be above 0")
+        if above is not None and value <= above:
+            fail(path, f"{show(value)} must be above {above:g}")
         _in_range(value, path, minimum, maximum)
         return float(value)
 
@@ -290,6 +298,31 @@ def string_list(*, item: Converter | None = None, non_empty: bool = False, uniqu
         if errors:
             raise ConfigError(errors)
         return tuple(out)
+
+    return convert
+
+
+def number_map(*, item: Converter) -> Converter:
+    """A YAML map of names (non-empty strings) to numbers, each checked by ``item``; null is the empty map."""
+
+    def convert(value: Any, path: str) -> Mapping[str, float]:
+        if value is None:
+            return MappingProxyType({})
+        if not isinstance(value, Mapping):
+            fail(path, f"{show(value)} is not a map (e.g. {{research: 20.0}})")
+        out: dict[str, float] = {}
+        errors: list[str] = []
+        for key, raw in value.items():
+            if not isinstance(key, str) or not key:
+                errors.append(f"{path}: key {show(key)} is not a non-empty string")
+                continue
+            try:
+                out[key] = item(raw, f"{path}.{key}")
+            except ConfigError as err:
+                errors.extend(err.errors)
+        if errors:
+            raise ConfigError(errors)
+        return MappingProxyType(out)
 
     return convert
 

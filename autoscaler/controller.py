@@ -28,10 +28,12 @@ from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
+from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
 from autoscaler.planning import Plan, plan
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
+from autoscaler.planning.reserved import InFlight, ending_blocks
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.reason_watch import ReasonWindow
@@ -110,6 +112,7 @@ class Controller:
         self.catalog = OfferingCatalog(provider.offerings, refresh_interval=300.0)
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
         self.launcher = Launcher(provider, self.availability, self.fleet, self._metric, dry_run=dry_run)
+        self.in_flight = InFlight()
         self.gangs = Gangs()
         self.drainer = drainer
         self.planner = planner  # the simulator swaps in baseline policies here
@@ -161,7 +164,7 @@ class Controller:
             if not self.dry_run:
                 for name, labels in relabel.items():
                     self._best_effort("label_node", name, labels)
-            doomed = self._interrupted(snapshot, result)
+            doomed = self._interrupted(snapshot, result) | self._blocks_ending(snapshot, cfg, now, result)
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
                 snapshot = without_nodes(snapshot, doomed, now)
@@ -181,7 +184,9 @@ class Controller:
         self._record(decided, snapshot, cfg)
 
     def _offerings(self, now: float) -> Sequence[Offering]:
-        return self.availability.apply(self.catalog.offerings(now), now)
+        offerings = self.availability.apply(self.catalog.offerings(now), now)
+        # What reservations have free, as the provider counted it, less what tidal launched into them since.
+        return self.in_flight.apply(offerings, self.fleet.launched_into_reservations(self.catalog.fetched_at))
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
         offerings = self._offerings(now)
@@ -295,6 +300,35 @@ class Controller:
                 DrainJob(node.name, pods, inst, "spot interruption")
             ):
                 result.drains_started.append(node.name)
+        return names
+
+    def _blocks_ending(
+        self, snapshot: Snapshot, cfg: Config, now: float, result: ReconcileResult
+    ) -> set[str]:
+        """Nodes on a Capacity Block that ends within ``reservations.drainBeforeBlockEnd``: cordon and drain
+        them now, before the cloud terminates them, and plan their pods again like those of a spot
+        interruption (never in a dry run)."""
+        if self.dry_run:
+            return set()
+        ending = ending_blocks(snapshot.nodes, self._offerings(now), cfg, now)
+        draining = self.drainer.active() if self.drainer else set()
+        names = set()
+        for e in ending:
+            names.add(e.node)
+            instance = self.fleet.instance_for_node(e.node)
+            if instance is not None:
+                self.launcher.retired_tokens.add(instance.launch_token)
+            if e.node in draining:
+                continue
+            self.events.node(e.node, "CapacityBlockEnding", f"{e.reason}; draining now")
+            log.info("capacity_block_ending", node=e.node, reservation=e.reservation, end=e.end)
+            pods = tuple(
+                p
+                for p in snapshot.pods
+                if p.node_name == e.node and not p.daemonset and not p.mirror and not p.finished
+            )
+            if self.drainer is not None and self.drainer.submit(DrainJob(e.node, pods, instance, e.reason)):
+                result.drains_started.append(e.node)
         return names
 
     def _offering_labels(self, cfg: Config) -> dict[str, dict[str, str]]:
@@ -428,15 +462,20 @@ class Controller:
                 f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
                 f"${off.price:.4f}/h) for this pod"
             )
+            idle = idle_notice(o.launch)
             for key in o.launch.pods:
                 if key in pods:
                     self.events.pod(pods[key], "TriggeredScaleUp", msg)
+                    if idle:
+                        self.events.pod(pods[key], OVERSIZED_NODE, idle, "Warning")
                     cond = pods[key].scheduled
                     if cond is not None and cond.last_transition and not self.dry_run:
                         self._metric("scale_up_latency", max(0.0, self.clock() - cond.last_transition))
         for u in decided.launch.unplaced:
             if u.pod in pods:
                 self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
+        annotate = None if self.dry_run else (lambda *args: self._best_effort("annotate_pod", *args))
+        post_estimates(decided.estimates, pods, self.events.pod, annotate)
         for i in decided.demand.ignored:
             if i.reason in NOTIFY_REASONS and i.pod in pods:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
@@ -455,6 +494,7 @@ class Controller:
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self._metric("set_gpus", decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self._metric("set_cost", self.fleet.cost_per_hour())
+        self._metric("set_queues", decided.queues)
 
     def _nobody_leads(self) -> bool:
         """Not leading, and no other replica does either (an error keeps this one from taking the Lease):

@@ -47,6 +47,7 @@ class Reason(enum.StrEnum):
     BACKGROUND = "background"
     SCALE_ADJUSTER = "scale-adjuster"
     FITS_EXISTING = "fits-existing"
+    COST_ESTIMATE = "cost-estimate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,10 @@ class Demand:
     gangs: list[Gang] = field(default_factory=list)
     constraints: dict[str, Constraints] = field(default_factory=dict)  # by pod key
     ignored: list[Ignored] = field(default_factory=list)
+    # Pods gated for a cost estimate only (each alone, or a KAI PodGroup's together): never launched for.
+    estimates: list[Gang] = field(default_factory=list)
+    # The KAI queue of each counted pod that has one, by pod key.
+    queues: dict[str, str] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Pod]:
@@ -137,7 +142,8 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
         )
     if pod.gpu_share_error:
         return Ignored(key, Reason.BAD_ANNOTATION, pod.gpu_share_error)
-    if pod.scheduling_gates:
+    estimate = next((g for g in pod.scheduling_gates if ann.is_cost_estimate_gate(g)), "")
+    if pod.scheduling_gates and not estimate:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
     if ann.is_true(pod.annotations, ann.IGNORE):
         spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
@@ -146,6 +152,13 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
         return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
     if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:
         return Ignored(key, Reason.OTHER_SCHEDULER, f"scheduler {pod.scheduler_name} is not watched")
+    if estimate:
+        # The scheduler never sees a gated pod, so there is no PodScheduled message to match.
+        return Ignored(
+            key,
+            Reason.COST_ESTIMATE,
+            f"scheduling gate {estimate}: tidal only estimates the node it would buy, and never launches it",
+        )
     cond = pod.scheduled
     if cond is None or cond.status != "False":
         return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
@@ -248,13 +261,14 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
+    estimating: list[Pod] = []
     # Replicas of one workload have the same annotations and constraints: read them once.
     read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
     for pod in snapshot.pods:
         if pod.phase != "Pending":
             continue
         verdict = _screen(pod, config)
-        if verdict:
+        if verdict and verdict.reason != Reason.COST_ESTIMATE:
             demand.ignored.append(verdict)
             continue
         shape = (
@@ -276,8 +290,13 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
             demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
             continue
         demand.constraints[pod.key] = found
+        if verdict:
+            demand.ignored.append(verdict)
+            estimating.append(pod)
+            continue
         candidates.append(pod)
     candidates.sort(key=_sort_key)
+    demand.estimates = _estimates(estimating, groups)
 
     members: dict[str, list[Pod]] = defaultdict(list)
     singles: list[Pod] = []
@@ -319,9 +338,30 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
                 demand.ignored.append(Ignored(pod.key, reason, refusal))
                 continue
         demand.singles.append(pod)
-    for pod_key in [i.pod for i in demand.ignored]:
-        demand.constraints.pop(pod_key, None)
+    for i in demand.ignored:
+        if i.reason != Reason.COST_ESTIMATE:
+            demand.constraints.pop(i.pod, None)
+    for pod in demand.counted:
+        queue = pod_queue(pod, groups)
+        if queue:
+            demand.queues[pod.key] = queue
     return demand
+
+
+def _estimates(pods: Sequence[Pod], groups: Mapping[tuple[str, str], PodGroup]) -> list[Gang]:
+    """Pods gated for a cost estimate: each alone, but a KAI PodGroup's together (its estimate goes on its
+    first pod, the oldest, then by name)."""
+    units: dict[str, list[Pod]] = defaultdict(list)
+    sizes: dict[str, int] = {}
+    for pod in pods:
+        group = _group(pod, groups)
+        key = f"{pod.namespace}/{group.name}" if group is not None else pod.key
+        units[key].append(pod)
+        sizes[key] = group.min_member if group is not None else 1
+    return [
+        Gang(key, sizes[key], tuple(sorted(members, key=lambda p: (p.created, p.name))))
+        for key, members in sorted(units.items())
+    ]
 
 
 def _non_preemptible_gpus(

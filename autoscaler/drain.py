@@ -21,6 +21,7 @@ import structlog
 
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
+from autoscaler.quantity import format_duration
 
 log = structlog.get_logger("tidal.drain")
 
@@ -219,7 +220,7 @@ class Drainer:
                 waiting = sorted(set(remaining) | still)
                 return (
                     False,
-                    f"pods still on the node after {int(grace + EVICTION_SLACK_S)}s: {', '.join(waiting[:5])}",
+                    f"pods still on the node after {format_duration(grace + EVICTION_SLACK_S)}: {', '.join(waiting[:5])}",
                 )
             self.sleep(self.poll_interval)
         self._still_leading(f"delete node {job.node}")

@@ -27,11 +27,16 @@ from autoscaler.model import (
     LABEL_MANAGED,
     LABEL_OS,
     LABEL_REGION,
+    LABEL_RESERVATION_END,
+    LABEL_RESERVATION_ID,
+    LABEL_RESERVATION_TYPE,
     LABEL_ZONE,
+    RESERVED,
     SPOT,
     NodeSelectorTerm,
     Offering,
     Pod,
+    ReservationKind,
     Taint,
     Toleration,
 )
@@ -39,6 +44,12 @@ from autoscaler.placement import filters
 from autoscaler.placement.gpus import device_slots
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
+
+# Node labels naming the reservation a node runs in (tidal's, Karpenter's, GKE's): selecting on one asks for
+# reserved capacity.
+RESERVATION_LABELS = frozenset(
+    {LABEL_RESERVATION_ID, "karpenter.k8s.aws/capacity-reservation-id", "cloud.google.com/reservation-name"}
+)
 
 
 class AnnotationError(ValueError):
@@ -62,6 +73,12 @@ class Constraints:
     gpu_resource: str = ""
     # Part of a GPU asked of KAI (its GPU sharing): any offering whose GPUs can hold it.
     gpu_share: GpuShare | None = None
+    # The reservations (ids or names) the pod names (tidal.dev/capacity-reservation): it uses no other, and
+    # only pods that name a targeted reservation use it.
+    reservations: tuple[str, ...] = ()
+    # The pod selects nodes by reservation label (nodeSelector or affinity on tidal.dev/reservation-id):
+    # that asks for the reservations its selector matches, targeted ones included.
+    selects_reservation: bool = False
 
     # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
     # serves with a dedicated node; config-wide filters alone do not make a pod constrained.
@@ -94,9 +111,22 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         bad = [v for v in values if v not in CAPACITY_TYPES]
         if bad or not values:
             raise AnnotationError(
-                f"annotation {found[0]}: {found[1]!r} is not spot, on-demand or spot,on-demand"
+                f"annotation {found[0]}: {found[1]!r} is not a list of {', '.join(CAPACITY_TYPES)} "
+                "(e.g. reserved,spot,on-demand)"
             )
         capacity_types = tuple(dict.fromkeys(values))
+    reservations: tuple[str, ...] = ()
+    found = ann.lookup(a, ann.CAPACITY_RESERVATION)
+    if found:
+        reservations = ann.split_list(found[1])
+        if not reservations:
+            raise AnnotationError(f"annotation {found[0]}: {found[1]!r} names no capacity reservation")
+    selects_reservation = any(k in pod.node_selector for k in RESERVATION_LABELS) or any(
+        r.key in RESERVATION_LABELS for term in pod.affinity for r in term.expressions
+    )
+    if (reservations or selects_reservation) and RESERVED not in capacity_types:
+        # Naming a reservation asks for reserved capacity whatever capacityTypes lists.
+        capacity_types = (RESERVED, *capacity_types)
     gpu_skus = config.gpu_skus
     found = ann.lookup(a, ann.INSTANCE_GPU_SKUS)
     if found:
@@ -150,6 +180,8 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         partial_gpu=ann.is_true(a, ann.INSTANCE_PARTIAL_GPU) or pins_type,
         gpu_resource=gpu_resource,
         gpu_share=pod.gpu_share,
+        reservations=reservations,
+        selects_reservation=selects_reservation,
         specific=bool(pod.node_selector or pod.affinity)
         or any(ann.lookup(a, name) for name in ann.INSTANCE_ANNOTATIONS if name != ann.INSTANCE_OFFERINGS),
     )
@@ -240,6 +272,12 @@ def _node_labels(
     }
     if offering.zone:
         labels[LABEL_ZONE] = offering.zone
+    r = offering.reservation
+    if r is not None:
+        labels[LABEL_RESERVATION_ID] = r.id
+        labels[LABEL_RESERVATION_TYPE] = r.kind.value
+        if r.end is not None:
+            labels[LABEL_RESERVATION_END] = str(int(r.end))
     if offering.gpu_count:
         labels[LABEL_GPU_MODEL] = gpu_model_name(offering.gpu_model)
         labels[LABEL_GPU_COUNT] = str(offering.gpu_count)
@@ -249,11 +287,19 @@ def _node_labels(
     spot = offering.capacity_type == SPOT
     if cloud == "aws":
         labels["karpenter.sh/capacity-type"] = offering.capacity_type
-        labels["eks.amazonaws.com/capacityType"] = "SPOT" if spot else "ON_DEMAND"
+        labels["eks.amazonaws.com/capacityType"] = (
+            "SPOT" if spot else "CAPACITY_BLOCK" if r is not None and r.block else "ON_DEMAND"
+        )
+        if r is not None:
+            # Karpenter's labels for the same thing, so pods written for Karpenter select these nodes too.
+            labels["karpenter.k8s.aws/capacity-reservation-id"] = r.id
+            labels["karpenter.k8s.aws/capacity-reservation-type"] = "capacity-block" if r.block else "default"
     elif cloud == "gcp":
         labels["cloud.google.com/gke-provisioning"] = "spot" if spot else "standard"
         if spot:
             labels["cloud.google.com/gke-spot"] = "true"
+        if r is not None:
+            labels["cloud.google.com/reservation-name"] = r.name or r.id
         accel = _GKE_ACCELERATORS.get(gpu_model_name(offering.gpu_model))
         if gpu_model_name(offering.gpu_model) == "A100":
             accel = "nvidia-a100-80gb" if offering.gpu_memory_mib > 50 * 1024 else "nvidia-tesla-a100"
@@ -309,6 +355,29 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
             lambda o: o.capacity_type in c.capacity_types,
         ),
     ]
+    if c.reservations:
+        names = c.reservations
+        out.append(
+            (
+                _offering(
+                    f"no reserved offering of reservation {','.join(names)} "
+                    f"({ann.CAPACITY_RESERVATION} names it)",
+                    "reservation",
+                ),
+                lambda o: o.reservation is None or o.reservation.named(names),
+            )
+        )
+    elif not c.selects_reservation and RESERVED in c.capacity_types:
+        out.append(
+            (
+                _offering(
+                    f"the reservations that fit are targeted: only pods that name one in "
+                    f"{ann.CAPACITY_RESERVATION} use them",
+                    "reservation",
+                ),
+                lambda o: o.reservation is None or o.reservation.kind != ReservationKind.TARGETED,
+            )
+        )
     if c.gpu_resource:
         vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
         out.append(

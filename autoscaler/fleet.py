@@ -22,6 +22,7 @@ from autoscaler.config import Config
 from autoscaler.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
 from autoscaler.planning.cluster import node_gpus, pods_by_node
 from autoscaler.planning.plan import Launching, Usage
+from autoscaler.quantity import format_duration
 
 log = structlog.get_logger("tidal.fleet")
 
@@ -152,7 +153,13 @@ class Fleet:
         self.refusals: Counter[tuple[State, State]] = Counter()
         self._pending: dict[str, _Pending] = {}
         self._by_type: (
-            tuple[Sequence[Offering], dict[tuple[str, str, str], Offering], dict[str, Offering]] | None
+            tuple[
+                Sequence[Offering],
+                dict[tuple[str, str, str], Offering],
+                dict[str, Offering],
+                dict[str, Offering],
+            ]
+            | None
         )
         self._by_type = None
 
@@ -185,8 +192,9 @@ class Fleet:
                 offerings,
                 {(o.instance_type, o.zone, o.capacity_type): o for o in offerings},
                 {o.instance_type: o for o in offerings},
+                {o.reservation.id: o for o in offerings if o.reservation is not None},
             )
-        _, by_type, by_type_any = self._by_type
+        _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         workload = pods_by_node(p for p in snapshot.pods if not p.daemonset and not p.mirror)
         seen: dict[str, Member] = {}
@@ -194,8 +202,10 @@ class Fleet:
         listed_tokens = set()
         for inst in instances:
             listed_tokens.add(inst.launch_token)
-            offering = by_type.get((inst.instance_type, inst.zone, inst.capacity_type)) or by_type_any.get(
-                inst.instance_type
+            offering = (
+                reserved_by_id.get(inst.reservation_id)
+                or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
+                or by_type_any.get(inst.instance_type)
             )
             node = nodes.get(inst.provider_id)
             if inst.state == "terminated":
@@ -277,14 +287,14 @@ class Fleet:
         if inst is None or inst.state == "stopping":
             return []
         if m.state == State.LAUNCHING and node is None and now - m.entered > cfg.registration_timeout:
-            why = f"no Node registered within {int(cfg.registration_timeout)}s"
+            why = f"no Node registered within {format_duration(cfg.registration_timeout)}"
             return [Overdue(m, Action.REPLACE_UNREGISTERED, why)]
         if (
             m.refused is not None
             and m.refused[0] == State.LAUNCHING
             and now - m.refused[1] > cfg.registration_timeout
         ):
-            why = f"its Node was deleted and did not register again within {int(cfg.registration_timeout)}s"
+            why = f"its Node was deleted and did not register again within {format_duration(cfg.registration_timeout)}"
             return [Overdue(m, Action.TERMINATE_NODELESS, why)]
         if (
             m.state == State.REGISTERED
@@ -294,7 +304,7 @@ class Fleet:
             and node.allocatable.gpus == 0
             and now - m.entered > cfg.gpu_readiness_timeout
         ):
-            why = f"GPUs did not appear within {int(cfg.gpu_readiness_timeout)}s"
+            why = f"GPUs did not appear within {format_duration(cfg.gpu_readiness_timeout)}"
             return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
         return []
 
@@ -331,6 +341,25 @@ class Fleet:
                 cpu += (m.offering.vcpu * 1000) if m.offering else 0
                 n += 1
         return Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=n)
+
+    def launched_into_reservations(self, since: float | None) -> dict[str, int]:
+        """Nodes launched into each reservation at or after ``since`` (when the provider last counted what
+        the reservations have free): its count does not know of them yet."""
+        out: dict[str, int] = {}
+        for m in self.members.values():
+            if m.state == State.GONE or not m.history:
+                continue
+            rid = m.instance.reservation_id if m.instance is not None else ""
+            if (
+                not rid
+                and m.offering is not None
+                and m.offering.reservation is not None
+                and m.instance is None
+            ):
+                rid = m.offering.reservation.id
+            if rid and (since is None or m.history[0][1] >= since):
+                out[rid] = out.get(rid, 0) + 1
+        return out
 
     def counts(self) -> dict[str, int]:
         """Members by state, every state present (for metrics)."""

@@ -260,6 +260,7 @@ def _launched_offering(la: Launch, inst: Instance) -> Offering:
             for o in la.candidates
             if (o.instance_type, o.zone, o.capacity_type)
             == (inst.instance_type, inst.zone, inst.capacity_type)
+            and (o.reservation.id if o.reservation is not None else "") == inst.reservation_id
         ),
         la.offering,
     )

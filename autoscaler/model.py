@@ -26,11 +26,17 @@ LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_ARCH = "kubernetes.io/arch"
 LABEL_OS = "kubernetes.io/os"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_RESERVATION_ID = "tidal.dev/reservation-id"
+LABEL_RESERVATION_TYPE = "tidal.dev/reservation-type"
+# When the Capacity Block a node runs in ends, in epoch seconds (a label value cannot hold an RFC 3339 time).
+LABEL_RESERVATION_END = "tidal.dev/reservation-end"
 TAINT_DISRUPTED = "tidal.dev/disrupted"
 
 SPOT = "spot"
 ON_DEMAND = "on-demand"
-CAPACITY_TYPES = (SPOT, ON_DEMAND)
+# Capacity bought ahead (a capacity reservation, a Capacity Block): already paid for, so free to use.
+RESERVED = "reserved"
+CAPACITY_TYPES = (SPOT, ON_DEMAND, RESERVED)
 
 
 class Arch(enum.StrEnum):
@@ -312,6 +318,44 @@ class Snapshot:
 # --- the cloud side ---------------------------------------------------------------------------------
 
 
+class ReservationKind(enum.StrEnum):
+    """How a reservation is consumed."""
+
+    OPEN = "open"  # any matching launch may use it
+    TARGETED = "targeted"  # only launches that name it; tidal uses it only for pods that ask for it
+    CAPACITY_BLOCK = "capacity-block"  # a fixed window (EC2 Capacity Blocks for ML, GCP calendar mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity bought ahead that a reserved offering launches into.
+
+    ``available`` is how many more instances it takes now (a hard cap for the planner); ``start`` and
+    ``end`` (epoch seconds) bound a Capacity Block, outside which nothing can be launched into it.
+    ``on_demand_price`` is what an instance of it would cost bought on demand: it is paid for whether used
+    or not, so its marginal price is 0, but among reservations the planner spends the cheaper ones first.
+    """
+
+    id: str
+    kind: ReservationKind = ReservationKind.OPEN
+    available: int = 0
+    total: int = 0
+    start: float | None = None
+    end: float | None = None
+    name: str = (
+        ""  # the cloud's own name where it has one (GCP reservation, Azure capacity reservation group)
+    )
+    on_demand_price: float = 0.0
+
+    @property
+    def block(self) -> bool:
+        return self.kind == ReservationKind.CAPACITY_BLOCK
+
+    def named(self, names: tuple[str, ...]) -> bool:
+        """Whether ``names`` (ids or names, as a pod annotation lists them) names this reservation."""
+        return self.id in names or (bool(self.name) and self.name in names)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuLayout:
     """How a new node's GPUs will be offered to pods: cut into MIG instances or replicated for time-slicing
@@ -345,11 +389,16 @@ class Offering:
     region: str = ""
     available: bool = True
     price_source: str = ""
+    # Set on reserved offerings only: the reservation a node of this offering is launched into.
+    reservation: Reservation | None = None
     layout: GpuLayout | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+        """``type/zone/capacity-type``, and the reservation id for a reserved offering (two reservations of
+        one type in one zone are two offerings)."""
+        base = f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+        return f"{base}/{self.reservation.id}" if self.reservation is not None else base
 
     @property
     def family(self) -> str:
@@ -404,6 +453,7 @@ class Instance:
     price: float = 0.0
     gpu_count: int = 0
     tags: Mapping[str, str] = field(default_factory=dict)
+    reservation_id: str = ""  # the reservation it runs in (its capacity type is then reserved)
 
 
 @dataclass(frozen=True, slots=True)

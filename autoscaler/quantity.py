@@ -16,6 +16,7 @@ __all__ = [
     "MAX_MILLI",
     "QuantityError",
     "format_cpu",
+    "format_duration",
     "format_memory",
     "format_quantity",
     "parse_quantity",
@@ -131,3 +132,20 @@ def format_memory(milli: int) -> str:
     if value >= 2**30:
         return f"{value / 2**30:.1f}Gi"
     return str(value)
+
+
+_DURATION_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for people: its two largest units, whole (``338794`` → ``"3d22h"``, ``90`` → ``"1m30s"``,
+    ``300`` → ``"5m"``, ``0.4`` → ``"0s"``)."""
+    rest = max(0, int(seconds))
+    parts: list[str] = []
+    for suffix, size in _DURATION_UNITS:
+        count, rest = divmod(rest, size)
+        if count or parts:
+            parts.append(f"{count}{suffix}" if count else "")
+        if len(parts) == 2:
+            break
+    return "".join(parts) or "0s"

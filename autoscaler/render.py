@@ -10,27 +10,79 @@ from typing import Any
 from autoscaler.config import Config
 from autoscaler.model import Offering
 from autoscaler.planning import Plan
+from autoscaler.planning.plan import BIN_PACKING, Launch
+from autoscaler.planning.why import LaunchWhy, PodStory, idle_warning
 from autoscaler.snapshot import LoadedSnapshot
+from autoscaler.status import queue_status
+
+# Kinds of launch whose "why" the table shows; --output json has every one.
+WHY_SHOWN = 10
+MODES = {
+    BIN_PACKING: "bin-packing (a node shared by small pods, of the binPackingNode* size)",
+    "bin-selection": "bin-selection (a node chosen for its pods)",
+}
+
+
+def _priced(o: Offering) -> str:
+    return f"{o.key} ${o.price:.4f}/h"
+
+
+def _why_json(why: LaunchWhy) -> dict[str, Any]:
+    return {
+        "modeReason": why.mode_reason,
+        "compared": [
+            {"offering": c.offering.key, "pricePerHour": c.offering.price, "verdict": c.verdict}
+            for c in why.compared
+        ],
+        "cheaperCompared": why.cheaper_compared,
+        "ruledOut": [
+            {
+                "filter": r.rejection.filter.value,
+                "key": r.rejection.key,
+                "reason": r.rejection.message,
+                "count": r.count,
+                "cheapest": r.cheapest.key,
+                "cheapestPricePerHour": r.cheapest.price,
+            }
+            for r in why.ruled_out
+        ],
+        "fallbackCapPerHour": why.fallback_cap,
+        "fallbackCappedBy": why.capped_by,
+        "leftOutAboveCap": why.left_out.key if why.left_out is not None else None,
+        "gpusUsed": why.gpus_used,
+        "idleGpus": why.idle_gpus,
+    }
+
+
+def _launch_json(la: Launch, whys: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "instanceType": la.offering.instance_type,
+        "zone": la.offering.zone,
+        "capacityType": la.offering.capacity_type,
+        "pricePerHour": la.offering.price,
+        "gpus": la.offering.gpu_count,
+        "gpuModel": la.offering.gpu_model,
+        "mode": la.mode,
+        "gang": la.gang,
+        "pods": list(la.pods),
+        "fallbacks": [o.key for o in la.alternatives],
+        "fallbackPricesPerHour": [o.price for o in la.alternatives],
+        **_reservation(la.offering),
+    }
+    if la.why is not None:
+        # Launches of one kind share one explanation: build its document once.
+        found = whys.get(id(la.why))
+        if found is None:
+            found = whys[id(la.why)] = _why_json(la.why)
+        doc["why"] = found
+    return doc
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """The ``tidal plan --output json`` document."""
+    whys: dict[int, dict[str, Any]] = {}
     return {
-        "launches": [
-            {
-                "instanceType": la.offering.instance_type,
-                "zone": la.offering.zone,
-                "capacityType": la.offering.capacity_type,
-                "pricePerHour": la.offering.price,
-                "gpus": la.offering.gpu_count,
-                "gpuModel": la.offering.gpu_model,
-                "mode": la.mode,
-                "gang": la.gang,
-                "pods": list(la.pods),
-                "fallbacks": [o.key for o in la.alternatives],
-            }
-            for la in plan.launch.launches
-        ],
+        "launches": [_launch_json(la, whys) for la in plan.launch.launches],
         "unplaced": [
             {
                 "pod": u.pod,
@@ -41,11 +93,32 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             for u in plan.launch.unplaced
         ],
         "ignored": [{"pod": i.pod, "reason": i.detail, "kind": i.reason.value} for i in plan.ignored],
-        "removals": [{"node": r.node, "reason": r.reason} for r in plan.removal.removals],
+        "removals": [{"node": r.node, "reason": r.reason, "gpus": r.gpus} for r in plan.removal.removals],
+        "costEstimates": [
+            {"pod": e.pod, "podGroup": e.group, "pods": list(e.pods), "estimate": json.loads(e.annotation())}
+            for e in plan.estimates
+        ],
         "blocked": [{"node": b.node, "reason": b.reason} for b in plan.removal.blocked],
+        "queues": {q.queue: queue_status(q) for q in plan.queues},
         "costPerHour": plan.launch.cost_per_hour,
-        "gpuTotalAfter": plan.launch.gpus_after,
+        "gpuTotalBefore": plan.launch.gpus_before,
+        "gpuTotalAfter": plan.gpus_after,
     }
+
+
+def _reservation(o: Offering) -> dict[str, Any]:
+    """A reserved launch's reservation (nothing for others)."""
+    r = o.reservation
+    if r is None:
+        return {}
+    out: dict[str, Any] = {
+        "reservation": r.id,
+        "reservationType": r.kind.value,
+        "onDemandPrice": r.on_demand_price,
+    }
+    if r.end is not None:
+        out["reservationEnd"] = r.end
+    return out
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -68,8 +141,10 @@ def plan_to_table(plan: Plan, config: Config) -> str:
     out = [
         f"{counted} pods need capacity, {len(plan.ignored)} need no new node, "
         f"{len(plan.launch.unplaced)} cannot be placed",
-        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h; "
-        f"GPUs {plan.launch.gpus_before} -> {plan.launch.gpus_after} (clusterGPULimit {limit})",
+        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h, remove "
+        f"{len(plan.removal.removals)}; GPUs {plan.launch.gpus_before} -> {plan.gpus_after} "
+        f"(+{plan.launch.gpus_after - plan.launch.gpus_before} launched, "
+        f"-{plan.launch.gpus_after - plan.gpus_after} removed; clusterGPULimit {limit})",
         "",
     ]
     if launches:
@@ -79,7 +154,8 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                 [
                     la.offering.instance_type,
                     la.offering.zone or "-",
-                    la.offering.capacity_type,
+                    la.offering.capacity_type
+                    + (f" {la.offering.reservation.id}" if la.offering.reservation is not None else ""),
                     f"{la.offering.price:.4f}",
                     f"{la.offering.gpu_count} {la.offering.gpu_model}".strip(),
                     la.mode + (f" gang {la.gang}" if la.gang else ""),
@@ -88,6 +164,9 @@ def plan_to_table(plan: Plan, config: Config) -> str:
                 for la in launches
             ],
         )
+        out.append("")
+    if any(la.why is not None for la in launches):
+        out += why_lines(launches)
         out.append("")
     if plan.launch.unplaced:
         out.append("Cannot be placed:")
@@ -103,6 +182,30 @@ def plan_to_table(plan: Plan, config: Config) -> str:
             ],
         )
         out.append("")
+    if plan.queues:
+        out.append("KAI queues (GPUs; $/h of the nodes serving each, with this plan's launches):")
+        out += table(
+            ["QUEUE", "ALLOCATED", "PENDING", "LAUNCHING", "$/HOUR", "BUDGET $/HOUR"],
+            [
+                [
+                    q.queue,
+                    f"{q.gpus_allocated:g}",
+                    f"{q.gpus_pending:g}",
+                    f"{q.gpus_launching:g}",
+                    f"{q.cost_per_hour:.4f}",
+                    "-" if q.budget is None else f"{q.budget:.2f}",
+                ]
+                for q in plan.queues
+            ],
+        )
+        out.append("")
+    if plan.estimates:
+        out.append("Cost estimates (gated pods, never launched for; the daemon writes them on the pod):")
+        out += table(
+            ["POD", "ESTIMATE"],
+            [[e.pod + (f" (PodGroup {e.group})" if e.group else ""), e.summary()] for e in plan.estimates],
+        )
+        out.append("")
     if plan.ignored:
         out.append("Pending, but no new node is needed:")
         out += table(["POD", "REASON"], [[i.pod, i.detail] for i in plan.ignored])
@@ -116,6 +219,151 @@ def plan_to_table(plan: Plan, config: Config) -> str:
         out += table(["NODE", "REASON"], [[b.node, b.reason] for b in plan.removal.blocked])
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _kinds_of_launch(launches: Sequence[Launch]) -> list[list[Launch]]:
+    """Launches grouped by what they are and why (nodes for replicas of one workload are one kind)."""
+    groups: dict[tuple[object, ...], list[Launch]] = {}
+    for la in launches:
+        groups.setdefault((la.offering, la.alternatives, la.why), []).append(la)
+    return list(groups.values())
+
+
+def why_lines(launches: Sequence[Launch]) -> list[str]:
+    """Why each kind of launch is the offering it is: its mode, the candidates it was compared with, the
+    filters that ruled out cheaper offerings, and its fallbacks with their prices."""
+    kinds = _kinds_of_launch(launches)
+    out = ["Why these instance types:"]
+    for group in kinds[:WHY_SHOWN]:
+        la, why = group[0], group[0].why
+        if why is None:
+            continue
+        pods = [p for g in group for p in g.pods]
+        nodes = f"{len(group)} nodes " if len(group) > 1 else ""
+        out.append(f"{nodes}{_priced(la.offering)} for {_pods(pods, 3)}")
+        out.append(f"  mode: {MODES.get(la.mode, la.mode)}, because {why.mode_reason}")
+        if why.compared:
+            listed = "; ".join(
+                f"{c.offering.instance_type} {c.offering.capacity_type} "
+                f"${c.offering.price:.4f}/h ({c.verdict})"
+                for c in why.compared
+            )
+            hidden = why.cheaper_compared - next(i for i, c in enumerate(why.compared) if c.chosen)
+            more = f" (and {hidden} cheaper, not listed)" if hidden > 0 else ""
+            out.append(f"  compared with: {listed}{more}")
+        for r in why.ruled_out:
+            out.append(
+                f"  ruled out {r.count} cheaper: {r.rejection.message} [{r.rejection.filter.value}"
+                f"{' ' + r.rejection.key if r.rejection.key else ''}] (cheapest {_priced(r.cheapest)})"
+            )
+        cap = f" (at most ${why.fallback_cap:.4f}/h, {why.capped_by})" if why.fallback_cap else ""
+        shown = ", ".join(_priced(o) for o in la.alternatives[:5])
+        rest = f" (+{len(la.alternatives) - 5} more)" if len(la.alternatives) > 5 else ""
+        out.append(f"  fallbacks{cap}: {shown or 'none'}{rest}")
+        if why.left_out is not None:
+            out.append(f"  left out above the cap: {_priced(why.left_out)} and dearer")
+    if len(kinds) > WHY_SHOWN:
+        out.append(f"({len(kinds) - WHY_SHOWN} more kinds of launch: --output json explains every one)")
+    return out
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    """What people should know about a plan: today, nodes far bigger than their pods (GPUs left idle)."""
+    out = []
+    for group in _kinds_of_launch(plan.launch.launches):
+        la = group[0]
+        if la.why is not None and la.why.idle_gpus:
+            line = idle_warning(la.offering, la.pods, la.why)
+            out.append(f"{len(group)} nodes like this: {line}" if len(group) > 1 else line)
+    return out
+
+
+def story_lines(story: PodStory) -> list[str]:
+    """``tidal plan --explain POD``: one pod's whole story."""
+    out = [f"Pod {story.pod}"]
+    if story.requests:
+        out.append(f"  requests: {story.requests}")
+    if story.queue:
+        out.append(f"  KAI queue: {story.queue}")
+    out.append(f"  outcome: {story.outcome}")
+    if story.mode:
+        out.append(f"  mode: {MODES.get(story.mode, story.mode)}, because {story.mode_reason}")
+    if story.capacity_types:
+        out.append(f"  capacity types, in order of preference: {', '.join(story.capacity_types)}")
+    if story.steps or story.candidates:
+        out.append(f"  filters, from {story.offerings} offerings:")
+        out += [
+            "    " + line
+            for line in table(
+                ["FILTER", "REMOVES", "REMOVED", "CHEAPEST REMOVED", "LEFT"],
+                [
+                    [
+                        f"{s.rejection.filter.value}{' ' + s.rejection.key if s.rejection.key else ''}",
+                        s.rejection.message,
+                        str(s.removed),
+                        _priced(s.cheapest),
+                        str(s.left),
+                    ]
+                    for s in story.steps
+                ],
+            )
+        ]
+    if story.candidates:
+        out.append("  cheapest offerings that hold it:")
+        out += [
+            "    " + line
+            for line in table(
+                ["OFFERING", "$/HOUR", "VERDICT"],
+                [[c.offering.key, f"{c.offering.price:.4f}", c.verdict] for c in story.candidates],
+            )
+        ]
+    elif story.mode:
+        out.append("  no offering holds it")
+    if story.nearest:
+        out.append(f"  nearest offering: {story.nearest}")
+    why = story.launch_why
+    if story.launch is not None:
+        cap = f" (at most ${why.fallback_cap:.4f}/h)" if why is not None and why.fallback_cap else ""
+        out.append(f"  fallbacks{cap}: {', '.join(_priced(o) for o in story.fallbacks) or 'none'}")
+        if why is not None:
+            out += [f"  ruled out {r.count} cheaper: {r.rejection.message}" for r in why.ruled_out]
+            if why.idle_gpus:
+                out.append(f"  warning: {idle_warning(story.launch, (story.pod,), why)}")
+    return out
+
+
+def story_json(story: PodStory) -> dict[str, Any]:
+    """One pod's story in the ``--output json`` document (``explain``)."""
+    return {
+        "pod": story.pod,
+        "requests": story.requests,
+        "queue": story.queue,
+        "outcome": story.outcome,
+        "mode": story.mode,
+        "modeReason": story.mode_reason,
+        "capacityTypes": list(story.capacity_types),
+        "offerings": story.offerings,
+        "filters": [
+            {
+                "filter": s.rejection.filter.value,
+                "key": s.rejection.key,
+                "removes": s.rejection.message,
+                "removed": s.removed,
+                "cheapestRemoved": s.cheapest.key,
+                "cheapestRemovedPricePerHour": s.cheapest.price,
+                "left": s.left,
+            }
+            for s in story.steps
+        ],
+        "candidates": [
+            {"offering": c.offering.key, "pricePerHour": c.offering.price, "verdict": c.verdict}
+            for c in story.candidates
+        ],
+        "nearest": story.nearest,
+        "launch": story.launch.key if story.launch is not None else None,
+        "fallbacks": [o.key for o in story.fallbacks],
+        "launchWhy": _why_json(story.launch_why) if story.launch_why is not None else None,
+    }
 
 
 def _kinds(counts: Counter[str]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.planning import Plan
+from autoscaler.planning.queues import QueueView
 
 STATUS_CONFIGMAP = "tidal-status"
 
@@ -53,10 +54,27 @@ def unplaced_kind(reason: str) -> str:
         ("maxNodes", "maxNodes"),
         ("gang", "gang"),
         ("no offering", "no-offering"),
+        ("queue ", "queueBudget"),
     ):
         if reason.startswith(prefix):
             return kind
     return "other"
+
+
+def queue_status(q: QueueView) -> dict[str, Any]:
+    """One KAI queue in the status ConfigMap (and ``tidal plan --output json``)."""
+    out: dict[str, Any] = {
+        "gpus": {
+            "requested": q.gpus_requested,
+            "allocated": q.gpus_allocated,
+            "pending": q.gpus_pending,
+            "launching": q.gpus_launching,
+        },
+        "costPerHour": q.cost_per_hour,
+    }
+    if q.budget is not None:
+        out["budgetPerHour"] = q.budget
+    return out
 
 
 def rfc3339(ts: float) -> str:
@@ -85,7 +103,7 @@ def status_summary(
         },
         "nodes": dict(fleet),
         "gpus": {
-            "afterPlan": decided.launch.gpus_after,
+            "afterPlan": decided.gpus_after,
             "limit": "none" if cfg.cluster_gpu_limit is None else cfg.cluster_gpu_limit,
         },
         "launches": [
@@ -95,6 +113,8 @@ def status_summary(
         "removals": [r.node for r in decided.removal.removals][:50],
         "unavailableOfferings": list(benched)[:50],
     }
+    if decided.queues:
+        summary["queues"] = {q.queue: queue_status(q) for q in decided.queues}
     if leadership is not None:
         summary["leader"] = leadership.as_status()
     return summary

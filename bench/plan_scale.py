@@ -9,7 +9,14 @@ required hostname anti-affinity, five spread theirs over the zones (maxSkew 1) â
 then checks both constraints in the plan and compares the nodes that hold anti-affine replicas with the
 fewest possible (no two replicas of one Deployment on a node: the largest such Deployment's replica count).
 
-    python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp] [--topology]
+``--fractional`` makes 30% of all pods KAI GPU shares (taken from the CPU pods, which drop to 30%): replicas
+of 40 inference Deployments, each asking for a ``gpu-fraction`` of 0.1 to 0.75 or a ``gpu-memory`` of 4 to
+12 GB, a tenth of them in the ``sm-sharing`` compute mode, a third pinned to a GPU model.
+``--share-classes per-pod`` draws those attributes for every pod instead (up to 336 distinct classes, as many
+independent notebooks would be). The result then counts the GPUs the plan buys for them against the sum of
+their shares.
+
+    python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp] [--topology | --fractional]
 """
 
 from __future__ import annotations
@@ -57,8 +64,8 @@ def _pod(
     topology: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     requests = {"cpu": cpu, "memory": memory}
-    spec: dict[str, Any] = {"schedulerName": "default-scheduler"}
-    if gpu:
+    spec: dict[str, Any] = {"schedulerName": "kai-scheduler" if _shares(annotations) else "default-scheduler"}
+    if gpu or _shares(annotations):
         requests["nvidia.com/gpu"] = str(gpu)
         # As the ExtendedResourceToleration admission plugin (or the pod's template) gives GPU pods.
         spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -86,6 +93,25 @@ def _pod(
     }
 
 
+def _shares(annotations: dict[str, str]) -> bool:
+    return "gpu-fraction" in annotations or "gpu-memory" in annotations
+
+
+def _share_spec(rnd: random.Random, skus: list[str]) -> tuple[dict[str, str], str, str]:
+    """What one share pod (or one Deployment's replicas) asks for: KAI annotations, CPU and memory."""
+    ann: dict[str, str] = {}
+    if rnd.random() < 0.2:
+        ann["gpu-memory"] = str(rnd.choice([4000, 8000, 12000]))
+    else:
+        ann["gpu-fraction"] = rnd.choice(["0.1", "0.25", "0.3", "0.5", "0.75"])
+    if rnd.random() < 0.1:
+        ann["kai.scheduler/gpu-compute-sharing-mode"] = "sm-sharing"
+    if rnd.random() < 0.33:
+        ann["tidal.dev/instance-gpu-skus"] = rnd.choice(skus)
+    cpu, mem = rnd.choice([("1", "4Gi"), ("2", "8Gi"), ("4", "16Gi")])
+    return ann, cpu, mem
+
+
 def _constraint(d: int) -> dict[str, Any]:
     """The placement constraint of CPU deployment ``d`` in the ``--topology`` variant (none for most)."""
     selector = {"matchLabels": {"app": f"web{d}"}}
@@ -103,7 +129,9 @@ def _constraint(d: int) -> dict[str, Any]:
     return {}
 
 
-def workload(n: int, seed: int = 7, topology: bool = False) -> list[dict[str, Any]]:
+def workload(
+    n: int, seed: int = 7, topology: bool = False, fractional: bool = False, per_pod: bool = False
+) -> list[dict[str, Any]]:
     """The benchmark's pending pods and PodGroups, deterministic for a seed."""
     rnd = random.Random(seed)
     objs: list[dict[str, Any]] = []
@@ -116,6 +144,13 @@ def workload(n: int, seed: int = 7, topology: bool = False) -> list[dict[str, An
     ]
     skus = ["T4", "L4", "A10G", "A100", "H100", "L40S"]
     n_cpu, n_gpu = int(n * 0.6), int(n * 0.3)
+    n_share = int(n * 0.3) if fractional else 0
+    services = [_share_spec(rnd, skus) for _ in range(40)] if n_share else []
+    for i in range(n_share):
+        ann, cpu, mem = _share_spec(rnd, skus) if per_pod else services[i % 40]
+        # The template of a share pod tolerates the GPU taint: no admission plugin adds it for it.
+        objs.append(_pod(f"share{i % 40}-{i}", cpu, mem, 0, ann, i % 3600))
+    n_cpu -= n_share
     for i in range(n_cpu):
         d = i % 20
         cpu, mem = deployments[d]
@@ -128,8 +163,8 @@ def workload(n: int, seed: int = 7, topology: bool = False) -> list[dict[str, An
         objs.append(_pod(f"gpu{gpus}-{i}", str(4 * gpus), f"{16 * gpus}Gi", gpus, ann, i % 3600))
     made = 0
     g = 0
-    while made < n - n_cpu - n_gpu:
-        size = min(rnd.choice([2, 4, 8, 16]), n - n_cpu - n_gpu - made)
+    while made < n - n_share - n_cpu - n_gpu:
+        size = min(rnd.choice([2, 4, 8, 16]), n - n_share - n_cpu - n_gpu - made)
         group = f"pg-{g}"
         objs.append(
             {
@@ -193,14 +228,45 @@ def topology_check(result: Any, snap: Any) -> dict[str, Any]:
     }
 
 
+def sharing_check(result: Any, pods: dict[str, Any]) -> dict[str, Any]:
+    """How many GPUs the plan buys for the share pods, against the sum of their shares (a memory share as
+    its part of the GPU it was planned on)."""
+    share_nodes = [la for la in result.launch.launches if any(pods[k].gpu_share for k in la.pods)]
+    asked = 0.0
+    for la in share_nodes:
+        for k in la.pods:
+            share = pods[k].gpu_share
+            if share is not None:
+                device = la.offering.gpu_memory_mib or 1
+                asked += share.devices * (
+                    share.portion if share.portion is not None else share.memory_mib / device
+                )
+    shares = sum(1 for p in pods.values() if p.gpu_share is not None)
+    return {
+        "sharePods": shares,
+        "sharePodsPlaced": sum(1 for la in share_nodes for k in la.pods if pods[k].gpu_share is not None),
+        "gpusOfNodesWithShares": sum(la.offering.gpu_count for la in share_nodes),
+        "sumOfShares": round(asked, 2),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--catalog", default=str(SHARED_CATALOG))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-lp", action="store_true")
-    parser.add_argument("--topology", action="store_true", help="the variant with anti-affinity and spread")
+    variant = parser.add_mutually_exclusive_group()
+    variant.add_argument("--topology", action="store_true", help="the variant with anti-affinity and spread")
+    variant.add_argument("--fractional", action="store_true", help="the variant with 30%% KAI GPU-share pods")
+    parser.add_argument(
+        "--share-classes",
+        choices=("deployments", "per-pod"),
+        default="deployments",
+        help="with --fractional: share pods as replicas of 40 Deployments, or every pod drawn on its own",
+    )
     args = parser.parse_args()
+    per_pod = args.share_classes == "per-pod"
     if not Path(args.catalog).exists():
         print(f"catalog {args.catalog} not found; skipping", file=sys.stderr)
         return 0
@@ -216,7 +282,7 @@ def main() -> int:
     offerings = read_catalog_csv(args.catalog, cloud="aws", region="us-east-1", zones=config.zones)
     builder = SnapshotBuilder()
     t0 = time.perf_counter()
-    for obj in workload(args.pods, topology=args.topology):
+    for obj in workload(args.pods, topology=args.topology, fractional=args.fractional, per_pod=per_pod):
         builder.add(obj, "bench")
     snap = builder.build()
     decode_s = time.perf_counter() - t0
@@ -233,8 +299,11 @@ def main() -> int:
     index = OfferingIndex(offerings, config, snap.daemonsets)
     bound = None if args.no_lp else lower_bound(result, index, pods)
     placed = sum(len(la.pods) for la in result.launch.launches)
+    name = "plan_scale_topology" if args.topology else "plan_scale"
+    if args.fractional:
+        name = "plan_scale_fractional_per_pod" if per_pod else "plan_scale_fractional"
     summary: dict[str, Any] = {
-        "benchmark": "plan_scale_topology" if args.topology else "plan_scale",
+        "benchmark": name,
         "pods": len(snap.pods),
         "offerings": len(offerings),
         "launches": len(result.launch.launches),
@@ -252,11 +321,12 @@ def main() -> int:
     }
     if args.topology:
         summary["topology"] = topology_check(result, snap)
+    if args.fractional:
+        summary["sharing"] = sharing_check(result, pods)
     print(json.dumps(summary, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary["commit"] = commit()
-    name = "plan_scale_topology.json" if args.topology else "plan_scale.json"
-    (RESULTS / name).write_text(json.dumps(summary, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     return 0
 
 

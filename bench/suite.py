@@ -1,7 +1,12 @@
 """The benchmark suite: every scenario under every policy, in the simulator, against the LP lower bound.
 
-Writes bench/results/<scenario>--<policy>.json (the simulator's summary.json) and bench/results/README.md, one
+Writes bench/results/<row>--<policy>.json (the simulator's summary.json) and bench/results/README.md, one
 table: scenario x policy -> cost, cost / lower bound, GPU-hours idle, pending p95, over-limit launches, wall.
+The Alibaba week is run twice: alibaba-week-kai replays the pods that used part of a GPU as KAI
+gpu-fraction pods (``tidal simulate --scenario alibaba-week``), alibaba-week-whole as one whole GPU each
+(``--gpu-sharing whole``).
+A scenario with reservations is run a second time without them: its row shows both costs (the first one
+includes what the reservations cost, used or not).
 
     python bench/suite.py [--only kai-day,spot-storm] [--policies tidal] [--table-only]
 """
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +30,27 @@ from bench.provenance import commit  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 POLICIES = ("tidal", "ca-like", "karpenter-like")
-SCENARIOS = ("kai-day", "spot-storm", "burst-10k", "alibaba-week")
+# (row, scenario, how trace pods that used part of a GPU ask for it: None for scenarios without a trace)
+SCENARIOS = (
+    ("kai-day", "kai-day", None),
+    ("kai-day-reserved", "kai-day-reserved", None),
+    ("kai-day-block", "kai-day-block", None),
+    ("spot-storm", "spot-storm", None),
+    ("burst-10k", "burst-10k", None),
+    ("alibaba-week-kai", "alibaba-week", "kai"),
+    ("alibaba-week-whole", "alibaba-week", "whole"),
+)
 
 
 def scenarios() -> list[tuple[str, Prepared]]:
     """(name, run) for each benchmark scenario that can run here, prepared exactly as ``tidal simulate
     --scenario NAME`` prepares it (alibaba-week needs the trace and catalog of $TIDAL_DATA or shared/data)."""
     out: list[tuple[str, Prepared]] = []
-    for name in SCENARIOS:
+    for row, name, sharing in SCENARIOS:
         try:
-            out.append((name, prepare(load_scenario(name))))
+            out.append((row, prepare(load_scenario(name), gpu_sharing=sharing)))
         except ScenarioError as err:
-            print(f"skipping {name}: {err}", file=sys.stderr)
+            print(f"skipping {row}: {err}", file=sys.stderr)
     return out
 
 
@@ -58,6 +73,7 @@ def row(path: Path) -> tuple[Any, ...]:
         doc["podsNeverServed"],
         doc["wallSeconds"],
         doc.get("commit", "unrecorded"),
+        doc["cost"].get("withoutReservations"),
     )
 
 
@@ -78,9 +94,15 @@ def main() -> int:
                 run.scenario, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
             )
             doc = {**out.summary, "commit": commit()}
+            if run.scenario.reservations:
+                bare = replace(run.scenario, reservations=())
+                without = simulate(
+                    bare, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
+                )
+                doc["cost"]["withoutReservations"] = without.summary["cost"]["total"]
             (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")
             print(
-                f"{name:13} {policy:15} ${doc['cost']['total']:>10.2f}"
+                f"{name:18} {policy:15} ${doc['cost']['total']:>10.2f}"
                 f"  x{doc['cost'].get('overLowerBound')}  wall {doc['wallSeconds']}s",
                 flush=True,
             )
@@ -93,18 +115,28 @@ def main() -> int:
         "`bench/reconcile_scale.py`) on a 2-core machine. Costs are USD of list prices over the scenario. The",
         "lower bound is the LP relaxation of the cheapest capacity holding the pods that ran (runs cut short by a",
         "spot interruption included; a run started during a capacity outage cannot use what the outage took),",
-        "integrated between every pod start and end with the LP's duals: no policy can pay less.",
+        "integrated between every pod start and end with the LP's duals: no policy can pay less. With",
+        "reservations (kai-day-reserved, kai-day-block) the cost includes what they cost, used or not (their",
+        "instances at the on-demand price for as long as they last); the bound prices only what can be bought,",
+        "and the same scenario run without them gives the cost without reservations.",
         "",
-        "| scenario | policy | cost | cost / lower bound | GPU-hours idle | pending p95 (s) | over-limit launches"
-        " | GPU limit violations | pods never served | wall (s) | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | policy | cost | cost without reservations | cost / lower bound | GPU-hours idle"
+        " | pending p95 (s) | over-limit launches | GPU limit violations | pods never served | wall (s) | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        without = "-" if r[11] is None else f"{r[11]:.2f}"
         lines.append(
-            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]}"
-            f" | {r[10]} |"
+            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]}"
+            f" | {r[9]} | {r[10]} |"
         )
-    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
+    for extra in (
+        "plan_scale",
+        "plan_scale_fractional",
+        "plan_scale_fractional_per_pod",
+        "reconcile_scale",
+        "scaleup_latency",
+    ):
         path = RESULTS / f"{extra}.json"
         if path.exists():
             lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]

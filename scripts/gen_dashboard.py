@@ -168,6 +168,46 @@ def panels() -> list[dict[str, Any]]:
             ],
             width=24,
         ),
+        row("KAI queues"),
+        panel(
+            "GPUs per KAI queue",
+            "Per queue: GPUs its pods hold on nodes (allocated), wait for (pending, scheduling gates aside), "
+            "and, of those, have a node launching for them (launching); requested is allocated + pending.",
+            [
+                (
+                    f"max by (queue, state) ({leader(f'tidal_queue_gpus{{{JOB}}}')})",
+                    "{{queue}} {{state}}",
+                )
+            ],
+            width=24,
+        ),
+        panel(
+            "Cost per hour per KAI queue vs its budget",
+            "USD per hour of the nodes serving each queue: of every node its pods run on or a launch is for, "
+            "the share of the price its pods' GPU requests are (cpu requests on nodes without GPU pods); and "
+            "the queue's queueBudgets entry, beyond which tidal launches no node for its pods.",
+            [
+                (f"max by (queue) ({leader(f'tidal_queue_cost_per_hour{{{JOB}}}')})", "{{queue}}"),
+                (f"max by (queue) (tidal_queue_budget_per_hour{{{JOB}}})", "{{queue}} budget"),
+            ],
+            unit="currencyUSD",
+            width=16,
+        ),
+        panel(
+            "Share of each queue's budget in use",
+            "Cost per hour of the nodes serving a queue over its queueBudgets entry; only queues with a budget.",
+            [
+                (
+                    f"max by (queue) ({leader(f'tidal_queue_cost_per_hour{{{JOB}}}')}) / "
+                    f"max by (queue) (tidal_queue_budget_per_hour{{{JOB}}} > 0)",
+                    "{{queue}}",
+                )
+            ],
+            kind="bargauge",
+            unit="percentunit",
+            width=8,
+            thresholds=[(None, "green"), (0.8, "orange"), (1.0, "red")],
+        ),
         row("Launches"),
         panel(
             "Successful launches by offering",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
-from autoscaler.model import Arch, Offering, Snapshot
+from autoscaler.model import RESERVED, Arch, Offering, Reservation, ReservationKind, Snapshot
 from autoscaler.snapshot import SnapshotBuilder
 
 T0 = "2026-11-20T10:00:00Z"
@@ -327,6 +328,32 @@ def offering(
         max_pods=max_pods,
         region="us-east-1",
     )
+
+
+def reserved(
+    base: Offering,
+    rid: str,
+    *,
+    available: int,
+    kind: ReservationKind = ReservationKind.OPEN,
+    total: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    name: str = "",
+) -> Offering:
+    """``base`` (an on-demand offering) as reserved capacity of reservation ``rid``, as a provider lists it:
+    capacity type reserved, price 0 (paid for already), the on-demand price kept on the reservation."""
+    r = Reservation(
+        rid,
+        kind,
+        available=available,
+        total=available if total is None else total,
+        start=start,
+        end=end,
+        name=name,
+        on_demand_price=base.price,
+    )
+    return replace(base, capacity_type=RESERVED, price=0.0, reservation=r, price_source="reservation")
 
 
 def aws_offerings(zones: tuple[str, ...] = ("us-east-1a",), spot: bool = True) -> list[Offering]:

@@ -191,6 +191,22 @@ class ClusterActions:
 
     # --- pods ----------------------------------------------------------------------------------------------
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Set pod annotations (a merge patch of metadata only); a None value removes that annotation."""
+        if not annotations:
+            return
+        if self.dry_run:
+            self._would("set pod annotations", namespace=namespace, pod=name, annotations=dict(annotations))
+            return
+        self._call(
+            f"set annotations on pod {namespace}/{name}",
+            self._core.patch_namespaced_pod,
+            name,
+            namespace,
+            {"metadata": {"annotations": dict(annotations)}},
+            _content_type="application/merge-patch+json",
+        )
+
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> EvictionResult:
         """Ask the Eviction API to remove a pod, honouring PodDisruptionBudgets (429 is BLOCKED, never forced).
 

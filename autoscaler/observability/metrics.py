@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Concatenate, ParamSpec
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
+
+if TYPE_CHECKING:
+    from autoscaler.planning.queues import QueueView
 
 __all__ = [
     "CAPACITY_UNAVAILABLE",
@@ -28,6 +31,7 @@ __all__ = [
     "METRIC_SERIES",
     "NODE_STATES",
     "PENDING_STATES",
+    "QUEUE_GPU_STATES",
     "QUOTA_EXCEEDED",
     "SUCCESS",
     "THROTTLED",
@@ -57,6 +61,7 @@ LAUNCH_OUTCOMES = (
 )
 
 PENDING_STATES = ("counted", "ignored", "unplaced")
+QUEUE_GPU_STATES = ("requested", "allocated", "pending", "launching")
 NODE_STATES = ("launching", "registered", "ready", "idle", "draining")
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -132,6 +137,23 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "histogram",
         "Time from a pod becoming unschedulable to the launch call made for it.",
         (),
+    ),
+    "tidal_queue_gpus": (
+        "gauge",
+        "GPUs per KAI queue by state: allocated (its pods bound to nodes), pending (its pods waiting, scheduling "
+        "gates aside), launching (of those, pods a node is launching for) and requested (allocated + pending).",
+        ("queue", "state"),
+    ),
+    "tidal_queue_cost_per_hour": (
+        "gauge",
+        "Estimated USD per hour of the nodes serving each KAI queue: of every node its pods run on, are planned "
+        "onto or launched for, the share of the price its pods' GPU requests (cpu on nodes without GPU pods) are.",
+        ("queue",),
+    ),
+    "tidal_queue_budget_per_hour": (
+        "gauge",
+        "The queueBudgets entry of each KAI queue that has one, in USD per hour.",
+        ("queue",),
     ),
     "tidal_pending_reason_regexp_pods": (
         "gauge",
@@ -224,6 +246,11 @@ class Metrics:
         self._leader = gauge("tidal_leader")
         self._scale_up_latency = histogram("tidal_scale_up_latency_seconds", SCALE_UP_BUCKETS)
         self._reason_regexp_pods = gauge("tidal_pending_reason_regexp_pods")
+        self._queue_gpus = gauge("tidal_queue_gpus")
+        self._queue_cost = gauge("tidal_queue_cost_per_hour")
+        self._queue_budget = gauge("tidal_queue_budget_per_hour")
+        self._queues: set[str] = set()
+        self._budgeted: set[str] = set()
         for result in ("matched", "unmatched"):
             self._reason_regexp_pods.labels(result=result).set(0)
 
@@ -267,6 +294,39 @@ class Metrics:
         values = (float(matched), float(unmatched))
         self._reason_regexp_pods.labels(result="matched").set(values[0])
         self._reason_regexp_pods.labels(result="unmatched").set(values[1])
+
+    @_never_raises
+    def set_queues(self, views: Iterable[QueueView]) -> None:
+        """Replace the per-queue gauges with ``views`` (one per KAI queue); queues no longer seen disappear."""
+        rows = [
+            (
+                str(v.queue),
+                {
+                    "requested": float(v.gpus_requested),
+                    "allocated": float(v.gpus_allocated),
+                    "pending": float(v.gpus_pending),
+                    "launching": float(v.gpus_launching),
+                },
+                float(v.cost_per_hour),
+                None if v.budget is None else float(v.budget),
+            )
+            for v in views
+        ]
+        names = {name for name, *_ in rows}
+        budgeted = {name for name, _, _, budget in rows if budget is not None}
+        for name in self._queues - names:
+            for state in QUEUE_GPU_STATES:
+                self._queue_gpus.remove(name, state)
+            self._queue_cost.remove(name)
+        for name in self._budgeted - budgeted:
+            self._queue_budget.remove(name)
+        for name, gpus, cost, budget in rows:
+            for state, value in gpus.items():
+                self._queue_gpus.labels(queue=name, state=state).set(value)
+            self._queue_cost.labels(queue=name).set(cost)
+            if budget is not None:
+                self._queue_budget.labels(queue=name).set(budget)
+        self._queues, self._budgeted = names, budgeted
 
     @_never_raises
     def set_nodes(self, counts: Mapping[str, int]) -> None:

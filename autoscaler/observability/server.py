@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from autoscaler.observability.metrics import Metrics
+from autoscaler.quantity import format_duration
 
 __all__ = ["METRICS_CONTENT_TYPE", "HealthServer", "HealthState", "parse_address"]
 
@@ -87,7 +88,10 @@ class HealthState:
         age = self.clock() - last
         limit = self.staleness_limit() if callable(self.staleness_limit) else self.staleness_limit
         if age > limit:
-            return False, f"reconcile loop stalled: no progress for {age:.0f}s (limit {limit:g}s)"
+            return (
+                False,
+                f"reconcile loop stalled: no progress for {format_duration(age)} (limit {format_duration(limit)})",
+            )
         return True, "ok"
 
     def readiness(self) -> tuple[bool, str]:

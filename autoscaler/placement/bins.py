@@ -34,6 +34,15 @@ class Kind(enum.StrEnum):
     NEW = "new node"
 
 
+def shape_key(o: Offering) -> tuple[str, str]:
+    """What offerings of one option share: instance type and capacity type, and for reserved capacity the
+    reservation (a node planned into one reservation must not end up in another, whose count it was not
+    charged against)."""
+    if o.reservation is not None:
+        return (o.instance_type, f"{o.capacity_type}/{o.reservation.id}")
+    return (o.instance_type, o.capacity_type)
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One instance type in one capacity type that a new node may still be, with its zones' offerings."""
@@ -47,8 +56,7 @@ class Option:
 
     @property
     def key(self) -> tuple[str, str]:
-        o = self.offerings[0]
-        return (o.instance_type, o.capacity_type)
+        return shape_key(self.offerings[0])
 
     @property
     def devices(self) -> GpuSlots:

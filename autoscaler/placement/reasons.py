@@ -23,6 +23,10 @@ class Filter(enum.StrEnum):
     CONFIGURATION = "Configuration"
     # A cluster limit (clusterGPULimit, clusterCPULimit, maxNodes) leaves no room for another node.
     CLUSTER_LIMIT = "ClusterLimit"
+    # A KAI queue's $/h budget (queueBudgets) leaves no room for another node for its pods.
+    QUEUE_BUDGET = "QueueBudget"
+    # The reservations that would hold the pod take no new node now (full, a Capacity Block not started).
+    RESERVATION = "Reservation"
 
 
 # kube-scheduler's own messages for each rejection, as they appear in "0/N nodes are available: ...".

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.planning.estimates import Estimate, estimate
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
+from autoscaler.planning.queues import QueueView, queue_costs, queue_views
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
+from autoscaler.planning.stories import pod_story
+from autoscaler.planning.why import PodStory
 
 __all__ = ["Plan", "plan"]
 
@@ -24,6 +28,17 @@ class Plan:
     demand: Demand
     launch: LaunchPlan
     removal: RemovalPlan
+    # The whole story of each pod ``plan(explain=...)`` was asked about, by pod key.
+    stories: Mapping[str, PodStory] = field(default_factory=dict)
+    # What pods gated for a cost estimate would get (they are never launched for).
+    estimates: tuple[Estimate, ...] = ()
+    # Every KAI queue: GPUs it holds, waits for and has launching, and what the nodes serving it cost.
+    queues: tuple[QueueView, ...] = ()
+
+    @property
+    def gpus_after(self) -> int:
+        """GPUs once this plan is carried out: those counted before, plus launches, minus removals."""
+        return self.launch.gpus_after - sum(r.gpus for r in self.removal.removals)
 
     @property
     def ignored(self) -> list[Ignored]:
@@ -41,13 +56,14 @@ def plan(
     launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
     index: OfferingIndex | None = None,
+    explain: Collection[str] = (),
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
     ``launching`` are nodes the cloud is still bringing up that have no Node yet (the fleet knows them);
     ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
     (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
-    offerings and config.
+    offerings and config. ``explain`` names pods (namespace/name) whose whole story the plan should tell.
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
@@ -56,7 +72,8 @@ def plan(
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
-    launch = scale_up(demand, index, engine, usage=total)
+    spend = queue_costs(snapshot, index, launching)
+    launch = scale_up(demand, index, engine, usage=total, queue_spend=spend, now=now)
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
@@ -74,4 +91,6 @@ def plan(
         total=total,
         contended=contended,
     )
-    return Plan(demand, launch, removal)
+    stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
+    queues = queue_views(snapshot, launch, index, launching, spend)
+    return Plan(demand, launch, removal, stories, estimate(demand, index), queues)

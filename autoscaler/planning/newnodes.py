@@ -10,7 +10,7 @@ it takes the cheapest of them when the plan is final.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.fit import Constraints, last_candidate
 from autoscaler.gpu.share import GpuShare
@@ -21,6 +21,7 @@ from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.planning.reserved import ReservedRoom, rank
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
 
@@ -29,37 +30,59 @@ MAX_ALTERNATIVES = 20
 
 @dataclass(slots=True)
 class Budget:
-    """What the cluster limits leave for new nodes (``None``: no limit)."""
+    """What the cluster limits leave for new nodes (``None``: no limit), and the $/h each KAI queue with a
+    budget may still spend on them (``queues``: what its budget leaves, ``spent``: what it spends already)."""
 
     gpus: int | None
     cpu_milli: int | None
     nodes: int | None
+    queues: dict[str, float] = field(default_factory=dict)
+    spent: dict[str, float] = field(default_factory=dict)
+    # What each reservation still takes: a reserved offering is a node of its reservation's count.
+    reserved: ReservedRoom = field(default_factory=lambda: ReservedRoom({}, {}))
 
-    def allows(self, o: Offering) -> bool:
+    def within_limits(self, o: Offering) -> bool:
+        """The cluster limits leave room for a node of ``o``."""
         return (
             (self.gpus is None or o.gpu_count <= self.gpus)
             and (self.cpu_milli is None or o.vcpu * 1000 <= self.cpu_milli)
             and (self.nodes is None or self.nodes >= 1)
         )
 
-    def count(self, o: Offering) -> int:
+    def allows(self, o: Offering) -> bool:
+        """The cluster limits, and the reservation of a reserved offering, leave room for a node of ``o``."""
+        return self.within_limits(o) and self.reserved.left(o) >= 1
+
+    def affords(self, o: Offering, queue: str) -> bool:
+        """A new node of ``o`` for pods of ``queue`` keeps that queue within its budget (a node opened for a
+        queue's pods is all theirs when it is opened)."""
+        left = self.queues.get(queue)
+        return left is None or o.price <= left + 1e-9
+
+    def count(self, o: Offering, queue: str = "") -> int:
         """How many nodes of ``o`` still fit in the budget."""
-        n = 1 << 30
+        n = self.reserved.left(o)
         if self.gpus is not None and o.gpu_count:
             n = min(n, self.gpus // o.gpu_count)
         if self.cpu_milli is not None and o.vcpu:
             n = min(n, self.cpu_milli // (o.vcpu * 1000))
         if self.nodes is not None:
             n = min(n, self.nodes)
+        left = self.queues.get(queue)
+        if left is not None and o.price > 0:
+            n = min(n, int((left + 1e-9) // o.price))
         return n
 
-    def take(self, o: Offering, sign: int = 1) -> None:
+    def take(self, o: Offering, sign: int = 1, queue: str = "") -> None:
+        self.reserved.take(o, sign)
         if self.gpus is not None:
             self.gpus -= o.gpu_count * sign
         if self.cpu_milli is not None:
             self.cpu_milli -= o.vcpu * 1000 * sign
         if self.nodes is not None:
             self.nodes -= sign
+        if queue in self.queues:
+            self.queues[queue] -= o.price * sign
 
 
 def describe(req: Resources) -> str:
@@ -86,18 +109,26 @@ class Choice:
 
 
 def choose(
-    index: OfferingIndex, c: Constraints, req: Resources, mode: str, remaining: int, budget: Budget
+    index: OfferingIndex,
+    c: Constraints,
+    req: Resources,
+    mode: str,
+    remaining: int,
+    budget: Budget,
+    queue: str = "",
 ) -> Choice | Rejection:
     """The shape with the lowest price per pod placed across every capacity type the pod allows (the pod's
     order of preference breaks ties: spot is nearly always cheaper, but a spot 8-GPU machine never beats an
-    on-demand 1-GPU one for a 1-GPU pod); or why there is none."""
+    on-demand 1-GPU one for a 1-GPU pod), within the limits and ``queue``'s budget; or why there is none."""
     eligible, reason = index.eligible(c)
     if not eligible:
         return reason or Rejection(Filter.CONFIGURATION, "no offerings")
     packing = mode == BIN_PACKING
-    fits_somewhere = False
-    best: tuple[float, int, tuple[float, str, str, str]] | None = None
+    fits_somewhere = limited = False
+    held: list[Offering] = []  # reserved offerings that fit but whose reservation takes no more
+    best: tuple[float, int, float, tuple[float, str, str, str]] | None = None
     chosen: Choice | None = None
+    over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
             k = per_node(shape, req, c.gpu_share, remaining)
@@ -106,19 +137,46 @@ def choose(
             fits_somewhere = True
             o = shape.cheapest
             if not budget.allows(o):
+                if budget.within_limits(o):
+                    held.append(o)
+                else:
+                    limited = True
+                continue
+            if not budget.affords(o, queue):
+                if over_budget is None or price_order(o) < price_order(over_budget):
+                    over_budget = o
                 continue
             per_pod = o.price / min(k, remaining)
             floor = o.price / remaining
             if best is not None and floor > best[0]:
                 break  # shapes are in price order: none later in this tier can beat the best
-            score = (per_pod, tier, price_order(o))
+            score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
     if chosen is not None:
         return chosen
+    if over_budget is not None:
+        return budget_rejection(index, budget, queue, over_budget)
+    if held and not limited:
+        return budget.reserved.rejection(held)
     if fits_somewhere:
         return limit_rejection(index, budget)
     return no_fit(index, c, req, mode)
+
+
+def budget_rejection(index: OfferingIndex, budget: Budget, queue: str, cheapest: Offering) -> Rejection:
+    """Why a queue's pods get no new node: its budget, what it spends, and the cheapest node that would do."""
+    limit = index.config.queue_budgets[queue]
+    planned = limit - budget.queues.get(queue, limit) - budget.spent.get(queue, 0.0)
+    spending = f"${budget.spent.get(queue, 0.0):.2f}/h serving it"
+    if planned > 1e-9:
+        spending += f" + ${planned:.2f}/h planned"
+    return Rejection(
+        Filter.QUEUE_BUDGET,
+        f"queue {queue} would exceed its budget: {spending} + ${cheapest.price:.4f}/h for a "
+        f"{cheapest.instance_type} > queueBudgets.{queue} ${limit:.2f}/h",
+        f"queueBudgets.{queue}",
+    )
 
 
 def per_node(shape: Option, req: Resources, share: GpuShare | None, cap: int = 1 << 30) -> int:
@@ -253,20 +311,48 @@ def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Fallbacks:
+    """A new node's fallbacks, cheapest first; ``cap`` is the most one may cost (``maxFallbackPriceRatio``
+    × the chosen offering's price, or less when a queue's budget says so: ``capped_by`` names which) and
+    ``left_out`` the cheapest that would have held the node's pods above it, if any."""
+
+    offerings: tuple[Offering, ...]
+    cap: float | None = None
+    left_out: Offering | None = None
+    capped_by: str = ""
+
+
 def fallbacks(
-    b: Bin, best: Offering, index: OfferingIndex, classes: Sequence[Constraints]
-) -> tuple[Offering, ...]:
+    b: Bin,
+    best: Offering,
+    index: OfferingIndex,
+    classes: Sequence[Constraints],
+    budget: tuple[str, float] | None = None,
+) -> Fallbacks:
     """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
-    against the limits."""
+    against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
+    end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
+    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it."""
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
+    ratio = index.config.max_fallback_price_ratio
+    # A reserved node costs nothing more; its fallbacks are bought, so they are held to what it would cost bought.
+    base = best.reservation.on_demand_price if best.reservation is not None else best.price
+    cap = None if ratio is None else base * ratio
+    capped_by = "maxFallbackPriceRatio" if cap is not None else ""
+    if budget is not None and (cap is None or budget[1] < cap):
+        cap, capped_by = budget[1], f"queueBudgets.{budget[0]}"
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
     model = device_model(b.devices) if b.devices is not None else None
+    left_out: Offering | None = None
     for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
         o0 = shape.cheapest
         if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
             break  # shapes come cheapest first: none later can enter the list
+        if left_out is not None and o0.price > left_out.price:
+            break  # past the cap, and the cheapest one left out is known
         if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
             continue
         if model is not None and device_model(shape.devices) != model:
@@ -274,10 +360,15 @@ def fallbacks(
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
-            if o != best and all(index.labels(o).get(k) == v for k, v in b.settled.items()):
-                found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
+            if o == best or any(index.labels(o).get(k) != v for k, v in b.settled.items()):
+                continue
+            if cap is not None and o.price > cap + 1e-9:
+                if left_out is None or price_order(o) < price_order(left_out):
+                    left_out = o
+                continue
+            found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
         found.sort(key=lambda a: a[:3])
-    return tuple(a[3] for a in found[:MAX_ALTERNATIVES])
+    return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out, capped_by)
 
 
 def _tiers(classes: Iterable[Constraints]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from autoscaler.config import Config
 from autoscaler.fit import Constraints, eligible_offerings, node_labels, node_taints, offering_filters
 from autoscaler.model import DaemonSet, Offering, Taint
 from autoscaler.placement import filters
-from autoscaler.placement.bins import Option
+from autoscaler.placement.bins import Option, shape_key
 from autoscaler.placement.engine import Options
 from autoscaler.placement.reasons import Filter, Rejection
 from autoscaler.resources import PODS, Resources
@@ -57,13 +57,20 @@ class OfferingIndex:
         for o in self.offerings:
             self.by_type.setdefault(o.instance_type, o)
         self._by_shape: dict[tuple[str, str], Shape] | None = None
+        self._every: list[Offering] | None = None
+
+    def every(self) -> list[Offering]:
+        """Every offering, usable or taken away by the configuration, cheapest first (to explain choices)."""
+        if self._every is None:
+            self._every = sorted([*self.offerings, *self.excluded], key=price_order)
+        return self._every
 
     def shape(self, key: tuple[str, str]) -> Shape | None:
         """Every usable offering of one (instance type, capacity type), cheapest first."""
         if self._by_shape is None:
             groups: dict[tuple[str, str], list[Offering]] = {}
             for o in self.offerings:
-                groups.setdefault((o.instance_type, o.capacity_type), []).append(o)
+                groups.setdefault(shape_key(o), []).append(o)
             self._by_shape = {k: Shape(self.allocatable(g[0]), tuple(g)) for k, g in groups.items()}
         return self._by_shape.get(key)
 
@@ -207,10 +214,10 @@ class OfferingIndex:
             offerings, _ = self.eligible(c)
             if packing:
                 offerings = [o for o in offerings if self.packing_node(o)]
-            by_type: dict[str, list[Offering]] = {}
+            by_type: dict[tuple[str, str], list[Offering]] = {}
             for o in offerings:
                 if o.capacity_type == capacity_type:
-                    by_type.setdefault(o.instance_type, []).append(o)
+                    by_type.setdefault(shape_key(o), []).append(o)
             shapes = [Shape(self.allocatable(group[0]), tuple(group)) for group in by_type.values()]
             shapes = [s for s in shapes if s.alloc]
             shapes.sort(key=lambda s: price_order(s.cheapest))
@@ -239,6 +246,11 @@ class ConfigFilter:
     keep: Callable[[Offering], bool]
     explain: Callable[[list[Offering]], str]  # when it removes the last offerings a pod could have had
     key: str = ""  # the configuration key
+    rule: str = ""  # what an offering it removes is, in a few words ("zone not in [us-east-1a]")
+
+    def rejection(self) -> Rejection:
+        """What this filter says of each offering it removes."""
+        return Rejection(Filter.CONFIGURATION, self.rule or self.reason, self.key)
 
 
 def _cheapest(offerings: list[Offering]) -> Offering:
@@ -256,6 +268,7 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                 f"(cheapest {_cheapest(removed).key}); tidal tries them again after offeringUnavailableDuration"
             ),
             "offeringUnavailableDuration",
+            "unavailable after a capacity error",
         )
     ]
     if config.zones:
@@ -269,6 +282,7 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                     f"zones [{listed}] exclude every offering that fits (cheapest {_cheapest(removed).key})"
                 ),
                 "zones",
+                f"zone not in [{listed}]",
             )
         )
     archs = set(config.architectures)
@@ -282,6 +296,7 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                 f"{'/'.join(sorted({o.arch.value for o in removed}))} offerings"
             ),
             "architectures",
+            f"architecture not in [{allowed}]",
         )
     )
     pattern: re.Pattern[str] | None = config.instance_type_regexp
@@ -297,6 +312,7 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                     f"(cheapest {_cheapest(removed).instance_type})"
                 ),
                 "instanceTypeRegexp",
+                f"instance type does not match {regexp.pattern!r}",
             )
         )
     cap = config.max_node_cost_per_hour
@@ -311,6 +327,7 @@ def config_filters(config: Config) -> list[ConfigFilter]:
                     f"{_cheapest(removed).instance_type} at ${_cheapest(removed).price:.2f}/h)"
                 ),
                 "maxNodeCostPerHour",
+                f"above maxNodeCostPerHour {limit}",
             )
         )
     return out

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from autoscaler.demand import Ignored
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.reasons import Rejection
+
+if TYPE_CHECKING:
+    from autoscaler.planning.why import LaunchWhy
 
 BIN_SELECTION = "bin-selection"
 BIN_PACKING = "bin-packing"
@@ -51,6 +55,19 @@ NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
+class QueueSpend:
+    """What the nodes that exist or launch cost each KAI queue they serve ($/h, by queue), and the nodes no pod
+    runs on yet, with their price: the first queue whose pods a plan puts on one pays for all of it (a GPU
+    node waiting for its drivers has no pod bound, but is already bought for the pods that wait for it)."""
+
+    by_queue: Mapping[str, float] = field(default_factory=dict)
+    unclaimed: Mapping[str, float] = field(default_factory=dict)
+
+
+NO_SPEND = QueueSpend()
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """One node to launch: the chosen offering, fallbacks for a capacity error, and the pods it is for."""
 
@@ -59,6 +76,8 @@ class Launch:
     mode: str
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
+    # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.planning.why.
+    why: LaunchWhy | None = field(default=None, compare=False)
 
     @property
     def candidates(self) -> tuple[Offering, ...]:
@@ -98,6 +117,7 @@ class Removal:
     reason: str
     empty: bool
     pods: tuple[str, ...] = ()
+    gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 
 
 @dataclass(frozen=True, slots=True)

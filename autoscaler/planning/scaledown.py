@@ -35,6 +35,7 @@ from autoscaler.placement.bins import Bin, Kind
 from autoscaler.placement.engine import Engine
 from autoscaler.placement.labels import requirements_match
 from autoscaler.placement.reasons import Rejection
+from autoscaler.planning import reserved
 from autoscaler.planning.cluster import build_engine, node_gpus, pods_by_node, requested, usage
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import (
@@ -47,6 +48,7 @@ from autoscaler.planning.plan import (
     Usage,
 )
 from autoscaler.planning.scaleup import scale_up
+from autoscaler.quantity import format_duration
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
@@ -305,6 +307,7 @@ def scale_down(
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
     candidates: list[tuple[float, Node, list[Pod]]] = []
+    listed = reserved.live(index, (*index.offerings, *index.excluded))
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if not node.managed or node.deleting:
             continue
@@ -315,6 +318,10 @@ def scale_down(
             blocked.append(Blocked(node.name, f"tidal cannot read all of this Node ({node.unreadable})"))
             continue
         if not node.ready:
+            continue
+        kept = reserved.keeps(node, listed, index.config, now)
+        if kept:
+            blocked.append(Blocked(node.name, kept))
             continue
         # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
         workload = [
@@ -369,7 +376,7 @@ def scale_down(
             blocked.append(
                 Blocked(
                     node.name,
-                    f"unneeded for {int(waited)}s of {int(cfg.node_unneeded_duration)}s",
+                    f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
                 )
             )
             continue
@@ -378,7 +385,10 @@ def scale_down(
         age = now - node.created
         if node.created and age < grace:
             blocked.append(
-                Blocked(node.name, f"new node: {int(age)}s old of newNodeGracePeriod {int(grace)}s")
+                Blocked(
+                    node.name,
+                    f"new node: {format_duration(age)} old of newNodeGracePeriod {format_duration(grace)}",
+                )
             )
             continue
         evicting = counted  # this node's pods now take their share of every budget
@@ -388,9 +398,10 @@ def scale_down(
         removals.append(
             Removal(
                 node.name,
-                f"{kind}; unneeded for {int(waited)}s",
+                f"{kind}; unneeded for {format_duration(waited)}",
                 not workload,
                 tuple(p.key for p in workload),
+                node_gpus(node),
             )
         )
     blocked.sort(key=lambda b: b.node)

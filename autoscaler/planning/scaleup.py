@@ -16,7 +16,7 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
@@ -30,18 +30,21 @@ from autoscaler.placement.reasons import (
     Filter,
     Rejection,
 )
-from autoscaler.planning import newnodes
+from autoscaler.planning import newnodes, reserved
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.plan import (
     BIN_PACKING,
     BIN_SELECTION,
+    NO_SPEND,
     NO_USAGE,
     Launch,
     LaunchPlan,
+    QueueSpend,
     Unplaced,
     Usage,
 )
+from autoscaler.planning.why import LaunchWhy, launch_why, mode_reason
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -71,16 +74,28 @@ def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
 
 @dataclass(slots=True)
 class _Class:
-    """Pods a plan treats alike: one constraint set, one mode, one request."""
+    """Pods a plan treats alike: one constraint set, one mode, one request (and one KAI queue, when that
+    queue has a budget)."""
 
     pods: list[Pod]
     c: Constraints
     mode: str
+    queue: str = ""
 
 
 class _Planner:
-    def __init__(self, index: OfferingIndex, engine: Engine, usage: Usage) -> None:
+    def __init__(
+        self,
+        index: OfferingIndex,
+        engine: Engine,
+        usage: Usage,
+        now: float | None,
+        spend: QueueSpend = NO_SPEND,
+    ) -> None:
         cfg = index.config
+        spent = {q: spend.by_queue.get(q, 0.0) for q in cfg.queue_budgets}
+        # Nodes no pod runs on yet: the first queue with a budget whose pods go there pays for the node.
+        self.unclaimed = dict(spend.unclaimed) if cfg.queue_budgets else {}
         self.index = index
         self.engine = engine
         self.journal = engine.journal
@@ -90,6 +105,9 @@ class _Planner:
             if cfg.cluster_cpu_limit is None
             else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
             nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
+            queues={q: limit - spent[q] for q, limit in cfg.queue_budgets.items()},
+            spent=spent,
+            reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
         )
         self.cluster: list[Bin] = sorted(
             (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
@@ -98,6 +116,8 @@ class _Planner:
         self.absorbed: list[Ignored] = []
         self.unplaced: list[Unplaced] = []
         self.modes: dict[str, str] = {}
+        self.mode_reasons: dict[str, str] = {}
+        self.bin_queues: dict[str, str] = {}  # new nodes opened for pods of a queue with a budget
         self._alone: dict[tuple[object, ...], float] = {}
         self._options: dict[tuple[object, ...], list[Option]] = {}
 
@@ -149,7 +169,7 @@ class _Planner:
         alone = self._alone.get(key)
         if alone is None:
             choice = newnodes.choose(
-                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget
+                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget, unit.queue
             )
             alone = (
                 float("inf")
@@ -161,12 +181,25 @@ class _Planner:
 
     def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: _Class) -> None:
         self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
+        if unit.queue and b.name in self.unclaimed:
+            self._claim(b.name, unit.queue)
         if not b.new:
             where = "launching node" if b.kind == Kind.LAUNCHING else "node"
             self.absorbed.extend(
                 Ignored(p.key, Reason.FITS_EXISTING, f"fits free capacity on {where} {b.name}", b.name)
                 for p in pods
             )
+
+    def _claim(self, node: str, queue: str) -> None:
+        price = self.unclaimed.pop(node)
+        self.budget.queues[queue] -= price
+        budget, unclaimed = self.budget, self.unclaimed
+
+        def undo() -> None:
+            budget.queues[queue] += price
+            unclaimed[node] = price
+
+        self.journal.log(undo)
 
     # -- step 4: new nodes -----------------------------------------------------------------------------
 
@@ -177,11 +210,15 @@ class _Planner:
         remaining = pods
         while remaining:
             want = 1 if pod.topological else len(remaining)
-            choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget)
+            choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget, unit.queue)
             if isinstance(choice, Rejection):
+                wider = reserved.meanwhile(unit.c, choice, self.index.config)
+                if wider is not None:  # on-demand until the Capacity Block they wait for starts
+                    unit = _Class(unit.pods, wider, unit.mode, unit.queue)
+                    continue
                 self._unplace(remaining, choice, unit)
                 return []
-            n = self._batch(choice, len(remaining), pod)
+            n = self._batch(choice, len(remaining), pod, unit.queue)
             for _ in range(n):
                 if not remaining:
                     break
@@ -192,12 +229,14 @@ class _Planner:
                 remaining = remaining[placed:]
         return remaining
 
-    def _batch(self, choice: Choice, remaining: int, pod: Pod) -> int:
+    def _batch(self, choice: Choice, remaining: int, pod: Pod, queue: str) -> int:
         """How many nodes of the chosen shape to open at once."""
         if pod.topological:
             return 1
         k = choice.per_node
-        return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest))) if k <= remaining else 1
+        if k > remaining:
+            return 1
+        return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
 
     def _open_one(
         self, choice: Choice, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]
@@ -218,6 +257,7 @@ class _Planner:
                 self.index.config.cluster_cpu_limit is not None,
                 take if pod.gpu_share is not None else 0,
             )
+            options = self._options[key] = reserved.same_capacity(options, o)
         mark = self.journal.mark()
         b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
         fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
@@ -225,9 +265,11 @@ class _Planner:
             self.journal.rollback(mark)
             return fit
         self._add(b, fit, pods[: fit.count], unit)
-        self.budget.take(o)
+        self.budget.take(o, queue=unit.queue)
+        if unit.queue:
+            self.bin_queues[b.name] = unit.queue
         budget = self.budget
-        self.journal.log(lambda: budget.take(o, -1))
+        self.journal.log(lambda: budget.take(o, -1, unit.queue))
         self.journal.commit(mark)
         if newnodes.has_room(b):
             bins.append(b)
@@ -242,8 +284,10 @@ class _Planner:
 
     def place_class(self, unit: _Class, gang: str = "", bins: list[Bin] | None = None) -> None:
         """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
+        reason = mode_reason(unit.pods[0], unit.c, self.index.config)
         for p in unit.pods:
             self.modes[p.key] = unit.mode
+            self.mode_reasons[p.key] = reason
         open_bins = bins if bins is not None else self.open[unit.mode]
         if unit.pods[0].topological:
             skip: set[str] = set()
@@ -265,7 +309,7 @@ class _Planner:
         mark = self.journal.mark()
         counts = (len(self.absorbed), len(self.unplaced))
         local: list[Bin] = []
-        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine):
+        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
             self.place_class(unit, gang.key, local)
         failed = self.unplaced[counts[1] :]
         if not failed:
@@ -285,17 +329,29 @@ class _Planner:
 
     def finalize(self) -> list[Launch]:
         launches = []
-        cache: dict[tuple[object, ...], tuple[Offering, ...]] = {}
+        cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
         for b in self.engine.bins:
             if not b.new or not b.pods:
                 continue
             classes = sorted(b.classes, key=repr)
             offering = newnodes.cheapest(b, classes)
-            key = (tuple(classes), b.mode, b.used, offering, tuple(sorted(b.settled.items())))
-            alternatives = cache.get(key)
-            if alternatives is None:
-                alternatives = cache[key] = newnodes.fallbacks(b, offering, self.index, classes)
-            launches.append(Launch(offering, tuple(sorted(b.pods)), b.mode, alternatives, b.gang))
+            pods = tuple(sorted(b.pods))
+            reason = self.mode_reasons.get(pods[0], "")
+            settled = tuple(sorted(b.settled.items()))
+            # A node opened for a queue with a budget falls back only within what the budget leaves, and
+            # what its dearest fallback may add is kept from the nodes after it.
+            queue = self.bin_queues.get(b.name, "")
+            left = self.budget.queues.get(queue)
+            budget = (queue, offering.price + max(0.0, left)) if left is not None else None
+            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
+            found = cache.get(key)
+            if found is None:
+                fb = newnodes.fallbacks(b, offering, self.index, classes, budget)
+                why = launch_why(b, offering, classes, self.index, reason, fb)
+                found = cache[key] = (reserved.without_reserved(fb.offerings), why)
+            if left is not None and found[0]:
+                self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
+            launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
 
@@ -314,33 +370,51 @@ def _topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
 
 
 def _classes(
-    pods: Sequence[Pod], constraints: dict[str, Constraints], index: OfferingIndex, engine: Engine
+    pods: Sequence[Pod],
+    constraints: dict[str, Constraints],
+    index: OfferingIndex,
+    engine: Engine,
+    queues: Mapping[str, str] | None = None,
 ) -> list[_Class]:
+    budgets = index.config.queue_budgets
     groups: dict[tuple[object, ...], _Class] = {}
     for pod in pods:
         c = constraints[pod.key]
         mode = pod_mode(pod, c, index)
-        key = (c, mode, pod.requests, _topology_signature(pod, engine))
+        queue = (queues or {}).get(pod.key, "")
+        queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
+        key = (c, mode, pod.requests, _topology_signature(pod, engine), queue)
         unit = groups.get(key)
         if unit is None:
-            groups[key] = _Class([pod], c, mode)
+            groups[key] = _Class([pod], c, mode, queue)
         else:
             unit.pods.append(pod)
     return list(groups.values())
 
 
-def scale_up(demand: Demand, index: OfferingIndex, engine: Engine, *, usage: Usage = NO_USAGE) -> LaunchPlan:
+def scale_up(
+    demand: Demand,
+    index: OfferingIndex,
+    engine: Engine,
+    *,
+    usage: Usage = NO_USAGE,
+    queue_spend: QueueSpend = NO_SPEND,
+    now: float | None = None,
+) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
-    launch); every counted pod is launched for, absorbed or unplaced."""
+    launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
+    serving each KAI queue cost already, counted against ``queueBudgets``; ``now`` opens and closes Capacity
+    Blocks (without it none is launched into)."""
     for pod in demand.counted:
         engine.topology.prepare(pod)
-    planner = _Planner(index, engine, usage)
+    planner = _Planner(index, engine, usage, now, queue_spend)
+
     units: list[tuple[tuple[object, ...], Gang | _Class]] = [
         (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]
     units += [
         (_order(u.pods[0], _choices(index, u.c)), u)
-        for u in _classes(demand.singles, demand.constraints, index, engine)
+        for u in _classes(demand.singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:

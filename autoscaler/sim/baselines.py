@@ -8,8 +8,17 @@
   cheapest offering chosen at the end, spot and on-demand as the pod allows; no queue awareness. Scale-down
   is tidal's, replacing nodes by cheaper ones included, as Karpenter's consolidation does.
 
+Reserved capacity: karpenter-like uses it as Karpenter does (a capacity type priced near zero, preferred,
+never past a reservation's free count, an empty reserved node deleted like any other); ca-like as
+cluster-autoscaler users run it, a node group of the reservation's size kept full for as long as the
+reservation lasts, whatever the demand. Both drain Capacity Block nodes before the block ends (the
+controller does that for every policy).
+
 Both honour ``clusterGPULimit`` (cluster-autoscaler's ``--gpu-total``, a NodePool limit in Karpenter). What
-they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them.
+they lack is what tidal adds: a pending pod held back by its KAI queue is demand to them, and they read no
+KAI annotation: a pod asking KAI for part of a GPU is, to them, a pod of its CPU and memory (which may fit a
+node KAI can never put it on), and they buy GPUs for it only through the scaling pods of KAI's
+node-scale-adjuster (:mod:`autoscaler.sim.scale_adjuster`), which they see as ordinary pending GPU pods.
 """
 
 from __future__ import annotations
@@ -21,11 +30,18 @@ from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.demand import select
+from autoscaler.gpu.kai_pods import (
+    SCALE_ADJUST_NAMESPACE,
+    SHARED_POD_NAME_LABEL,
+    SHARED_POD_NAMESPACE_LABEL,
+    is_scale_adjuster_pod,
+)
 from autoscaler.model import Offering, Pod, Snapshot
 from autoscaler.planning import Plan
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo, price_order
 from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Launch, Launching, LaunchPlan, Unplaced, Usage
+from autoscaler.planning.reserved import ReservedRoom
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.resources import PODS, Resources
@@ -49,6 +65,7 @@ class _Prepared:
     blind: Config
     index: OfferingIndex
     room_only: OfferingIndex
+    reserved: tuple[Offering, ...] = ()  # the reservations' offerings (ca-like keeps their nodes up)
 
 
 def _prepare(
@@ -58,13 +75,17 @@ def _prepare(
     # What a queue-unaware autoscaler sees: every unschedulable pod is demand.
     blind = replace(config, pending_pod_reason_regexp=re.compile(".*"), scheduler_names=())
     usable = offerings
+    reserved = tuple(o for o in offerings if o.reservation is not None)
+    if policy == "karpenter-like":
+        blind = replace(blind, reservations=replace(config.reservations, reserved_nodes="release"))
     if policy == "ca-like":
         groups: dict[str, Offering] = {}
         first_zone = config.zones[0] if config.zones else ""
         for o in sorted(offerings, key=price_order):
             if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
                 groups.setdefault(o.instance_type, o)
-        usable = list(groups.values())
+        # The reservations stay listed (their node groups' nodes are kept), though no pod launches into them.
+        usable = [*groups.values(), *reserved]
         blind = replace(
             blind,
             capacity_types=("on-demand",),
@@ -81,6 +102,7 @@ def _prepare(
         blind,
         OfferingIndex(usable, blind, daemonsets),
         OfferingIndex([], blind),
+        reserved,
     )
 
 
@@ -90,8 +112,10 @@ def _ffd(
     index: OfferingIndex,
     budget_gpus: int | None,
     choose: str,
+    room: ReservedRoom | None = None,
 ) -> tuple[list[Launch], list[Unplaced]]:
-    """First-fit-decreasing into new nodes; ``choose`` picks a new node's offering set."""
+    """First-fit-decreasing into new nodes; ``choose`` picks a new node's offering set. ``room`` is what each
+    reservation still takes: a node opened into one stays in it."""
     nodes: list[_Node] = []
     unplaced: list[Unplaced] = []
     gpus_left = budget_gpus
@@ -113,7 +137,9 @@ def _ffd(
             fitting = [
                 o
                 for o in eligible
-                if need.fits_in(index.allocatable(o)) and (gpus_left is None or o.gpu_count <= gpus_left)
+                if need.fits_in(index.allocatable(o))
+                and (gpus_left is None or o.gpu_count <= gpus_left)
+                and (o.reservation is None or (room is not None and room.left(o) >= 1))
             ]
             if not fitting:
                 unplaced.append(
@@ -126,6 +152,11 @@ def _ffd(
                 options = [best]
             else:
                 options = sorted(fitting, key=price_order)
+                if options and options[0].reservation is not None and room is not None:
+                    options = options[:1]  # reserved first, as Karpenter prices it near zero
+                    room.take(options[0])
+                else:
+                    options = [o for o in options if o.reservation is None]
             if gpus_left is not None:
                 gpus_left -= max(o.gpu_count for o in options[:1])
                 options = [o for o in options if o.gpu_count <= options[0].gpu_count]
@@ -139,6 +170,23 @@ def _waste(need: Resources, alloc: Resources) -> float:
     return sum(shares) / len(shares)
 
 
+def peer_view(snapshot: Snapshot) -> Snapshot:
+    """The cluster as cluster-autoscaler or Karpenter see it: no KAI queues, no GPU share in any pod's
+    annotations, and the node-scale-adjuster's scaling pods as the ordinary pending pods they are to them."""
+    pods = []
+    for p in snapshot.pods:
+        if p.gpu_share is not None or p.gpu_share_error:
+            p = replace(p, gpu_share=None, gpu_share_error="")
+        elif is_scale_adjuster_pod(p.namespace, p.labels):
+            # tidal's own demand leaves scaling pods out (it plans for their pods itself); a peer acts on them.
+            hidden = {SHARED_POD_NAME_LABEL, SHARED_POD_NAMESPACE_LABEL}
+            if p.namespace == SCALE_ADJUST_NAMESPACE:
+                hidden.add("app")
+            p = replace(p, labels={k: v for k, v in p.labels.items() if k not in hidden})
+        pods.append(p)
+    return replace(snapshot, pods=tuple(pods), queues=())
+
+
 def _plan(
     policy: str,
     prepared: _Prepared,
@@ -148,8 +196,8 @@ def _plan(
     launching_usage: Usage,
 ) -> Plan:
     config, blind, index = prepared.config, prepared.blind, prepared.index
-    seen = replace(snapshot, queues=())
-    demand = select(seen, blind)
+    snapshot = peer_view(snapshot)
+    demand = select(snapshot, blind)
     by_node = pods_by_node(snapshot.pods)
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
@@ -169,9 +217,14 @@ def _plan(
     pods = [p for p in demand.counted if p.key in left]
     limit = config.cluster_gpu_limit
     budget = None if limit is None else max(0, limit - total.gpus)
+    room = ReservedRoom.of(prepared.reserved, config, now)
+    fixed = _fill(prepared.reserved, room, budget) if policy == "ca-like" else []
+    if budget is not None:
+        budget -= sum(la.offering.gpu_count for la in fixed)
     launches, unplaced = _ffd(
-        pods, demand.constraints, index, budget, "ca" if policy == "ca-like" else "karpenter"
+        pods, demand.constraints, index, budget, "ca" if policy == "ca-like" else "karpenter", room
     )
+    launches = fixed + launches
     plan = LaunchPlan(
         tuple(launches),
         tuple(unplaced),
@@ -182,6 +235,22 @@ def _plan(
     needed = {a.node for a in absorbed.absorbed}
     removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, engine=engine)
     return Plan(demand, plan, removal)
+
+
+def _fill(reserved: Sequence[Offering], room: ReservedRoom, budget_gpus: int | None) -> list[Launch]:
+    """ca-like's node groups of reservations: a node for every instance a reservation has free (within the
+    GPU limit), whether pods need it or not, as a group of fixed size would run."""
+    out = []
+    for o in sorted(reserved, key=lambda o: o.key):
+        r = o.reservation
+        assert r is not None
+        while room.left(o) >= 1 and (budget_gpus is None or o.gpu_count <= budget_gpus):
+            slot = r.total - room.left(o)  # a name per place, so each place is launched (and retried) once
+            room.take(o)
+            if budget_gpus is not None:
+                budget_gpus -= o.gpu_count
+            out.append(Launch(o, (f"reservation/{r.id}-{slot}",), BIN_SELECTION))
+    return out
 
 
 def planner_for(policy: str) -> Any:

@@ -6,6 +6,11 @@ filters (:class:`autoscaler.placement.scheduler.ClusterScheduler`, checked again
 real kube-scheduler) and writes the ``PodScheduled=False`` messages the real schedulers write; KAI queues
 admit work within their limit (and non-preemptible work within quota) and gangs all-or-nothing. Like most GPU
 clusters it runs the ExtendedResourceToleration admission plugin: a GPU pod tolerates the GPU taint.
+
+Pods asking KAI for part of a GPU (``gpu-fraction``, ``gpu-memory``) are placed on GPU devices as KAI's GPU
+sharing places them (:mod:`autoscaler.sim.kai_sharing`, written apart from tidal's planner), and the devices
+they open are held by KAI reservation pods while they run. Such a pod requests no ``nvidia.com/gpu``, so no
+admission plugin gives it the GPU taint's toleration: its template carries one.
 """
 
 from __future__ import annotations
@@ -15,33 +20,33 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autoscaler import annotations as ann
-from autoscaler.demand import PREEMPTIBILITY_LABEL
-from autoscaler.fit import GPU_TAINT, gpu_model_name
 from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
-    LABEL_GPU_MODEL,
+    LABEL_INSTANCE_TYPE,
     Condition,
     Node,
-    NodeSelectorTerm,
-    OwnerRef,
     Pod,
     PodGroup,
     Queue,
     QueueLimits,
-    Requirement,
     Snapshot,
     Taint,
-    Toleration,
 )
 from autoscaler.placement.scheduler import ClusterScheduler
 from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.sim.kai_sharing import (
+    GPU_MEMORY_LABEL,
+    KaiSharing,
+    pod_groups,
+    without_groups,
+)
+from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
+from autoscaler.sim.workload import job_pods
 
-KAI = "kai-scheduler"
-DEFAULT = "default-scheduler"
-QUEUE_LABEL = "kai.scheduler/queue"
 QUEUE_HOLD_PREFIXES = ("OverLimit", "NonPreemptibleOverQuota", "OverQuota")
+# Where a pod of a unit landed: the pod, its node, the GPU-group labels the binder adds, its part of a device.
+Placed = tuple["SimPod", str, dict[str, str], float]
 
 
 @dataclass(slots=True)
@@ -58,10 +63,17 @@ class SimPod:
     started: float | None = None
     ended: float | None = None
     held_seconds: float = 0.0
+    device_share: float = 0.0  # for a memory share once bound: the part of its device(s) it was given
 
     @property
-    def gpus(self) -> int:
-        return self.pod.requests.gpus
+    def gpus(self) -> float:
+        """GPUs the pod asks for: whole ones, or its share of a GPU on each of its devices."""
+        share = self.pod.gpu_share
+        if share is None:
+            return self.pod.requests.gpus
+        if share.portion is not None:
+            return share.portion * share.devices
+        return self.device_share * share.devices
 
 
 def held_by_queue(pod: Pod) -> bool:
@@ -96,6 +108,11 @@ class EmulatedCluster:
         self._restarts: dict[str, int] = defaultdict(int)
         self.events: list[tuple[float, str, str, str]] = []
         self.status: dict[str, str] = {}
+        # KAI's reservation pods holding shared GPUs, and the scaling pods of KAI's node-scale-adjuster.
+        self.sharing = KaiSharing()
+        self.scaling: dict[str, Pod] = {}
+        # One GPU's memory by instance type: what GPU feature discovery labels a node with once its GPUs work.
+        self.gpu_memory: dict[str, int] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -106,7 +123,12 @@ class EmulatedCluster:
                 for q in self.queues.values()
             )
             snap = Snapshot(
-                pods=(*(sp.pod for sp in self.pods.values()), *self.succeeded.values()),
+                pods=(
+                    *(sp.pod for sp in self.pods.values()),
+                    *self.succeeded.values(),
+                    *self.sharing.reservations.values(),
+                    *self.scaling.values(),
+                ),
                 nodes=tuple(self.nodes.values()),
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
@@ -118,49 +140,18 @@ class EmulatedCluster:
     def _changed(self) -> None:
         self.version += 1
 
+    def touch(self) -> None:
+        """Something outside the schedulers (KAI's scale-adjuster) changed pods of the cluster."""
+        self._changed()
+
     # -- workload --------------------------------------------------------------------------------------
 
     def submit(self, job: JobSpec, now: float) -> list[str]:
         """Create the job's pods (a PodGroup too for a gang), pending with no condition yet."""
-        annotations: dict[str, str] = {}
-        if job.offerings:
-            annotations[ann.INSTANCE_OFFERINGS] = job.offerings
-        if job.gpu_skus:
-            annotations[ann.INSTANCE_GPU_SKUS] = job.gpu_skus
-        if job.partial_gpu:
-            annotations[ann.INSTANCE_PARTIAL_GPU] = "true"
         if job.gang:
-            annotations["pod-group-name"] = job.name
             self.podgroups[job.name] = PodGroup("default", job.name, job.pods, job.queue)
-        requests = {"cpu": job.cpu_milli, "memory": job.memory_milli}
-        if job.gpus:
-            requests[NVIDIA_GPU] = job.gpus * 1000
-        labels = {"app": job.name, **({QUEUE_LABEL: job.queue} if job.queue else {})}
-        if self.kai:
-            # What the emulated KAI goes by must be on the pod, where tidal (and the real KAI) can read it.
-            labels[PREEMPTIBILITY_LABEL] = "preemptible" if job.preemptible else "non-preemptible"
-        # The scheduler must honour the GPU model too, or a pod asking for L4s runs on whatever GPU is free:
-        # the required node affinity a user writes next to tidal's annotation.
-        models = tuple(sorted({gpu_model_name(s.strip()) for s in job.gpu_skus.split(",") if s.strip()}))
-        affinity = (NodeSelectorTerm((Requirement(LABEL_GPU_MODEL, "In", models),)),) if models else ()
-        # What ExtendedResourceToleration gives every pod that requests a GPU.
-        tolerations = (Toleration(GPU_TAINT.key, "Exists", "", "NoSchedule"),) if job.gpus else ()
         keys = []
-        for i in range(job.pods):
-            pod = Pod(
-                namespace="default",
-                name=f"{job.name}-{i}",
-                uid=f"{job.name}-{i}",
-                created=now,
-                labels=labels,
-                annotations=annotations,
-                scheduler_name=KAI if self.kai else DEFAULT,
-                requests=Resources(requests),
-                affinity=affinity,
-                tolerations=tolerations,
-                owner=OwnerRef("Job", job.name, True),
-                priority=job.priority,
-            )
+        for pod in job_pods(job, now, kai=self.kai):
             self.pods[pod.key] = SimPod(
                 pod, job.name, job.queue, job.name if job.gang else "", job.duration, job.preemptible, now
             )
@@ -178,6 +169,7 @@ class EmulatedCluster:
             if sp.gang:
                 self.succeeded[sp.pod.key] = replace(sp.pod, phase="Succeeded")
         if done:
+            self._release_reservations()
             self._changed()
         return len(done)
 
@@ -202,6 +194,8 @@ class EmulatedCluster:
             phase="Pending",
             scheduled=None,
             created=now,
+            # The binder's GPU-group labels were put on the pod that ran, not on its replacement.
+            labels=without_groups(sp.pod.labels),
         )
         self.pods[pod.key] = SimPod(
             pod,
@@ -216,9 +210,9 @@ class EmulatedCluster:
 
     # -- the scheduler ---------------------------------------------------------------------------------
 
-    def _queue_use(self) -> tuple[dict[str, int], dict[str, int]]:
-        used: dict[str, int] = defaultdict(int)
-        non_preemptible: dict[str, int] = defaultdict(int)
+    def _queue_use(self) -> tuple[dict[str, float], dict[str, float]]:
+        used: dict[str, float] = defaultdict(float)
+        non_preemptible: dict[str, float] = defaultdict(float)
         for sp in self.pods.values():
             if sp.pod.node_name and sp.queue:
                 for q in self._lineage(sp.queue):
@@ -236,16 +230,20 @@ class EmulatedCluster:
 
     def schedule(self, now: float) -> int:
         """One pass: admit by queue, place what fits (gangs whole), explain the rest. Returns pods bound."""
+        self._release_reservations()
         pending = [sp for sp in self.pods.values() if not sp.pod.node_name]
-        if not pending:
+        scaling = [p for p in self.scaling.values() if p.pending]
+        if not pending and not scaling:
             return 0
         ready = [n.name for n in self.nodes.values() if n.ready and not n.deleting]
+        running = [sp.pod for sp in self.pods.values() if sp.pod.node_name]
         sched = ClusterScheduler(
             self.nodes.values(),
-            (sp.pod for sp in self.pods.values() if sp.pod.node_name),
+            (*running, *self.sharing.reservations.values()),
             namespaces=self.namespaces,
             eligible=ready,
         )
+        self.sharing.start(running, self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
         free = {name: b.free for name, b in sched.bins.items()}
@@ -278,17 +276,19 @@ class EmulatedCluster:
             if hold:
                 self._pending(unit, hold, now)
                 continue
-            placed = self._place(unit, nodes, sched)
+            placed = self._place(unit, nodes, sched, now)
             if placed is None:
                 self._pending(unit, self._no_room(unit[0], nodes), now)
                 continue
-            for sp, node in placed:
-                self._bind(sp, node, now)
+            for sp, node, groups, device_share in placed:
+                self._bind(sp, node, now, groups, device_share)
                 bound += 1
                 for q in self._lineage(sp.queue):
                     used[q] += sp.gpus
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
+        if scaling and run_scaling_pods(self.scaling, nodes, sched, now, self._no_room_default(True, nodes)):
+            self._changed()
         if bound:
             self._changed()
         return bound
@@ -297,27 +297,39 @@ class EmulatedCluster:
         q = self.queues.get(sp.queue)
         return q.priority if q else 0
 
-    def _queue_hold(self, sp: SimPod, gpus: int, used: Mapping[str, int], non_pre: Mapping[str, int]) -> str:
+    def _queue_hold(
+        self, sp: SimPod, gpus: float, used: Mapping[str, float], non_pre: Mapping[str, float]
+    ) -> str:
         for name in self._lineage(sp.queue):
             q = self.queues[name]
             if q.limit is not None and used.get(name, 0) + gpus > q.limit:
                 return (
                     f"OverLimit: {name} quota has reached the allowable limit of GPUs. Limit is {q.limit} GPUs, "
-                    f"currently {used.get(name, 0)} GPUs allocated and workload requested {gpus} GPUs."
+                    f"currently {used.get(name, 0):g} GPUs allocated and workload requested {gpus:g} GPUs."
                 )
             if not sp.preemptible and q.quota is not None and non_pre.get(name, 0) + gpus > q.quota:
                 return (
-                    f"NonPreemptibleOverQuota: Non-preemptible workload in queue {name} requested {gpus} GPUs, "
-                    f"over the deserved quota of {q.quota} GPUs ({non_pre.get(name, 0)} in use)."
+                    f"NonPreemptibleOverQuota: Non-preemptible workload in queue {name} requested {gpus:g} GPUs, "
+                    f"over the deserved quota of {q.quota} GPUs ({non_pre.get(name, 0):g} in use)."
                 )
         return ""
 
     def _place(
-        self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler
-    ) -> list[tuple[SimPod, str]] | None:
-        mark = sched.mark()
-        placed = []
+        self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler, now: float
+    ) -> list[Placed] | None:
+        mark, shares = sched.mark(), self.sharing.mark()
+        placed: list[Placed] = []
         for sp in unit:
+            if sp.pod.gpu_share is not None:
+                found = self.sharing.place(sp.pod, nodes, self.nodes, sched, now)
+                if found is not None:
+                    placed.append((sp, *found))
+                    continue
+                if sp.gang:
+                    sched.rollback(mark)
+                    self.sharing.rollback(shares)
+                    return None
+                continue
             # Within one pass room only shrinks: a node that could not take a pod of this shape and these
             # constraints will not take the next one either, so each shape resumes where the last stopped
             # (not for pods whose place depends on other pods: spread and affinity change as pods land).
@@ -329,7 +341,7 @@ class EmulatedCluster:
                 name = nodes[i].name
                 if sched.rejection(p, name) is None:
                     sched.bind(p, name)
-                    placed.append((sp, name))
+                    placed.append((sp, name, {}, 0.0))
                     if resumable:
                         self._resume[shape] = i
                     break
@@ -338,21 +350,34 @@ class EmulatedCluster:
                     self._resume[shape] = len(nodes)
                 if sp.gang:
                     sched.rollback(mark)
+                    self.sharing.rollback(shares)
                     return None
         sched.commit(mark)
+        self.sharing.commit(shares)
         # A non-gang unit is one pod; a gang lands only whole.
         return placed or None
+
+    def _release_reservations(self) -> None:
+        live = {g for sp in self.pods.values() if sp.pod.node_name for g in pod_groups(sp.pod.labels)}
+        if self.sharing.release(live, self.nodes):
+            self._changed()
 
     def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
         if not nodes:
             return "no nodes available to schedule pods"
         n = len(nodes)
-        if self.kai:
-            if sp.gpus:
+        if self.kai or sp.pod.gpu_share is not None:
+            if sp.gpus or sp.pod.gpu_share is not None:
                 return "No node in the default node-pool has GPU resources"
             return f"0/{n} nodes are available: {n} node(s) didn't have enough resources: CPU cores."
-        what = "nvidia.com/gpu" if sp.gpus else "cpu"
-        return f"0/{n} nodes are available: {n} Insufficient {what}."
+        return self._no_room_default(sp.gpus > 0, nodes)
+
+    @staticmethod
+    def _no_room_default(gpu: bool, nodes: list[Node]) -> str:
+        if not nodes:
+            return "no nodes available to schedule pods"
+        n = len(nodes)
+        return f"0/{n} nodes are available: {n} Insufficient {'nvidia.com/gpu' if gpu else 'cpu'}."
 
     def _pending(self, unit: list[SimPod], message: str, now: float) -> None:
         for sp in unit:
@@ -361,9 +386,15 @@ class EmulatedCluster:
                 sp.pod = replace(sp.pod, scheduled=Condition("False", "Unschedulable", message, now))
                 self._changed()
 
-    def _bind(self, sp: SimPod, node: str, now: float) -> None:
-        sp.pod = replace(sp.pod, node_name=node, phase="Running", scheduled=Condition("True", "", "", now))
+    def _bind(
+        self, sp: SimPod, node: str, now: float, groups: Mapping[str, str], device_share: float
+    ) -> None:
+        labels = {**sp.pod.labels, **groups} if groups else sp.pod.labels
+        sp.pod = replace(
+            sp.pod, node_name=node, phase="Running", scheduled=Condition("True", "", "", now), labels=labels
+        )
         sp.started = now
+        sp.device_share = device_share
 
     # -- kubelets (the simulated provider's NodeRegistrar) ----------------------------------------------
 
@@ -383,8 +414,16 @@ class EmulatedCluster:
         for key in ("capacity", "allocatable"):
             for res, qty in (status.get(key) or {}).items():
                 merged[key][res] = Resources.parse({res: qty})[res]
+        labels = node.labels
+        memory = self.gpu_memory.get(node.labels.get(LABEL_INSTANCE_TYPE, ""), 0)
+        if merged["allocatable"].get(NVIDIA_GPU) and memory and GPU_MEMORY_LABEL not in labels:
+            # GPU feature discovery labels the node with one GPU's memory once the GPUs work; KAI reads it.
+            labels = {**labels, GPU_MEMORY_LABEL: str(memory)}
         self.nodes[name] = replace(
-            node, capacity=Resources(merged["capacity"]), allocatable=Resources(merged["allocatable"])
+            node,
+            capacity=Resources(merged["capacity"]),
+            allocatable=Resources(merged["allocatable"]),
+            labels=labels,
         )
         self._changed()
         return True
@@ -398,6 +437,7 @@ class EmulatedCluster:
         )
         for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
             self._recreate(sp, now)  # NoExecute: the pods are gone with the machine
+        self._release_reservations()
         self._changed()
         return True
 
@@ -426,6 +466,7 @@ class EmulatedCluster:
         if sp is None:
             return EvictionResult.GONE
         self._recreate(sp, self.clock())
+        self._release_reservations()
         self._changed()
         return EvictionResult.EVICTED
 
@@ -435,6 +476,7 @@ class EmulatedCluster:
             return False
         for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
             self._recreate(sp, self.clock())
+        self._release_reservations()
         self._changed()
         return True
 

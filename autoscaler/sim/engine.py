@@ -21,6 +21,7 @@ from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
 from autoscaler.planning import Plan
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
+from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
 from autoscaler.sim.waiting import never_served, queue_hold, waiting_reasons
 
@@ -65,12 +66,12 @@ class SyncDrainer:
 class Sample:
     t: float
     gpus_up: int
-    gpus_used: int
+    gpus_used: float  # a share of a GPU counts as its part
     gpu_limit: int | None
     pending: dict[str, int]
     cost: float
     spot_gpus: int = 0  # of gpus_up, on spot instances
-    queue_gpus: dict[str, int] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
+    queue_gpus: dict[str, float] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
 
 
 # Kinds of Record.markers: what the timeline marks on its time axis.
@@ -109,6 +110,7 @@ class Record:
     waiting: dict[str, str] = field(default_factory=dict)
     markers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, kind, nodes)
     queues: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # name -> (quota, limit)
+    scaling_pods: int = 0  # created by KAI's node-scale-adjuster (baselines only)
 
 
 class Simulation:
@@ -130,6 +132,9 @@ class Simulation:
         self.clock = VirtualClock()
         self.cluster = EmulatedCluster(self.clock, scenario.queues, kai=scenario.kai)
         self.provider = provider_factory(config, clock=self.clock, kube=self.cluster)
+        self.cluster.gpu_memory = {
+            o.instance_type: o.gpu_memory_mib for o in self.provider.offerings() if o.gpu_count
+        }
         self.record = Record(policy, scenario.name)
         self.record.queues = {q.name: (q.quota, q.limit) for q in scenario.queues}
         self.echo = echo
@@ -155,8 +160,19 @@ class Simulation:
             **kwargs,
         )
         self.jobs = sorted(jobs if jobs is not None else scenario.jobs, key=lambda j: (j.at, j.name))
+        # cluster-autoscaler and Karpenter see GPU-sharing pods only through KAI's node-scale-adjuster; tidal
+        # reads the shares itself (and recognises scaling pods), so it runs without one.
+        self.adjuster = ScaleAdjuster() if policy != "tidal" else None
         self._last_version = -1
         self._dirty_at: float | None = None
+        # When reservations start and end, when Capacity Blocks are drained and reclaimed: a reconcile then.
+        lead = config.reservations.drain_before_block_end
+        self._reservation_times = {
+            x
+            for r in scenario.reservations
+            for x in (r.at, *((r.until - lead, r.until - 1800.0, r.until) if r.until is not None else ()))
+            if x is not None
+        }
         self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
 
     def _say(self, text: str) -> None:
@@ -183,7 +199,7 @@ class Simulation:
                 job = self.jobs[i]
                 self.cluster.submit(job, t)
                 self._say(
-                    f"{job.name}: {job.pods} pods x {job.gpus} GPU"
+                    f"{job.name}: {job.pods} pods x {_gpus_of(job)} GPU"
                     + (f" in queue {job.queue}" if job.queue else "")
                     + (" (gang)" if job.gang else "")
                 )
@@ -191,11 +207,11 @@ class Simulation:
             self.cluster.finish_due(t)
             self._cloud_events(t, interruptions, outages)
             self.provider.advance()
-            self.cluster.schedule(t)
+            self._schedule(t)
             if self._due(t):
                 self._reconcile(t)
                 self.provider.advance()
-                self.cluster.schedule(t)
+                self._schedule(t)
             self._sample(t)
             nxt = self._next(t, i, interruptions, outages)
             if nxt is None or nxt > end:
@@ -210,8 +226,17 @@ class Simulation:
         rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
         rec.cut_runs = list(self.cluster.cut)
         rec.waiting = never_served(self._last_plan(), self.cluster.pods.values())
+        rec.scaling_pods = self.adjuster.created if self.adjuster is not None else 0
         rec.wall_seconds = time.perf_counter() - wall
         return rec
+
+    def _schedule(self, t: float) -> None:
+        """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
+        self.cluster.schedule(t)
+        if self.adjuster is not None:
+            pods = [sp.pod for sp in self.cluster.pods.values()]
+            if self.adjuster.adjust(pods, self.cluster.scaling, t):
+                self.cluster.touch()
 
     def _last_plan(self) -> Plan | None:
         return self.controller.last.plan if self.controller.last else None
@@ -224,7 +249,10 @@ class Simulation:
         return self._reasons[1]
 
     def _due(self, t: float) -> bool:
-        """Reconcile after the batch window once anything changed, and when a scale-down timer expires."""
+        """Reconcile after the batch window once anything changed, when a scale-down timer expires, and when a
+        reservation starts or ends (or its Capacity Block is due to be drained)."""
+        if t in self._reservation_times:
+            return True
         if self.cluster.version != self._last_version:
             if self._dirty_at is None:
                 self._dirty_at = t
@@ -328,7 +356,12 @@ class Simulation:
             times += [s + wait for s in last.plan.removal.unneeded_since.values()]
         if self._removal_due(t):
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
+        if self.adjuster is not None:
+            wakeup = self.adjuster.wakeup(t)
+            if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
+                times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
+        times += self._reservation_times
         future = [x for x in times if x > t]
         return min(future) if future else None
 
@@ -337,8 +370,8 @@ class Simulation:
         live = [i for i in self.provider.instances() if i.state != "terminated"]
         gpus_up = sum(i.gpu_count for i in live)
         spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == "spot")
-        used = 0
-        by_queue: dict[str, int] = dict.fromkeys(rec.queues, 0)
+        used = 0.0
+        by_queue: dict[str, float] = dict.fromkeys(rec.queues, 0.0)
         pending: dict[str, int] = {}
         verdicts = self._waiting_reasons()
         for sp in self.cluster.pods.values():
@@ -378,6 +411,15 @@ def cost_so_far(rec: Record, t: float) -> float:
         if end > start:
             total += inst.price * (end - start) / 3600
     return total
+
+
+def _gpus_of(job: JobSpec) -> str:
+    """How much GPU each pod of ``job`` asks for, as a timeline line says it."""
+    if job.gpu_fraction:
+        return f"{job.gpu_fraction:g}"
+    if job.gpu_memory_mib:
+        return f"{job.gpu_memory_mib} MiB of a"
+    return str(job.gpus)
 
 
 def _hhmm(t: float) -> str:
@@ -428,6 +470,19 @@ def build_config(
         "registrationDelay": f"{int(REGISTRATION_DELAY)}s",
         "gpuReadyDelay": f"{int(GPU_READY_DELAY)}s",
     }
+    if scenario.reservations:
+        data["simulated"]["reservations"] = [
+            {
+                "id": r.id,
+                "instanceType": r.instance_type,
+                "zone": r.zone,
+                "count": r.count,
+                "kind": r.kind,
+                **({"start": r.at} if r.at is not None else {}),
+                **({"end": r.until} if r.until is not None else {}),
+            }
+            for r in scenario.reservations
+        ]
     for key in ("leaderElection", "maxParallelLaunches", "simulated"):
         written.pop(key, None)  # set here over whatever the user wrote: an error in them is not the user's
     source = f"scenario {scenario.name}"

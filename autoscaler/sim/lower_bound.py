@@ -8,7 +8,11 @@ below, and the LP's own dual is exact at the moment it was solved for. So the bo
 ``SAMPLES`` moments, keeps their duals, and integrates ``max over duals`` of the demand's worth over every
 interval between two pod starts or ends: a true lower bound at every instant, exact at the sampled ones.
 
-Launch and scale-down delays cost nothing and nodes come in fractions, so no real policy can beat it.
+Launch and scale-down delays cost nothing and nodes come in fractions, so no real policy can beat it. A pod
+asking KAI for part of a GPU needs that part of a GPU on each of its devices: a 0.25 ``gpu-fraction`` pod
+0.25 of a GPU, a ``gpu-memory`` pod its memory over the GPU's, and on a partial-GPU size (a device that is
+itself part of a GPU) its share of a whole GPU over the part the device is.
+
 Needs scipy (the ``bench`` environment has it); without it there is no bound.
 """
 
@@ -20,6 +24,7 @@ from typing import Any
 
 from autoscaler.config import Config
 from autoscaler.fit import AnnotationError, Constraints, pod_constraints
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import Offering
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.resources import Resources
@@ -28,7 +33,24 @@ from autoscaler.sim.scenario import Outage
 
 SAMPLES = 200
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
+GPU = RESOURCES.index("nvidia.com/gpu")
 Class = tuple[Constraints, Resources, tuple[Outage, ...]]  # what a run asked for, and what was out then
+
+
+def share_need(share: GpuShare, o: Offering) -> float | None:
+    """The GPUs (devices) of offering ``o`` one pod of ``share`` needs at the least, or None when it cannot
+    run there: its part of each of its devices."""
+    if o.gpu_count < share.devices:
+        return None
+    if share.portion is not None:
+        device = o.gpu_fraction / o.gpu_count if o.partial_gpu else 1.0  # the part of a GPU one device is
+        part = share.portion / device
+    elif o.gpu_memory_mib:
+        assert share.memory_mib is not None
+        part = share.memory_mib / o.gpu_memory_mib
+    else:
+        return None
+    return part * share.devices if part <= 1 + 1e-9 else None
 
 
 class _Columns:
@@ -54,12 +76,28 @@ class _Columns:
         self.req = np.array(
             [[1.0 if r == "pods" else req.get(r, 0) / 1000 for r in RESOURCES] for _, req, _ in classes]
         ).reshape(len(classes), len(RESOURCES))
+        # A share of a GPU is no request the node sees: what it needs depends on the offering's GPUs.
+        self.shared = [ci for ci, (c, _, _) in enumerate(classes) if c.gpu_share is not None]
+        self.share = np.zeros((len(classes), len(self.offers)))
+        for ci in self.shared:
+            share = classes[ci][0].gpu_share
+            assert share is not None
+            for j, o in enumerate(self.offers):
+                need = share_need(share, o)
+                self.share[ci, j] = np.inf if need is None else need
+        # What a pod of each class counts as on an ordinary GPU, to weigh moments by (GPUs).
+        self.nominal_gpus = self.req[:, GPU].copy()
+        for ci in self.shared:
+            share = classes[ci][0].gpu_share
+            assert share is not None
+            self.nominal_gpus[ci] = (share.portion if share.portion is not None else 0.0) * share.devices
         # Each resource in units of the largest node's: memory in bytes beside cpu in cores left HiGHS
         # calling some of these LPs unbounded. Scaling a resource only rescales its dual; the bound is the same.
         self.unit = self.alloc.max(axis=0, initial=0.0)
         self.unit[self.unit <= 0] = 1.0
         self.alloc = self.alloc / self.unit
         self.req = self.req / self.unit
+        self.share = self.share / self.unit[GPU]
         self.eligible: list[list[int]] = []
         for ci, (c, _req, outages) in enumerate(classes):
             eligible, _ = index.eligible(c)
@@ -68,7 +106,13 @@ class _Columns:
             # A column whose allocatable cannot hold one pod of the class, or that had no capacity when the
             # run started (its node was bought then), is no place for it.
             self.eligible.append(
-                [j for j in cols if not out[j] and all(self.alloc[j] >= self.req[ci] - 1e-9)]
+                [
+                    j
+                    for j in cols
+                    if not out[j]
+                    and all(self.alloc[j] >= self.req[ci] - 1e-9)
+                    and self.alloc[j, GPU] >= self.share[ci, j] - 1e-9
+                ]
             )
         self.mask = np.ones((len(classes), len(self.offers)), dtype=bool)  # True = not eligible
         for ci, cols in enumerate(self.eligible):
@@ -103,10 +147,11 @@ class _Columns:
         vals: list[float] = []
         for v, (ci, j) in enumerate(y):
             for r in range(nr):
-                if self.req[ci, r]:
+                need = self.req[ci, r] + (self.share[ci, j] if r == GPU else 0.0)
+                if need:
                     rows.append(j * nr + r)
                     cols.append(nx + v)
-                    vals.append(self.req[ci, r])
+                    vals.append(need)
         for j in range(nx):
             for r in range(nr):
                 rows.append(j * nr + r)
@@ -140,6 +185,9 @@ class _Columns:
         import numpy as np
 
         per = self.req @ mu.T  # classes x offerings
+        if self.shared:
+            share = self.share[self.shared]
+            per[self.shared] += np.where(np.isfinite(share), share, 0.0) * mu[:, GPU]
         per[self.mask] = np.inf
         worth = per.min(axis=1)
         # A class with nowhere to go is left out, which only lowers the bound.
@@ -223,7 +271,8 @@ def bound_rates(
     demand[:, [ci for ci in range(len(classes)) if not columns.eligible[ci]]] = 0
 
     # Sample the LP where the demand is heaviest in each of SAMPLES equal slices of time, deduplicated.
-    weight = demand @ np.array([max(gpus, cpu / 64) for cpu, _, gpus, _ in columns.req * columns.unit])
+    cores = (columns.req * columns.unit)[:, 0]
+    weight = demand @ np.maximum(columns.nominal_gpus, cores / 64)
     edges = np.linspace(times[0], times[-1], SAMPLES + 1)
     picks: set[int] = set()
     for lo, hi in itertools.pairwise(edges):

@@ -40,9 +40,14 @@ def _used_hours(pods: list[SimPod], end: float, what: str) -> float:
 
 
 def summary(
-    rec: Record, vcpus: dict[str, int], *, lower_bound: dict[str, Any] | None = None
+    rec: Record,
+    vcpus: dict[str, int],
+    *,
+    lower_bound: dict[str, Any] | None = None,
+    reservations: float = 0.0,
 ) -> dict[str, Any]:
-    """The ``summary.json`` document."""
+    """The ``summary.json`` document; ``reservations`` is what the capacity bought ahead cost, used or not
+    (part of the total)."""
     pending: dict[str, list[float]] = defaultdict(list)
     for sp in rec.pods:
         if sp.started is not None:
@@ -51,11 +56,15 @@ def summary(
     ran = [*rec.pods, *rec.cut_runs]  # work cut short by an interruption was still requested and held
     gpu_used = _used_hours(ran, rec.end, "gpu")
     cpu_used = _used_hours(ran, rec.end, "cpu")
-    cost = cost_so_far(rec, rec.end)
+    bought = cost_so_far(rec, rec.end)
+    cost = bought + reservations
+    costs = {"total": round(cost, 4)}
+    if reservations:
+        costs.update(instances=round(bought, 4), reservations=round(reservations, 4))
     doc: dict[str, Any] = {
         "policy": rec.policy,
         "scenario": rec.scenario,
-        "cost": {"total": round(cost, 4)},
+        "cost": costs,
         "gpuHours": {"provisioned": round(gpu_prov, 2), "requested": round(gpu_used, 2)},
         "utilization": {
             "cpu": round(cpu_used / cpu_hours, 4) if cpu_hours else None,
@@ -79,6 +88,8 @@ def summary(
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
     }
+    if rec.scaling_pods:
+        doc["scalingPods"] = rec.scaling_pods  # what KAI's node-scale-adjuster made for the baseline
     if lower_bound is not None:
         doc["lowerBound"] = lower_bound
         if lower_bound.get("cost"):
@@ -102,7 +113,7 @@ def timeline_text(rec: Record) -> list[str]:
         state = ""
         if s is not None:
             waiting = ", ".join(f"{n} {k}" for k, n in sorted(s.pending.items())) or "none"
-            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used} used; pending: {waiting}; ${s.cost:.2f}]"
+            state = f"  [GPUs {s.gpus_up} up / {s.gpus_used:g} used; pending: {waiting}; ${s.cost:.2f}]"
         lines.append(f"{_hhmm(t)}  {text}{state}")
     return lines
 

@@ -19,7 +19,7 @@ from autoscaler.sim.engine import Record, Simulation, build_config
 from autoscaler.sim.lower_bound import lower_bound
 from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
-from autoscaler.sim.trace import load_trace
+from autoscaler.sim.trace import GPU_SHARING, load_trace
 
 DEFAULT_CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
 TRACE_FRAME = "trace"
@@ -57,9 +57,11 @@ def prepare(
     catalog: str | None = None,
     cloud: str = "",
     region: str = "",
+    gpu_sharing: str | None = None,
 ) -> Prepared:
     """The run a scenario describes, with the command line's choices over the scenario's own (``trace`` for
-    its trace file, ``start``/``window`` for the part replayed, ``catalog``/``cloud``/``region``)."""
+    its trace file, ``start``/``window`` for the part replayed, ``gpu_sharing`` for how pods that used part of
+    a GPU ask for it, ``catalog``/``cloud``/``region``)."""
     spec = scenario.trace
     if trace is not None or spec is not None:
         path = trace if trace is not None else str(spec.file) if spec else ""
@@ -70,7 +72,16 @@ def prepare(
             )
         first = start if start is not None else spec.start if spec else 0.0
         span = window if window is not None else spec.window if spec else None
-        jobs = load_trace(path, compression=compression, sample=sample, start=first, window=span, seed=seed)
+        sharing = gpu_sharing or (spec.gpu_sharing if spec else "") or GPU_SHARING[0]
+        jobs = load_trace(
+            path,
+            compression=compression,
+            sample=sample,
+            start=first,
+            window=span,
+            seed=seed,
+            gpu_sharing=sharing,
+        )
         if not jobs:
             raise ScenarioError(f"{path}: no pods in the chosen window and sample")
         if span is not None:
@@ -87,6 +98,15 @@ def prepare(
             )
         return Prepared(scenario, str(own.file), cloud or own.cloud, region or own.region)
     return Prepared(scenario, catalog, cloud, region)
+
+
+def reservation_fee(scenario: Scenario, offerings: Sequence[Any], end: float) -> float:
+    """What the scenario's reservations cost over a run of ``end`` seconds, used or not: their instances at
+    the on-demand price for as long as each lasts (a Capacity Block's price is close to that)."""
+    prices = {(o.instance_type, o.zone): o.price for o in offerings if o.capacity_type == "on-demand"}
+    return sum(
+        r.count * prices.get((r.instance_type, r.zone), 0.0) * r.hours(end) for r in scenario.reservations
+    )
 
 
 def _provider(config: Any, *, clock: Callable[[], float], kube: Any) -> Any:
@@ -138,14 +158,17 @@ def _simulate(
     )
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy), echo=echo)
     record = sim.run()
-    offerings = sim.provider.offerings()
+    # Reserved capacity is paid for as a fee, not per node: the bound prices what can be bought.
+    offerings = [o for o in sim.provider.offerings() if o.reservation is None]
     vcpus = {o.instance_type: o.vcpu for o in offerings}
     lb = (
         lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages)
         if bound
         else None
     )
-    doc = summary(record, vcpus, lower_bound=lb)
+    doc = summary(
+        record, vcpus, lower_bound=lb, reservations=reservation_fee(scenario, offerings, record.end)
+    )
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)
 
@@ -178,6 +201,7 @@ def run_cli(args: Any, scenario: Scenario) -> int:
             catalog=args.catalog[0] if args.catalog else None,
             cloud=args.cloud or "",
             region=args.region or "",
+            gpu_sharing=args.gpu_sharing,
         )
         read = (
             f"{layers.describe()} over scenario {scenario.name}'s"

@@ -11,11 +11,13 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
          duration: 7h, gang: false, preemptible: false, offerings: "spot,on-demand"}
     spotInterruptions: [{at: "13:00", fraction: 0.5}]
     capacityOutages: [{at: "10:00", until: "12:00", instanceType: g4dn.xlarge}]
+    reservations: [{id: cb-1, instanceType: g5.12xlarge, zone: us-east-1a, count: 2, kind: capacity-block,
+                    at: "10:00", until: "34:00"}]            # capacity bought ahead (open, targeted, blocks)
 
 A scenario may replay a trace instead of listing jobs, and name the catalog it is priced from (both paths
 relative to the scenario file; a built-in's relative to the data directory, see ``data_directory``)::
 
-    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h}
+    trace: {file: traces/alibaba_gpu_v2023_openb_pods.csv, start: 2856h, window: 168h, gpuSharing: kai}
     catalog: {file: catalog/instance_catalog.csv, cloud: aws, region: us-east-1}
 """
 
@@ -31,10 +33,18 @@ from typing import Any
 from autoscaler.annotations import split_list
 from autoscaler.config import ConfigError, parse_duration
 from autoscaler.config_schema import load_yaml
-from autoscaler.model import CAPACITY_TYPES
+from autoscaler.model import CAPACITY_TYPES, ReservationKind
 from autoscaler.quantity import QuantityError, to_milli
 
-BUILT_IN = ("kai-day", "spot-storm", "burst-10k", "trace", "alibaba-week")
+BUILT_IN = (
+    "kai-day",
+    "kai-day-reserved",
+    "kai-day-block",
+    "spot-storm",
+    "burst-10k",
+    "trace",
+    "alibaba-week",
+)
 DATA_ENV = "TIDAL_DATA"
 _CLOCK = re.compile(r"^(\d{1,3}):([0-5]\d)(?::([0-5]\d))?$")
 
@@ -71,6 +81,15 @@ class JobSpec:
     gpu_skus: str = ""
     partial_gpu: bool = False
     priority: int = 0
+    # A share of one GPU asked of KAI instead of whole GPUs: a portion (0 < f < 1) or GPU memory in MiB,
+    # and how pods on one device share its compute ("time-slicing" or "sm-sharing").
+    gpu_fraction: float = 0.0
+    gpu_memory_mib: int = 0
+    compute_mode: str = ""
+
+    @property
+    def shares_gpu(self) -> bool:
+        return bool(self.gpu_fraction or self.gpu_memory_mib)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +108,33 @@ class Outage:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationSpec:
+    """Capacity bought ahead: ``count`` instances of one type in one zone, from ``at`` until ``until`` (a
+    Capacity Block needs both; an open or targeted reservation lasts the whole run without them)."""
+
+    id: str
+    instance_type: str
+    zone: str
+    count: int
+    kind: str = ReservationKind.OPEN.value
+    at: float | None = None
+    until: float | None = None
+
+    def hours(self, end: float) -> float:
+        """How long it is paid for within a run of ``end`` seconds."""
+        start = self.at if self.at is not None else 0.0
+        stop = min(end, self.until) if self.until is not None else end
+        return max(0.0, stop - start) / 3600
+
+
+@dataclass(frozen=True, slots=True)
 class TraceSpec:
     """The trace a scenario replays: a CSV and the part of it (``start``, ``window`` seconds) to replay."""
 
     file: Path
     start: float = 0.0
     window: float | None = None
+    gpu_sharing: str = ""  # how pods that used part of a GPU are replayed (trace.GPU_SHARING); "" = default
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +157,7 @@ class Scenario:
     outages: tuple[Outage, ...] = ()
     trace: TraceSpec | None = None
     catalog: CatalogSpec | None = None
+    reservations: tuple[ReservationSpec, ...] = ()
 
     @property
     def kai(self) -> bool:
@@ -233,6 +274,9 @@ def _job(raw: Any, where: str) -> JobSpec:
         "gpuSkus",
         "partialGpu",
         "priority",
+        "gpuFraction",
+        "gpuMemory",
+        "computeMode",
     }
     raw = _entry(raw, where, known)
     if "name" not in raw or "at" not in raw:
@@ -242,12 +286,16 @@ def _job(raw: Any, where: str) -> JobSpec:
         # Checked here, where it is written: on the pods it would only make the simulation skip the job.
         values = split_list(offerings)
         if not values or not set(values) <= set(CAPACITY_TYPES):
-            raise ScenarioError(f"{where}.offerings: {offerings!r} is not spot, on-demand or spot,on-demand")
+            raise ScenarioError(
+                f"{where}.offerings: {offerings!r} is not a list of spot, on-demand and reserved"
+            )
+    gpus = _int(raw, "gpus", where, 0) or 0
+    fraction, memory, mode = _share(raw, where, gpus)
     return JobSpec(
         at=clock_time(raw["at"], f"{where}.at"),
         name=_str(raw, "name", where),
         pods=_int(raw, "pods", where, 1, minimum=1) or 0,
-        gpus=_int(raw, "gpus", where, 0) or 0,
+        gpus=gpus,
         cpu_milli=_quantity(raw, "cpu", where, "1"),
         memory_milli=_quantity(raw, "memory", where, "4Gi"),
         duration=clock_time(raw.get("duration", "1h"), f"{where}.duration"),
@@ -258,19 +306,70 @@ def _job(raw: Any, where: str) -> JobSpec:
         gpu_skus=_str(raw, "gpuSkus", where),
         partial_gpu=_bool(raw, "partialGpu", where, False),
         priority=_int(raw, "priority", where, 0, minimum=None) or 0,
+        gpu_fraction=fraction,
+        gpu_memory_mib=memory,
+        compute_mode=mode,
+    )
+
+
+def _share(raw: dict[str, Any], where: str, gpus: int) -> tuple[float, int, str]:
+    """A job's share of a GPU (``gpuFraction`` or ``gpuMemory`` MiB, ``computeMode``), checked as KAI would."""
+    fraction = raw.get("gpuFraction", 0)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ScenarioError(f"{where}.gpuFraction: {fraction!r} is not a number above 0 and below 1")
+    memory = _int(raw, "gpuMemory", where, 0, minimum=0) or 0
+    mode = _str(raw, "computeMode", where)
+    if mode and mode not in ("time-slicing", "sm-sharing"):
+        raise ScenarioError(f"{where}.computeMode: {mode!r} is not time-slicing or sm-sharing")
+    if fraction and memory:
+        raise ScenarioError(f"{where}.gpuMemory: {memory!r} is set beside gpuFraction (give one of them)")
+    if (fraction or memory) and gpus:
+        raise ScenarioError(
+            f"{where}.gpus: {gpus!r} is set beside a GPU share (a pod asks for one or the other)"
+        )
+    if mode and not (fraction or memory):
+        raise ScenarioError(f"{where}.computeMode: {mode!r} is set without gpuFraction or gpuMemory")
+    return float(fraction), memory, mode
+
+
+def _reservation(raw: Any, where: str) -> ReservationSpec:
+    r = _entry(raw, where, {"id", "instanceType", "zone", "count", "kind", "at", "until"})
+    for key in ("id", "instanceType", "zone", "count"):
+        _required(r, key, where)
+    kind = _str(r, "kind", where, ReservationKind.OPEN.value)
+    if kind not in {k.value for k in ReservationKind}:
+        raise ScenarioError(f"{where}.kind: {kind!r} is not open, targeted or capacity-block")
+    at = clock_time(r["at"], f"{where}.at") if r.get("at") is not None else None
+    until = clock_time(r["until"], f"{where}.until") if r.get("until") is not None else None
+    if kind == ReservationKind.CAPACITY_BLOCK.value and (at is None or until is None):
+        raise ScenarioError(f"{where}: a capacity-block needs at and until")
+    if at is not None and until is not None and until <= at:
+        raise ScenarioError(f"{where}.until: {r['until']!r} is not after at ({r['at']!r})")
+    return ReservationSpec(
+        _str(r, "id", where),
+        _str(r, "instanceType", where),
+        _str(r, "zone", where),
+        _int(r, "count", where, minimum=1) or 1,
+        kind,
+        at,
+        until,
     )
 
 
 def _trace(data: dict[str, Any], base: Path) -> TraceSpec | None:
     if data.get("trace") is None:
         return None
-    raw = _entry(data["trace"], "trace", {"file", "start", "window"})
+    raw = _entry(data["trace"], "trace", {"file", "start", "window", "gpuSharing"})
     _required(raw, "file", "trace")
     window = raw.get("window")
+    sharing = _str(raw, "gpuSharing", "trace")
+    if sharing and sharing not in ("kai", "whole"):
+        raise ScenarioError(f"trace.gpuSharing: {sharing!r} is not kai or whole")
     return TraceSpec(
         base / _str(raw, "file", "trace"),
         clock_time(raw.get("start", 0), "trace.start"),
         None if window is None else clock_time(window, "trace.window"),
+        sharing,
     )
 
 
@@ -306,6 +405,7 @@ def _parse(data: Any, base: Path) -> Scenario:
         "capacityOutages",
         "trace",
         "catalog",
+        "reservations",
     }
     unknown = sorted(set(data) - known, key=str)
     if unknown:
@@ -363,6 +463,8 @@ def _parse(data: Any, base: Path) -> Scenario:
                 capacity_type,
             )
         )
+    reservations = [_reservation(r, f"reservations[{i}]") for i, r in enumerate(_list(data, "reservations"))]
+    _unique([r.id for r in reservations], "reservations")
     name = data.get("name", "scenario")
     if not isinstance(name, str):
         raise ScenarioError(f"name: {name!r} is not a string")
@@ -379,6 +481,7 @@ def _parse(data: Any, base: Path) -> Scenario:
         outages=tuple(outages),
         trace=_trace(data, base),
         catalog=_catalog(data, base),
+        reservations=tuple(reservations),
     )
 
 

@@ -28,6 +28,7 @@ from providers.aws.pricing import (
     fetch_on_demand_prices,
     fetch_spot_prices,
 )
+from providers.aws.reservations import CapacityReservation, fetch_reservations, reserved_offering, selected
 from providers.aws.settings import AwsSettings
 
 __all__ = ["OfferingSource", "Subnets"]
@@ -35,6 +36,7 @@ __all__ = ["OfferingSource", "Subnets"]
 log = structlog.get_logger("tidal.providers.aws")
 
 SHAPE_REFRESH = 6 * 3600.0
+RESERVATION_REFRESH = 60.0  # free counts change with every launch, tidal's or anyone's
 RETRY_AFTER_FAILURE = 60.0
 T = TypeVar("T")
 _FAILURES = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ProviderError)
@@ -132,8 +134,13 @@ class OfferingSource:
         self.zones = Cached("instance type offerings", SHAPE_REFRESH, self._fetch_zones, clock)
         self.on_demand = Cached("on-demand prices", prices, self._fetch_on_demand, clock)
         self.spot = Cached("spot prices", prices, self._fetch_spot, clock)
+        self.reservations = Cached(
+            "capacity reservations", RESERVATION_REFRESH, self._fetch_reservations, clock
+        )
         self._lock = threading.RLock()
         self._last: dict[tuple[str, str, str], Offering] = {}
+        self._missing: list[str] = []
+        self.reservation_ids: frozenset[str] = frozenset()
 
     # -- fetchers -----------------------------------------------------------------------------------------
 
@@ -163,6 +170,11 @@ class OfferingSource:
         pricing = self.clients.client("pricing")
         with self.guard.call("GetProducts"):
             return fetch_on_demand_prices(pricing, self.config.region)
+
+    def _fetch_reservations(self) -> list[CapacityReservation]:
+        ec2 = self.clients.client("ec2")
+        with self.guard.call("DescribeCapacityReservations"):
+            return fetch_reservations(ec2)
 
     def _fetch_spot(self) -> dict[tuple[str, str], float]:
         ec2 = self.clients.client("ec2")
@@ -237,6 +249,47 @@ class OfferingSource:
             return self._from_fallback(zones, problems or "no instance type is offered in the subnets' zones")
         if unpriced:
             log.debug("aws_offerings_unpriced", count=unpriced)
+        return out + self._reserved(specs, zones, on_demand)
+
+    def _reserved(
+        self,
+        specs: Mapping[str, InstanceSpec],
+        zones: Sequence[str] | None,
+        on_demand: Mapping[str, float] | None,
+    ) -> list[Offering]:
+        """An offering per chosen reservation in a launch zone; a listed id EC2 does not list is said once."""
+        if not self.settings.selects_reservations:
+            return []
+        found = self.reservations.get()
+        if found is None:
+            return []  # never listed yet (the refresh failure is logged): plan without reservations for now
+        chosen, missing = selected(found, self.settings)
+        if missing != self._missing:
+            self._missing = missing
+            if missing:
+                log.warning(
+                    "aws_capacity_reservations_not_found",
+                    ids=missing,
+                    problem=f"aws.capacityReservationIds: {', '.join(missing)} not found among the active or "
+                    f"scheduled capacity reservations of {self.config.region}",
+                )
+        out = []
+        for r in chosen:
+            spec = specs.get(r.instance_type)
+            unusable = r.usable or (
+                "" if spec is not None else f"instance type {r.instance_type} not launchable here"
+            )
+            if not unusable and zones is not None and r.zone not in zones:
+                unusable = f"zone {r.zone} has no configured subnet"
+            if unusable or spec is None:
+                log.debug("aws_capacity_reservation_unused", reservation=r.id, reason=unusable)
+                continue
+            price = (on_demand or {}).get(r.instance_type)
+            if price is None and self.fallback is not None:
+                price = self.fallback.price(r.instance_type, ON_DEMAND, r.zone)
+            base = spec.offering(r.zone, ON_DEMAND, price or 0.0, self.config.region, "capacity reservation")
+            out.append(reserved_offering(r, base))
+        self.reservation_ids = frozenset(o.reservation.id for o in out if o.reservation is not None)
         return out
 
     def _price(

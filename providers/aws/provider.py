@@ -33,6 +33,7 @@ from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
+    RESERVED,
     Instance,
     LaunchRequest,
     Offering,
@@ -62,6 +63,7 @@ from providers.aws.interruptions import SpotInterruptionQueue
 from providers.aws.launch_template import LaunchTemplates
 from providers.aws.offerings import OfferingSource
 from providers.aws.pricing import CatalogFallback, NoRowsForRegion
+from providers.aws.reservations import reservation_refusal, run_request
 from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_settings
 
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
@@ -182,6 +184,13 @@ class AwsProvider:
         )
         queue = self.settings.spot_interruption_queue
         self.queue = SpotInterruptionQueue(queue, self.clients, self.guard, clock=clock) if queue else None
+        if self.settings.selects_reservations and RESERVED not in config.capacity_types:
+            log.warning(
+                "aws_capacity_reservations_unused_by_default",
+                capacity_types=list(config.capacity_types),
+                consequence="only pods whose instance-offerings annotation lists reserved, or that name a "
+                "reservation, run in the selected capacity reservations; add reserved to capacityTypes",
+            )
 
     # --- the provider contract -------------------------------------------------------------------------
 
@@ -208,8 +217,12 @@ class AwsProvider:
             return existing
         subnets = self.source.subnet_map()
         by_type: dict[str, list[Offering]] = {}
+        reserved: list[Offering] = []
         for o in request.offerings[:MAX_CANDIDATES]:
-            by_type.setdefault(o.capacity_type, []).append(o)
+            if o.reservation is not None:
+                reserved.append(o)  # launched into its reservation by RunInstances, before any fleet
+            else:
+                by_type.setdefault(o.capacity_type, []).append(o)
         groups = [
             (
                 capacity_type,
@@ -227,6 +240,16 @@ class AwsProvider:
             )
         tags = self._tags(request)
         refused: list[Attempt] = []
+        for o in reserved:
+            subnet = next(iter(subnets.by_zone.get(o.zone, ())), None)
+            if subnet is None:
+                unplaceable.append(o)
+                continue
+            launched, refusals = self._run_reserved(o, subnet, request, tags)
+            if launched is not None:
+                self._passed_over(request.token, refused)
+                return launched
+            refused += refusals
         for attempt in attempts:
             try:
                 outcome = self._create_fleet(attempt, request.token, tags, subnets.zone_of)
@@ -348,6 +371,11 @@ class AwsProvider:
         zone = str(data.get("Placement", {}).get("AvailabilityZone", ""))
         instance_type = str(data.get("InstanceType", ""))
         capacity_type = "spot" if data.get("InstanceLifecycle") == "spot" else "on-demand"
+        reservation = str(data.get("CapacityReservationId") or "")
+        if reservation and reservation in self.source.reservation_ids:
+            # In a reservation tidal launches into. (EC2 also runs on-demand launches in any matching open
+            # reservation: those stay on-demand nodes, in a reservation tidal does not count on.)
+            capacity_type = RESERVED
         launched = data.get("LaunchTime")
         created = launched.timestamp() if isinstance(launched, datetime) else self.clock()
         return self._make_instance(
@@ -358,6 +386,7 @@ class AwsProvider:
             _STATES.get(str(data.get("State", {}).get("Name", "")), "pending"),
             tags,
             created,
+            reservation,
         )
 
     def _make_instance(
@@ -369,6 +398,7 @@ class AwsProvider:
         state: str,
         tags: Mapping[str, str],
         created: float,
+        reservation: str = "",
     ) -> Instance:
         known = self.source.known(instance_type, zone, capacity_type)
         spec = self.source.spec(instance_type)
@@ -385,6 +415,7 @@ class AwsProvider:
             price=known.price if known else 0.0,
             gpu_count=gpus,
             tags=dict(tags),
+            reservation_id=reservation,
         )
 
     def _find_by_token(self, token: str) -> Instance | None:
@@ -447,6 +478,60 @@ class AwsProvider:
             return outcome
         raise ProviderError(
             f"CreateFleet for launch {token}: EC2 kept refusing its client tokens as used by other requests"
+        )
+
+    def _run_reserved(
+        self, o: Offering, subnet: str, request: LaunchRequest, tags: Mapping[str, str]
+    ) -> tuple[Instance | None, list[Attempt]]:
+        """Launch one node into ``o``'s reservation (RunInstances targeting it): the instance, or EC2's
+        refusal. Under the same idempotency rules as a fleet launch (see :meth:`_create_fleet`)."""
+        assert o.reservation is not None
+        [(template, _)] = self.templates.for_launch(RESERVED, [o], request.labels, request.taints)
+        ec2 = self.clients.client("ec2", launch=True)
+        key = f"{request.token}/{o.reservation.id}"  # a token of its own per reservation tried
+        for _ in range(_TOKEN_MISMATCHES):
+            token = client_token(f"{request.token}-r", self._spent_tokens(key))
+            params = run_request(o, template, subnet, token, tags)
+            try:
+                with self.guard.call("RunInstances"):
+                    response = ec2.run_instances(**params)
+            except botocore.exceptions.ClientError as err:
+                code = error_code(err)
+                if code == _TOKEN_MISMATCH:
+                    existing = self._find_by_token(request.token)
+                    if existing is not None:
+                        return existing, []
+                    self._spend(key)
+                    continue
+                self._spend(key)
+                log.info("aws_reservation_refused", reservation=o.reservation.id, error=describe(err))
+                return None, [reservation_refusal(code, describe(err), o)]
+            except botocore.exceptions.BotoCoreError as err:
+                raise provider_error("ec2:RunInstances", err) from None
+            self._forget(key)
+            [data] = response.get("Instances") or [{}]
+            instance = self._make_instance(
+                str(data.get("InstanceId") or ""),
+                o.instance_type,
+                o.zone,
+                RESERVED,
+                "pending",
+                tags,
+                self.clock(),
+                o.reservation.id,
+            )
+            log.info(
+                "aws_instance_launched",
+                instance=instance.id,
+                instance_type=o.instance_type,
+                zone=o.zone,
+                capacity_type=RESERVED,
+                reservation=o.reservation.id,
+                idempotency_token=request.token,
+            )
+            return instance, []
+        raise ProviderError(
+            f"RunInstances for launch {request.token}: EC2 kept refusing its client tokens as used by other requests"
         )
 
     def _spent_tokens(self, token: str) -> int:

@@ -99,10 +99,18 @@ class AwsSettings:
     families: tuple[str, ...] = ()
     current_generation_only: bool = False
     eks_cluster_name: str = ""
+    # The capacity reservations (and Capacity Blocks) tidal launches into: these ids, and those whose tags match.
+    capacity_reservation_ids: tuple[str, ...] = ()
+    capacity_reservation_selector: Mapping[str, str] = field(default_factory=dict)
     # What is missing for launching (subnets, a launch template); listing offerings does not need it.
     launch_problems: tuple[str, ...] = ()
     # Why aws.catalogFallback is not used (a file without rows for the region, when only listing offerings).
     catalog_fallback_unused: str = ""
+
+    @property
+    def selects_reservations(self) -> bool:
+        """Whether any capacity reservation may be launched into (nothing is asked of EC2 otherwise)."""
+        return bool(self.capacity_reservation_ids or self.capacity_reservation_selector)
 
 
 Convert = Callable[[Any, str], Any]
@@ -114,6 +122,7 @@ _LT_ID = r"lt-[0-9a-f]{8,17}"
 _K8S_VERSION = r"1\.[0-9]{1,2}"
 _QUEUE_NAME = r"[A-Za-z0-9_-]{1,80}(\.fifo)?"
 _FAMILY = r"[a-z][a-z0-9-]*"
+_RESERVATION_ID = r"cr-[0-9a-f]{17}"
 
 
 def _url(value: Any, path: str) -> str:
@@ -301,6 +310,11 @@ _KEYS: dict[str, tuple[str, Convert]] = {
         schema.string_list(item=schema.text(pattern=_FAMILY, rule="a family like g5 or p4d"), unique=True),
     ),
     "currentGenerationOnly": ("current_generation_only", schema.boolean),
+    "capacityReservationIds": (
+        "capacity_reservation_ids",
+        _ids(_RESERVATION_ID, "cr-0123456789abcdef0"),
+    ),
+    "capacityReservationSelector": ("capacity_reservation_selector", _tag_selector),
     "eksClusterName": (
         "eks_cluster_name",
         schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", rule="an EKS cluster name"),

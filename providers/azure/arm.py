@@ -79,6 +79,32 @@ class ArmCompute:
             raise
         return vm_from_wire(wire(found), scale_set)
 
+    def capacity_reservation_group_id(self, name: str) -> str:
+        """The ARM id of a capacity reservation group in the node resource group."""
+        return (
+            f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
+            f"/providers/Microsoft.Compute/capacityReservationGroups/{name}"
+        )
+
+    def capacity_reservation_group(self, name: str) -> dict[str, Any] | None:
+        """One capacity reservation group with its instance view (what each reservation has allocated), or
+        None when it does not exist."""
+        try:
+            return wire(
+                self.client.capacity_reservation_groups.get(self.resource_group, name, expand="instanceView")
+            )
+        except HttpResponseError as err:
+            if is_not_found(err):
+                return None
+            raise
+
+    def capacity_reservations(self, group: str) -> list[dict[str, Any]]:
+        """The capacity reservations of a group (size, zone, capacity, schedule)."""
+        pages = self.client.capacity_reservations.list_by_capacity_reservation_group(
+            self.resource_group, group
+        )
+        return [wire(r) for r in pages]
+
     # --- writes (long-running: each returns the SDK's poller, which polls in its own thread) -----------
 
     def update_scale_set(self, name: str, body: dict[str, Any], etag: str | None) -> Any:

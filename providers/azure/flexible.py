@@ -21,6 +21,7 @@ from autoscaler.model import (
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
     ON_DEMAND,
+    RESERVED,
     SPOT,
     Instance,
     Offering,
@@ -80,12 +81,17 @@ class FlexiblePools:
         self.settings = settings
         self.clock = clock
         self.describe = describe
+        # (group, size, zone) -> the reservation of the group a VM of that size and zone runs in
+        self.reservation_of: Callable[[str, str, str], str] = lambda group, size, zone: ""
 
     def instance(self, vm: VirtualMachine) -> Instance:
         """A VM of a Flexible scale set as the contract's Instance."""
         tags = tidal_tags(vm.tags)
         capacity_type = SPOT if vm.priority == "Spot" else ON_DEMAND
         zone = zone_label(self.settings.region, vm.zone)
+        reservation = self.reservation_of(vm.reservation_group, vm.size, zone) if vm.reservation_group else ""
+        if vm.reservation_group:
+            capacity_type = RESERVED
         price, gpus = self.describe(vm.size, zone, capacity_type)
         s = self.settings
         return Instance(
@@ -100,6 +106,7 @@ class FlexiblePools:
             price=price,
             gpu_count=gpus,
             tags=tags,
+            reservation_id=reservation,
         )
 
     def owned(self, vms: list[VirtualMachine]) -> list[Instance]:
@@ -139,6 +146,9 @@ class FlexiblePools:
             },
             **spot_settings(offering.capacity_type == SPOT),
         }
+        if offering.reservation is not None:  # placed in its reservation through the group
+            group = self.arm.capacity_reservation_group_id(offering.reservation.name)
+            properties["capacityReservation"] = {"capacityReservationGroup": {"id": group}}
         body: dict[str, Any] = {
             "location": ss.raw.get("location") or self.settings.region,
             "tags": arm_tags(tags),

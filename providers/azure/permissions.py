@@ -41,6 +41,9 @@ ACTIONS: dict[str, str] = {
     "Microsoft.Compute/virtualMachines/write": "create_vm",
     "Microsoft.Compute/virtualMachines/delete": "delete_vm",
     "Microsoft.Compute/locations/operations/read": "polling every long-running write",
+    # Only with azure.capacityReservationGroups.
+    "Microsoft.Compute/capacityReservationGroups/read": "capacity_reservation_group",
+    "Microsoft.Compute/capacityReservationGroups/capacityReservations/read": "capacity_reservations",
 }
 
 # Resource SKUs are listed at subscription scope; everything else stays inside the node resource group.
@@ -68,6 +71,7 @@ LINKED_ACTION_BY_TYPE: dict[str, str] = {
     ),
     "microsoft.compute/galleries/images/versions": "Microsoft.Compute/galleries/images/versions/read",
     "microsoft.compute/diskencryptionsets": "Microsoft.Compute/diskEncryptionSets/read",
+    "microsoft.compute/capacityreservationgroups": "Microsoft.Compute/capacityReservationGroups/deploy/action",
 }
 
 # AKS publishes its node images in a gallery of this subscription and Azure grants every AKS cluster's
@@ -94,6 +98,9 @@ LINKED_ACTIONS: dict[str, str] = {
     ),
     "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action": "VMs carry the kubelet identity",
     **FLEXIBLE_ACTIONS,
+    "Microsoft.Compute/capacityReservationGroups/deploy/action": (
+        "a VM tidal puts into a capacity reservation is associated with its group"
+    ),
 }
 
 _ID = re.compile(

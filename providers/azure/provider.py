@@ -37,7 +37,7 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, SPOT, Instance, LaunchRequest, Offering
+from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Instance, LaunchRequest, Offering
 from providers.azure import clients
 from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient
@@ -46,6 +46,7 @@ from providers.azure.flexible import FlexiblePools
 from providers.azure.permissions import LINKED_ACTIONS, linked_actions
 from providers.azure.prices import Prices, fallback_prices, prices_from_items
 from providers.azure.quota import quota_scope, sku_scope
+from providers.azure.reservations import read_groups, reserved_offerings
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import SECTION, parse_settings
 from providers.azure.skus import VmShape, shapes_from_skus
@@ -131,6 +132,17 @@ class AzureProvider:
         self._flex_live: dict[str, Instance] = {}
         self._flex_gone: dict[str, tuple[Instance, float]] = {}
         self._link_warned: set[tuple[str, str]] = set()
+        self._reserved_targets: dict[str, LaunchTarget] = {}
+        self._reservation_ids: dict[tuple[str, str, str], str] = {}
+        self._reservations_said: tuple[list[str], list[str]] = ([], [])
+        self.flexible.reservation_of = self._reservation_of
+        if s.capacity_reservation_groups and RESERVED not in config.capacity_types:
+            log.warning(
+                "azure_capacity_reservations_unused_by_default",
+                capacity_types=list(config.capacity_types),
+                consequence="only pods whose instance-offerings annotation lists reserved, or that name a "
+                "reservation, run in azure.capacityReservationGroups; add reserved to capacityTypes",
+            )
 
     # --- offerings -------------------------------------------------------------------------------------
 
@@ -157,11 +169,50 @@ class AzureProvider:
             max_pods=self.config.max_pods_per_node,
             zones=self.config.zones,
         )
+        reserved, reserved_targets = self._reserved(targets, offerings)
+        offerings += reserved
         with self._lock:
             self._targets, self._shapes = by_key, shapes
             self._offers = {(o.instance_type, o.zone, o.capacity_type): o for o in offerings}
+            self._reserved_targets = reserved_targets
+            self._reservation_ids = {
+                (o.reservation.name, o.instance_type, o.zone): o.reservation.id
+                for o in reserved
+                if o.reservation is not None
+            }
         log.info("azure_offerings", offerings=len(offerings), targets=len(targets), sizes=len(shapes))
         return offerings
+
+    def _reserved(
+        self, targets: list[LaunchTarget], offerings: list[Offering]
+    ) -> tuple[list[Offering], dict[str, LaunchTarget]]:
+        """Offerings of the reservations of ``azure.capacityReservationGroups`` a Flexible scale set launches
+        into; a group ARM does not have, or a reservation no scale set can use, is said once."""
+        groups = self.settings.capacity_reservation_groups
+        if not groups:
+            return [], {}
+        try:
+            found, missing = read_groups(self.arm, groups)
+        except ProviderError as err:  # plan without reservations until they can be read
+            log.warning("azure_capacity_reservations_unavailable", error=str(err))
+            return [], {}
+        reserved, by_key, unused = reserved_offerings(found, targets, offerings, self.config.region)
+        if (missing, unused) != self._reservations_said:
+            self._reservations_said = (missing, unused)
+            if missing:
+                log.warning(
+                    "azure_capacity_reservation_groups_not_found",
+                    groups=missing,
+                    problem=f"{SECTION}.capacityReservationGroups: {', '.join(missing)} not found in "
+                    f"resource group {self.settings.resource_group}",
+                )
+            if unused:
+                log.warning("azure_capacity_reservations_unused", reservations=unused)
+        return reserved, by_key
+
+    def _reservation_of(self, group: str, size: str, zone: str) -> str:
+        with self._lock:
+            return self._reservation_ids.get((group, size, zone), "")
 
     def _check_links(self, scale_sets: dict[str, ScaleSet | None], names: set[str]) -> None:
         """Warn, once each, about resources a launch target's model links to that the shipped role does not
@@ -253,7 +304,11 @@ class AzureProvider:
         for candidate in request.offerings:
             key = (candidate.instance_type, candidate.zone, candidate.capacity_type)
             with self._lock:
-                target = self._targets.get(key)
+                target = (
+                    self._reserved_targets.get(candidate.key)
+                    if candidate.reservation is not None
+                    else self._targets.get(key)
+                )
             if target is None:
                 unknown.append(candidate.key)
                 continue

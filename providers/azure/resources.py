@@ -84,6 +84,7 @@ class VirtualMachine:
     tags: Mapping[str, str]
     scale_set: str
     created: float
+    reservation_group: str = ""  # the capacity reservation group it is associated with
 
 
 def scale_set_from_wire(data: Mapping[str, Any]) -> ScaleSet:
@@ -133,6 +134,7 @@ def vm_from_wire(data: Mapping[str, Any], scale_set: str) -> VirtualMachine:
             power = code.split("/", 1)[1]
     size = (props.get("hardwareProfile") or {}).get("vmSize") or (data.get("sku") or {}).get("name") or ""
     zones = data.get("zones") or []
+    group = ((props.get("capacityReservation") or {}).get("capacityReservationGroup") or {}).get("id") or ""
     return VirtualMachine(
         name=str(data.get("name", "")),
         instance_id=str(data.get("instanceId") or ""),
@@ -144,6 +146,7 @@ def vm_from_wire(data: Mapping[str, Any], scale_set: str) -> VirtualMachine:
         tags=dict(data.get("tags") or {}),
         scale_set=scale_set,
         created=_created(props.get("timeCreated")),
+        reservation_group=str(group).rstrip("/").rsplit("/", 1)[-1] if group else "",
     )
 
 

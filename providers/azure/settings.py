@@ -33,6 +33,7 @@ _RESOURCE_GROUP = r"[-\w._()]{0,89}[-\w_()]"
 _SCALE_SET = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 _VM_SIZE = r"Standard_[A-Za-z0-9_]+"
 _REGION = r"[a-z][a-z0-9]+"
+_RESERVATION_GROUP = r"[A-Za-z0-9][A-Za-z0-9._-]{0,78}[A-Za-z0-9_]|[A-Za-z0-9]"
 
 
 class ProviderConfigError(ConfigError):
@@ -54,6 +55,8 @@ class AzureSettings:
     price_refresh_interval: float = DEFAULT_PRICE_REFRESH
     operation_wait: float = DEFAULT_OPERATION_WAIT
     fallback_offerings: tuple[Offering, ...] = ()
+    # Capacity reservation groups (of the node resource group) tidal puts VMs into.
+    capacity_reservation_groups: tuple[str, ...] = ()
 
     def scale_set_names(self) -> list[str]:
         """Every configured scale set name, template included, each once, in a stable order."""
@@ -122,6 +125,13 @@ _KEYS: dict[str, tuple[str, schema.Converter]] = {
     "catalogFallback": ("catalog_fallback", lambda v, p: Path(os.path.expanduser(schema.text()(v, p)))),
     "priceRefreshInterval": ("price_refresh_interval", schema.duration()),
     "operationWait": ("operation_wait", _operation_wait),
+    "capacityReservationGroups": (
+        "capacity_reservation_groups",
+        schema.string_list(
+            item=schema.text(pattern=_RESERVATION_GROUP, rule="a capacity reservation group name"),
+            unique=True,
+        ),
+    ),
 }
 
 

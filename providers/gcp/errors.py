@@ -44,9 +44,19 @@ RATE_CODES = frozenset({"RATELIMITEXCEEDED", "USERRATELIMITEXCEEDED", "RATE_LIMI
 INVALID_REASONS = frozenset({"INVALID", "BADREQUEST", "INVALIDPARAMETER", "REQUIRED", "CONDITIONNOTMET"})
 # Operation codes that say the request itself cannot succeed as made (not a stockout, not a quota).
 INVALID_CODES = frozenset(
-    {"INVALID_USAGE", "UNSUPPORTED_OPERATION", "INVALID_FIELD_VALUE", "RESOURCE_NOT_FOUND", "BAD_REQUEST"}
+    {
+        "INVALID_USAGE",
+        "UNSUPPORTED_OPERATION",
+        "INVALID_FIELD_VALUE",
+        "RESOURCE_NOT_FOUND",
+        "BAD_REQUEST",
+        "CONDITION_NOT_MET",  # e.g. a reservation named in the affinity that does not exist (any more)
+    }
 )
 _MESSAGE_LIMIT = 300
+# How GCE says a reservation named in a VM's affinity has no free instance (code CONDITION_NOT_MET): for that
+# reservation's offering, a stockout.
+RESERVATION_FULL = "does not have available resources"
 
 # What an SDK call can raise: an API error response, retries running out, or the connection itself
 # (refused, reset, timed out, credentials that cannot be refreshed).
@@ -127,7 +137,11 @@ def api_error(err: Exception, action: str) -> ProviderError:
         return Throttled(_retry_after(err), message)
     if found & QUOTA_CODES:
         return _quota(message)
-    if any(_is_stockout(r) for r in found) or "RESOURCE_POOL_EXHAUSTED" in (err.message or "").upper():
+    if (
+        any(_is_stockout(r) for r in found)
+        or "RESOURCE_POOL_EXHAUSTED" in (err.message or "").upper()
+        or RESERVATION_FULL in (err.message or "")
+    ):
         return NoCapacity(message)
     if isinstance(err, api_exceptions.BadRequest) or found & INVALID_REASONS:
         return InvalidRequest(message)
@@ -146,7 +160,9 @@ def operation_error(operation: compute_v1.Operation, action: str) -> ProviderErr
     details = "; ".join(f"{e.code}: {_short(e.message)}" for e in operation.error.errors)
     status = operation.http_error_status_code if "http_error_status_code" in operation else 0
     message = f"{action}: operation {operation.name} failed (HTTP {status}): {details}"
-    if any(_is_stockout(c) for c in codes):
+    if any(_is_stockout(c) for c in codes) or any(
+        RESERVATION_FULL in e.message for e in operation.error.errors
+    ):
         return NoCapacity(message)
     upper = {c.upper() for c in codes}
     if upper & QUOTA_CODES:

@@ -15,11 +15,12 @@ from datetime import datetime
 
 from google.cloud import compute_v1
 
-from autoscaler.model import ON_DEMAND, SPOT, Instance
+from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Instance
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_MANAGED, LABEL_TOKEN, gce_label
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
 from providers.gcp.gpus import ATTACHABLE, attached_name
+from providers.gcp.reservations import reservation_of
 
 __all__ = ["GONE_RETENTION", "Inventory", "instance_from_gce", "provider_id"]
 
@@ -69,6 +70,9 @@ def instance_from_gce(
     scheduling = vm.scheduling
     spot = scheduling.provisioning_model == "SPOT" or bool(scheduling.preemptible)
     capacity_type = SPOT if spot else ON_DEMAND
+    reservation = reservation_of(vm)
+    if reservation and not spot:
+        capacity_type = RESERVED  # tidal names a reservation only when it launches into one
     return Instance(
         id=vm.name,
         provider_id=provider_id(project, zone, vm.name),
@@ -81,6 +85,7 @@ def instance_from_gce(
         price=price(instance_type, zone, capacity_type),
         gpu_count=gpus,
         tags=dict(vm.labels),
+        reservation_id=reservation,
     )
 
 

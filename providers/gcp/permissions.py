@@ -18,6 +18,8 @@ API_PERMISSIONS: dict[str, tuple[str, ...]] = {
     # Regional templates share the instanceTemplates permissions.
     "compute.regionInstanceTemplates.get": ("compute.instanceTemplates.get",),
     "compute.instanceGroupManagers.list": ("compute.instanceGroupManagers.list",),
+    # Only with gcp.reservations; consuming a reservation of the project needs no permission of its own.
+    "compute.reservations.list": ("compute.reservations.list",),
     "compute.instances.insert": (
         "compute.instances.create",
         "compute.instances.setMetadata",

@@ -31,7 +31,7 @@ from autoscaler.cloud import (
 )
 from autoscaler.config import Config
 from autoscaler.fit import node_labels as offering_node_labels
-from autoscaler.model import Instance, LaunchRequest, Offering
+from autoscaler.model import RESERVED, Instance, LaunchRequest, Offering
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
 from providers.gcp.cache import Refreshing
 from providers.gcp.clients import ClientFactory
@@ -42,6 +42,7 @@ from providers.gcp.launch import Finished, Launcher, Pending
 from providers.gcp.nodes import instance_name, launch_labels, template_arch
 from providers.gcp.pricing import PriceBook, fetch_price_book
 from providers.gcp.quota import quota_scope
+from providers.gcp.reservations import GceReservation, by_key, fetch_reservations, reserved_offering, selected
 from providers.gcp.settings import SECTION, parse_settings
 from providers.gcp.shapes import Shape, fetch_shapes
 from providers.gcp.template import build_instance, fetch_template
@@ -52,6 +53,7 @@ log = structlog.get_logger("tidal.providers.gcp")
 LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 TEMPLATE_REFRESH = 300.0  # node pool upgrades replace the template; look again this often
 RETRY_AFTER = 60.0  # after a failed refresh, seconds before the cloud is asked again
+RESERVATION_REFRESH = 60.0  # free counts change with every launch, tidal's or anyone's
 
 
 class GcpProvider:
@@ -110,6 +112,20 @@ class GcpProvider:
             interval=TEMPLATE_REFRESH,
             retry_after=RETRY_AFTER / 2,
         )
+        self._reservations = Refreshing(
+            "reservations",
+            lambda: fetch_reservations(self.factory, s.project, self.zones),
+            interval=RESERVATION_REFRESH,
+            retry_after=RETRY_AFTER,
+        )
+        self._missing: list[str] = []
+        if s.reservations and RESERVED not in config.capacity_types:
+            log.warning(
+                "gcp_reservations_unused_by_default",
+                capacity_types=list(config.capacity_types),
+                consequence="only pods whose instance-offerings annotation lists reserved, or that name a "
+                "reservation, run in gcp.reservations; add reserved to capacityTypes",
+            )
         self._priced: dict[tuple[str, str, str], float] = {}
         self._pending: dict[str, tuple[Instance, Offering]] = {}  # VM name -> launch answered pending
         self._late: list[LateFailure] = []  # failures found since poll_errors() last asked
@@ -150,6 +166,7 @@ class GcpProvider:
                 f"{self._prices.last_error or 'no matching SKUs'}; set {SECTION}.catalogFallback to price "
                 "from a file"
             )
+        out += self._reserved(out, now)
         with self._lock:
             self._priced = {(o.instance_type, o.zone, o.capacity_type): o.price for o in out}
         return out
@@ -283,6 +300,37 @@ class GcpProvider:
             price_source=source,
         )
 
+    def _reserved(self, offerings: list[Offering], now: float) -> list[Offering]:
+        """An offering per reservation of ``gcp.reservations`` that is ready; a name listed in no configured
+        zone is said once. While reservations cannot be read, none is offered (the failure is logged)."""
+        names = self.settings.reservations
+        if not names:
+            return []
+        try:
+            found: list[GceReservation] = self._reservations.get(now)
+        except Exception:  # reported by the cache; plan without reservations until they can be read
+            log.warning("gcp_reservations_unavailable", error=self._reservations.last_error)
+            return []
+        chosen, missing = selected(found, names)
+        if missing != self._missing:
+            self._missing = missing
+            if missing:
+                log.warning(
+                    "gcp_reservations_not_found",
+                    names=missing,
+                    problem=f"{SECTION}.reservations: {', '.join(missing)} not found in zones "
+                    f"{', '.join(self.zones)} of project {self.settings.project}",
+                )
+        bases = by_key(offerings)
+        out = []
+        for r in chosen:
+            base = bases.get((r.instance_type, r.zone))
+            if base is None:
+                log.debug("gcp_reservation_unused", reservation=r.name, reason="machine not offered here")
+                continue
+            out.append(reserved_offering(r, base))
+        return out
+
     def _passed_over(self, token: str, refused: list[Attempt]) -> None:
         """A launch succeeded after GCE refused earlier candidates: those refusals are news all the same."""
         if refused:
@@ -374,7 +422,7 @@ class GcpProvider:
             project=self.settings.project,
             name=name,
             shape=shape,
-            capacity_type=offering.capacity_type,
+            offering=offering,
             gce_labels=gce,
             node_labels=node,
             taints=request.taints,
@@ -397,6 +445,7 @@ class GcpProvider:
                 price=offering.price,
                 gpu_count=offering.gpu_count,
                 tags=gce,
+                reservation_id=offering.reservation.id if offering.reservation is not None else "",
             )
             with self._lock:
                 self._pending[name] = (instance, offering)

@@ -83,6 +83,8 @@ class GcpSettings:
     operation_timeout: float = 20.0
     poll_interval: float = 2.0
     gpu_driver_version: str = "default"
+    # Reservations (by name, in the configured zones) tidal launches into.
+    reservations: tuple[str, ...] = ()
 
 
 def _url(value: Any, path: str) -> str:
@@ -134,6 +136,10 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "operationTimeout": ("operation_timeout", schema.duration()),
     "pollInterval": ("poll_interval", schema.duration()),
     "gpuDriverVersion": ("gpu_driver_version", schema.choice(DRIVER_VERSIONS)),
+    "reservations": (
+        "reservations",
+        schema.string_list(item=schema.text(pattern=_NAME, rule="a reservation name"), unique=True),
+    ),
 }
 _ALL_KEYS = ("project", "instanceTemplate", *(k for k in _KEYS if k != "project"))
 

@@ -18,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from google.cloud import compute_v1
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import SPOT, Taint
+from autoscaler.model import SPOT, Offering, Taint
 from providers.gcp.bootstrap import KUBE_ENV, KUBE_LABELS, format_labels, parse_labels, rewrite_kube_env
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
+from providers.gcp.reservations import affinity
 from providers.gcp.settings import NodePoolRef, TemplateRef
 from providers.gcp.shapes import Shape
 
@@ -40,7 +41,6 @@ _COPIED = (
     "network_interfaces",
     "network_performance_config",
     "private_ipv6_google_access",
-    "reservation_affinity",
     "resource_policies",
     "service_accounts",
     "shielded_instance_config",
@@ -174,12 +174,12 @@ def build_instance(
     project: str,
     name: str,
     shape: Shape,
-    capacity_type: str,
+    offering: Offering,
     gce_labels: Mapping[str, str],
     node_labels: Mapping[str, str],
     taints: Sequence[Taint],
 ) -> compute_v1.Instance:
-    """The ``instances.insert`` body for one launch of ``shape`` from ``template``."""
+    """The ``instances.insert`` body for one launch of ``shape`` as ``offering`` from ``template``."""
     props = template.properties
     instance = compute_v1.Instance(name=name)
     for field in _COPIED:
@@ -188,7 +188,11 @@ def build_instance(
     zone = shape.zone
     instance.disks = _disks(props.disks, project, zone)
     instance.machine_type = f"zones/{zone}/machineTypes/{shape.machine_type}"
-    instance.scheduling = _scheduling(shape, capacity_type)
+    instance.scheduling = _scheduling(shape, offering.capacity_type)
+    # Which reservation the VM consumes is tidal's choice, whatever the node pool's template says.
+    instance.reservation_affinity = affinity(
+        offering, props.reservation_affinity if "reservation_affinity" in props else None
+    )
     instance.guest_accelerators = (
         [
             compute_v1.AcceleratorConfig(

@@ -42,6 +42,7 @@ from autoscaler.model import (
     Offering,
 )
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
+from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
 from providers.simulated.settings import (
     SECTION,
     CapacityRule,
@@ -126,19 +127,24 @@ class SimulatedProvider:
     # --- the provider contract -------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every catalog offering in the configured zones, ``available=False`` where capacity is failed."""
+        """Every catalog offering in the configured zones, ``available=False`` where capacity is failed, and
+        an offering per reservation (until it ends) with its free count."""
         self._enter("offerings", "")
         with self._store.transaction() as state:
-            key = repr(state.capacity_rules)
+            reserved = self._reserved(state, self.clock())
+            key = repr(state.capacity_rules) + repr(reserved)
             cached = self._offerings_cache
             if cached is not None and cached[0] == key:
                 return cached[1]  # the same list while capacity is unchanged: planners may cache on it
             result = [
                 o if self._has_capacity(state, o) else dataclasses.replace(o, available=False)
                 for o in self.catalog.offerings
-            ]
+            ] + reserved
             self._offerings_cache = (key, result)
             return result
+
+    def _reserved(self, state: CloudState, now: float) -> list[Offering]:
+        return reserved_offerings(self.settings.reservations, self._by_key, state, now)
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""
@@ -148,7 +154,7 @@ class SimulatedProvider:
             raise ProviderError("launch request has no idempotency token")
         if not request.offerings:
             raise ProviderError(f"launch request {request.token} has no candidate offerings")
-        unknown = [o.key for o in request.offerings if o.key not in self._by_key]
+        unknown = [o.key for o in request.offerings if o.reservation is None and o.key not in self._by_key]
         if unknown:
             raise ProviderError(f"launch request {request.token}: not offered here: {', '.join(unknown)}")
         now = self.clock()
@@ -160,8 +166,16 @@ class SimulatedProvider:
                     return record.instance()
             gpus_in_use = sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
             refused: list[Attempt] = []
+            reserved = {o.reservation.id: o for o in self._reserved(state, now) if o.reservation is not None}
             for candidate in request.offerings:
-                offering = self._by_key[candidate.key]
+                if candidate.reservation is not None:
+                    refusal = reservation_refusal(candidate, reserved.get(candidate.reservation.id), now)
+                    if refusal is not None:
+                        refused.append(refusal)
+                        continue
+                    offering = reserved[candidate.reservation.id]
+                else:
+                    offering = self._by_key[candidate.key]
                 if not self._has_capacity(state, offering):
                     refused.append(Attempt(candidate, Refusal.NO_CAPACITY, "no capacity"))
                 elif quota is not None and gpus_in_use + offering.gpu_count > quota:
@@ -389,6 +403,16 @@ class SimulatedProvider:
 
     def _progress(self, state: CloudState, now: float) -> None:
         for record in list(state.instances.values()):
+            r = record.offering.reservation
+            if (
+                record.state != TERMINATED
+                and r is not None
+                and r.block
+                and r.end is not None
+                and now >= r.end - BLOCK_RECLAIM
+            ):
+                log.info("capacity_block_reclaimed", instance=record.id, reservation=r.id)
+                self._end(record, interrupted=False)
             if record.state == PENDING and now >= record.running_at:
                 record.state = RUNNING
                 log.info("instance_running", instance=record.id)

@@ -10,18 +10,20 @@ import csv
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from autoscaler import config_schema as schema
 from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.config import Config, ConfigError, parse_duration
-from autoscaler.model import CAPACITY_TYPES, Offering
+from autoscaler.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
 
 __all__ = [
     "CapacityRule",
     "Catalog",
     "ProviderConfigError",
+    "SimReservation",
     "SimulatedSettings",
     "load_catalog",
     "parse_settings",
@@ -84,6 +86,21 @@ class CapacityRule:
 
 
 @dataclass(frozen=True, slots=True)
+class SimReservation:
+    """Capacity bought ahead in the simulated cloud: ``count`` instances of one type in one zone; a Capacity
+    Block between ``start`` and ``end`` (clock seconds), whose instances the cloud terminates from 30 minutes
+    before its end, as EC2 does."""
+
+    id: str
+    instance_type: str
+    zone: str
+    count: int
+    kind: ReservationKind = ReservationKind.OPEN
+    start: float | None = None
+    end: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SimulatedSettings:
     """The validated ``simulated:`` section; durations in seconds."""
 
@@ -101,6 +118,7 @@ class SimulatedSettings:
     # (this many per instance-hour on average; 0 = never) and is reclaimed ``spot_interruption_notice`` later.
     spot_interruption_rate: float = 0.0
     spot_interruption_notice: float = 120.0
+    reservations: tuple[SimReservation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +168,77 @@ def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
     return tuple(rules)
 
 
+def _time(value: Any, path: str) -> float:
+    """Clock seconds: a number, or an RFC 3339 time."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = schema.text()(value, path)
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        schema.fail(path, f"{schema.show(value)} is not a time (clock seconds or RFC 3339)")
+
+
+_RESERVATION_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "id": schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", rule="a reservation id (a label value)"),
+    "instanceType": schema.text(),
+    "zone": schema.text(),
+    "count": schema.integer(minimum=1),
+    "kind": schema.choice(tuple(k.value for k in ReservationKind)),
+    "start": _time,
+    "end": _time,
+}
+
+
+def _reservations(value: Any, path: str) -> tuple[SimReservation, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        schema.fail(path, f"{schema.show(value)} is not a list of {{id, instanceType, zone, count}} maps")
+    out, errors = [], []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            errors.append(f"{where}: {schema.show(item)} is not a map")
+            continue
+        errors.extend(schema.unknown_keys(item, _RESERVATION_FIELDS, f"{where}."))
+        got: dict[str, Any] = {}
+        for key, convert in _RESERVATION_FIELDS.items():
+            if item.get(key) is None:
+                continue
+            try:
+                got[key] = convert(item[key], f"{where}.{key}")
+            except ConfigError as err:
+                errors.extend(err.errors)
+        missing = [k for k in ("id", "instanceType", "zone", "count") if item.get(k) is None]
+        if missing:
+            errors.append(f"{where}: {', '.join(missing)} required")
+            continue
+        if len(got) < len([k for k in _RESERVATION_FIELDS if item.get(k) is not None]):
+            continue
+        kind = ReservationKind(got.get("kind", ReservationKind.OPEN.value))
+        if kind == ReservationKind.CAPACITY_BLOCK and ("start" not in got or "end" not in got):
+            errors.append(f"{where}: a capacity-block needs start and end")
+            continue
+        if "start" in got and "end" in got and got["end"] <= got["start"]:
+            errors.append(f"{where}.end: not after start")
+            continue
+        out.append(
+            SimReservation(
+                got["id"],
+                got["instanceType"],
+                got["zone"],
+                got["count"],
+                kind,
+                got.get("start"),
+                got.get("end"),
+            )
+        )
+    ids = [r.id for r in out]
+    errors += [f"{path}: id {rid!r} is listed twice" for rid in sorted({x for x in ids if ids.count(x) > 1})]
+    if errors:
+        raise ConfigError(errors)
+    return tuple(out)
+
+
 _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "catalog": ("catalog", _path),
     "catalogCloud": ("catalog_cloud", schema.optional(schema.text())),
@@ -163,6 +252,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "stateFile": ("state_file", schema.optional(_path)),
     "spotInterruptionRate": ("spot_interruption_rate", schema.number(minimum=0)),
     "spotInterruptionNotice": ("spot_interruption_notice", schema.duration(positive=False)),
+    "reservations": ("reservations", _reservations),
 }
 
 
@@ -243,6 +333,15 @@ def _read(settings: SimulatedSettings, config: Config) -> Catalog:
             f"{SECTION}.catalog",
             f"{source!r} has no offerings for {cloud} {region} in zones {', '.join(zones)}",
         )
+    for i, r in enumerate(settings.reservations):
+        if not any(
+            (o.instance_type, o.zone, o.capacity_type) == (r.instance_type, r.zone, ON_DEMAND)
+            for o in offerings
+        ):
+            schema.fail(
+                f"{SECTION}.reservations[{i}]",
+                f"{r.instance_type} in {r.zone} is not an on-demand offering of {source!r}",
+            )
     for i, rule in enumerate(settings.capacity_failures):
         if not any(rule.matches(o) for o in offerings):
             schema.fail(

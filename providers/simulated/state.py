@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import Arch, Instance, Offering, Taint
+from autoscaler.model import Arch, Instance, Offering, Reservation, ReservationKind, Taint
 from providers.simulated.settings import CapacityRule
 
 __all__ = ["CloudState", "FileStore", "InstanceRecord", "MemoryStore", "StateStore"]
@@ -69,6 +69,7 @@ class InstanceRecord:
             price=self.offering.price,
             gpu_count=self.offering.gpu_count,
             tags=dict(self.tags),
+            reservation_id=self.offering.reservation.id if self.offering.reservation is not None else "",
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -76,6 +77,12 @@ class InstanceRecord:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["offering"] = {f.name: getattr(self.offering, f.name) for f in dataclasses.fields(Offering)}
         data["offering"]["arch"] = self.offering.arch.value
+        r = self.offering.reservation
+        if r is not None:
+            data["offering"]["reservation"] = {
+                **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
+                "kind": r.kind.value,
+            }
         data["taints"] = [[t.key, t.value, t.effect] for t in self.taints]
         return data
 
@@ -83,7 +90,11 @@ class InstanceRecord:
     def from_json(cls, data: dict[str, Any]) -> InstanceRecord:
         """Inverse of :meth:`to_json`."""
         values = dict(data)
-        values["offering"] = Offering(**{**data["offering"], "arch": Arch(data["offering"]["arch"])})
+        offering = {**data["offering"], "arch": Arch(data["offering"]["arch"])}
+        r = offering.get("reservation")
+        if r is not None:
+            offering["reservation"] = Reservation(**{**r, "kind": ReservationKind(r["kind"])})
+        values["offering"] = Offering(**offering)
         values["taints"] = tuple(Taint(*t) for t in data["taints"])
         return cls(**values)
 

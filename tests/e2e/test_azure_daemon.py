@@ -166,7 +166,9 @@ def test_a_family_cores_quota_on_the_cheapest_pool_falls_back_to_another_family_
 
         result = c.daemon.reconcile()
 
-        assert result.plan.launch.launches[0].offering.instance_type == T4
+        # The A100 ($3.673/h) is no fallback of the T4 launch (maxFallbackPriceRatio 2.0): the plan made again
+        # after the refusal, in the same reconcile, launches it.
+        assert [o.launch.offering.instance_type for o in result.launched] == [T4, A100]
         assert [o.instance.instance_type for o in result.launched if o.instance is not None] == [A100]
         assert c.arm.calls("PATCH", POOL_T4_BIG) == []  # in the quota's family: not asked
         benched = c.daemon.controller.availability.benched(time.time())

@@ -1,5 +1,6 @@
 """The daemon end to end: fake API server + scheduler/KAI stand-ins + simulated cloud + `tidal run` pieces."""
 
+import json
 import threading
 import time
 from datetime import datetime
@@ -474,3 +475,47 @@ def test_spot_interruptions_configured_for_the_simulated_cloud_reach_the_daemon(
         c.run_until(lambda: any(e["reason"] == "SpotInterrupted" for e in c.api.list("events")), timeout=30)
         c.run_until(lambda: any(i.state == "terminated" for i in c.provider.instances()), timeout=30)
         c.wait_for(lambda: 'reason="spot_interruption"' in d.metrics.render().decode())
+
+
+def _gated(name, gate, **kw):
+    pod = gpu_pod(name, **kw)
+    pod["spec"]["schedulingGates"] = [{"name": gate}]
+    return pod
+
+
+def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_path):
+    with cluster(tmp_path) as c:
+        c.daemon()
+        c.api.create(_gated("what-if-0", "tidal.dev/cost-estimate"))
+        c.api.create(podgroup("pg-sweep", 2, "research"))
+        for i in (1, 0):
+            c.api.create(_gated(f"sweep-{i}", "nodecostestimate", gpus=4, group="pg-sweep"))
+
+        def annotation(name):
+            pod = c.api.get("pods", "default", name)
+            return pod["metadata"].get("annotations", {}).get("tidal.dev/cost-estimate")
+
+        c.run_until(lambda: annotation("what-if-0") is not None and annotation("sweep-0") is not None)
+        for _ in range(3):  # however long they wait, nothing is launched for them
+            c.step()
+        assert c.provider.instances() == []
+        assert json.loads(annotation("what-if-0")) == {
+            "nodes": [
+                {
+                    "capacityType": "on-demand",
+                    "count": 1,
+                    "instanceType": "g4dn.xlarge",
+                    "pricePerHour": 0.526,
+                }
+            ],
+            "pricePerHour": 0.526,
+        }
+        group = json.loads(annotation("sweep-0"))
+        assert (group["podGroup"], group["pods"], group["nodes"][0]["count"]) == ("default/pg-sweep", 2, 2)
+        assert annotation("sweep-1") is None  # a PodGroup's estimate is on its first pod only
+        pods = {p["metadata"]["name"]: p for p in c.pods()}
+        assert pods["what-if-0"]["spec"]["schedulingGates"] == [{"name": "tidal.dev/cost-estimate"}]
+        assert pods["sweep-1"]["spec"]["schedulingGates"] == [{"name": "nodecostestimate"}]
+        events = [e for e in c.api.list("events") if e.get("reason") == "CostEstimate"]
+        assert {e["involvedObject"]["name"] for e in events} == {"what-if-0", "sweep-0"}
+        assert any("g4dn.xlarge (on-demand, $0.5260/h)" in e["message"] for e in events)

@@ -26,6 +26,7 @@ from tests.fakes.azure_catalog import price_items
 from tests.fakes.azure_compute import ComputeState
 from tests.fakes.azure_http import ArmHandler, Exchange, Recorded, iso
 from tests.fakes.azure_model import ArmError, FakeScaleSet, FakeVM, Operation
+from tests.fakes.azure_reservations import FakeCapacityReservation, FakeGroup, group_json, reservation_json
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 RESOURCE_GROUP = "MC_tidal-rg_tidal_eastus"
@@ -166,6 +167,13 @@ class FakeArm:
             body["identity"] = ss.identity
         return body
 
+    def group_json(self, group: FakeGroup, *, expand: bool) -> dict[str, Any]:
+        vm_path = f"{self.rg_path()}/virtualMachines"
+        return group_json(group, self.rg_path(), self.state.location, vm_path, expand=expand)
+
+    def reservation_json(self, group: FakeGroup, r: FakeCapacityReservation) -> dict[str, Any]:
+        return reservation_json(group, r, self.rg_path(), self.state.location)
+
     def _instance_view(self, vm: FakeVM) -> dict[str, Any]:
         return {
             "statuses": [
@@ -199,7 +207,13 @@ class FakeArm:
             props.update(
                 {
                     k: sent[k]
-                    for k in ("priority", "evictionPolicy", "billingProfile", "storageProfile")
+                    for k in (
+                        "priority",
+                        "evictionPolicy",
+                        "billingProfile",
+                        "storageProfile",
+                        "capacityReservation",
+                    )
                     if k in sent
                 }
             )

@@ -27,6 +27,7 @@ from tests.fakes.azure_model import (
     default_profile,
     kubelet_identity,
 )
+from tests.fakes.azure_reservations import FakeCapacityReservation, FakeGroup, check_group, group_name
 
 
 class ComputeState:
@@ -40,6 +41,7 @@ class ComputeState:
         self.skus: list[dict[str, Any]] = [sku_resource(s, location) for s in SIZES] + [disk_sku(location)]
         self.scale_sets: dict[str, FakeScaleSet] = {}
         self.vms: dict[str, FakeVM] = {}  # Flexible VMs by name
+        self.groups: dict[str, FakeGroup] = {}  # capacity reservation groups by name
         self.operations: dict[str, Operation] = {}
         self.faults: list[AllocationFault] = []
         self.polls_to_finish = 1
@@ -86,6 +88,16 @@ class ComputeState:
                     vm.provisioning, vm.power = "Succeeded", "running"
                 ss.capacity = capacity
             return ss
+
+    def add_capacity_reservation_group(
+        self, name: str, *reservations: FakeCapacityReservation, reservation_type: str = "Targeted"
+    ) -> FakeGroup:
+        """A capacity reservation group holding ``reservations``."""
+        with self.lock:
+            group = self.groups[name] = FakeGroup(
+                name, reservation_type, reservations={r.name: r for r in reservations}
+            )
+            return group
 
     def restrict(
         self, size: str, reason: str = "NotAvailableForSubscription", zones: tuple[str, ...] = ()
@@ -337,9 +349,12 @@ class ComputeState:
                 raise ArmError(400, "InvalidParameter", f"zone {zone!r} is not one of the scale set's zones")
             priority = props.get("priority", "Regular")
             computer = (props.get("osProfile") or {}).get("computerName") or name
+            group = check_group(self.groups, group_name(props)) if group_name(props) else None
             vm = FakeVM(
                 name, ss.name, size, zone, priority, computer, tags=dict(body.get("tags") or {}), body=body
             )
+            if group is not None:
+                group.allocate(name, size, zone)  # over-allocated (no guarantee) when nothing is free
             self.vms[name] = vm
             code = self._fault_for(size, zone, priority)
 
@@ -361,6 +376,8 @@ class ComputeState:
 
             def gone() -> None:
                 self.vms.pop(name, None)
+                for group in self.groups.values():
+                    group.release(name)
 
             return self.start_operation("delete", gone)
 

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from tests.fakes.azure_auth import FAKE_TOKEN
 from tests.fakes.azure_model import ArmError, Operation, parse_filter_value
+from tests.fakes.azure_reservations import check_group
 
 if TYPE_CHECKING:
     from tests.fakes.azure_arm import FakeArm
@@ -80,6 +81,18 @@ _ROUTES: tuple[tuple[str, str, str, str], ...] = (
         _RG + r"/virtualMachines/(?P<vm>[^/]+)",
         "delete_vm",
         "Microsoft.Compute/virtualMachines/delete",
+    ),
+    (
+        "GET",
+        _RG + r"/capacityReservationGroups/(?P<group>[^/]+)",
+        "get_capacity_reservation_group",
+        "Microsoft.Compute/capacityReservationGroups/read",
+    ),
+    (
+        "GET",
+        _RG + r"/capacityReservationGroups/(?P<group>[^/]+)/capacityReservations",
+        "list_capacity_reservations",
+        "Microsoft.Compute/capacityReservationGroups/capacityReservations/read",
     ),
     ("GET", r"/api/retail/prices", "prices", ""),
 )
@@ -314,6 +327,21 @@ class ArmHandler(BaseHTTPRequestHandler):
         if op is None:
             return self._send(204)
         return self._lro(202, op, location_only=op.style == "location")
+
+    def _get_capacity_reservation_group(
+        self, args: dict[str, str], query: dict[str, str], body: Any, path: str
+    ) -> int:
+        with self.fake.state.lock:
+            group = check_group(self.fake.state.groups, args["group"])
+            return self._send(200, self.fake.group_json(group, expand=query.get("$expand") == "instanceView"))
+
+    def _list_capacity_reservations(
+        self, args: dict[str, str], query: dict[str, str], body: Any, path: str
+    ) -> int:
+        with self.fake.state.lock:
+            group = check_group(self.fake.state.groups, args["group"])
+            items = [self.fake.reservation_json(group, r) for r in group.reservations.values()]
+        return self._send(200, self.fake.page(items, query, path))
 
     def _prices(self, args: dict[str, str], query: dict[str, str], body: Any, path: str) -> int:
         if self.fake.prices_down:

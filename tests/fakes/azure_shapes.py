@@ -27,6 +27,8 @@ ROUTE_MODELS: dict[str, tuple[type[Model] | None, type[Model] | None, bool]] = {
     "list_vms": (None, models.VirtualMachine, True),
     "get_vm": (None, models.VirtualMachine, False),
     "put_vm": (models.VirtualMachine, models.VirtualMachine, False),
+    "get_capacity_reservation_group": (None, models.CapacityReservationGroup, False),
+    "list_capacity_reservations": (None, models.CapacityReservation, True),
 }
 
 

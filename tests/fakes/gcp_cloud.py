@@ -19,6 +19,7 @@ from tests.fakes.gcp_billing import BillingState
 from tests.fakes.gcp_compute import API, ComputeState
 from tests.fakes.gcp_fixtures import REGION, zone_catalog
 from tests.fakes.gcp_http import FakeHttpServer, Fault, billing_routes, compute_routes
+from tests.fakes.gcp_reservations import FakeReservation
 from tests.fakes.gcp_rules import Rule
 
 PROJECT = "tidal-test"
@@ -231,6 +232,22 @@ class FakeGcp:
             "gcp": gcp,
             **overrides,
         }
+
+    def add_reservation(
+        self, name: str, zone: str, machine_type: str, count: int, **kw: Any
+    ) -> FakeReservation:
+        """A reservation of ``count`` VMs of ``machine_type`` in ``zone`` (``specific_required``,
+        ``accelerators``, ``status``, ``delete_at`` as GCE names them)."""
+        with self.compute.lock:
+            found = self.compute.reservations[(zone, name)] = FakeReservation(
+                name, zone, machine_type, count, **kw
+            )
+        return found
+
+    def delete_reservation(self, name: str, zone: str) -> None:
+        """The reservation is deleted (its VMs keep running, as on-demand VMs)."""
+        with self.compute.lock:
+            self.compute.reservations.pop((zone, name), None)
 
     # --- what GCE does -------------------------------------------------------------------------------
 

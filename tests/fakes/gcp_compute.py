@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.fakes import gcp_reservations
 from tests.fakes.gcp_filters import FilterError, page, parse_filter
+from tests.fakes.gcp_reservations import FakeReservation
 from tests.fakes.gcp_rules import GceError, Rule, last, validate_insert
 
 API = "https://www.googleapis.com/compute/v1"
@@ -60,6 +62,7 @@ class ComputeState:
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    reservations: dict[tuple[str, str], FakeReservation] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
     inserts: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -176,12 +179,19 @@ class ComputeState:
             self.inserts += 1
             rule = next((r for r in self.rules if r.matches(mt["name"], zone, model, accel)), None)
             error = None
-            if rule is not None:
+            wanted = gcp_reservations.target(body)
+            reservation = self.reservations.get((zone, wanted)) if wanted else None
+            refused = gcp_reservations.refusal(reservation, wanted, body) if wanted else None
+            if refused is not None:
+                error = ("CONDITION_NOT_MET", 400, refused, None)
+            elif rule is not None:
                 if rule.remaining is not None:
                     rule.remaining -= 1
                 error = (rule.code, rule.status, rule.message, rule.details)
             else:
                 self.instances[(zone, name)] = self._instance(zone, body, mt, accel, count)
+                if reservation is not None:
+                    reservation.vms.add(name)
             key = (zone, name)
 
             def done() -> None:
@@ -237,7 +247,13 @@ class ComputeState:
                     404, "notFound", f"The resource '{self.zone_url(zone)}/instances/{name}' was not found"
                 )
             vm["status"] = "STOPPING"
-            op = self._operation(zone, "delete", name, None, lambda: self.instances.pop((zone, name), None))
+
+            def gone() -> None:
+                self.instances.pop((zone, name), None)
+                for r in self.reservations.values():
+                    r.vms.discard(name)
+
+            op = self._operation(zone, "delete", name, None, gone)
             if request_id:
                 self.request_ids[request_id] = (zone, op.resource["name"])
             return copy.deepcopy(op.answer)
@@ -337,6 +353,22 @@ class ComputeState:
         if found is None:
             raise GceError(404, "notFound", f"The resource '{path}' was not found")
         return copy.deepcopy(found)
+
+    def list_reservations(self, zone: str) -> dict[str, Any]:
+        """reservations.list of a zone."""
+        with self.lock:
+            self.check_zone(zone)
+            items = [
+                r.resource(self.project, API, str(4_200_000_000_000_000_000 + i))
+                for i, (key, r) in enumerate(sorted(self.reservations.items()))
+                if key[0] == zone
+            ]
+        return {
+            "kind": "compute#reservationList",
+            "id": f"projects/{self.project}/zones/{zone}/reservations",
+            "items": items,
+            "selfLink": f"{self.zone_url(zone)}/reservations",
+        }
 
     def group_list(self, zone: str) -> dict[str, Any]:
         """instanceGroupManagers.list of a zone."""

@@ -89,6 +89,12 @@ def compute_routes(state: ComputeState) -> list[tuple[str, str, str, Handler]]:
         ),
         (
             "GET",
+            zone + r"/reservations",
+            "compute.reservations.list",
+            lambda p, q, b: s.list_reservations(p["zone"]),
+        ),
+        (
+            "GET",
             zone + r"/instanceGroupManagers",
             "compute.instanceGroupManagers.list",
             lambda p, q, b: s.group_list(p["zone"]),

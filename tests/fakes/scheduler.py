@@ -42,7 +42,12 @@ class SchedulerStandIn:
             pod = pod_from_dict(raw)
             if pod.node_name and not pod.finished:
                 bound.append(pod)
-            elif not pod.node_name and pod.phase == "Pending" and pod.scheduler_name in self.schedulers:
+            elif (
+                not pod.node_name
+                and pod.phase == "Pending"
+                and pod.scheduler_name in self.schedulers
+                and not pod.scheduling_gates  # a gated pod is not the scheduler's until its gates are gone
+            ):
                 pending.append(pod)
         pending.sort(key=lambda p: (p.created, p.name))
         groups = {}

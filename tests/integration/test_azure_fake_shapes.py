@@ -11,6 +11,7 @@ import pytest
 
 from autoscaler.cloud import CapacityUnavailable
 from autoscaler.model import LaunchRequest
+from tests.fakes.azure_reservations import FakeCapacityReservation
 from tests.fakes.azure_setup import (
     FLEX,
     POOL_T4,
@@ -91,6 +92,24 @@ def test_a_template_copy_reads_back_through_the_sdk_models(arm):
     provider = azure_provider(arm, azure_config(arm, azure=template))
     provider.launch(request("tok-a", offering(provider, T4)))
     assert "put_scale_set" in {x.handler for x in arm.exchanges}
+    assert shape_problems(arm.exchanges) == []
+
+
+def test_capacity_reservation_groups_and_a_vm_in_one_read_back_through_the_sdk_models(arm):
+    arm.state.add_capacity_reservation_group(
+        "ml-crg",
+        FakeCapacityReservation("t4-zone1", T4_FLEX, "1", 2),
+        FakeCapacityReservation(
+            "t4-window", T4_FLEX, "2", 1, start="2026-11-20T08:00:00+00:00", end="2026-11-21T08:00:00+00:00"
+        ),
+        reservation_type="Block",
+    )
+    section = {"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": None, "capacityReservationGroups": ["ml-crg"]}
+    provider = azure_provider(arm, azure_config(arm, azure=section, capacityTypes=["reserved"]))
+    provider.terminate(provider.launch(request("tok-r", offering(provider, T4_FLEX, "reserved"))))
+    provider.instances()
+    handlers = {x.handler for x in arm.exchanges}
+    assert {"get_capacity_reservation_group", "list_capacity_reservations", "put_vm"} <= handlers
     assert shape_problems(arm.exchanges) == []
 
 

@@ -14,6 +14,7 @@ from providers.azure.permissions import (
     SUBSCRIPTION_ACTIONS,
     linked_actions,
 )
+from tests.fakes.azure_reservations import FakeCapacityReservation
 from tests.fakes.azure_setup import (
     A100,
     FLEX,
@@ -27,6 +28,7 @@ from tests.fakes.azure_setup import (
 )
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "azure"
+GROUP_DEPLOY = "Microsoft.Compute/capacityReservationGroups/deploy/action"
 
 
 @pytest.fixture
@@ -40,8 +42,14 @@ def role(name):
 
 def exercise_every_call(arm):
     """Offerings, launches and terminations on a node pool, a Flexible scale set and a template copy."""
+    arm.state.add_capacity_reservation_group("ml-crg", FakeCapacityReservation("t4", T4_FLEX, "1", 1))
     config = azure_config(
-        arm, azure={"scaleSets": {T4: "aks-t4-12345678-vmss", T4_FLEX: FLEX}, "templateScaleSet": TEMPLATE}
+        arm,
+        azure={
+            "scaleSets": {T4: "aks-t4-12345678-vmss", T4_FLEX: FLEX},
+            "templateScaleSet": TEMPLATE,
+            "capacityReservationGroups": ["ml-crg"],
+        },
     )
     provider = azure_provider(arm, config)
     offers = provider.offerings()
@@ -49,6 +57,7 @@ def exercise_every_call(arm):
         ("u", T4, "on-demand"),
         ("f", T4_FLEX, "on-demand"),
         ("t", A100, "spot"),
+        ("r", T4_FLEX, "reserved"),
     ):
         offer = next(o for o in offers if o.instance_type == size and o.capacity_type == capacity_type)
         provider.terminate(provider.launch(LaunchRequest(token, (offer,), {}, (), {})))
@@ -87,8 +96,9 @@ def test_every_resource_a_node_pools_model_links_to_has_its_join_or_assign_actio
         "Microsoft.Network/applicationSecurityGroups/joinIpConfiguration/action",
         "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
     }
-    # ... and the role grants no linked action that neither they nor a Flexible VM's NIC need
-    assert set(LINKED_ACTIONS) == needed | set(FLEXIBLE_ACTIONS)
+    # ... and the role grants no linked action that neither they, a Flexible VM's NIC nor a VM's capacity
+    # reservation group need
+    assert set(LINKED_ACTIONS) == needed | set(FLEXIBLE_ACTIONS) | {GROUP_DEPLOY}
 
 
 def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kubelet_identity(arm):
@@ -103,6 +113,19 @@ def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kube
     assert list(vm.body["identity"]["userAssignedIdentities"]) == list(
         provider.arm.scale_set(FLEX).raw["identity"]["userAssignedIdentities"]
     )
+
+
+def test_a_vm_put_into_a_capacity_reservation_links_to_its_group_which_the_role_lets_it_deploy_to(arm):
+    arm.state.add_capacity_reservation_group("ml-crg", FakeCapacityReservation("t4", T4_FLEX, "1", 1))
+    section = {"scaleSets": {T4_FLEX: FLEX}, "capacityReservationGroups": ["ml-crg"]}
+    provider = azure_provider(arm, azure_config(arm, azure=section, capacityTypes=["reserved"]))
+    offer = next(o for o in provider.offerings() if o.capacity_type == "reserved")
+    provider.launch(LaunchRequest("r", (offer,), {}, (), {}))
+    [vm] = arm.state.vms.values()
+    sent, unknown = linked_actions(vm.body)
+    assert unknown == []
+    assert sent[GROUP_DEPLOY] == [provider.arm.capacity_reservation_group_id("ml-crg")]
+    assert GROUP_DEPLOY in granted_actions()
 
 
 def test_links_the_shipped_role_does_not_cover_are_named_by_action_and_unknown_ones_reported():

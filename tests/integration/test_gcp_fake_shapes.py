@@ -60,8 +60,10 @@ def shape_problems(doc: Discovery, exchanges) -> list[str]:
 def test_every_request_and_answer_of_the_gcp_fakes_has_the_published_shape():
     compute, billing = discovery("compute.v1"), discovery("cloudbilling.v1")
     with FakeGcp() as gcp:
-        provider = make_provider(gcp)
+        gcp.add_reservation("ml", ZONE_A, "n2-standard-4", 1, delete_at="2026-12-01T16:00:00.000-08:00")
+        provider = make_provider(gcp, gcp={"reservations": ["ml"]})
         provider.launch(request(offering(provider, "n2-standard-4", ZONE_B)))
+        provider.launch(request(offering(provider, "n2-standard-4", capacity_type="reserved")))
         provider.launch(request(offering(provider, "e2-standard-4", capacity_type="spot")))
         gcp.stockout(machine_type="n2-standard-8", zone=ZONE_A)
         with pytest.raises(CapacityUnavailable):
@@ -77,7 +79,12 @@ def test_every_request_and_answer_of_the_gcp_fakes_has_the_published_shape():
         billing_exchanges = list(gcp.billing_server.exchanges)
 
     methods = {x.method for x in compute_exchanges}
-    assert {"compute.instances.insert", "compute.zoneOperations.get", "compute.instances.delete"} <= methods
+    assert {
+        "compute.instances.insert",
+        "compute.zoneOperations.get",
+        "compute.instances.delete",
+        "compute.reservations.list",
+    } <= methods
     assert any(
         "error" in x.response for x in compute_exchanges if x.method.startswith("compute.zoneOperations")
     )

@@ -17,10 +17,12 @@ def every_call_the_provider_makes() -> set[str]:
     """Run each provider operation, with each way of naming the template, and return the API methods."""
     with FakeGcp() as gcp:
         gcp.add_node_pool("e2e", "pool")
+        gcp.add_reservation("ml", "us-central1-a", "e2-standard-2", 1)
         for provider in (
             make_provider(gcp),
             make_provider(gcp, node_pool="pool"),
             make_provider(gcp, template=gcp.add_node_pool("e2e", "regional", regional=True)),
+            make_provider(gcp, gcp={"reservations": ["ml"]}),
         ):
             chosen = next(o for o in provider.offerings() if o.instance_type == "e2-standard-2")
             provider.launch(LaunchRequest(str(uuid.uuid4()), (chosen,), {}, (), {}))

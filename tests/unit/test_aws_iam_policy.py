@@ -26,6 +26,7 @@ NOT_OPERATIONS = {"get_paginator", "can_paginate", "meta", "exceptions", "close"
 # Actions AWS checks on the caller's behalf for a call the code makes (documented by EC2 and IAM).
 IMPLIED = {
     "ec2:CreateFleet": {"ec2:RunInstances", "ec2:CreateTags", "iam:PassRole"},
+    "ec2:RunInstances": {"ec2:CreateTags", "iam:PassRole"},
     "ec2:CreateLaunchTemplate": {"ec2:CreateTags"},
 }
 
@@ -136,6 +137,14 @@ def test_tags_can_only_be_written_while_creating_tidals_resources():
         }
         if resource_type(resource) in ("fleet", "instance", "volume", "launch-template"):
             assert condition["StringEquals"]["aws:RequestTag/tidal.dev/cluster"] == "${CLUSTER_NAME}"
+
+
+def test_nodes_can_be_launched_into_capacity_reservations_and_nothing_else_is_done_to_them():
+    granted = {resource_type(r) for r, _ in resources_for("ec2:RunInstances")}
+    assert "capacity-reservation" in granted
+    for s in statements():
+        if any(resource_type(r) == "capacity-reservation" for r in listed(s["Resource"])):
+            assert listed(s["Action"]) == ["ec2:RunInstances"]
 
 
 def test_the_node_role_can_only_be_passed_to_ec2():

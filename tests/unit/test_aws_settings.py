@@ -184,3 +184,29 @@ def test_a_catalog_file_without_the_region_is_left_unused_when_only_listing_offe
     assert settings.catalog_fallback_unused == (
         f"aws.catalogFallback {CATALOG} has no rows for region 'eu-west-3'"
     )
+
+
+def test_capacity_reservations_are_chosen_by_id_and_by_tags():
+    settings, _ = load_settings(
+        config(
+            {
+                "capacityReservationIds": ["cr-0123456789abcdef0"],
+                "capacityReservationSelector": {"team": "ml", "purpose": "*"},
+            }
+        ),
+        launching=False,
+    )
+    assert settings.capacity_reservation_ids == ("cr-0123456789abcdef0",)
+    assert settings.capacity_reservation_selector == {"team": "ml", "purpose": "*"}
+    assert settings.selects_reservations
+
+
+def test_malformed_capacity_reservation_ids_are_named_in_one_line():
+    with pytest.raises(AwsConfigError) as caught:
+        load_settings(
+            config({"capacityReservationIds": ["cr-12345", "odcr-0123456789abcdef0"]}), launching=False
+        )
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "aws.capacityReservationIds[0]: 'cr-12345' is not an id like cr-0123456789abcdef0" in message
+    assert "aws.capacityReservationIds[1]: 'odcr-0123456789abcdef0' is not an id like" in message

@@ -10,6 +10,7 @@ from autoscaler.config import (
     ConfigError,
     KubeClientConfig,
     LeaderElectionConfig,
+    ReservationsConfig,
     ScaleDownConfig,
     config_from_configmap,
     config_from_mapping,
@@ -38,6 +39,8 @@ TOP_LEVEL_KEYS = [
     ("clusterCPULimit", "cluster_cpu_limit", "512", 512_000),
     ("maxNodes", "max_nodes", 40, 40),
     ("maxNodeCostPerHour", "max_node_cost_per_hour", 12.5, 12.5),
+    ("maxFallbackPriceRatio", "max_fallback_price_ratio", 1.5, 1.5),
+    ("queueBudgets", "queue_budgets", {"research": 20, "prod": 55.5}, {"research": 20.0, "prod": 55.5}),
     ("capacityTypes", "capacity_types", ["spot", "on-demand"], ("spot", "on-demand")),
     ("instanceFamilyInclusions", "instance_family_inclusions", ["g5", "p4d"], ("g5", "p4d")),
     ("instanceFamilyExclusions", "instance_family_exclusions", ["t2"], ("t2",)),
@@ -101,6 +104,11 @@ KUBE_CLIENT_KEYS = [
     ("qps", "qps", 20, 20.0),
     ("burst", "burst", 40, 40),
 ]
+RESERVATIONS_KEYS = [
+    ("reservedNodes", "reserved_nodes", "release", "release"),
+    ("drainBeforeBlockEnd", "drain_before_block_end", "1h", 3600.0),
+    ("beforeBlockStart", "before_block_start", "on-demand", "on-demand"),
+]
 PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 
 
@@ -109,6 +117,7 @@ def every_documented_key() -> list[str]:
     keys += ["scaleDown"] + [f"scaleDown.{key}" for key, *_ in SCALE_DOWN_KEYS]
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
     keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
+    keys += ["reservations"] + [f"reservations.{key}" for key, *_ in RESERVATIONS_KEYS]
     return keys
 
 
@@ -172,6 +181,9 @@ def test_defaults_are_the_documented_values():
         replace_savings=0.5,
         replace_young_pods_within=900.0,
     )
+    assert config.reservations == ReservationsConfig(
+        reserved_nodes="keep", drain_before_block_end=2400.0, before_block_start="wait"
+    )
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0
     assert config.batch_max_duration == 10.0
@@ -211,7 +223,7 @@ def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults()
 
 def test_every_config_attribute_has_a_key_in_this_specification():
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
-    mapped |= {"scale_down", "leader_election", "kube_client", "providers"}
+    mapped |= {"scale_down", "leader_election", "kube_client", "reservations", "providers"}
     assert mapped == {f.name for f in dataclasses.fields(Config)}
     assert {attr for _, attr, *_ in SCALE_DOWN_KEYS} == {f.name for f in dataclasses.fields(ScaleDownConfig)}
     assert {attr for _, attr, *_ in LEADER_ELECTION_KEYS} == {
@@ -219,6 +231,9 @@ def test_every_config_attribute_has_a_key_in_this_specification():
     }
     assert {attr for _, attr, *_ in KUBE_CLIENT_KEYS} == {
         f.name for f in dataclasses.fields(KubeClientConfig)
+    }
+    assert {attr for _, attr, *_ in RESERVATIONS_KEYS} == {
+        f.name for f in dataclasses.fields(ReservationsConfig)
     }
 
 
@@ -245,12 +260,13 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
 
 def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
-    sections = {"scaleDown", "leaderElection", "kubeClient"}
+    sections = {"scaleDown", "leaderElection", "kubeClient", "reservations"}
     top = set(document) - sections
     assert top == {key for key in every_documented_key() if "." not in key} - sections
     assert set(document["scaleDown"]) == {key for key, *_ in SCALE_DOWN_KEYS}
     assert set(document["leaderElection"]) == {key for key, *_ in LEADER_ELECTION_KEYS}
     assert set(document["kubeClient"]) == {key for key, *_ in KUBE_CLIENT_KEYS}
+    assert set(document["reservations"]) == {key for key, *_ in RESERVATIONS_KEYS}
 
 
 # --- keys, types and the camelCase mapping ------------------------------------------------------------
@@ -332,6 +348,16 @@ def test_unlimited_limits_are_null():
     assert config.cluster_gpu_limit == 8
 
 
+def test_fallbacks_are_capped_at_twice_the_chosen_price_unless_the_ratio_is_null():
+    assert default_config().max_fallback_price_ratio == 2.0
+    assert config_from_mapping({"maxFallbackPriceRatio": None}).max_fallback_price_ratio is None
+
+
+def test_no_queue_has_a_budget_by_default_and_null_means_none():
+    assert default_config().queue_budgets == {}
+    assert config_from_mapping({"queueBudgets": None}).queue_budgets == {}
+
+
 def test_a_zero_gpu_limit_is_allowed_and_means_no_gpus():
     assert config_from_mapping({"clusterGPULimit": 0}).cluster_gpu_limit == 0
 
@@ -357,6 +383,12 @@ def test_the_config_and_its_maps_cannot_be_modified():
         ({"binPackingNodeMinPodCount": 0}, "binPackingNodeMinPodCount: 0 is below 1"),
         ({"maxNodeCostPerHour": 0}, "maxNodeCostPerHour: 0 must be above 0"),
         ({"maxNodeCostPerHour": "cheap"}, "maxNodeCostPerHour: 'cheap' is not a number"),
+        ({"maxFallbackPriceRatio": 1}, "maxFallbackPriceRatio: 1 must be above 1"),
+        ({"maxFallbackPriceRatio": 0.5}, "maxFallbackPriceRatio: 0.5 must be above 1"),
+        ({"maxFallbackPriceRatio": "2x"}, "maxFallbackPriceRatio: '2x' is not a number"),
+        ({"queueBudgets": ["research"]}, "queueBudgets: ['research'] is not a map (e.g. {research: 20.0})"),
+        ({"queueBudgets": {"research": 0}}, "queueBudgets.research: 0 must be above 0"),
+        ({"queueBudgets": {"research": "20$"}}, "queueBudgets.research: '20$' is not a number"),
         ({"scaleDown": {"enabled": "yes please"}}, "scaleDown.enabled: 'yes please' is not true or false"),
         (
             {"scaleDown": {"utilizationThresholdBinSelection": -0.1}},
@@ -633,12 +665,12 @@ def test_capacity_types_keep_their_order_as_the_preference():
         ([], "capacityTypes: must list at least one item"),
         (None, "capacityTypes: must list at least one item"),
         (["spot", "spot"], "capacityTypes: 'spot' is listed twice"),
-        (["reserved"], "capacityTypes[0]: 'reserved' is not one of spot, on-demand"),
-        (["Spot"], "capacityTypes[0]: 'Spot' is not one of spot, on-demand (did you mean 'spot'?)"),
+        (["preemptible"], "capacityTypes[0]: 'preemptible' is not one of spot, on-demand, reserved"),
+        (["Spot"], "capacityTypes[0]: 'Spot' is not one of spot, on-demand, reserved (did you mean 'spot'?)"),
         ("spot", "capacityTypes: 'spot' is not a list (e.g. [a, b])"),
     ],
 )
-def test_capacity_types_must_be_a_non_empty_list_of_spot_and_on_demand(value, error):
+def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error):
     assert errors_of({"capacityTypes": value}) == [error]
 
 
@@ -681,7 +713,7 @@ def test_all_errors_are_reported_together_in_the_order_written_on_one_line():
         "pendingPodReasonRegexp: invalid regexp '(': missing ), unterminated subpattern at position 0",
         "scaleDown.maxParallelDrans: unknown key (did you mean 'maxParallelDrains'?)",
         "scaleDown.nodeUnneededDuration: '5x' is not a duration (e.g. 30s, 5m, 1h30m)",
-        "capacityTypes[1]: 'spt' is not one of spot, on-demand (did you mean 'spot'?)",
+        "capacityTypes[1]: 'spt' is not one of spot, on-demand, reserved (did you mean 'spot'?)",
     ]
     assert str(err) == "config.yaml: " + "; ".join(err.errors)
     assert "\n" not in str(err)

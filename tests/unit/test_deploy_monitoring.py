@@ -83,6 +83,9 @@ def test_the_dashboard_shows_every_metric_family_tidal_exports():
         ("Failed launches by offering and outcome", "tidal_launches_total"),
         ("Cost per hour", "tidal_cluster_cost_per_hour"),
         ("Reconcile latency", "tidal_reconcile_duration_seconds_bucket"),
+        ("GPUs per KAI queue", "tidal_queue_gpus"),
+        ("Cost per hour per KAI queue vs its budget", "tidal_queue_budget_per_hour"),
+        ("Share of each queue's budget in use", "tidal_queue_cost_per_hour"),
     ],
 )
 def test_the_dashboard_has_the_panels_operators_need(title, metric):

@@ -62,3 +62,18 @@ def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(t
     assert account["eks.amazonaws.com/role-arn"] == "arn:aws:iam::123456789012:role/tidal-autoscaler"
     assert container["image"] == "registry.example.com/tidal-autoscaler:0.1.0-aws"
     assert container["args"] == ["run", "--config", "/etc/tidal/config.yaml", "--dry-run"]
+
+
+def test_the_gpu_sharing_worked_example_prints_what_the_guide_shows(capsys, monkeypatch):
+    blocks = fenced_blocks((DOCS / "gpu-sharing.md").read_text())
+    index = next(
+        i for i, (_, body) in enumerate(blocks) if "config/examples/snapshot-kai-sharing.yaml" in body
+    )
+    command, (language, shown) = blocks[index][1], blocks[index + 1]
+    argv = command.replace("\\\n", " ").split()
+    assert argv[:2] == ["tidal", "plan"] and language == "text"
+    monkeypatch.chdir(REPO)
+    assert cli.main(argv[1:]) == 0
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    assert [line for line in shown.splitlines() if line not in printed] == []
+    assert "launch 4 nodes" in shown  # six quarter-GPU replicas on two GPUs, not six

@@ -114,7 +114,7 @@ def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
     assert ("delete_node", "ip-1") not in actions.calls
     assert provider.terminated == []
     assert events.sent[-1][:2] == ("ip-1", "ScaleDownFailed")
-    assert "pods still on the node after 60s: default/web-1" in events.sent[-1][2]
+    assert "pods still on the node after 1m: default/web-1" in events.sent[-1][2]
 
 
 def test_a_failed_eviction_aborts_the_drain():
@@ -157,7 +157,7 @@ def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason():
     drainer._run(DrainJob("ip-1", (web,), INSTANCE, "spot interruption"))
     drainer, *_ = make([], [web])
     finished(drainer, done)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10, 1 pods can move; unneeded for 300s"))
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10, 1 pods can move; unneeded for 5m"))
     assert done == [
         ("ip-1", "spot_interruption", "success"),
         ("ip-1", "underutilized", "abandoned"),

@@ -86,7 +86,7 @@ def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched
     fleet = Fleet(make_config(registrationTimeout="15m"))
     overdue = observe(fleet, [instance(created=NOW - 16 * 60)])
     assert [(o.reason, o.action) for o in overdue] == [
-        ("no Node registered within 900s", Action.REPLACE_UNREGISTERED)
+        ("no Node registered within 15m", Action.REPLACE_UNREGISTERED)
     ]
     assert (Action.REPLACE_UNREGISTERED.terminate, Action.REPLACE_UNREGISTERED.bench_offering) == (True, True)
 
@@ -97,7 +97,7 @@ def test_gpus_that_never_appear_get_the_node_replaced(make_config):
     late["metadata"]["creationTimestamp"] = "2026-11-20T09:45:00Z"
     overdue = observe(fleet, [instance(created=NOW - 17 * 60)], late)
     assert [(o.reason, o.action) for o in overdue] == [
-        ("GPUs did not appear within 600s", Action.REPLACE_WITHOUT_GPUS)
+        ("GPUs did not appear within 10m", Action.REPLACE_WITHOUT_GPUS)
     ]
 
 

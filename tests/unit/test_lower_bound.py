@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 from autoscaler.fit import pod_constraints
+from autoscaler.gpu.share import GpuShare, ShareSource
 from autoscaler.planning import plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import build_config
-from autoscaler.sim.lower_bound import lower_bound, moment_bound
+from autoscaler.sim.lower_bound import lower_bound, moment_bound, share_need
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
-from tests.builders import pod, snapshot
+from tests.builders import offering, pod, snapshot
 
 pytest.importorskip("scipy")
 
@@ -124,3 +125,43 @@ def test_one_moment_is_bounded_like_a_run_of_an_hour(world):
     hourly = moment_bound(demand, OfferingIndex(offerings, config))
     assert hourly == pytest.approx(lower_bound(runs, offerings, config, end=3600.0)["cost"])
     assert hourly == pytest.approx(3 * 0.526)
+
+
+QUARTER = {"gpu-fraction": "0.25"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _share_runs(n: int, annotations: dict[str, str]) -> list[SimPod]:
+    return _runs(
+        n, 0.0, 3600.0, cpu="500m", memory="1Gi", annotations=annotations, tolerations=[GPU_TOLERATION]
+    )
+
+
+def test_four_quarter_gpu_pods_are_bounded_by_one_gpu_not_four(world):
+    config, offerings = world
+    runs = _share_runs(4, QUARTER)
+    assert runs[0].pod.gpu_share is not None and not runs[0].pod.requests.gpus
+    bound = lower_bound(runs, offerings, config, end=3600.0)
+    assert bound["cost"] == pytest.approx(0.526)  # one g4dn.xlarge holds all four quarters
+
+
+def test_a_quarter_gpu_pod_is_worth_a_quarter_of_the_gpu_it_needs(world):
+    config, offerings = world
+    one = lower_bound(_share_runs(1, QUARTER), offerings, config, end=3600.0)["cost"]
+    assert one == pytest.approx(0.526 / 4, rel=1e-6)  # nodes come in fractions, so does the GPU
+
+
+def test_a_memory_share_needs_its_memory_over_the_gpus(world):
+    config, offerings = world
+    t4 = next(o for o in offerings if o.instance_type == "g4dn.xlarge")
+    half = {"gpu-memory": str(t4.gpu_memory_mib // 2)}
+    bound = lower_bound(_share_runs(2, half), offerings, config, end=3600.0)
+    assert bound["cost"] == pytest.approx(0.526)
+
+
+def test_a_share_on_a_partial_gpu_size_needs_its_part_of_a_whole_gpu_over_the_part_the_size_is():
+    eighth_l4 = offering("g6f.large", 2, 8, 0.202, gpus=1, gpu_model="L4", gpu_memory_gib=3, fraction=0.125)
+    assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.1), eighth_l4) == pytest.approx(0.8)
+    assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.25), eighth_l4) is None
+    two = GpuShare(ShareSource.FRACTION, "main", devices=2, portion=0.1)
+    assert share_need(two, eighth_l4) is None  # one device only

@@ -43,7 +43,12 @@ CATALOG_FILES = {
     "gcp-us-central1.csv": ("gcp", "us-central1"),
     "azure-eastus.csv": ("azure", "eastus"),
 }
-SNAPSHOTS = ["snapshot-kai.yaml", "snapshot-empty-cluster.yaml", "snapshot-idle-gpu-nodes.yaml"]
+SNAPSHOTS = [
+    "snapshot-kai.yaml",
+    "snapshot-empty-cluster.yaml",
+    "snapshot-idle-gpu-nodes.yaml",
+    "snapshot-kai-sharing.yaml",
+]
 
 
 def catalog_rows(name):

@@ -24,13 +24,13 @@ def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config):
     ds_pod = running("nvidia-device-plugin-x1", "gpu-a", owner_kind="DaemonSet", namespace="kube-system")
     result = run(make_config, gpu_node("gpu-a"), ds_pod)
     assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]
-    assert result.removal.removals[0].reason == "empty; unneeded for 7200s"
+    assert result.removal.removals[0].reason == "empty; unneeded for 2h"
 
 
 def test_an_empty_node_waits_for_node_unneeded_duration(make_config):
     result = run(make_config, gpu_node("gpu-a", annotations={}))
     assert result.removal.removals == ()
-    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 300s")]
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 5m")]
     assert result.removal.unneeded_since == {"gpu-a": NOW}
 
 
@@ -156,7 +156,7 @@ def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one
     [removal] = result.removal.removals
     assert (removal.node, removal.empty, removal.pods) == ("gpu-big", False, ("default/infer-3",))
     assert removal.reason == (
-        "utilization 0.25, new nodes hold its pods for $0.5260/h instead of $5.6720/h; unneeded for 7200s"
+        "utilization 0.25, new nodes hold its pods for $0.5260/h instead of $5.6720/h; unneeded for 2h"
     )
 
 
@@ -283,7 +283,7 @@ def test_a_node_younger_than_new_node_grace_period_is_kept_even_when_empty(make_
     result = run(make_config, young, scaleDown={"nodeUnneededDuration": "0s"})
     assert result.removal.removals == ()
     assert [(b.node, b.reason) for b in result.removal.blocked] == [
-        ("gpu-a", "new node: 60s old of newNodeGracePeriod 120s")
+        ("gpu-a", "new node: 1m old of newNodeGracePeriod 2m")
     ]
     assert result.removal.unneeded_since == {"gpu-a": NOW}  # the unneeded clock runs all the same
 

@@ -237,3 +237,43 @@ def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(make_co
     result = run(make_config, *pods, instanceFamilyExclusions=["t2"])
     assert launched(result) == {"m6i.2xlarge/on-demand": 1}
     assert result.launch.launches[0].mode == "bin-packing"
+
+
+def _aws_catalog(config):
+    from autoscaler.catalog import read_catalog_csv
+
+    return read_catalog_csv("config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1")
+
+
+def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chosen_offering(make_config):
+    config = make_config(zones=[])
+    result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
+    launch = result.launch.launches[0]
+    assert (launch.offering.instance_type, launch.offering.capacity_type) == ("g4dn.xlarge", "on-demand")
+    assert launch.alternatives
+    assert max(o.price for o in launch.alternatives) <= 2.0 * launch.offering.price
+    assert "p5.4xlarge" not in {o.instance_type for o in launch.alternatives}
+
+
+def test_without_a_fallback_price_ratio_a_t4_pod_may_fall_back_to_an_h100(make_config):
+    config = make_config(zones=[], maxFallbackPriceRatio=None)
+    result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
+    launch = result.launch.launches[0]
+    assert "p5.4xlarge" in {o.instance_type for o in launch.alternatives}
+
+
+def test_a_lower_fallback_price_ratio_keeps_only_the_near_priced_fallbacks(make_config):
+    result = run(
+        make_config,
+        gpu_pod("infer-1"),
+        offerings=aws_offerings(("us-east-1a", "us-east-1b")),
+        zones=["us-east-1a", "us-east-1b"],
+        maxFallbackPriceRatio=1.6,
+    )
+    launch = result.launch.launches[0]
+    # g4dn.xlarge $0.526/h: g6.xlarge at $0.8048/h is within 1.6x ($0.8416/h), g5.xlarge at $1.006/h is not.
+    assert [o.key for o in launch.alternatives] == [
+        "g4dn.xlarge/us-east-1b/on-demand",
+        "g6.xlarge/us-east-1a/on-demand",
+        "g6.xlarge/us-east-1b/on-demand",
+    ]

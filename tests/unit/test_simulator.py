@@ -117,8 +117,8 @@ def test_trace_sampling_is_deterministic_with_a_seed(tmp_path):
         for i in range(200)
     ]
     path.write_text("\n".join(rows) + "\n")
-    a = load_trace(path, sample=0.3, seed=7)
-    assert a == load_trace(path, sample=0.3, seed=7)
+    a = load_trace(path, sample=0.3, seed=7, gpu_sharing="whole")
+    assert a == load_trace(path, sample=0.3, seed=7, gpu_sharing="whole")
     assert 30 < len(a) < 90
     fractional = next(j for j in a if j.partial_gpu)
     assert fractional.gpus == 1
@@ -275,7 +275,7 @@ def test_a_negative_job_memory_is_an_error():
 
 def test_job_offerings_that_are_not_capacity_types_are_an_error():
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "offerings": "cheap"}]})
-    assert err == "s.yaml: jobs[0].offerings: 'cheap' is not spot, on-demand or spot,on-demand"
+    assert err == "s.yaml: jobs[0].offerings: 'cheap' is not a list of spot, on-demand and reserved"
 
 
 def test_two_jobs_of_one_name_are_an_error():

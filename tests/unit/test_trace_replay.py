@@ -12,7 +12,9 @@ import pytest
 
 from autoscaler.cli import main
 from autoscaler.sim import run as sim_run
-from autoscaler.sim.scenario import data_directory
+from autoscaler.sim.cluster import EmulatedCluster
+from autoscaler.sim.scenario import ScenarioError, data_directory, parse_scenario
+from autoscaler.sim.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE_HEADER = "pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec\n"
@@ -91,7 +93,7 @@ def test_a_trace_window_runs_for_the_window_and_an_hour(tmp_path, captured):
 def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
     with pytest.raises(Captured):
         main(["simulate", "--scenario", "alibaba-week"])
-    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week"]
+    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-kai"]
     assert captured["scenario"] == bench.scenario
     assert (captured["catalog"], captured["cloud"], captured["region"]) == (
         bench.catalog,
@@ -100,6 +102,19 @@ def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
     )
     assert captured["policy"] == "tidal"
     assert len(bench.scenario.jobs) == 1604 and bench.scenario.duration == 7 * 86400 + 3600
+    assert sum(1 for j in bench.scenario.jobs if j.gpu_fraction) == 513  # used part of one GPU
+
+
+@pytest.mark.skipif(
+    not (data_directory() / "traces" / "alibaba_gpu_v2023_openb_pods.csv").is_file(),
+    reason="the Alibaba GPU trace is not in the data directory",
+)
+def test_the_benchmarks_whole_gpu_week_is_simulate_with_gpu_sharing_whole(captured):
+    with pytest.raises(Captured):
+        main(["simulate", "--scenario", "alibaba-week", "--gpu-sharing", "whole"])
+    (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-whole"]
+    assert captured["scenario"] == bench.scenario
+    assert not any(j.gpu_fraction for j in bench.scenario.jobs)
 
 
 def test_a_built_in_scenario_whose_trace_is_missing_names_where_it_looked(monkeypatch, tmp_path, capsys):
@@ -108,3 +123,61 @@ def test_a_built_in_scenario_whose_trace_is_missing_names_where_it_looked(monkey
     err = capsys.readouterr().err
     assert f"alibaba-week: its trace {tmp_path}/traces/alibaba_gpu_v2023_openb_pods.csv is not there" in err
     assert "set TIDAL_DATA" in err
+
+
+def shared_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "shared.csv"
+    path.write_text(
+        TRACE_HEADER
+        + "half,0,3600,1,460,6000,12288,T4\n"  # used 0.46 of a T4
+        + "whole,60,3600,1,1000,4000,16384,\n"
+        + "eight,120,3600,8,1000,64000,262144,\n"
+    )
+    return path
+
+
+def test_a_trace_pod_that_used_part_of_a_gpu_asks_kai_for_that_share_by_default(tmp_path):
+    half, whole, eight = load_trace(shared_trace(tmp_path))
+    assert (half.gpus, half.gpu_fraction, half.partial_gpu, half.gpu_skus) == (0, 0.46, False, "T4")
+    assert (whole.gpus, whole.gpu_fraction) == (1, 0.0)
+    assert (eight.gpus, eight.gpu_fraction) == (8, 0.0)
+
+
+def test_a_replayed_share_becomes_a_kai_gpu_fraction_pod_in_the_cluster(tmp_path):
+    half = load_trace(shared_trace(tmp_path), gpu_sharing="kai")[0]
+    cluster = EmulatedCluster(lambda: 0.0)
+    [key] = cluster.submit(half, 0.0)
+    pod = cluster.pods[key].pod
+    assert pod.annotations["gpu-fraction"] == "0.46" and not pod.requests.gpus
+    assert pod.gpu_share is not None and pod.gpu_share.portion == 0.46
+
+
+def test_whole_gpu_sharing_replays_a_share_as_one_whole_gpu_that_may_be_a_partial_size(tmp_path):
+    half, whole, _ = load_trace(shared_trace(tmp_path), gpu_sharing="whole")
+    assert (half.gpus, half.gpu_fraction, half.partial_gpu) == (1, 0.0, True)
+    assert (whole.gpus, whole.partial_gpu) == (1, False)
+
+
+def test_the_gpu_sharing_flag_reaches_the_replayed_trace(tmp_path, captured):
+    with pytest.raises(Captured):
+        main(["simulate", "--trace", str(shared_trace(tmp_path)), "--gpu-sharing", "whole"])
+    assert [j.gpus for j in captured["scenario"].jobs] == [1, 1, 8]
+
+
+def test_an_unknown_gpu_sharing_mode_is_one_line(tmp_path, capsys):
+    assert main(["simulate", "--trace", str(shared_trace(tmp_path)), "--gpu-sharing", "mig"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--gpu-sharing: invalid choice: 'mig' (choose from" in err and "\n" not in err
+
+
+def test_gpu_sharing_without_a_trace_is_refused(capsys):
+    assert main(["simulate", "--scenario", "kai-day", "--gpu-sharing", "kai"]) == 2
+    assert "--gpu-sharing only apply to a trace" in capsys.readouterr().err
+
+
+def test_a_scenario_names_its_trace_gpu_sharing_or_is_told_which_are_known(tmp_path):
+    trace = {"file": "t.csv", "gpuSharing": "halves"}
+    with pytest.raises(ScenarioError, match=r"trace.gpuSharing: 'halves' is not kai or whole"):
+        parse_scenario({"trace": trace}, "s.yaml")
+    spec = parse_scenario({"trace": {**trace, "gpuSharing": "whole"}}, "s.yaml").trace
+    assert spec is not None and spec.gpu_sharing == "whole"

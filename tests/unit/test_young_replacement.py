@@ -38,7 +38,7 @@ def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_
     [removal] = result.removal.removals
     assert (removal.node, removal.empty, removal.pods) == ("gpu-a", False, ("default/infer-1",))
     assert removal.reason == (
-        "utilization 1.00, new nodes hold its pods for $0.5260/h instead of $0.8048/h; unneeded for 7200s"
+        "utilization 1.00, new nodes hold its pods for $0.5260/h instead of $0.8048/h; unneeded for 2h"
     )
 
 
