@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from autoscaler import config_schema as schema
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
+from autoscaler.gpu.layouts import GpuSharing, gpu_sharing
 from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Taint
 from autoscaler.resources import Resources
 
@@ -127,6 +128,7 @@ class Config:
     max_pods_per_node: int
     gpu_node_taint: bool
     assume_extended_resource_toleration: bool
+    gpu_sharing: GpuSharing
     scale_down: ScaleDownConfig
     reservations: ReservationsConfig
     scan_interval: float
@@ -252,6 +254,7 @@ _TOP = {
     "maxPodsPerNode": _Key("max_pods_per_node", schema.integer(minimum=1, maximum=1000)),
     "gpuNodeTaint": _Key("gpu_node_taint", schema.boolean),
     "assumeExtendedResourceToleration": _Key("assume_extended_resource_toleration", schema.boolean),
+    "gpuSharing": _Key("gpu_sharing", gpu_sharing),
     "scanInterval": _Key("scan_interval", schema.duration()),
     "batchIdleDuration": _Key("batch_idle_duration", schema.duration(positive=False)),
     "batchMaxDuration": _Key("batch_max_duration", schema.duration()),

@@ -17,6 +17,8 @@ from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
+from autoscaler.gpu.layouts import mig_resources
+from autoscaler.gpu.mig import kai_quota_units
 from autoscaler.kube.convert import POD_GROUP_ANNOTATION, preemptibility
 from autoscaler.model import Node, Pod, PodGroup, Queue, Snapshot
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
@@ -232,9 +234,12 @@ class _QueueBook:
 
 
 def pod_gpus(pod: Pod, gpu_memory_mib: int = 0) -> float:
-    """GPUs a pod counts as against a KAI queue: whole ones, plus a share as KAI counts it (a memory share as
-    its part of a device of ``gpu_memory_mib``; of a whole GPU per device when that memory is unknown)."""
-    whole = pod.requests.gpus
+    """GPUs a pod counts as against a KAI queue: whole ones, MIG instances by their compute slices (one
+    ``3g.40gb`` is 3, as KAI counts them), plus a share as KAI counts it (a memory share as its part of a
+    device of ``gpu_memory_mib``; of a whole GPU per device when that memory is unknown)."""
+    whole = pod.requests.gpus + sum(
+        kai_quota_units(r, pod.requests[r] // 1000) for r in mig_resources(pod.requests)
+    )
     share = pod.gpu_share
     if share is None:
         return whole

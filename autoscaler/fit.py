@@ -15,6 +15,8 @@ from functools import lru_cache
 
 from autoscaler import annotations as ann
 from autoscaler.config import Config
+from autoscaler.gpu.layouts import mig_resources
+from autoscaler.gpu.mig import MIG_RESOURCE_PREFIX
 from autoscaler.gpu.share import GpuShare
 from autoscaler.model import (
     CAPACITY_TYPES,
@@ -162,7 +164,16 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term.expressions)
     )
     gpu_resource = ""
-    if pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None:
+    mig = mig_resources(pod.requests)
+    if len(mig) > 1:
+        raise AnnotationError(
+            f"requests {', '.join(mig)}: a pod gets MIG instances of one profile (no layout tidal plans mixes them)"
+        )
+    if mig and (pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None):
+        raise AnnotationError(f"requests {mig[0]} and a whole or shared GPU: no node tidal plans offers both")
+    if mig:
+        gpu_resource = mig[0]
+    elif pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None:
         gpu_resource = NVIDIA_GPU
     elif pod.requests.get(AMD_GPU):
         gpu_resource = AMD_GPU
@@ -284,6 +295,8 @@ def _node_labels(
         labels[
             "nvidia.com/gpu.present" if offering.gpu_vendor.upper() != "AMD" else "amd.com/gpu.present"
         ] = "true"
+    if offering.layout is not None:
+        labels.update(offering.layout.labels)
     spot = offering.capacity_type == SPOT
     if cloud == "aws":
         labels["karpenter.sh/capacity-type"] = offering.capacity_type
@@ -378,7 +391,19 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
                 lambda o: o.reservation is None or o.reservation.kind != ReservationKind.TARGETED,
             )
         )
-    if c.gpu_resource:
+    if c.gpu_resource.startswith(MIG_RESOURCE_PREFIX):
+        resource = c.gpu_resource
+        out.append(
+            (
+                _offering(
+                    f"no offering has {resource}: give a GPU model whose GPUs offer this profile a MIG layout "
+                    "that holds it (gpuSharing.migLayouts)",
+                    resource,
+                ),
+                lambda o: o.layout is not None and any(name == resource for name, _ in o.layout.resources),
+            )
+        )
+    elif c.gpu_resource:
         vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
         out.append(
             (
@@ -391,7 +416,8 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
         out.append(
             (
                 _offering("no offering's GPU holds this GPU share", "gpu-share"),
-                lambda o: device_slots(o).take(share) is not None,
+                # KAI shares a whole device: not a MIG instance or a device-plugin replica of one.
+                lambda o: o.layout is None and device_slots(o).take(share) is not None,
             )
         )
     elif not c.partial_gpu:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from autoscaler.config import Config
+from autoscaler.gpu.layouts import gpus_visible
 from autoscaler.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
 from autoscaler.planning.cluster import node_gpus, pods_by_node
 from autoscaler.planning.plan import Launching, Usage
@@ -219,6 +220,8 @@ class Fleet:
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
                 continue
             pending = self._pending.get(inst.launch_token)
+            if pending is not None and pending.offering.key == (offering.key if offering else ""):
+                offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
             member = Member(
                 inst.provider_id, State.LAUNCHING, inst, node, offering, pending.pods if pending else ()
             )
@@ -301,7 +304,7 @@ class Fleet:
             and node is not None
             and offering is not None
             and offering.gpu_count
-            and node.allocatable.gpus == 0
+            and not gpus_visible(node.labels, node.allocatable, 1)
             and now - m.entered > cfg.gpu_readiness_timeout
         ):
             why = f"GPUs did not appear within {format_duration(cfg.gpu_readiness_timeout)}"
@@ -316,7 +319,11 @@ class Fleet:
             )
         if node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints):
             return State.DRAINING
-        gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and node.allocatable.gpus == 0
+        gpu_missing = (
+            m.offering is not None
+            and m.offering.gpu_count > 0
+            and not gpus_visible(node.labels, node.allocatable, 1)
+        )
         if not node.ready or gpu_missing:
             return State.REGISTERED
         return State.READY if workload.get(node.name) else State.IDLE

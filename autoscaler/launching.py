@@ -184,6 +184,10 @@ class Launcher:
             **cfg.node_tags,
         }
         candidates = tuple(o for o in la.candidates if o.available)
+        # The GPU operator cuts or shares the node's GPUs as these labels say, from its first start on.
+        layouts = {o.layout.labels if o.layout is not None else () for o in candidates}
+        if len(layouts) == 1:
+            labels.update(next(iter(layouts)))
         # Taints must be there when the kubelet registers, before any pod lands: send those every candidate
         # shares (the GPU taint on GPU offerings, AKS's spot taint on spot ones).
         shared = set.intersection(*(set(node_taints(o, cfg)) for o in candidates)) if candidates else set()

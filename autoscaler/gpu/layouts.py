@@ -32,6 +32,7 @@ from autoscaler.gpu.mig import (
     MigError,
     MigLayout,
     layout,
+    mig_capable,
     mig_gpu,
     node_mig_resources,
     parse_profile,
@@ -140,7 +141,11 @@ def gpu_sharing(value: Any, path: str) -> GpuSharing:
     custom = _custom(value.get("migCustomLayouts"), f"{path}.migCustomLayouts", errors)
     mig = _string_map(value.get("migLayouts"), f"{path}.migLayouts", errors)
     for model, name in mig.items():
-        if not _layout_name_ok(name, custom):
+        if not mig_capable(model):
+            errors.append(
+                f"{path}.migLayouts.{model}: GPU model {model!r} cannot be cut with MIG (A100, A30, H100, H200, B200... can)"
+            )
+        elif not _layout_name_ok(name, custom):
             errors.append(
                 f"{path}.migLayouts.{model}: {name!r} is not a layout of the GPU operator (all-disabled, "
                 "all-balanced, all-<profile> such as all-1g.10gb) nor one of migCustomLayouts"

@@ -36,6 +36,7 @@ __all__ = [
     "MigProfile",
     "kai_quota_units",
     "layout",
+    "mig_capable",
     "mig_config_ready",
     "mig_gpu",
     "node_mig_resources",
@@ -213,6 +214,11 @@ _BY_MODEL: Mapping[str, tuple[str, ...]] = {
     "RTXPROSERVER6000": ("RTX-PRO-6000-96GB",),
 }
 _GIB_MIB = 1024
+
+
+def mig_capable(gpu_model: str) -> bool:
+    """Whether GPUs of a catalog model (``A100``, ``H100``) can be cut with MIG at all."""
+    return gpu_model.upper().replace(" ", "").replace("-", "").removeprefix("NVIDIA") in _BY_MODEL
 
 
 def mig_gpu(gpu_model: str, gpu_memory_mib: int) -> MigGpu | None:

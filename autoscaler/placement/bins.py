@@ -37,10 +37,11 @@ class Kind(enum.StrEnum):
 def shape_key(o: Offering) -> tuple[str, str]:
     """What offerings of one option share: instance type and capacity type, and for reserved capacity the
     reservation (a node planned into one reservation must not end up in another, whose count it was not
-    charged against)."""
-    if o.reservation is not None:
-        return (o.instance_type, f"{o.capacity_type}/{o.reservation.id}")
-    return (o.instance_type, o.capacity_type)
+    charged against), and the GPU layout (a node cut for MIG offers other resources than an uncut one)."""
+    ctype = o.capacity_type if o.reservation is None else f"{o.capacity_type}/{o.reservation.id}"
+    if o.layout is not None:
+        ctype = f"{ctype}/{o.layout.name}"
+    return (o.instance_type, ctype)
 
 
 @dataclass(frozen=True, slots=True)

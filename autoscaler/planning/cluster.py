@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from autoscaler.gpu.device_plugin import DEVICE_PLUGIN_CONFIG_LABEL, GPU_REPLICAS_LABEL
 from autoscaler.gpu.kai_pods import gpu_groups, is_reservation_pod
+from autoscaler.gpu.layouts import gpus_visible
 from autoscaler.model import (
     LABEL_GPU_COUNT,
     LABEL_HOSTNAME,
@@ -43,9 +45,16 @@ def requested(pods: Iterable[Pod]) -> Resources:
 
 
 def node_gpus(node: Node) -> int:
-    """GPUs a node has or will have (its label says so before the device plugin reports them)."""
+    """Physical GPUs a node has or will have (its label says so before the device plugin reports them, or
+    while MIG instances stand for them); a time-sliced or MPS node's replicas count as the GPUs they share."""
     label = node.labels.get(LABEL_GPU_COUNT, "")
-    return max(node.allocatable.gpus, int(label) if label.isdigit() else 0)
+    return max(node.allocatable.gpus // _replicas(node), int(label) if label.isdigit() else 0)
+
+
+def _replicas(node: Node) -> int:
+    """How many pods share each GPU (GPU feature discovery's ``nvidia.com/gpu.replicas``; 1 when unshared)."""
+    label = node.labels.get(GPU_REPLICAS_LABEL, "")
+    return int(label) if label.isdigit() and int(label) > 0 else 1
 
 
 def usable(node: Node) -> bool:
@@ -77,10 +86,11 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
         return None  # what is free there is not known for certain
     kind = Kind.NODE
     alloc = node.allocatable
-    if not node.ready or (node.managed and node_gpus(node) > alloc.gpus):
+    gpus = node_gpus(node)
+    if not node.ready or (node.managed and gpus and not gpus_visible(node.labels, alloc, gpus)):
         if not node.managed:
             return None
-        offering = index.by_type.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
+        offering = index.template(node.labels.get(LABEL_INSTANCE_TYPE, ""), node.labels)
         if offering is None:
             if not node.ready:
                 return None
@@ -89,8 +99,9 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
         kind = Kind.LAUNCHING
     free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
     b = Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
-    if alloc.get(NVIDIA_GPU):
-        offering = index.by_type.get(node.labels.get(LABEL_INSTANCE_TYPE, ""))
+    if alloc.get(NVIDIA_GPU) and _replicas(node) == 1 and not node.labels.get(DEVICE_PLUGIN_CONFIG_LABEL):
+        # KAI shares whole devices: a node whose GPUs are handed out as replicas has none to share.
+        offering = index.template(node.labels.get(LABEL_INSTANCE_TYPE, ""), node.labels)
         b.devices, opened = node_devices(node, alloc.get(NVIDIA_GPU) // 1000, pods, offering)
         b.free = b.free - {NVIDIA_GPU: opened * 1000}
     return b

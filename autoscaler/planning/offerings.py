@@ -19,7 +19,8 @@ from typing import Generic, TypeVar
 from autoscaler.allocatable import node_allocatable
 from autoscaler.config import Config
 from autoscaler.fit import Constraints, eligible_offerings, node_labels, node_taints, offering_filters
-from autoscaler.model import DaemonSet, Offering, Taint
+from autoscaler.gpu.layouts import node_layout, with_layouts
+from autoscaler.model import DaemonSet, GpuLayout, Offering, Taint
 from autoscaler.placement import filters
 from autoscaler.placement.bins import Option, shape_key
 from autoscaler.placement.engine import Options
@@ -41,12 +42,13 @@ class OfferingIndex:
         self.config = config
         self.daemonsets = tuple(daemonsets)
         self.filters = config_filters(config)
+        offerings = with_layouts(offerings, config.gpu_sharing)
         usable, excluded, self.excluded_reason = _global_filter(offerings, self.filters)
         self.offerings: list[Offering] = sorted(usable, key=price_order)
         # What the configuration (or a capacity error) took away, cheapest first, to explain a pod's verdict.
         self.excluded: list[Offering] = sorted(excluded, key=price_order)
         self._excluded_for: dict[Constraints, list[Offering]] = {}
-        self._alloc: dict[tuple[str, str, str], Resources] = {}
+        self._alloc: dict[tuple[str, str, str, GpuLayout | None], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
@@ -54,8 +56,12 @@ class OfferingIndex:
         self._labels: dict[Offering, Mapping[str, str]] = {}
         self._taints: dict[Offering, tuple[Taint, ...]] = {}
         self.by_type: dict[str, Offering] = {}
+        # Every variant of an instance type (its GPU layouts), to tell which one a registered node is.
+        self.variants: dict[str, list[Offering]] = {}
         for o in self.offerings:
-            self.by_type.setdefault(o.instance_type, o)
+            self.variants.setdefault(o.instance_type, []).append(o)
+        for name, variants in self.variants.items():
+            self.by_type[name] = next((o for o in variants if o.layout is None), variants[0])
         self._by_shape: dict[tuple[str, str], Shape] | None = None
         self._every: list[Offering] | None = None
 
@@ -64,6 +70,11 @@ class OfferingIndex:
         if self._every is None:
             self._every = sorted([*self.offerings, *self.excluded], key=price_order)
         return self._every
+
+    def template(self, instance_type: str, labels: Mapping[str, str]) -> Offering | None:
+        """The offering a node of ``instance_type`` with these labels was launched as: the variant whose GPU
+        layout labels it carries, else the whole-GPU one."""
+        return node_layout(labels, self.variants.get(instance_type, ()))
 
     def shape(self, key: tuple[str, str]) -> Shape | None:
         """Every usable offering of one (instance type, capacity type), cheapest first."""
@@ -76,7 +87,7 @@ class OfferingIndex:
 
     def allocatable(self, o: Offering) -> Resources:
         """What pods can use on a new node of ``o``: capacity − reservations − DaemonSet overhead."""
-        key = (o.instance_type, o.zone, o.capacity_type)
+        key = (o.instance_type, o.zone, o.capacity_type, o.layout)
         alloc = self._alloc.get(key)
         if alloc is None:
             alloc = node_allocatable(

@@ -118,6 +118,7 @@ def every_documented_key() -> list[str]:
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
     keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
     keys += ["reservations"] + [f"reservations.{key}" for key, *_ in RESERVATIONS_KEYS]
+    keys += ["gpuSharing"]
     return keys
 
 
@@ -223,7 +224,7 @@ def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults()
 
 def test_every_config_attribute_has_a_key_in_this_specification():
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
-    mapped |= {"scale_down", "leader_election", "kube_client", "reservations", "providers"}
+    mapped |= {"scale_down", "leader_election", "kube_client", "reservations", "providers", "gpu_sharing"}
     assert mapped == {f.name for f in dataclasses.fields(Config)}
     assert {attr for _, attr, *_ in SCALE_DOWN_KEYS} == {f.name for f in dataclasses.fields(ScaleDownConfig)}
     assert {attr for _, attr, *_ in LEADER_ELECTION_KEYS} == {
