@@ -45,6 +45,7 @@ class Reason(enum.StrEnum):
     QUEUE_QUOTA = "queue-quota"
     GANG_INCOMPLETE = "gang-incomplete"
     BAD_ANNOTATION = "bad-annotation"
+    UNSUPPORTED_CLAIM = "unsupported-claim"
     UNREADABLE = "unreadable"
     BACKGROUND = "background"
     SCALE_ADJUSTER = "scale-adjuster"
@@ -144,6 +145,8 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
         )
     if pod.gpu_share_error:
         return Ignored(key, Reason.BAD_ANNOTATION, pod.gpu_share_error)
+    if pod.dra_error:
+        return Ignored(key, Reason.UNSUPPORTED_CLAIM, pod.dra_error)
     estimate = next((g for g in pod.scheduling_gates if ann.is_cost_estimate_gate(g)), "")
     if pod.scheduling_gates and not estimate:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
@@ -283,6 +286,8 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
             pod.tolerations,
             pod.requests.get(NVIDIA_GPU) > 0,
             pod.requests.get(AMD_GPU) > 0,
+            tuple(mig_resources(pod.requests)),
+            pod.dra_types,
         )
         found = read.get(shape)
         if found is None:

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from autoscaler import annotations as ann
 from autoscaler.config import Config
+from autoscaler.gpu.dra_demand import DRA_GPU
 from autoscaler.gpu.layouts import mig_resources
 from autoscaler.gpu.mig import MIG_RESOURCE_PREFIX
 from autoscaler.gpu.share import GpuShare
@@ -75,6 +76,8 @@ class Constraints:
     gpu_resource: str = ""
     # Part of a GPU asked of KAI (its GPU sharing): any offering whose GPUs can hold it.
     gpu_share: GpuShare | None = None
+    # GPU types (model, memory MiB, GPUs per node) whose DRA devices satisfy the pod's ResourceClaims.
+    dra_types: frozenset[tuple[str, int, int]] = frozenset()
     # The reservations (ids or names) the pod names (tidal.dev/capacity-reservation): it uses no other, and
     # only pods that name a targeted reservation use it.
     reservations: tuple[str, ...] = ()
@@ -171,7 +174,9 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         )
     if mig and (pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None):
         raise AnnotationError(f"requests {mig[0]} and a whole or shared GPU: no node tidal plans offers both")
-    if mig:
+    if pod.dra_types:
+        gpu_resource = DRA_GPU
+    elif mig:
         gpu_resource = mig[0]
     elif pod.requests.get(NVIDIA_GPU) or pod.gpu_share is not None:
         gpu_resource = NVIDIA_GPU
@@ -191,6 +196,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         partial_gpu=ann.is_true(a, ann.INSTANCE_PARTIAL_GPU) or pins_type,
         gpu_resource=gpu_resource,
         gpu_share=pod.gpu_share,
+        dra_types=pod.dra_types,
         reservations=reservations,
         selects_reservation=selects_reservation,
         specific=bool(pod.node_selector or pod.affinity)
@@ -391,7 +397,22 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
                 lambda o: o.reservation is None or o.reservation.kind != ReservationKind.TARGETED,
             )
         )
-    if c.gpu_resource.startswith(MIG_RESOURCE_PREFIX):
+    if c.gpu_resource == DRA_GPU:
+        kinds = c.dra_types
+        out.append(
+            (
+                _offering(
+                    "no DRA GPU offering satisfies the pod's ResourceClaims (gpuSharing.dra enables them)",
+                    DRA_GPU,
+                ),
+                lambda o: (
+                    o.layout is not None
+                    and o.layout.name == "dra"
+                    and (o.gpu_model, o.gpu_memory_mib, o.gpu_count) in kinds
+                ),
+            )
+        )
+    elif c.gpu_resource.startswith(MIG_RESOURCE_PREFIX):
         resource = c.gpu_resource
         out.append(
             (

@@ -10,6 +10,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from autoscaler.dra import DraObjects, PodClaim
 from autoscaler.gpu.share import GpuShare
 from autoscaler.resources import EMPTY, GIB, MIB, MILLI, NVIDIA_GPU, Resources
 
@@ -197,6 +198,11 @@ class Pod:
     # Part of a GPU asked of KAI through annotations (KAI's GPU sharing), or why those annotations are wrong.
     gpu_share: GpuShare | None = None
     gpu_share_error: str = ""
+    # DRA: the claims of spec.resourceClaims; once resolved for a plan, the GPU device types that can satisfy
+    # them, or why none can (then the pod is never launched for).
+    claims: tuple[PodClaim, ...] = ()
+    dra_types: frozenset[tuple[str, int, int]] = frozenset()
+    dra_error: str = ""
 
     @property
     def key(self) -> str:
@@ -313,6 +319,8 @@ class Snapshot:
     queues: tuple[Queue, ...] = ()
     # Namespace labels by namespace name, for namespaceSelector in pod affinity terms.
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # DeviceClasses, ResourceClaims and ResourceClaimTemplates (``served`` False: no resource.k8s.io/v1).
+    dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))
 
 
 # --- the cloud side ---------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ class SnapshotBuilder:
         )
 
     def build(self) -> Snapshot:
-        """The Snapshot of every object added (DRA objects aside: see :meth:`build_dra`)."""
+        """The Snapshot of every object added."""
         return Snapshot(
             pods=tuple(self.parts["pods"].values()),
             nodes=tuple(self.parts["nodes"].values()),
@@ -149,6 +149,7 @@ class SnapshotBuilder:
             podgroups=tuple(self.parts["podgroups"].values()),
             queues=tuple(self.parts["queues"].values()),
             namespaces=dict(self.namespaces),
+            dra=self.build_dra(),
         )
 
     def build_dra(self) -> DraObjects:

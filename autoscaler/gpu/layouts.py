@@ -25,6 +25,7 @@ from autoscaler.gpu.device_plugin import (
     SharingStrategy,
     sharing_config,
 )
+from autoscaler.gpu.dra_demand import DRA_GPU, DRA_LABEL
 from autoscaler.gpu.mig import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
@@ -49,7 +50,14 @@ __all__ = [
 ]
 
 _STRATEGIES = ("single", "mixed")
-_KEYS = ("migLayouts", "migStrategy", "migCustomLayouts", "devicePluginConfigs", "devicePluginConfigByModel")
+_KEYS = (
+    "migLayouts",
+    "migStrategy",
+    "migCustomLayouts",
+    "devicePluginConfigs",
+    "devicePluginConfigByModel",
+    "dra",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +69,12 @@ class GpuSharing:
     mig_custom: Mapping[str, MigLayout] = field(default_factory=dict)
     device_plugin: Mapping[str, SharingConfig] = field(default_factory=dict)  # config name → sharing
     device_plugin_by_model: Mapping[str, str] = field(default_factory=dict)  # normalised model → config
+    dra: bool = False  # NVIDIA GPU nodes may be launched for pods whose ResourceClaims ask for GPUs
 
     @property
     def configured(self) -> bool:
         """Some GPU model gets a layout."""
-        return bool(self.mig_layouts or self.device_plugin_by_model)
+        return bool(self.mig_layouts or self.device_plugin_by_model or self.dra)
 
 
 NO_GPU_SHARING = GpuSharing()
@@ -177,6 +186,9 @@ def gpu_sharing(value: Any, path: str) -> GpuSharing:
             f"{path}: GPU model {', '.join(both)} has both a MIG layout and a device plugin config; "
             "tidal plans one way of sharing per model"
         )
+    dra = value.get("dra", False)
+    if type(dra) is not bool:
+        errors.append(f"{path}.dra: {show(dra)} is not true or false")
     if errors:
         raise ConfigError(errors)
     return GpuSharing(
@@ -185,6 +197,7 @@ def gpu_sharing(value: Any, path: str) -> GpuSharing:
         MappingProxyType(custom),
         MappingProxyType(configs),
         MappingProxyType({_model(k): v for k, v in by_model.items()}),
+        bool(dra),
     )
 
 
@@ -232,6 +245,8 @@ def with_layouts(offerings: Sequence[Offering], sharing: GpuSharing) -> list[Off
             out.append(_shared_variant(o, plugin, sharing.device_plugin[plugin]))
             continue
         out.append(o)
+        if sharing.dra and model and not o.partial_gpu:
+            out.append(replace(o, layout=GpuLayout("dra", ((DRA_GPU, o.gpu_count),), (DRA_LABEL,))))
         mig = sharing.mig_layouts.get(model) if model else None
         if mig is not None:
             variant = _mig_variant(o, mig, sharing)
@@ -249,6 +264,8 @@ def gpus_visible(labels: Mapping[str, str], allocatable: Mapping[str, int], gpus
     """A node's ``gpus`` GPUs are usable by pods: once the MIG manager has applied the node's MIG layout
     (``nvidia.com/mig.config.state: success``) and something GPU-like is advertised, else once the device
     plugin advertises all of them (or replicas of them)."""
+    if labels.get(DRA_LABEL[0]) == DRA_LABEL[1]:
+        return True  # the DRA driver publishes the GPUs in ResourceSlices, which tidal does not watch
     config = labels.get(MIG_CONFIG_LABEL, "")
     if config and config != "all-disabled":
         if labels.get(MIG_CONFIG_STATE_LABEL) != "success":

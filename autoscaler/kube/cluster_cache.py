@@ -218,18 +218,22 @@ class ClusterCache:
                 podgroups=tuple(self._items("podgroups")),
                 queues=tuple(self._items("queues")),
                 namespaces=dict(self._items("namespaces")),
+                dra=self._dra(),
             )
 
     def dra_objects(self) -> DraObjects:
         """The DRA objects, copied at one instant with each other (empty while ``resource.k8s.io/v1`` is not
-        served), sorted by (namespace, name). Kept apart from :meth:`snapshot` until the Snapshot holds them."""
+        served), sorted by (namespace, name)."""
         with self._lock:
-            return DraObjects(
-                device_classes=tuple(self._items(DRA_DEVICE_CLASSES.kind)),
-                claims=tuple(self._items(DRA_CLAIMS.kind)),
-                claim_templates=tuple(self._items(DRA_CLAIM_TEMPLATES.kind)),
-                served=all(ck in self._custom_kinds and ck.kind in self._informers for ck in DRA_KINDS),
-            )
+            return self._dra()
+
+    def _dra(self) -> DraObjects:
+        return DraObjects(
+            device_classes=tuple(self._items(DRA_DEVICE_CLASSES.kind)),
+            claims=tuple(self._items(DRA_CLAIMS.kind)),
+            claim_templates=tuple(self._items(DRA_CLAIM_TEMPLATES.kind)),
+            served=all(ck in self._custom_kinds and ck.kind in self._informers for ck in DRA_KINDS),
+        )
 
     def _items(self, kind: str) -> list[Any]:
         informer = self._informers.get(kind)

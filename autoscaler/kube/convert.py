@@ -20,6 +20,7 @@ from autoscaler.gpu.share import (
     GpuShareError,
     gpu_share,
 )
+from autoscaler.kube.convert_dra import pod_claims_of
 from autoscaler.kube.fields import (
     ConversionError,
     FieldError,
@@ -36,6 +37,7 @@ from autoscaler.kube.fields import (
     string,
 )
 from autoscaler.kube.scheduling import (
+    INT32_MAX,
     TAINT_EFFECTS,
     host_ports,
     label_selector,
@@ -79,7 +81,6 @@ __all__ = [
 POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
-INT32_MAX = 2**31 - 1
 SHARE_ANNOTATIONS = (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES)
 
 
@@ -184,6 +185,7 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
         grace_period_s=integer(spec, "terminationGracePeriodSeconds", 30, "spec."),
         gpu_share=share,
         gpu_share_error=share_error,
+        claims=pod_claims_of(obj),
     )
 
 

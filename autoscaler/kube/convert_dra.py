@@ -23,7 +23,6 @@ from autoscaler.dra import (
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from autoscaler.kube.convert import INT32_MAX
 from autoscaler.kube.fields import (
     ConversionError,
     FieldError,
@@ -36,6 +35,7 @@ from autoscaler.kube.fields import (
     object_name,
     string,
 )
+from autoscaler.kube.scheduling import INT32_MAX
 
 __all__ = [
     "ConversionError",
@@ -238,6 +238,14 @@ def _pod_claims(obj: Mapping[str, Any]) -> tuple[PodClaim, ...]:
             )
         out.append(PodClaim(name, claim, template, generated.get(name, "") if template else ""))
     return tuple(out)
+
+
+def pod_claims_of(obj: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    """As :func:`pod_claims`, raising FieldError for the caller's own guard (a pod being converted)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if isinstance(spec, Mapping) and not spec.get("resourceClaims"):
+        return ()
+    return _pod_claims(obj)
 
 
 def pod_claims(obj: Mapping[str, Any]) -> tuple[PodClaim, ...]:

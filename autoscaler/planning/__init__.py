@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
+from autoscaler.gpu.dra_demand import resolve_claims
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.estimates import Estimate, estimate
@@ -67,6 +68,7 @@ def plan(
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
+    snapshot = resolve_claims(snapshot, index.dra_types())
     demand = select(snapshot, config, gpu_memory_mib=index.smallest_gpu_memory())
     by_node = pods_by_node(snapshot.pods)
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from autoscaler.gpu.device_plugin import DEVICE_PLUGIN_CONFIG_LABEL, GPU_REPLICAS_LABEL
+from autoscaler.gpu.dra_demand import DRA_GPU, DRA_LABEL
 from autoscaler.gpu.kai_pods import gpu_groups, is_reservation_pod
 from autoscaler.gpu.layouts import gpus_visible
 from autoscaler.model import (
@@ -97,6 +98,8 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
         else:
             alloc = index.base_allocatable(offering)
         kind = Kind.LAUNCHING
+    if node.labels.get(DRA_LABEL[0]) == DRA_LABEL[1]:
+        alloc = alloc + {DRA_GPU: gpus * 1000}  # its GPUs, as the DRA driver publishes them
     free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
     b = Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
     if alloc.get(NVIDIA_GPU) and _replicas(node) == 1 and not node.labels.get(DEVICE_PLUGIN_CONFIG_LABEL):

@@ -71,6 +71,16 @@ class OfferingIndex:
             self._every = sorted([*self.offerings, *self.excluded], key=price_order)
         return self._every
 
+    def dra_types(self) -> list[tuple[str, int, int]]:
+        """The GPU types (model, memory MiB, GPUs per node) of the DRA offerings a plan may launch."""
+        return sorted(
+            {
+                (o.gpu_model, o.gpu_memory_mib, o.gpu_count)
+                for o in self.offerings
+                if o.layout and o.layout.name == "dra"
+            }
+        )
+
     def template(self, instance_type: str, labels: Mapping[str, str]) -> Offering | None:
         """The offering a node of ``instance_type`` with these labels was launched as: the variant whose GPU
         layout labels it carries, else the whole-GPU one."""
