@@ -44,6 +44,7 @@ NOTIFY_REASONS = {
     Reason.QUEUE_LIMIT,
     Reason.QUEUE_QUOTA,
     Reason.BAD_ANNOTATION,
+    Reason.UNSUPPORTED_CLAIM,
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
