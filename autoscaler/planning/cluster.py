@@ -131,7 +131,9 @@ def _gpu_memory(node: Node, offering: Offering | None) -> int:
     """One GPU's memory: what GPU feature discovery labels the node with, else its offering's."""
     label = node.labels.get(GPU_MEMORY_LABEL, "")
     if label.isdigit():
-        return int(label)
+        # KAI counts a device's memory in whole hundreds of MiB (rounded down): a share that fits the label
+        # but not KAI's figure would never be placed.
+        return int(label) // 100 * 100
     return offering.gpu_memory_mib if offering is not None else 0
 
 

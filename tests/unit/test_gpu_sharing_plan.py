@@ -237,3 +237,11 @@ def test_the_filter_that_removes_every_gpu_for_a_share_is_named(make_config):
     [unplaced] = run(make_config, huge).launch.unplaced
     assert unplaced.rejection is not None and unplaced.rejection.filter == Filter.OFFERING
     assert unplaced.reason == "no offering's GPU holds this GPU share"
+
+
+def test_a_memory_share_is_held_to_the_gpu_memory_kai_counts_in_whole_hundreds_of_mib(make_config):
+    # The label says 15,360 MiB; KAI counts 15,300, so a 15,330 MiB share does not fit this T4.
+    pending = share("embed-0")
+    pending["metadata"]["annotations"] = {"gpu-memory": "15330"}
+    result = run(make_config, gpu_node("gpu-a"), pending)
+    assert result.launch.absorbed == ()
