@@ -8,8 +8,8 @@ The planner records these (pure, like the plan itself); :mod:`autoscaler.render`
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autoscaler.config import Config
@@ -51,6 +51,21 @@ class RuledOut:
     cheapest: Offering
 
 
+class Later:
+    """A value worked out on first use, then kept."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], tuple[RuledOut, ...]]) -> None:
+        self._make: Callable[[], tuple[RuledOut, ...]] | None = make
+        self._value: tuple[RuledOut, ...] = ()
+
+    def __call__(self) -> tuple[RuledOut, ...]:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchWhy:
     """Why a new node is the offering it is."""
@@ -58,7 +73,8 @@ class LaunchWhy:
     mode_reason: str  # why its pods got bin-selection or bin-packing
     compared: tuple[Compared, ...] = ()
     cheaper_compared: int = 0  # candidates cheaper than the chosen one, listed or not
-    ruled_out: tuple[RuledOut, ...] = ()
+    # Worked out when first read (rendering a plan): a reconcile that only acts never pays for it.
+    ruled: Later = field(default_factory=lambda: Later(tuple), compare=False, repr=False)
     # Fallbacks cost at most this (maxFallbackPriceRatio × the chosen price, or what a queue's budget leaves,
     # as ``capped_by`` says; None: no cap); ``left_out`` is the cheapest that would have held the pods above it.
     fallback_cap: float | None = None
@@ -67,6 +83,11 @@ class LaunchWhy:
     gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
     idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
     smaller: str = ""  # then, why no smaller node was taken
+
+    @property
+    def ruled_out(self) -> tuple[RuledOut, ...]:
+        """The cheaper offerings, grouped by the filter that ruled them out, most first."""
+        return self.ruled()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +159,7 @@ def idle_warning(offering: Offering, pods: Sequence[str], why: LaunchWhy) -> str
 # Offerings screened per (constraint classes, packing), per offering index: the index lives while the
 # offerings and the configuration do, and the same classes come back every reconcile.
 _SCREENED: weakref.WeakKeyDictionary[
-    OfferingIndex, dict[tuple[tuple[Constraints, ...], bool], list[tuple[Offering, Rejection | None]]]
+    OfferingIndex, dict[tuple[tuple[Constraints, ...], bool], _Screening]
 ] = weakref.WeakKeyDictionary()
 
 _PACKING_SIZE = Rejection(
@@ -192,22 +213,46 @@ def _checks(
     return checks
 
 
+class _Screening:
+    """Offerings screened for pods of some constraint classes, cheapest first, as far as anyone has asked:
+    most launches are cheap, so most explanations never look past the cheapest few hundred offerings."""
+
+    def __init__(self, index: OfferingIndex, classes: Sequence[Constraints], packing: bool) -> None:
+        self.done: list[tuple[Offering, Rejection | None]] = []
+        self._checks = _checks(index, classes, packing)
+        self._rest = iter(index.every())
+
+    def until(
+        self, ceiling: tuple[float, str, str, str] | None
+    ) -> Iterator[tuple[Offering, Rejection | None]]:
+        """Screened offerings cheaper than ``ceiling`` (every one with None)."""
+        for item in self.done:
+            if ceiling is not None and price_order(item[0]) >= ceiling:
+                return
+            yield item
+        for o in self._rest:
+            item = (o, next((rejection for rejection, keep in self._checks if not keep(o)), None))
+            self.done.append(item)
+            if ceiling is not None and price_order(o) >= ceiling:
+                return
+            yield item
+
+
 def screened(
-    index: OfferingIndex, classes: Sequence[Constraints], packing: bool
-) -> list[tuple[Offering, Rejection | None]]:
-    """Every offering, cheapest first, with the first filter that keeps pods of ``classes`` off it: the
-    configuration's, then each class's own, then the bin-packing node size; None when none does."""
+    index: OfferingIndex,
+    classes: Sequence[Constraints],
+    packing: bool,
+    ceiling: tuple[float, str, str, str] | None = None,
+) -> Iterator[tuple[Offering, Rejection | None]]:
+    """Every offering (cheaper than ``ceiling``, when given), cheapest first, with the first filter that
+    keeps pods of ``classes`` off it: the configuration's, then each class's own, then the bin-packing node
+    size; None when none does."""
     key = (tuple(classes), packing)
     memo = _SCREENED.setdefault(index, {})
     found = memo.get(key)
     if found is None:
-        checks = _checks(index, classes, packing)
-        found = []
-        for o in index.every():
-            verdict = next((rejection for rejection, keep in checks if not keep(o)), None)
-            found.append((o, verdict))
-        memo[key] = found
-    return found
+        found = memo[key] = _Screening(index, classes, packing)
+    return found.until(ceiling)
 
 
 def _node_verdict(b: Bin, o: Offering, index: OfferingIndex) -> Rejection | None:
@@ -261,22 +306,29 @@ def launch_why(
     offerings, its fallbacks' cap, and the GPUs it leaves idle."""
     packing = b.mode == BIN_PACKING
     ceiling = price_order(chosen)
-    tally: dict[Rejection, tuple[int, Offering]] = {}
-    for o, verdict in screened(index, classes, packing):
-        if price_order(o) >= ceiling:
-            break
-        if verdict is None:
-            verdict = _node_verdict(b, o, index)
+    settled = dict(b.settled)
+
+    def ruled() -> tuple[RuledOut, ...]:
+        tally: dict[Rejection, tuple[int, Offering]] = {}
+        # Offerings of one instance type and capacity type (and zone, where topology settled it) share a verdict.
+        verdicts: dict[tuple[object, ...], Rejection | None] = {}
+        for o, verdict in screened(index, classes, packing, ceiling):
             if verdict is None:
-                continue  # as cheap, but later in the order of preference (another capacity type)
-        count, cheapest = tally.get(verdict, (0, o))
-        tally[verdict] = (count + 1, cheapest)
-    ruled = tuple(
-        sorted(
-            (RuledOut(r, n, o) for r, (n, o) in tally.items()),
-            key=lambda r: (-r.count, price_order(r.cheapest)),
+                shape = (o.instance_type, o.capacity_type, o.layout, o.reservation, o.zone if settled else "")
+                if shape not in verdicts:
+                    verdicts[shape] = _node_verdict(b, o, index)
+                verdict = verdicts[shape]
+                if verdict is None:
+                    continue  # as cheap, but later in the order of preference (another capacity type)
+            count, cheapest = tally.get(verdict, (0, o))
+            tally[verdict] = (count + 1, cheapest)
+        return tuple(
+            sorted(
+                (RuledOut(r, n, o) for r, (n, o) in tally.items()),
+                key=lambda r: (-r.count, price_order(r.cheapest)),
+            )
         )
-    )
+
     compared, cheaper = _compared(b, chosen, classes, index)
     used = gpus_used(b)
     idle = chosen.gpu_count - used
@@ -285,7 +337,7 @@ def launch_why(
         mode_reason=reason,
         compared=compared,
         cheaper_compared=cheaper,
-        ruled_out=ruled,
+        ruled=Later(ruled),
         fallback_cap=fallbacks.cap,
         left_out=fallbacks.left_out,
         capped_by=fallbacks.capped_by,
