@@ -21,7 +21,7 @@ from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
 from autoscaler.config import Config
 from autoscaler.demand import Reason
-from autoscaler.drain import DrainJob, DrainRunner, remove_node
+from autoscaler.drain import DrainJob, DrainRunner, last_look, remove_node
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
@@ -373,17 +373,23 @@ class Controller:
 
     def _remove_empty(self, removals: Sequence[Removal], result: ReconcileResult) -> None:
         """Cordon the empty nodes, look again, and delete those still empty: a pod the scheduler bound after
-        the snapshot was taken must never go down with its Node outside the Eviction API."""
+        the snapshot was taken must never go down with its Node outside the Eviction API. The look is at the
+        API server itself (the cache may not have seen that pod yet), and at the cache too."""
         cordoned = [r for r in removals if self._best_effort("cordon", r.node)]
         if not cordoned:
             return
-        fresh = pods_by_node(
+        cached = pods_by_node(
             p for p in self.cluster.snapshot().pods if p.unreadable or (not p.daemonset and not p.mirror)
         )
         for r in cordoned:
-            arrived = fresh.get(r.node)
+            try:
+                _, arrived = last_look(self.actions, r.node, ())
+            except Exception as err:  # the server cannot say what runs there: the node stays
+                self._keep(r.node, f"could not read its pods from the API server: {err}")
+                continue
+            arrived += [p.key for p in cached.get(r.node, ())]
             if arrived:
-                self._keep(r.node, f"pod {arrived[0].key} was scheduled to it")
+                self._keep(r.node, f"pod {arrived[0]} was scheduled to it")
                 continue
             try:
                 self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")

@@ -3,6 +3,9 @@
 A 429 from the Eviction API means a PodDisruptionBudget says "not now": tidal retries until the drain's
 deadline and never forces. A drain that cannot finish uncordons the node and says why.
 
+A Node is deleted only after a last look at the API server itself (not the informer cache): every pod still
+bound to it must be one the drain evicted (and it is waited for), never one the scheduler bound meanwhile.
+
 Only the leader acts, and a drain outlives many reconciles: before every cordon, eviction, Node deletion and
 termination the drain asks whether this replica still leads. One that lost the lease stops where it is and
 touches nothing more, not even to uncordon: the new leader owns the node from then on.
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,6 +59,7 @@ class Actions(Protocol):
     def uncordon(self, node_name: str, *, taint_key: str = ...) -> None: ...
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Any: ...
     def delete_node(self, name: str) -> bool: ...
+    def workload_on(self, node_name: str) -> list[str]: ...
 
 
 class Recorder(Protocol):
@@ -89,6 +93,13 @@ def remove_node(
             provider.terminate(instance)
         except InstanceNotFound:
             log.info("terminate_already_gone", node=node, instance=instance.id)
+
+
+def last_look(actions: Actions, node: str, evicted: Collection[str]) -> tuple[list[str], list[str]]:
+    """Read the node's pods from the API server: (those ``evicted`` that are still there, terminating; the
+    others, which nobody evicted and which would die with the Node). Raises when the server cannot say."""
+    on_server = actions.workload_on(node)
+    return [k for k in on_server if k in evicted], [k for k in on_server if k not in evicted]
 
 
 class Drainer:
@@ -214,7 +225,12 @@ class Drainer:
                     return False, f"eviction of {key} failed"
             still = {p.key for p in self.pods_on_node(job.node) if not p.daemonset and not p.mirror}
             if not still and not remaining:
-                break
+                terminating, strangers = last_look(self.actions, job.node, {p.key for p in job.pods})
+                if strangers:
+                    return False, f"pod {strangers[0]} was scheduled to it during the drain"
+                if not terminating:
+                    break
+                still = set(terminating)
             if self.clock() > deadline:
                 waiting = sorted(set(remaining) | still)
                 return (

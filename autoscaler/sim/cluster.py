@@ -429,6 +429,15 @@ class EmulatedCluster:
         self._changed()
         return EvictionResult.EVICTED
 
+    def workload_on(self, node_name: str) -> list[str]:
+        """The pods bound to ``node_name`` that would be lost with it, as the API server would list them."""
+        return sorted(
+            sp.pod.key
+            for sp in self.pods.values()
+            if sp.pod.node_name == node_name
+            and (sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror))
+        )
+
     def delete_node(self, name: str) -> bool:
         node = self.nodes.pop(name, None)
         if node is None:

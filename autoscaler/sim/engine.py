@@ -16,7 +16,7 @@ from typing import Any
 
 from autoscaler.config import Config, ConfigError, config_from_mapping
 from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob, remove_node
+from autoscaler.drain import DrainJob, last_look, remove_node
 from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
 from autoscaler.planning import Plan
@@ -38,20 +38,34 @@ class VirtualClock:
 
 
 class SyncDrainer:
-    """Drains at once on the virtual clock (evict, delete the Node, terminate): no threads, no sleeping."""
+    """Drains at once on the virtual clock (cordon, evict, a last look, delete the Node, terminate): no
+    threads, no sleeping. An eviction the cluster refuses, or a pod nobody evicted still on the node, keeps
+    the node (uncordoned), as a real drain that runs out of time does."""
 
     def __init__(self, cluster: EmulatedCluster, provider: Any, on_terminate: Callable[[Instance], None]):
         self.cluster = cluster
         self.provider = provider
         self.on_terminate = on_terminate
+        self.abandoned: list[tuple[str, str]] = []  # (node, why)
 
     def active(self) -> set[str]:
         return set()
 
     def submit(self, job: DrainJob) -> bool:
         self.cluster.cordon(job.node)
+        why = ""
         for pod in job.pods:
-            self.cluster.evict(pod.namespace, pod.name)
+            result = self.cluster.evict(pod.namespace, pod.name)
+            if result.name not in ("EVICTED", "GONE"):
+                why = f"eviction of {pod.key} {result.name.lower()}"
+                break
+        if not why:
+            _, strangers = last_look(self.cluster, job.node, {p.key for p in job.pods})
+            why = f"pod {strangers[0]} was scheduled to it during the drain" if strangers else ""
+        if why:
+            self.cluster.uncordon(job.node)
+            self.abandoned.append((job.node, why))
+            return True
         remove_node(self.cluster, self.provider, job.node, job.instance)
         if job.instance is not None:
             self.on_terminate(job.instance)
