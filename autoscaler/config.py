@@ -18,12 +18,15 @@ from typing import Any, NamedTuple
 
 from autoscaler import config_schema as schema
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
+from autoscaler.disruption.budgets import Budget, budget_list
+from autoscaler.disruption.unhealthy import ConditionRule, condition_rules
 from autoscaler.model import ON_DEMAND, SPOT, Taint
 from autoscaler.resources import Resources
 
 __all__ = [
     "Config",
     "ConfigError",
+    "DisruptionConfig",
     "KubeClientConfig",
     "LeaderElectionConfig",
     "ScaleDownConfig",
@@ -48,6 +51,17 @@ class ScaleDownConfig:
     max_empty_bulk_delete: int
     replace_savings: float
     replace_young_pods_within: float
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionConfig:
+    """``disruption``: budgets, and the methods beyond scale-down (expired, drifted, unhealthy nodes)."""
+
+    budgets: tuple[Budget, ...]
+    node_max_lifetime: float
+    drift: bool
+    unhealthy_conditions: tuple[ConditionRule, ...]
+    replacement_timeout: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +121,7 @@ class Config:
     gpu_node_taint: bool
     assume_extended_resource_toleration: bool
     scale_down: ScaleDownConfig
+    disruption: DisruptionConfig
     scan_interval: float
     batch_idle_duration: float
     batch_max_duration: float
@@ -151,6 +166,14 @@ _SCALE_DOWN = {
     "replaceYoungPodsWithin": _Key("replace_young_pods_within", schema.duration(positive=False)),
 }
 
+_DISRUPTION = {
+    "budgets": _Key("budgets", budget_list),
+    "nodeMaxLifetime": _Key("node_max_lifetime", schema.duration(positive=False)),
+    "drift": _Key("drift", schema.boolean),
+    "unhealthyConditions": _Key("unhealthy_conditions", condition_rules),
+    "replacementTimeout": _Key("replacement_timeout", schema.duration()),
+}
+
 _LEADER_ELECTION = {
     "enabled": _Key("enabled", schema.boolean),
     "namespace": _Key("namespace", schema.text(pattern=_CLUSTER_NAME, rule="a DNS label", max_length=63)),
@@ -169,6 +192,7 @@ _KUBE_CLIENT = {
 
 _SECTIONS: dict[str, tuple[str, type, dict[str, _Key]]] = {
     "scaleDown": ("scale_down", ScaleDownConfig, _SCALE_DOWN),
+    "disruption": ("disruption", DisruptionConfig, _DISRUPTION),
     "leaderElection": ("leader_election", LeaderElectionConfig, _LEADER_ELECTION),
     "kubeClient": ("kube_client", KubeClientConfig, _KUBE_CLIENT),
 }

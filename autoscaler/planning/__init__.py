@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
+from autoscaler.disruption.choose import disrupt
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
-from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 
 __all__ = ["Plan", "plan"]
@@ -41,13 +41,16 @@ def plan(
     launching_usage: Usage = NO_USAGE,
     unneeded_since: Mapping[str, float] | None = None,
     index: OfferingIndex | None = None,
+    node_template: str = "",
+    draining: Collection[str] = (),
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
     ``launching`` are nodes the cloud is still bringing up that have no Node yet (the fleet knows them);
     ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
     (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
-    offerings and config.
+    offerings and config. ``node_template`` is the digest of what a node launched now is made from (a node
+    launched from another has drifted); ``draining`` the nodes whose drains are under way.
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
@@ -63,7 +66,7 @@ def plan(
     # to pending, would find the same node again, and be moved again.
     total += Usage.of(la.offering for la in launch.launches)
     contended = next((u.reason for u in launch.unplaced if u.limited), "")
-    removal = scale_down(
+    removal = disrupt(
         snapshot,
         index,
         now,
@@ -73,5 +76,7 @@ def plan(
         engine=engine,
         total=total,
         contended=contended,
+        template=node_template,
+        draining=draining,
     )
     return Plan(demand, launch, removal)
