@@ -18,9 +18,12 @@ import structlog
 
 from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
-from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
+from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config import Config
 from autoscaler.demand import Reason
+from autoscaler.disrupting import Disruptions
+from autoscaler.disruption.choose import progress
+from autoscaler.disruption.method import Method
 from autoscaler.drain import DrainJob, DrainRunner, last_look, remove_node
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
@@ -112,6 +115,16 @@ class Controller:
         self.launcher = Launcher(provider, self.availability, self.fleet, self._metric, dry_run=dry_run)
         self.gangs = Gangs()
         self.drainer = drainer
+        self.disruptions = Disruptions(
+            provider=provider,
+            actions=actions,
+            events=events,
+            fleet=self.fleet,
+            launcher=self.launcher,
+            drainer=drainer,
+            metric=self._metric,
+            dry_run=dry_run,
+        )
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self._last_status: dict[str, Any] | None = None
@@ -139,6 +152,7 @@ class Controller:
         cfg = self.config()
         self.fleet.config = cfg
         self.availability.unavailable_for = cfg.offering_unavailable_duration
+        self.launcher.node_template = self.disruptions.template(cfg)
         snapshot = self.cluster.snapshot()
         try:
             instances = self.provider.instances()
@@ -161,10 +175,13 @@ class Controller:
             if not self.dry_run:
                 for name, labels in relabel.items():
                     self._best_effort("label_node", name, labels)
-            doomed = self._interrupted(snapshot, result)
+            doomed, started = self.disruptions.interrupted(snapshot)
+            result.drains_started += started
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
                 snapshot = without_nodes(snapshot, doomed, now)
+            waiting = list(progress(snapshot).values())
+            result.drains_started += self.disruptions.advance(snapshot, waiting, cfg, now)
         snapshot = without_dead_nodes(snapshot, instances, now)
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
@@ -174,7 +191,7 @@ class Controller:
             result.rolled_back = self.gangs.roll_back(
                 expired, self.fleet, self.launcher, self._terminate, self._metric, dry_run=self.dry_run
             )
-            self._scale_down(decided, snapshot, result, now)
+            self._scale_down(decided, snapshot, instances, result, now)
             self._notify(decided, result, snapshot)
         if leading or self._nobody_leads():
             self._write_status(decided, cfg, now)
@@ -188,13 +205,18 @@ class Controller:
         extra: dict[str, Any] = {}
         if self.planner is plan:
             extra["index"] = self._index.get(offerings, cfg, snapshot.daemonsets)
+            extra["node_template"] = self.launcher.node_template
+            extra["draining"] = self.drainer.active() if self.drainer else set()
+        # A replacement's room is for the pods of the node it replaces: pending pods are not planned into it
+        # (it still counts against the limits).
+        reserved = self.disruptions.reserved(list(progress(snapshot).values()))
         return self.planner(
             snapshot,
             offerings,
             cfg,
             now,
             **extra,
-            launching=self.fleet.launching_capacity(),
+            launching=[la for la in self.fleet.launching_capacity() if la.name not in reserved],
             launching_usage=self.fleet.launching_usage(),
         )
 
@@ -263,40 +285,6 @@ class Controller:
         self._metric("termination", reason, "success")
         return True
 
-    def _interrupted(self, snapshot: Snapshot, result: ReconcileResult) -> set[str]:
-        """Nodes whose instances the cloud is about to reclaim (spot interruption notices): cordon and drain
-        them at once. Reading the notices consumes them, so only the acting leader reads, never a dry run."""
-        if not isinstance(self.provider, ReportsInterruptions) or self.dry_run:
-            return set()
-        try:
-            doomed = list(self.provider.interrupted_instances())
-        except ProviderError as err:
-            self._metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
-            log.warning("interruptions_unavailable", error=str(err))
-            return set()
-        by_provider_id = {n.provider_id: n for n in snapshot.nodes if n.managed and n.provider_id}
-        draining = self.drainer.active() if self.drainer else set()
-        names = set()
-        for inst in doomed:
-            node = by_provider_id.get(inst.provider_id)
-            if node is None:
-                continue
-            names.add(node.name)
-            self.launcher.retired_tokens.add(inst.launch_token)
-            if node.name in draining:
-                continue
-            self.events.node(node.name, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
-            pods = tuple(
-                p
-                for p in snapshot.pods
-                if p.node_name == node.name and not p.daemonset and not p.mirror and not p.finished
-            )
-            if self.drainer is not None and self.drainer.submit(
-                DrainJob(node.name, pods, inst, "spot interruption")
-            ):
-                result.drains_started.append(node.name)
-        return names
-
     def _offering_labels(self, cfg: Config) -> dict[str, dict[str, str]]:
         """The offering labels tidal planned with that registered Nodes still lack, by node name, whatever
         the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land."""
@@ -337,7 +325,14 @@ class Controller:
 
     # -- scale-down -------------------------------------------------------------------------------------
 
-    def _scale_down(self, decided: Plan, snapshot: Snapshot, result: ReconcileResult, now: float) -> None:
+    def _scale_down(
+        self,
+        decided: Plan,
+        snapshot: Snapshot,
+        instances: Sequence[Instance],
+        result: ReconcileResult,
+        now: float,
+    ) -> None:
         cfg = self.config()
         removal = decided.removal
         nodes = {n.name: n for n in snapshot.nodes}
@@ -359,15 +354,22 @@ class Controller:
         for r in removal.removals:
             if r.node in draining:
                 continue
+            if r.replacement and r.node in nodes:
+                # Launched (and Ready) first; the drain comes in a later reconcile.
+                result.launched += self.disruptions.start(r, nodes[r.node], cfg, instances, now)
+                continue
             if self.dry_run:
                 log.info("would_remove", node=r.node, reason=r.reason)
                 continue
             if r.empty:
                 empty.append(r)
             elif self.drainer is not None:
-                pods = tuple(p for p in snapshot.pods if p.key in set(r.pods))
+                keys = set(r.pods)
+                pods = tuple(p for p in snapshot.pods if p.key in keys)
                 instance = self.fleet.instance_for_node(r.node)
-                if self.drainer.submit(DrainJob(r.node, pods, instance, r.reason)):
+                # An unhealthy node's kubelet may never report its pods gone: accepted evictions are enough.
+                job = DrainJob(r.node, pods, instance, r.reason, wait_for_exit=r.method != Method.UNHEALTHY)
+                if self.drainer.submit(job):
                     result.drains_started.append(r.node)
         self._remove_empty(empty[: cfg.scale_down.max_empty_bulk_delete], result)
 

@@ -50,7 +50,11 @@ def termination_reason(job_reason: str) -> str:
     if job_reason.startswith("empty"):
         return "empty"
     if job_reason.startswith("utilization"):
-        return "underutilized"
+        # A cheaper replacement also starts with its node's utilization.
+        return "replaced" if "new nodes hold its pods" in job_reason else "underutilized"
+    for method in ("expired", "drifted", "unhealthy"):
+        if job_reason.startswith(method + ":"):
+            return method
     return "drain"
 
 
@@ -76,10 +80,14 @@ class DrainRunner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DrainJob:
+    """One node to drain and remove. ``wait_for_exit`` False: once every eviction is accepted, the node goes
+    without waiting for the pods to exit (an unhealthy node's kubelet may never report them gone)."""
+
     node: str
     pods: tuple[Pod, ...]
     instance: Instance | None
     reason: str
+    wait_for_exit: bool = True
 
 
 def remove_node(
@@ -224,11 +232,13 @@ class Drainer:
                 elif name == "FAILED":
                     return False, f"eviction of {key} failed"
             still = {p.key for p in self.pods_on_node(job.node) if not p.daemonset and not p.mirror}
+            if not job.wait_for_exit and not remaining:
+                still -= {p.key for p in job.pods}  # evicted: those still there are only terminating
             if not still and not remaining:
                 terminating, strangers = last_look(self.actions, job.node, {p.key for p in job.pods})
                 if strangers:
                     return False, f"pod {strangers[0]} was scheduled to it during the drain"
-                if not terminating:
+                if not terminating or not job.wait_for_exit:
                     break
                 still = set(terminating)
             if self.clock() > deadline:

@@ -28,6 +28,7 @@ from autoscaler.cloud import (
     Throttled,
 )
 from autoscaler.config import Config
+from autoscaler.disruption.drifted import TEMPLATE_LABEL
 from autoscaler.fit import node_taints
 from autoscaler.fleet import Fleet, State
 from autoscaler.model import (
@@ -96,14 +97,26 @@ class Launcher:
         self.metric = metric
         self.dry_run = dry_run
         self.retired_tokens: set[str] = set()
+        # The digest of the node template nodes launched now get (autoscaler.disruption.drifted), as a label.
+        self.node_template = ""
 
     def launch_all(
-        self, launches: Sequence[Launch], cfg: Config, instances: Sequence[Instance], now: float
+        self,
+        launches: Sequence[Launch],
+        cfg: Config,
+        instances: Sequence[Instance],
+        now: float,
+        *,
+        tokens: Sequence[str] = (),
     ) -> list[LaunchOutcome]:
-        """Launch every node of ``launches`` in parallel (or say what would be launched, in a dry run)."""
+        """Launch every node of ``launches`` in parallel (or say what would be launched, in a dry run);
+        ``tokens``, when given, are their idempotency tokens (a replacement's, written down before)."""
         if not launches:
             return []
-        outcomes = self._with_tokens(launches, cfg, instances)
+        if tokens:
+            outcomes = [LaunchOutcome(la, t) for la, t in zip(launches, tokens, strict=True)]
+        else:
+            outcomes = self._with_tokens(launches, cfg, instances)
         if self.dry_run:
             for o in outcomes:
                 off = o.launch.offering
@@ -175,6 +188,7 @@ class Launcher:
             LABEL_CLUSTER: cfg.cluster_name,
             LABEL_LAUNCH_TOKEN: outcome.token,
             NODE_MODE: la.mode,
+            **({TEMPLATE_LABEL: self.node_template} if self.node_template else {}),
             **cfg.node_labels,
         }
         tags = {

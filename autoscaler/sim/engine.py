@@ -251,7 +251,10 @@ class Simulation:
         if last is None or last.plan is None:
             return False
         wait = self.config.scale_down.node_unneeded_duration
-        return any(since + wait <= t for since in last.plan.removal.unneeded_since.values())
+        removal = last.plan.removal
+        if removal.next_check is not None and removal.next_check <= t:
+            return True  # a lifetime ended, a condition lasted, a replacement ran out of time
+        return any(since + wait <= t for since in removal.unneeded_since.values())
 
     def _reconcile(self, t: float) -> None:
         rec = self.record
@@ -340,6 +343,8 @@ class Simulation:
         if last is not None and last.plan is not None:
             wait = self.config.scale_down.node_unneeded_duration
             times += [s + wait for s in last.plan.removal.unneeded_since.values()]
+            if last.plan.removal.next_check is not None:
+                times.append(last.plan.removal.next_check)
         if self._removal_due(t):
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
