@@ -24,7 +24,7 @@ from autoscaler.demand import Reason
 from autoscaler.disrupting import Disruptions
 from autoscaler.disruption.choose import progress
 from autoscaler.disruption.method import Method
-from autoscaler.drain import DrainJob, DrainRunner, last_look, remove_node
+from autoscaler.drain import DrainJob, DrainRunner
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
@@ -32,7 +32,6 @@ from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
 from autoscaler.planning import Plan, plan
-from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
@@ -121,6 +120,7 @@ class Controller:
             events=events,
             fleet=self.fleet,
             launcher=self.launcher,
+            availability=self.availability,
             drainer=drainer,
             metric=self._metric,
             dry_run=dry_run,
@@ -170,6 +170,7 @@ class Controller:
             # cloud's own (the bare machine type, no GPU count) and would look unable to hold the pods it
             # was launched for, which would launch them a second node.
             snapshot = with_labels(snapshot, relabel)
+        snapshot = self.disruptions.overlay(snapshot)
         if leading:
             self._handle_overdue(overdue, now)
             if not self.dry_run:
@@ -189,7 +190,13 @@ class Controller:
             decided = self._launch(decided, snapshot, cfg, instances, result, now)
             expired = self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout)
             result.rolled_back = self.gangs.roll_back(
-                expired, self.fleet, self.launcher, self._terminate, self._metric, dry_run=self.dry_run
+                expired,
+                self.fleet,
+                self.launcher,
+                self._terminate,
+                self._metric,
+                dry_run=self.dry_run,
+                in_use=self.disruptions.in_use,
             )
             self._scale_down(decided, snapshot, instances, result, now)
             self._notify(decided, result, snapshot)
@@ -312,6 +319,10 @@ class Controller:
             log.warning("fleet_overdue", member=m.key, action=action.name.lower(), reason=item.reason)
             if self.dry_run:
                 continue
+            why = self.disruptions.still_in_use(m, action)
+            if why:
+                log.warning("fleet_overdue_kept", member=m.key, action=action.name.lower(), reason=why)
+                continue
             if (
                 action.delete_node
                 and m.node is not None
@@ -371,48 +382,9 @@ class Controller:
                 job = DrainJob(r.node, pods, instance, r.reason, wait_for_exit=r.method != Method.UNHEALTHY)
                 if self.drainer.submit(job):
                     result.drains_started.append(r.node)
-        self._remove_empty(empty[: cfg.scale_down.max_empty_bulk_delete], result)
-
-    def _remove_empty(self, removals: Sequence[Removal], result: ReconcileResult) -> None:
-        """Cordon the empty nodes, look again, and delete those still empty: a pod the scheduler bound after
-        the snapshot was taken must never go down with its Node outside the Eviction API. The look is at the
-        API server itself (the cache may not have seen that pod yet), and at the cache too."""
-        cordoned = [r for r in removals if self._best_effort("cordon", r.node)]
-        if not cordoned:
-            return
-        cached = pods_by_node(
-            p for p in self.cluster.snapshot().pods if p.unreadable or (not p.daemonset and not p.mirror)
+        result.removed += self.disruptions.remove_empty(
+            empty[: cfg.scale_down.max_empty_bulk_delete], self.cluster.snapshot
         )
-        for r in cordoned:
-            try:
-                _, arrived = last_look(self.actions, r.node, ())
-            except Exception as err:  # the server cannot say what runs there: the node stays
-                self._keep(r.node, f"could not read its pods from the API server: {err}")
-                continue
-            arrived += [p.key for p in cached.get(r.node, ())]
-            if arrived:
-                self._keep(r.node, f"pod {arrived[0]} was scheduled to it")
-                continue
-            try:
-                self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")
-                remove_node(self.actions, self.provider, r.node, self.fleet.instance_for_node(r.node))
-            except ProviderError as err:
-                # The Node is gone; the fleet's orphan cleanup terminates the instance later.
-                self._metric("termination", "empty", "error")
-                log.warning("terminate_failed", node=r.node, error=str(err))
-                continue
-            except Exception as err:  # the Node could not be deleted: put it back in service
-                self._metric("termination", "empty", "error")
-                self._keep(r.node, f"could not delete the Node: {err}")
-                continue
-            self._metric("termination", "empty", "success")
-            result.removed.append(r.node)
-
-    def _keep(self, node: str, why: str) -> None:
-        """Undo a cordon for a removal that will not happen, and say why."""
-        self._best_effort("uncordon", node)
-        self.events.node(node, "ScaleDownFailed", f"removal abandoned, node uncordoned: {why}", "Warning")
-        log.warning("remove_abandoned", node=node, reason=why)
 
     def _best_effort(self, action: str, *args: Any) -> bool:
         """Call an API action whose failure must not stop the reconcile; False (logged) when it failed."""

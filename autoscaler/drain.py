@@ -88,6 +88,9 @@ class DrainJob:
     instance: Instance | None
     reason: str
     wait_for_exit: bool = True
+    # The cloud is reclaiming the node: pods nobody may evict stay on it, and then so does the node (cordoned)
+    # for the cloud to take, rather than being deleted with them.
+    reclaimed: bool = False
 
 
 def remove_node(
@@ -234,8 +237,12 @@ class Drainer:
             still = {p.key for p in self.pods_on_node(job.node) if not p.daemonset and not p.mirror}
             if not job.wait_for_exit and not remaining:
                 still -= {p.key for p in job.pods}  # evicted: those still there are only terminating
+            if job.reclaimed and not remaining:
+                still &= {p.key for p in job.pods}  # only the evicted are waited for; the rest stay
             if not still and not remaining:
                 terminating, strangers = last_look(self.actions, job.node, {p.key for p in job.pods})
+                if strangers and job.reclaimed:
+                    return True, f"left to the cloud with pod {strangers[0]}, which tidal never evicts"
                 if strangers:
                     return False, f"pod {strangers[0]} was scheduled to it during the drain"
                 if not terminating or not job.wait_for_exit:

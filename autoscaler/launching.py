@@ -8,6 +8,7 @@ While the launch API is throttled nothing is sent at all: the launches wait for 
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from autoscaler.cloud import (
     LaunchFailed,
     ProviderError,
     QuotaExceeded,
+    QuotaScope,
     Refusal,
     Throttled,
 )
@@ -142,7 +144,8 @@ class Launcher:
         with ThreadPoolExecutor(
             max_workers=cfg.max_parallel_launches, thread_name_prefix="tidal-launch"
         ) as pool:
-            list(pool.map(lambda o: self._launch_one(o, cfg), outcomes))
+            learnt = _Round()
+            list(pool.map(lambda o: self._launch_one(o, cfg, learnt), outcomes))
         for o in outcomes:
             if o.instance is not None:
                 self.fleet.record_launch(o.token, o.launch.offering, o.launch.pods, o.instance, now)
@@ -181,7 +184,7 @@ class Launcher:
             outcomes.append(LaunchOutcome(la, token))
         return outcomes
 
-    def _launch_one(self, outcome: LaunchOutcome, cfg: Config) -> None:
+    def _launch_one(self, outcome: LaunchOutcome, cfg: Config, learnt: _Round) -> None:
         la = outcome.launch
         labels = {
             LABEL_MANAGED: "true",
@@ -197,7 +200,22 @@ class Launcher:
             LABEL_LAUNCH_TOKEN: outcome.token,
             **cfg.node_tags,
         }
-        candidates = tuple(o for o in la.candidates if o.available)
+        held = learnt.holds(la.candidates)
+        candidates = tuple(o for o in la.candidates if o.available and o not in held)
+        if la.candidates and (learnt.throttled or not candidates):
+            # What the cloud said to a launch sent a moment ago, in this same round, stands for this one
+            # too: nothing while it throttles, nothing a quota it refused covers. The round's fallback plan
+            # (or the next reconcile) takes it from there.
+            outcome.deferred = True
+            outcome.error = (
+                "held back: the cloud throttled launches a moment ago"
+                if learnt.throttled
+                else "held back: a quota the cloud refused a moment ago covers every candidate"
+            )
+            self.metric(
+                "launch", la.offering.instance_type, la.offering.zone, la.offering.capacity_type, "deferred"
+            )
+            return
         # Taints must be there when the kubelet registers, before any pod lands: send those every candidate
         # shares (the GPU taint on GPU offerings, AKS's spot taint on spot ones).
         shared = set.intersection(*(set(node_taints(o, cfg)) for o in candidates)) if candidates else set()
@@ -209,6 +227,7 @@ class Launcher:
         except LaunchFailed as err:
             outcome.error = str(err)
             outcome.refusals = err.attempts or _attempts_of(err, candidates)
+            learnt.learn(outcome.refusals)
             self._failed(o, _outcome_of(err), err)
             for a in outcome.refusals:
                 self.metric("launch_refusal", self.provider.name, a.refusal.value)
@@ -243,6 +262,28 @@ class Launcher:
             outcome=outcome,
             error=str(err),
         )
+
+
+class _Round:
+    """What the cloud answered the launches of one round so far: the launches still to go hold back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.throttled = False
+        self._quotas: list[QuotaScope] = []
+
+    def learn(self, refusals: Sequence[Attempt]) -> None:
+        with self._lock:
+            for a in refusals:
+                if a.refusal == Refusal.THROTTLED:
+                    self.throttled = True
+                elif a.refusal == Refusal.QUOTA and a.scope is not None:
+                    self._quotas.append(a.scope)
+
+    def holds(self, offerings: Sequence[Offering]) -> set[Offering]:
+        """The offerings a quota refused in this round covers."""
+        with self._lock:
+            return {o for o in offerings if any(q.covers(o) for q in self._quotas)}
 
 
 def _outcome_of(err: LaunchFailed) -> str:

@@ -90,10 +90,11 @@ def main() -> int:
         "# Benchmark results",
         "",
         "Produced by `make bench` (`bench/suite.py`, `bench/plan_scale.py`, `bench/scaleup_latency.py`,",
-        "`bench/reconcile_scale.py`) on a 2-core machine. Costs are USD of list prices over the scenario. The",
-        "lower bound is the LP relaxation of the cheapest capacity holding the pods that ran (runs cut short by a",
-        "spot interruption included; a run started during a capacity outage cannot use what the outage took),",
-        "integrated between every pod start and end with the LP's duals: no policy can pay less.",
+        "`bench/reconcile_scale.py`; `bench/chaos.py` for the 1,000-seed chaos run) on a 2-core machine.",
+        "Costs are USD of list prices over the scenario. The lower bound is the LP relaxation of the cheapest",
+        "capacity holding the pods that ran (runs cut short by a spot interruption included; a run started during a",
+        "capacity outage cannot use what the outage took), integrated between every pod start and end with the",
+        "LP's duals: no policy can pay less.",
         "",
         "| scenario | policy | cost | cost / lower bound | GPU-hours idle | pending p95 (s) | over-limit launches"
         " | GPU limit violations | pods never served | wall (s) | commit |",
@@ -104,7 +105,7 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]} | {r[9]}"
             f" | {r[10]} |"
         )
-    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency"):
+    for extra in ("plan_scale", "reconcile_scale", "scaleup_latency", "chaos"):
         path = RESULTS / f"{extra}.json"
         if path.exists():
             lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]

@@ -29,7 +29,7 @@ from autoscaler.disruption.method import (
 )
 from autoscaler.disruption.protection import eviction_blocker, gang_blocker, workload
 from autoscaler.disruption.replace import replacement
-from autoscaler.model import LABEL_LAUNCH_TOKEN, TAINT_DISRUPTED, Node, Pod, Snapshot
+from autoscaler.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.placement.bins import Kind
 from autoscaler.placement.engine import Engine
 from autoscaler.planning.offerings import OfferingIndex
@@ -77,9 +77,9 @@ def _held(snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Colle
             held[node.name] = (
                 f"replacement for node {owner[node.labels[LABEL_LAUNCH_TOKEN]]}, kept for its pods"
             )
-        elif node.name in draining or (
-            node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints)
-        ):
+        elif node.name in draining:
+            # A node left cordoned by a drain that is no longer running (it failed to uncordon, or the
+            # replica restarted) is not held: it is decided again, and its removal finished or undone.
             held[node.name] = "being drained"
         elif node.annotations.get(NODE_DO_NOT_DISRUPT, "").lower() == "true":
             held[node.name] = f"the Node is annotated {NODE_DO_NOT_DISRUPT}"
@@ -127,6 +127,7 @@ def _decide_forced(
     total: Usage,
     now: float,
     state: _Pass,
+    held: Collection[str],
 ) -> str:
     """Decide an unhealthy, expired or drifted node: REMOVED, HELD (it waits on this method's account:
     consolidation leaves it alone) or FREE (blocked here; consolidation may still take it)."""
@@ -148,7 +149,8 @@ def _decide_forced(
         )
         state.wake.append(again)
         return HELD
-    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name != node.name]
+    # Not onto a node leaving too, nor into a replacement's room.
+    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name != node.name and b.name not in held]
     if not underutilised.move(kept, node, engine, targets, index.config):
         state.evicting = counted
         reason = f"{method}: {why}; its pods fit on other nodes"
@@ -207,9 +209,13 @@ def disrupt(
             if not method:
                 continue
             pods = workload(by_node.get(node.name, ()))
-            verdict = _decide_forced(node, method, why, pods, snapshot, index, engine, total, now, state)
+            verdict = _decide_forced(
+                node, method, why, pods, snapshot, index, engine, total, now, state, held
+            )
             if verdict == REMOVED:
                 held[node.name] = f"chosen as {method}"
+                # Its replacements run beside it for a while: the next one is planned within what is left.
+                total += Usage.of(la.offering for la in state.removals[-1].replacement)
             elif verdict == HELD:
                 held[node.name] = state.blocked[node.name][-1]
     chosen = {r.node for r in state.removals}
@@ -231,7 +237,7 @@ def disrupt(
     removals = [*state.removals, *consolidation.removals]
     while True:  # a budget that holds back one node of a gang holds back the whole gang
         before = len(removals)
-        removals = _whole_gangs(removals, snapshot, by_node, state)
+        removals = _whole_gangs(removals, snapshot, by_node, waiting, state)
         removals = _within_budgets(removals, snapshot, index, now, len(managed), waiting, held, state)
         if len(removals) == before:
             break
@@ -249,13 +255,21 @@ def _wake(
 
 
 def _whole_gangs(
-    removals: list[Removal], snapshot: Snapshot, by_node: Mapping[str, list[Pod]], state: _Pass
+    removals: list[Removal],
+    snapshot: Snapshot,
+    by_node: Mapping[str, list[Pod]],
+    waiting: Collection[str],
+    state: _Pass,
 ) -> list[Removal]:
-    """Drop removals that would leave part of a running gang behind, until none would."""
+    """Drop removals that would leave part of a running gang behind, until none would. The nodes of a gang
+    must also go at the same moment: all drained now, or all replaced first (their drains then start together,
+    once every replacement is Ready)."""
     while True:
-        leaving = {r.node for r in removals}
+        now_ = {r.node for r in removals if not r.replacement}
+        later = {r.node for r in removals if r.replacement} | set(waiting)
         kept, dropped = [], False
         for r in removals:
+            leaving = later if r.replacement else now_
             blocker = gang_blocker(workload(by_node.get(r.node, ())), snapshot, leaving)
             if blocker:
                 state.block(r.node, f"{r.method}: {blocker}")

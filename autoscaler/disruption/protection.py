@@ -30,6 +30,7 @@ __all__ = [
     "gang_blocker",
     "pod_blocker",
     "running_gangs",
+    "untouchable",
     "workload",
 ]
 
@@ -56,6 +57,14 @@ def _explicit(pod: Pod) -> str:
     if a.get(ann.SAFE_TO_EVICT, "").lower() == "false":
         return f"pod {pod.key} is annotated {ann.SAFE_TO_EVICT}=false"
     return ""
+
+
+def untouchable(pod: Pod) -> str:
+    """Why the pod is never evicted, not even from a node the cloud is reclaiming ("" if it may be): it said
+    so, or tidal cannot read all of it. A PodDisruptionBudget is left to the Eviction API there."""
+    if pod.unreadable:
+        return f"tidal cannot read all of pod {pod.key} ({pod.unreadable})"
+    return _explicit(pod)
 
 
 def pod_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: Mapping[tuple[str, str], int]) -> str:

@@ -192,6 +192,25 @@ class ClusterActions:
         self._log.info("node deleted", node=name)
         return True
 
+    def node_for(self, provider_id: str) -> str | None:
+        """The name of the Node whose ``spec.providerID`` is ``provider_id``, read from the API server itself
+        (not the cache), or None. A full list: only asked before terminating an instance the cache shows
+        without a Node."""
+        token = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": _FRESH_PAGE}
+            if token:
+                kwargs["_continue"] = token
+            body = self._call("list nodes", self._core.list_node, **kwargs)
+            body = body if isinstance(body, Mapping) else {}
+            for obj in body.get("items") or ():
+                spec = obj.get("spec") if isinstance(obj, Mapping) else None
+                if isinstance(spec, Mapping) and spec.get("providerID") == provider_id:
+                    return str((obj.get("metadata") or {}).get("name") or "")
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return None
+
     def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
         """Set node annotations; a None value removes that annotation."""
         self._merge_node_metadata(name, "annotations", annotations)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler.disruption import empty, underutilised
-from autoscaler.disruption.method import Method
+from autoscaler.disruption.method import Method, retry_after
 from autoscaler.disruption.protection import eviction_blocker
 from autoscaler.disruption.protection import workload as workload_of
 from autoscaler.disruption.replace import Replacement, cheaper, node_offering
@@ -153,6 +153,9 @@ def scale_down(
                 if _young(kept, now, cfg.replace_young_pods_within):
                     savings = min(savings, YOUNG_REPLACE_SAVINGS)
                 blocker, how, found = cheaper(node, kept, index, savings, total)
+                again = retry_after(node.annotations)
+                if not blocker and again > now:
+                    blocker = f"a replacement was given up; tried again in {int(again - now)}s"
         if blocker:
             blocked.append(Blocked(node.name, blocker))
             continue
@@ -175,6 +178,9 @@ def scale_down(
             )
             continue
         evicting = counted  # this node's pods now take their share of every budget
+        if how and found.first:
+            # Its replacements run beside it for a while: the next one is planned within what is left.
+            total += Usage.of(la.offering for la in found.launches)
         method = Method.REPLACE if how else Method.UNDERUTILISED
         kind = f"utilization {util:.2f}, {how or f'{len(kept)} pods can move'}"
         if not kept:

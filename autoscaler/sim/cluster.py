@@ -22,7 +22,9 @@ from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
     LABEL_GPU_MODEL,
     Condition,
+    DisruptionBudget,
     Node,
+    NodeCondition,
     NodeSelectorTerm,
     OwnerRef,
     Pod,
@@ -36,6 +38,7 @@ from autoscaler.model import (
 )
 from autoscaler.placement.scheduler import ClusterScheduler
 from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.scenario import JobSpec, QueueSpec
 
 KAI = "kai-scheduler"
@@ -96,6 +99,8 @@ class EmulatedCluster:
         self._restarts: dict[str, int] = defaultdict(int)
         self.events: list[tuple[float, str, str, str]] = []
         self.status: dict[str, str] = {}
+        # PodDisruptionBudgets: name -> (the labels they select, minAvailable); the Eviction API honours them.
+        self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -108,6 +113,7 @@ class EmulatedCluster:
             snap = Snapshot(
                 pods=(*(sp.pod for sp in self.pods.values()), *self.succeeded.values()),
                 nodes=tuple(self.nodes.values()),
+                pdbs=self._pdbs(),
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
                 namespaces=self.namespaces,
@@ -117,6 +123,26 @@ class EmulatedCluster:
 
     def _changed(self) -> None:
         self.version += 1
+
+    # -- PodDisruptionBudgets ----------------------------------------------------------------------------
+
+    def add_pdb(self, name: str, match_labels: Mapping[str, str], min_available: int) -> None:
+        """A PodDisruptionBudget in ``default`` selecting pods with these labels."""
+        self.budgets[name] = (dict(match_labels), min_available)
+        self._changed()
+
+    def _pdbs(self) -> tuple[DisruptionBudget, ...]:
+        return budgets(self.budgets, (sp.pod for sp in self.pods.values()))
+
+    def set_condition(self, name: str, kind: str, status: str, now: float) -> bool:
+        """Set one of a Node's conditions, as a health checker (node-problem-detector) would."""
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        others = tuple(c for c in node.conditions if c.type != kind)
+        self.nodes[name] = replace(node, conditions=(*others, NodeCondition(kind, status, now)))
+        self._changed()
+        return True
 
     # -- workload --------------------------------------------------------------------------------------
 
@@ -425,6 +451,8 @@ class EmulatedCluster:
         sp = self.pods.get(f"{namespace}/{name}")
         if sp is None:
             return EvictionResult.GONE
+        if blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
+            return EvictionResult.BLOCKED  # HTTP 429: a budget allows no disruption now
         self._recreate(sp, self.clock())
         self._changed()
         return EvictionResult.EVICTED
@@ -437,6 +465,10 @@ class EmulatedCluster:
             if sp.pod.node_name == node_name
             and (sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror))
         )
+
+    def node_for(self, provider_id: str) -> str | None:
+        """The Node of an instance, as the API server would list it."""
+        return next((n.name for n in self.nodes.values() if n.provider_id == provider_id), None)
 
     def delete_node(self, name: str) -> bool:
         node = self.nodes.pop(name, None)

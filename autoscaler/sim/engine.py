@@ -7,6 +7,7 @@ jumps the clock from one interesting moment to the next and records what happene
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
@@ -52,24 +53,31 @@ class SyncDrainer:
         return set()
 
     def submit(self, job: DrainJob) -> bool:
+        try:
+            why = self._drain(job)
+        except Exception as err:  # an API error mid-drain: the node is put back, as a real drain does
+            why = f"{type(err).__name__}: {err}"
+        if why:
+            with contextlib.suppress(Exception):  # left cordoned: the next plan decides the node again
+                self.cluster.uncordon(job.node)
+            self.abandoned.append((job.node, why))
+        return True
+
+    def _drain(self, job: DrainJob) -> str:
         self.cluster.cordon(job.node)
-        why = ""
         for pod in job.pods:
             result = self.cluster.evict(pod.namespace, pod.name)
             if result.name not in ("EVICTED", "GONE"):
-                why = f"eviction of {pod.key} {result.name.lower()}"
-                break
-        if not why:
-            _, strangers = last_look(self.cluster, job.node, {p.key for p in job.pods})
-            why = f"pod {strangers[0]} was scheduled to it during the drain" if strangers else ""
-        if why:
-            self.cluster.uncordon(job.node)
-            self.abandoned.append((job.node, why))
-            return True
+                return f"eviction of {pod.key} {result.name.lower()}"
+        _, strangers = last_look(self.cluster, job.node, {p.key for p in job.pods})
+        if strangers and job.reclaimed:
+            return ""  # pods tidal never evicts stay; the cloud takes the node, cordoned, with them
+        if strangers:
+            return f"pod {strangers[0]} was scheduled to it during the drain"
         remove_node(self.cluster, self.provider, job.node, job.instance)
         if job.instance is not None:
             self.on_terminate(job.instance)
-        return True
+        return ""
 
     def shutdown(self) -> None:
         return None

@@ -37,10 +37,21 @@ def test_nodes_already_being_disrupted_count_against_the_budget(make_config):
     nodes[0]["spec"].update(
         unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
     )
-    gone, kept = removed(make_config, nodes, budgets=[{"nodes": 1}])
-    assert gone == []
+    cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
+    result = plan(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"})
+    kept = {b.node: b.reason for b in result.removal.blocked}
+    assert result.removal.removals == ()
     assert kept["cpu-0"] == "being drained"
     assert "(1 of 3 nodes being disrupted)" in kept["cpu-1"]
+
+
+def test_a_node_a_drain_left_cordoned_is_decided_again(make_config):
+    nodes = empty_nodes(2)
+    nodes[0]["spec"].update(
+        unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
+    )
+    gone, _ = removed(make_config, nodes, budgets=[{"nodes": 1}])
+    assert gone == ["cpu-0"]  # no drain runs for it any more (a restart, a failed uncordon): finish it
 
 
 def test_a_percentage_is_of_tidal_s_nodes_rounded_up(make_config):

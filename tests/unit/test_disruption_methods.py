@@ -286,3 +286,42 @@ def test_a_node_waiting_for_its_replacement_and_the_replacement_are_both_left_al
     assert reasons["gpu-a"] == "being disrupted (expired): waiting for 1 replacement node(s) to be Ready"
     assert reasons["gpu-b"] == "replacement for node gpu-a, kept for its pods"
     assert result.removal.next_check == NOW - 120 + 900  # the replacement's timeout
+
+
+def test_replacements_chosen_in_one_plan_fit_the_gpu_limit_together(make_config):
+    # Two GPUs run, the limit is three: one replacement may run beside its node, not two.
+    objs = [gpu_node("gpu-a"), gpu_node("gpu-b"), busy("train-0", "gpu-a"), busy("train-1", "gpu-b")]
+    result = run(make_config, *objs, clusterGPULimit=3, disruption={**MONTH, "budgets": []})
+    assert [r.node for r in result.removal.removals] == ["gpu-a"]
+    assert "a replacement would exceed a cluster limit while both run" in blocked(result)["gpu-b"]
+
+
+def test_the_nodes_of_a_gang_do_not_leave_at_different_moments(make_config):
+    # gpu-a is unhealthy (drained now), gpu-b expired (replaced first, drained later): the gang would split.
+    objs = [
+        sick("gpu-a"),
+        gpu_node("gpu-b"),
+        gang_member("train-0", "gpu-a"),
+        gang_member("train-1", "gpu-b"),
+        podgroup("pg-train", min_member=2, queue="research"),
+    ]
+    result = run(make_config, *objs, disruption={**MONTH, **GPU_LOST, "budgets": []})
+    assert result.removal.removals == ()
+    reasons = blocked(result)
+    assert "belongs to running gang default/pg-train" in reasons["gpu-a"]
+    assert "belongs to running gang default/pg-train" in reasons["gpu-b"]
+
+
+def test_a_cheaper_replacement_given_up_is_not_tried_again_before_its_retry_time(make_config):
+    big = node(
+        "gpu-big",
+        instance_type="g5.12xlarge",
+        cpu="48",
+        memory="192Gi",
+        gpu=4,
+        managed=True,
+        annotations={**LONG_AGO, "tidal.dev/disruption-retry-after": "2026-12-21T11:00:00Z"},
+    )
+    result = run(make_config, big, busy("infer-0", "gpu-big", cpu="1", memory="2Gi"))
+    assert result.removal.removals == ()
+    assert "a replacement was given up; tried again in 3600s" in blocked(result)["gpu-big"]
