@@ -538,3 +538,30 @@ def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_kil
         assert evictions == []
         [blocked] = [b for b in d.controller.last.plan.removal.blocked if b.node == name]
         assert "cannot read all of pod default/batch-0" in blocked.reason
+
+
+def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path):
+    with cluster(tmp_path, disruption={"nodeMaxLifetime": "3s"}) as c:
+        c.daemon()
+        c.api.create(gpu_pod("train-0"))
+        c.run_until(lambda: c.running() == 1)
+        [old] = c.nodes()
+
+        def evicted() -> bool:
+            return any(r.path.endswith("/pods/train-0/eviction") for r in list(c.api.requests))
+
+        c.run_until(evicted, timeout=30)
+        c.wait_for(lambda: old.name not in {n.name for n in c.nodes()})
+        requests = list(c.api.requests)
+        eviction = next(i for i, r in enumerate(requests) if r.path.endswith("/pods/train-0/eviction"))
+        [new] = [n for n in c.nodes() if n.name != old.name]
+        # The replacement's GPUs were reported (the kubelet's status patch) before the pod was asked to leave.
+        gpus = [
+            i
+            for i, r in enumerate(requests)
+            if r.method == "PATCH" and r.path == f"/api/v1/nodes/{new.name}/status"
+        ]
+        assert gpus and gpus[0] < eviction
+        assert new.allocatable.gpus == 1
+        events = [e["reason"] for e in c.api.list("events") if e["involvedObject"]["name"] == old.name]
+        assert "DisruptionStarted" in events
