@@ -49,7 +49,9 @@ class _Pass:
     evicting: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def block(self, node: str, why: str) -> None:
-        self.blocked.setdefault(node, []).append(why)
+        reasons = self.blocked.setdefault(node, [])
+        if why not in reasons:  # gangs and budgets are decided again until they agree
+            reasons.append(why)
 
 
 def progress(snapshot: Snapshot) -> dict[str, InProgress]:
