@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scaleup_latency.py
 	$(BIN)/python bench/reconcile_scale.py
 	$(BIN)/python bench/suite.py
+	$(BIN)/python bench/chaos.py --seeds 20 --no-write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -261,6 +261,16 @@ class ReportsInterruptions(Protocol):
 
 
 @runtime_checkable
+class HasNodeTemplate(Protocol):
+    """A provider whose nodes boot from settings a running node cannot take on (an image, a launch
+    template, boot scripts): a node launched before they changed has drifted and is replaced."""
+
+    def node_template(self) -> Mapping[str, str]:
+        """Those settings, as text, the same on every call while they are unchanged."""
+        ...
+
+
+@runtime_checkable
 class Starts(Protocol):
     """A provider with background work to start with the daemon (the simulated cloud's clock)."""
 

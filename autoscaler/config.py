@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 from autoscaler import config_schema as schema
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
+from autoscaler.disruption.budgets import Budget, budget_list
+from autoscaler.disruption.unhealthy import ConditionRule, condition_rules
 from autoscaler.gpu.layouts import GpuSharing, gpu_sharing
 from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Taint
 from autoscaler.resources import Resources
@@ -25,6 +27,7 @@ from autoscaler.resources import Resources
 __all__ = [
     "Config",
     "ConfigError",
+    "DisruptionConfig",
     "KubeClientConfig",
     "LeaderElectionConfig",
     "ReservationsConfig",
@@ -68,6 +71,17 @@ class ReservationsConfig:
     drain_before_block_end: float
     # What pods that only a Capacity Block not yet started would hold do meanwhile: wait, or on-demand.
     before_block_start: str
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionConfig:
+    """``disruption``: budgets, and the methods beyond scale-down (expired, drifted, unhealthy nodes)."""
+
+    budgets: tuple[Budget, ...]
+    node_max_lifetime: float
+    drift: bool
+    unhealthy_conditions: tuple[ConditionRule, ...]
+    replacement_timeout: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +145,7 @@ class Config:
     gpu_sharing: GpuSharing
     scale_down: ScaleDownConfig
     reservations: ReservationsConfig
+    disruption: DisruptionConfig
     scan_interval: float
     batch_idle_duration: float
     batch_max_duration: float
@@ -181,6 +196,14 @@ _RESERVATIONS = {
     "beforeBlockStart": _Key("before_block_start", schema.choice((WAIT, ON_DEMAND))),
 }
 
+_DISRUPTION = {
+    "budgets": _Key("budgets", budget_list),
+    "nodeMaxLifetime": _Key("node_max_lifetime", schema.duration(positive=False)),
+    "drift": _Key("drift", schema.boolean),
+    "unhealthyConditions": _Key("unhealthy_conditions", condition_rules),
+    "replacementTimeout": _Key("replacement_timeout", schema.duration()),
+}
+
 _LEADER_ELECTION = {
     "enabled": _Key("enabled", schema.boolean),
     "namespace": _Key("namespace", schema.text(pattern=_CLUSTER_NAME, rule="a DNS label", max_length=63)),
@@ -200,6 +223,7 @@ _KUBE_CLIENT = {
 _SECTIONS: dict[str, tuple[str, type, dict[str, _Key]]] = {
     "scaleDown": ("scale_down", ScaleDownConfig, _SCALE_DOWN),
     "reservations": ("reservations", ReservationsConfig, _RESERVATIONS),
+    "disruption": ("disruption", DisruptionConfig, _DISRUPTION),
     "leaderElection": ("leader_election", LeaderElectionConfig, _LEADER_ELECTION),
     "kubeClient": ("kube_client", KubeClientConfig, _KUBE_CLIENT),
 }

@@ -18,10 +18,13 @@ import structlog
 
 from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
-from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsInterruptions
+from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config import Config
 from autoscaler.demand import Reason
-from autoscaler.drain import DrainJob, DrainRunner, remove_node
+from autoscaler.disrupting import Disruptions
+from autoscaler.disruption.choose import progress
+from autoscaler.disruption.method import Method
+from autoscaler.drain import DrainJob, DrainRunner
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
@@ -30,7 +33,6 @@ from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
 from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
 from autoscaler.planning import Plan, plan
-from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.plan import Removal
 from autoscaler.planning.reserved import InFlight, ending_blocks
@@ -116,6 +118,17 @@ class Controller:
         self.in_flight = InFlight()
         self.gangs = Gangs()
         self.drainer = drainer
+        self.disruptions = Disruptions(
+            provider=provider,
+            actions=actions,
+            events=events,
+            fleet=self.fleet,
+            launcher=self.launcher,
+            availability=self.availability,
+            drainer=drainer,
+            metric=self._metric,
+            dry_run=dry_run,
+        )
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self._last_status: dict[str, Any] | None = None
@@ -143,6 +156,7 @@ class Controller:
         cfg = self.config()
         self.fleet.config = cfg
         self.availability.unavailable_for = cfg.offering_unavailable_duration
+        self.launcher.node_template = self.disruptions.template(cfg)
         snapshot = self.cluster.snapshot()
         try:
             instances = self.provider.instances()
@@ -160,15 +174,20 @@ class Controller:
             # cloud's own (the bare machine type, no GPU count) and would look unable to hold the pods it
             # was launched for, which would launch them a second node.
             snapshot = with_labels(snapshot, relabel)
+        snapshot = self.disruptions.overlay(snapshot)
         if leading:
             self._handle_overdue(overdue, now)
             if not self.dry_run:
                 for name, labels in relabel.items():
                     self._best_effort("label_node", name, labels)
-            doomed = self._interrupted(snapshot, result) | self._blocks_ending(snapshot, cfg, now, result)
+            doomed, started = self.disruptions.interrupted(snapshot)
+            result.drains_started += started
+            doomed |= self._blocks_ending(snapshot, cfg, now, result)
             if doomed:
                 # Their pods are demand now, so the replacement is planned in this very reconcile.
                 snapshot = without_nodes(snapshot, doomed, now)
+            waiting = list(progress(snapshot).values())
+            result.drains_started += self.disruptions.advance(snapshot, waiting, cfg, now)
         snapshot = without_dead_nodes(snapshot, instances, now)
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
@@ -176,9 +195,15 @@ class Controller:
             decided = self._launch(decided, snapshot, cfg, instances, result, now)
             expired = self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout)
             result.rolled_back = self.gangs.roll_back(
-                expired, self.fleet, self.launcher, self._terminate, self._metric, dry_run=self.dry_run
+                expired,
+                self.fleet,
+                self.launcher,
+                self._terminate,
+                self._metric,
+                dry_run=self.dry_run,
+                in_use=self.disruptions.in_use,
             )
-            self._scale_down(decided, snapshot, result, now)
+            self._scale_down(decided, snapshot, instances, result, now)
             self._notify(decided, result, snapshot)
         if leading or self._nobody_leads():
             self._write_status(decided, cfg, now)
@@ -194,13 +219,18 @@ class Controller:
         extra: dict[str, Any] = {}
         if self.planner is plan:
             extra["index"] = self._index.get(offerings, cfg, snapshot.daemonsets)
+            extra["node_template"] = self.launcher.node_template
+            extra["draining"] = self.drainer.active() if self.drainer else set()
+        # A replacement's room is for the pods of the node it replaces: pending pods are not planned into it
+        # (it still counts against the limits).
+        reserved = self.disruptions.reserved(list(progress(snapshot).values()))
         return self.planner(
             snapshot,
             offerings,
             cfg,
             now,
             **extra,
-            launching=self.fleet.launching_capacity(),
+            launching=[la for la in self.fleet.launching_capacity() if la.name not in reserved],
             launching_usage=self.fleet.launching_usage(),
         )
 
@@ -269,40 +299,6 @@ class Controller:
         self._metric("termination", reason, "success")
         return True
 
-    def _interrupted(self, snapshot: Snapshot, result: ReconcileResult) -> set[str]:
-        """Nodes whose instances the cloud is about to reclaim (spot interruption notices): cordon and drain
-        them at once. Reading the notices consumes them, so only the acting leader reads, never a dry run."""
-        if not isinstance(self.provider, ReportsInterruptions) or self.dry_run:
-            return set()
-        try:
-            doomed = list(self.provider.interrupted_instances())
-        except ProviderError as err:
-            self._metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
-            log.warning("interruptions_unavailable", error=str(err))
-            return set()
-        by_provider_id = {n.provider_id: n for n in snapshot.nodes if n.managed and n.provider_id}
-        draining = self.drainer.active() if self.drainer else set()
-        names = set()
-        for inst in doomed:
-            node = by_provider_id.get(inst.provider_id)
-            if node is None:
-                continue
-            names.add(node.name)
-            self.launcher.retired_tokens.add(inst.launch_token)
-            if node.name in draining:
-                continue
-            self.events.node(node.name, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
-            pods = tuple(
-                p
-                for p in snapshot.pods
-                if p.node_name == node.name and not p.daemonset and not p.mirror and not p.finished
-            )
-            if self.drainer is not None and self.drainer.submit(
-                DrainJob(node.name, pods, inst, "spot interruption")
-            ):
-                result.drains_started.append(node.name)
-        return names
-
     def _blocks_ending(
         self, snapshot: Snapshot, cfg: Config, now: float, result: ReconcileResult
     ) -> set[str]:
@@ -359,6 +355,10 @@ class Controller:
             log.warning("fleet_overdue", member=m.key, action=action.name.lower(), reason=item.reason)
             if self.dry_run:
                 continue
+            why = self.disruptions.still_in_use(m, action)
+            if why:
+                log.warning("fleet_overdue_kept", member=m.key, action=action.name.lower(), reason=why)
+                continue
             if (
                 action.delete_node
                 and m.node is not None
@@ -372,7 +372,14 @@ class Controller:
 
     # -- scale-down -------------------------------------------------------------------------------------
 
-    def _scale_down(self, decided: Plan, snapshot: Snapshot, result: ReconcileResult, now: float) -> None:
+    def _scale_down(
+        self,
+        decided: Plan,
+        snapshot: Snapshot,
+        instances: Sequence[Instance],
+        result: ReconcileResult,
+        now: float,
+    ) -> None:
         cfg = self.config()
         removal = decided.removal
         nodes = {n.name: n for n in snapshot.nodes}
@@ -394,52 +401,26 @@ class Controller:
         for r in removal.removals:
             if r.node in draining:
                 continue
+            if r.replacement and r.node in nodes:
+                # Launched (and Ready) first; the drain comes in a later reconcile.
+                result.launched += self.disruptions.start(r, nodes[r.node], cfg, instances, now)
+                continue
             if self.dry_run:
                 log.info("would_remove", node=r.node, reason=r.reason)
                 continue
             if r.empty:
                 empty.append(r)
             elif self.drainer is not None:
-                pods = tuple(p for p in snapshot.pods if p.key in set(r.pods))
+                keys = set(r.pods)
+                pods = tuple(p for p in snapshot.pods if p.key in keys)
                 instance = self.fleet.instance_for_node(r.node)
-                if self.drainer.submit(DrainJob(r.node, pods, instance, r.reason)):
+                # An unhealthy node's kubelet may never report its pods gone: accepted evictions are enough.
+                job = DrainJob(r.node, pods, instance, r.reason, wait_for_exit=r.method != Method.UNHEALTHY)
+                if self.drainer.submit(job):
                     result.drains_started.append(r.node)
-        self._remove_empty(empty[: cfg.scale_down.max_empty_bulk_delete], result)
-
-    def _remove_empty(self, removals: Sequence[Removal], result: ReconcileResult) -> None:
-        """Cordon the empty nodes, look again, and delete those still empty: a pod the scheduler bound after
-        the snapshot was taken must never go down with its Node outside the Eviction API."""
-        cordoned = [r for r in removals if self._best_effort("cordon", r.node)]
-        if not cordoned:
-            return
-        fresh = pods_by_node(
-            p for p in self.cluster.snapshot().pods if p.unreadable or (not p.daemonset and not p.mirror)
+        result.removed += self.disruptions.remove_empty(
+            empty[: cfg.scale_down.max_empty_bulk_delete], self.cluster.snapshot
         )
-        for r in cordoned:
-            arrived = fresh.get(r.node)
-            if arrived:
-                self._keep(r.node, f"pod {arrived[0].key} was scheduled to it")
-                continue
-            try:
-                self.events.node(r.node, "ScaleDown", f"removing empty node: {r.reason}")
-                remove_node(self.actions, self.provider, r.node, self.fleet.instance_for_node(r.node))
-            except ProviderError as err:
-                # The Node is gone; the fleet's orphan cleanup terminates the instance later.
-                self._metric("termination", "empty", "error")
-                log.warning("terminate_failed", node=r.node, error=str(err))
-                continue
-            except Exception as err:  # the Node could not be deleted: put it back in service
-                self._metric("termination", "empty", "error")
-                self._keep(r.node, f"could not delete the Node: {err}")
-                continue
-            self._metric("termination", "empty", "success")
-            result.removed.append(r.node)
-
-    def _keep(self, node: str, why: str) -> None:
-        """Undo a cordon for a removal that will not happen, and say why."""
-        self._best_effort("uncordon", node)
-        self.events.node(node, "ScaleDownFailed", f"removal abandoned, node uncordoned: {why}", "Warning")
-        log.warning("remove_abandoned", node=node, reason=why)
 
     def _best_effort(self, action: str, *args: Any) -> bool:
         """Call an API action whose failure must not stop the reconcile; False (logged) when it failed."""

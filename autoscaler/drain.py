@@ -3,6 +3,9 @@
 A 429 from the Eviction API means a PodDisruptionBudget says "not now": tidal retries until the drain's
 deadline and never forces. A drain that cannot finish uncordons the node and says why.
 
+A Node is deleted only after a last look at the API server itself (not the informer cache): every pod still
+bound to it must be one the drain evicted (and it is waited for), never one the scheduler bound meanwhile.
+
 Only the leader acts, and a drain outlives many reconciles: before every cordon, eviction, Node deletion and
 termination the drain asks whether this replica still leads. One that lost the lease stops where it is and
 touches nothing more, not even to uncordon: the new leader owns the node from then on.
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,7 +51,11 @@ def termination_reason(job_reason: str) -> str:
     if job_reason.startswith("empty"):
         return "empty"
     if job_reason.startswith("utilization"):
-        return "underutilized"
+        # A cheaper replacement also starts with its node's utilization.
+        return "replaced" if "new nodes hold its pods" in job_reason else "underutilized"
+    for method in ("expired", "drifted", "unhealthy"):
+        if job_reason.startswith(method + ":"):
+            return method
     return "drain"
 
 
@@ -57,6 +64,7 @@ class Actions(Protocol):
     def uncordon(self, node_name: str, *, taint_key: str = ...) -> None: ...
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Any: ...
     def delete_node(self, name: str) -> bool: ...
+    def workload_on(self, node_name: str) -> list[str]: ...
 
 
 class Recorder(Protocol):
@@ -73,10 +81,17 @@ class DrainRunner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DrainJob:
+    """One node to drain and remove. ``wait_for_exit`` False: once every eviction is accepted, the node goes
+    without waiting for the pods to exit (an unhealthy node's kubelet may never report them gone)."""
+
     node: str
     pods: tuple[Pod, ...]
     instance: Instance | None
     reason: str
+    wait_for_exit: bool = True
+    # The cloud is reclaiming the node: pods nobody may evict stay on it, and then so does the node (cordoned)
+    # for the cloud to take, rather than being deleted with them.
+    reclaimed: bool = False
 
 
 def remove_node(
@@ -90,6 +105,13 @@ def remove_node(
             provider.terminate(instance)
         except InstanceNotFound:
             log.info("terminate_already_gone", node=node, instance=instance.id)
+
+
+def last_look(actions: Actions, node: str, evicted: Collection[str]) -> tuple[list[str], list[str]]:
+    """Read the node's pods from the API server: (those ``evicted`` that are still there, terminating; the
+    others, which nobody evicted and which would die with the Node). Raises when the server cannot say."""
+    on_server = actions.workload_on(node)
+    return [k for k in on_server if k in evicted], [k for k in on_server if k not in evicted]
 
 
 class Drainer:
@@ -214,8 +236,19 @@ class Drainer:
                 elif name == "FAILED":
                     return False, f"eviction of {key} failed"
             still = {p.key for p in self.pods_on_node(job.node) if not p.daemonset and not p.mirror}
+            if not job.wait_for_exit and not remaining:
+                still -= {p.key for p in job.pods}  # evicted: those still there are only terminating
+            if job.reclaimed and not remaining:
+                still &= {p.key for p in job.pods}  # only the evicted are waited for; the rest stay
             if not still and not remaining:
-                break
+                terminating, strangers = last_look(self.actions, job.node, {p.key for p in job.pods})
+                if strangers and job.reclaimed:
+                    return True, f"left to the cloud with pod {strangers[0]}, which tidal never evicts"
+                if strangers:
+                    return False, f"pod {strangers[0]} was scheduled to it during the drain"
+                if not terminating or not job.wait_for_exit:
+                    break
+                still = set(terminating)
             if self.clock() > deadline:
                 waiting = sorted(set(remaining) | still)
                 return (

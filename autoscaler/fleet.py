@@ -340,10 +340,13 @@ class Fleet:
         ]
 
     def launching_usage(self) -> Usage:
-        """What launches without a Node count against the limits (Nodes count through the snapshot)."""
+        """What instances without a Node count against the limits (Nodes count through the snapshot): those
+        launching, and those whose Node is gone while they still run (a termination that failed, or one
+        not yet made), which cost and hold their GPUs as much as any."""
         gpus = cpu = n = 0
         for m in self.members.values():
-            if m.state == State.LAUNCHING:
+            nodeless = m.node is None and m.instance is not None and m.instance.state != "terminated"
+            if m.state == State.LAUNCHING or nodeless:
                 gpus += m.gpus
                 cpu += (m.offering.vcpu * 1000) if m.offering else 0
                 n += 1

@@ -81,9 +81,11 @@ class Gangs:
         metric: Callable[..., Any],
         *,
         dry_run: bool = False,
+        in_use: Callable[[Instance], str] = lambda _: "",
     ) -> list[str]:
         """Terminate the nodes of gangs that could not be completed in time; returns the gangs rolled back.
-        A node already running workload pods is kept: it is never killed outside the Eviction API."""
+        A node already running workload pods is kept: it is never killed outside the Eviction API. ``in_use``
+        asks the API server itself (the cache may lag) why an instance must stay, "" when it may go."""
         busy = {
             m.instance.launch_token
             for m in fleet.members.values()
@@ -93,7 +95,7 @@ class Gangs:
         for gang in expired:
             kept = []
             for token, instance in sorted(gang.instances.items()):
-                if token in busy:
+                if token in busy or (not dry_run and in_use(instance)):
                     kept.append(instance.id)
                     continue
                 launcher.retired_tokens.add(token)

@@ -8,6 +8,7 @@ While the launch API is throttled nothing is sent at all: the launches wait for 
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +25,12 @@ from autoscaler.cloud import (
     LaunchFailed,
     ProviderError,
     QuotaExceeded,
+    QuotaScope,
     Refusal,
     Throttled,
 )
 from autoscaler.config import Config
+from autoscaler.disruption.drifted import TEMPLATE_LABEL
 from autoscaler.fit import node_taints
 from autoscaler.fleet import Fleet, State
 from autoscaler.model import (
@@ -96,14 +99,26 @@ class Launcher:
         self.metric = metric
         self.dry_run = dry_run
         self.retired_tokens: set[str] = set()
+        # The digest of the node template nodes launched now get (autoscaler.disruption.drifted), as a label.
+        self.node_template = ""
 
     def launch_all(
-        self, launches: Sequence[Launch], cfg: Config, instances: Sequence[Instance], now: float
+        self,
+        launches: Sequence[Launch],
+        cfg: Config,
+        instances: Sequence[Instance],
+        now: float,
+        *,
+        tokens: Sequence[str] = (),
     ) -> list[LaunchOutcome]:
-        """Launch every node of ``launches`` in parallel (or say what would be launched, in a dry run)."""
+        """Launch every node of ``launches`` in parallel (or say what would be launched, in a dry run);
+        ``tokens``, when given, are their idempotency tokens (a replacement's, written down before)."""
         if not launches:
             return []
-        outcomes = self._with_tokens(launches, cfg, instances)
+        if tokens:
+            outcomes = [LaunchOutcome(la, t) for la, t in zip(launches, tokens, strict=True)]
+        else:
+            outcomes = self._with_tokens(launches, cfg, instances)
         if self.dry_run:
             for o in outcomes:
                 off = o.launch.offering
@@ -129,7 +144,8 @@ class Launcher:
         with ThreadPoolExecutor(
             max_workers=cfg.max_parallel_launches, thread_name_prefix="tidal-launch"
         ) as pool:
-            list(pool.map(lambda o: self._launch_one(o, cfg), outcomes))
+            learnt = _Round()
+            list(pool.map(lambda o: self._launch_one(o, cfg, learnt), outcomes))
         for o in outcomes:
             if o.instance is not None:
                 self.fleet.record_launch(o.token, o.launch.offering, o.launch.pods, o.instance, now)
@@ -168,13 +184,14 @@ class Launcher:
             outcomes.append(LaunchOutcome(la, token))
         return outcomes
 
-    def _launch_one(self, outcome: LaunchOutcome, cfg: Config) -> None:
+    def _launch_one(self, outcome: LaunchOutcome, cfg: Config, learnt: _Round) -> None:
         la = outcome.launch
         labels = {
             LABEL_MANAGED: "true",
             LABEL_CLUSTER: cfg.cluster_name,
             LABEL_LAUNCH_TOKEN: outcome.token,
             NODE_MODE: la.mode,
+            **({TEMPLATE_LABEL: self.node_template} if self.node_template else {}),
             **cfg.node_labels,
         }
         tags = {
@@ -183,7 +200,22 @@ class Launcher:
             LABEL_LAUNCH_TOKEN: outcome.token,
             **cfg.node_tags,
         }
-        candidates = tuple(o for o in la.candidates if o.available)
+        held = learnt.holds(la.candidates)
+        candidates = tuple(o for o in la.candidates if o.available and o not in held)
+        if la.candidates and (learnt.throttled or not candidates):
+            # What the cloud said to a launch sent a moment ago, in this same round, stands for this one
+            # too: nothing while it throttles, nothing a quota it refused covers. The round's fallback plan
+            # (or the next reconcile) takes it from there.
+            outcome.deferred = True
+            outcome.error = (
+                "held back: the cloud throttled launches a moment ago"
+                if learnt.throttled
+                else "held back: a quota the cloud refused a moment ago covers every candidate"
+            )
+            self.metric(
+                "launch", la.offering.instance_type, la.offering.zone, la.offering.capacity_type, "deferred"
+            )
+            return
         # The GPU operator cuts or shares the node's GPUs as these labels say, from its first start on.
         layouts = {o.layout.labels if o.layout is not None else () for o in candidates}
         if len(layouts) == 1:
@@ -199,6 +231,7 @@ class Launcher:
         except LaunchFailed as err:
             outcome.error = str(err)
             outcome.refusals = err.attempts or _attempts_of(err, candidates)
+            learnt.learn(outcome.refusals)
             self._failed(o, _outcome_of(err), err)
             for a in outcome.refusals:
                 self.metric("launch_refusal", self.provider.name, a.refusal.value)
@@ -233,6 +266,28 @@ class Launcher:
             outcome=outcome,
             error=str(err),
         )
+
+
+class _Round:
+    """What the cloud answered the launches of one round so far: the launches still to go hold back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.throttled = False
+        self._quotas: list[QuotaScope] = []
+
+    def learn(self, refusals: Sequence[Attempt]) -> None:
+        with self._lock:
+            for a in refusals:
+                if a.refusal == Refusal.THROTTLED:
+                    self.throttled = True
+                elif a.refusal == Refusal.QUOTA and a.scope is not None:
+                    self._quotas.append(a.scope)
+
+    def holds(self, offerings: Sequence[Offering]) -> set[Offering]:
+        """The offerings a quota refused in this round covers."""
+        with self._lock:
+            return {o for o in offerings if any(q.covers(o) for q in self._quotas)}
 
 
 def _outcome_of(err: LaunchFailed) -> str:

@@ -228,6 +228,16 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One of a Node's ``status.conditions`` (Ready, or what a health checker such as node-problem-detector
+    sets), with when its status last changed."""
+
+    type: str
+    status: str
+    last_transition: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """A Kubernetes Node."""
 
@@ -247,6 +257,7 @@ class Node:
     # Why tidal could not read the whole Node: it is then kept, but no pod is planned onto it and it is
     # never removed.
     unreadable: str = ""
+    conditions: tuple[NodeCondition, ...] = ()
 
     @property
     def managed(self) -> bool:

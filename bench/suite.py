@@ -112,13 +112,13 @@ def main() -> int:
         "# Benchmark results",
         "",
         "Produced by `make bench` (`bench/suite.py`, `bench/plan_scale.py`, `bench/scaleup_latency.py`,",
-        "`bench/reconcile_scale.py`) on a 2-core machine. Costs are USD of list prices over the scenario. The",
-        "lower bound is the LP relaxation of the cheapest capacity holding the pods that ran (runs cut short by a",
-        "spot interruption included; a run started during a capacity outage cannot use what the outage took),",
-        "integrated between every pod start and end with the LP's duals: no policy can pay less. With",
-        "reservations (kai-day-reserved, kai-day-block) the cost includes what they cost, used or not (their",
-        "instances at the on-demand price for as long as they last); the bound prices only what can be bought,",
-        "and the same scenario run without them gives the cost without reservations.",
+        "`bench/reconcile_scale.py`; `bench/chaos.py` for the 1,000-seed chaos run) on a 2-core machine.",
+        "Costs are USD of list prices over the scenario. The lower bound is the LP relaxation of the cheapest",
+        "capacity holding the pods that ran (runs cut short by a spot interruption included; a run started during a",
+        "capacity outage cannot use what the outage took), integrated between every pod start and end with the",
+        "LP's duals: no policy can pay less. With reservations (kai-day-reserved, kai-day-block) the cost includes",
+        "what they cost, used or not (their instances at the on-demand price for as long as they last); the bound",
+        "prices only what can be bought, and the same scenario run without them gives the cost without them.",
         "",
         "| scenario | policy | cost | cost without reservations | cost / lower bound | GPU-hours idle"
         " | pending p95 (s) | over-limit launches | GPU limit violations | pods never served | wall (s) | commit |",
@@ -136,6 +136,7 @@ def main() -> int:
         "plan_scale_fractional_per_pod",
         "reconcile_scale",
         "scaleup_latency",
+        "chaos",
     ):
         path = RESULTS / f"{extra}.json"
         if path.exists():

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from autoscaler.kube.client import KubeApiError, KubeClient, api_error_message
 from autoscaler.model import TAINT_DISRUPTED, Pod
 
-__all__ = ["ANNOTATION_CORDONED", "ClusterActions", "EvictionResult"]
+__all__ = ["ANNOTATION_CORDONED", "ClusterActions", "EvictionResult", "dies_with_node"]
 
 # Set when tidal (not an admin) made a node unschedulable, so uncordon never undoes someone else's cordon.
 ANNOTATION_CORDONED = "tidal.dev/cordoned"
@@ -35,6 +35,31 @@ class EvictionResult(enum.Enum):
     BLOCKED = "blocked"  # HTTP 429: a PodDisruptionBudget forbids it right now (never forced)
     GONE = "gone"  # HTTP 404: the pod no longer exists
     FAILED = "failed"  # anything else; the reason is logged
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_FRESH_PAGE = 500
+
+
+def dies_with_node(obj: Mapping[str, Any]) -> bool:
+    """Whether a pod, as the API server returned it, would be lost with its node: anything but a mirror pod,
+    a DaemonSet's pod or one that finished. Read from the raw object and leniently: a pod with a field tidal
+    does not understand (or an owner it cannot read) counts as one that would be lost."""
+    meta = obj.get("metadata")
+    status = obj.get("status")
+    if not isinstance(meta, Mapping):
+        return True
+    if isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"):
+        return False
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations:
+        return False
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list):
+        for ref in owners:
+            if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") == "DaemonSet":
+                return False
+    return True
 
 
 def _now() -> str:
@@ -167,6 +192,25 @@ class ClusterActions:
         self._log.info("node deleted", node=name)
         return True
 
+    def node_for(self, provider_id: str) -> str | None:
+        """The name of the Node whose ``spec.providerID`` is ``provider_id``, read from the API server itself
+        (not the cache), or None. A full list: only asked before terminating an instance the cache shows
+        without a Node."""
+        token = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": _FRESH_PAGE}
+            if token:
+                kwargs["_continue"] = token
+            body = self._call("list nodes", self._core.list_node, **kwargs)
+            body = body if isinstance(body, Mapping) else {}
+            for obj in body.get("items") or ():
+                spec = obj.get("spec") if isinstance(obj, Mapping) else None
+                if isinstance(spec, Mapping) and spec.get("providerID") == provider_id:
+                    return str((obj.get("metadata") or {}).get("name") or "")
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return None
+
     def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
         """Set node annotations; a None value removes that annotation."""
         self._merge_node_metadata(name, "annotations", annotations)
@@ -206,6 +250,29 @@ class ClusterActions:
             {"metadata": {"annotations": dict(annotations)}},
             _content_type="application/merge-patch+json",
         )
+
+    def workload_on(self, node_name: str) -> list[str]:
+        """``namespace/name`` of every pod the API server has bound to ``node_name`` that would be lost with
+        it (all but DaemonSet, mirror and finished pods), read from the server itself, not the informer cache:
+        the last look before a Node is deleted must see a pod the scheduler bound a moment ago. Raises
+        :class:`KubeApiError` when the server cannot say (the Node must then stay)."""
+        keys: list[str] = []
+        token = ""
+        while True:
+            kwargs: dict[str, Any] = {"field_selector": f"spec.nodeName={node_name}", "limit": _FRESH_PAGE}
+            if token:
+                kwargs["_continue"] = token
+            body = self._call(
+                f"list pods on node {node_name}", self._core.list_pod_for_all_namespaces, **kwargs
+            )
+            body = body if isinstance(body, Mapping) else {}
+            for obj in body.get("items") or ():
+                if isinstance(obj, Mapping) and dies_with_node(obj):
+                    meta = obj.get("metadata") or {}
+                    keys.append(f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}")
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return sorted(keys)
 
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> EvictionResult:
         """Ask the Eviction API to remove a pod, honouring PodDisruptionBudgets (429 is BLOCKED, never forced).

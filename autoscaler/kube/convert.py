@@ -52,6 +52,7 @@ from autoscaler.model import (
     DaemonSet,
     DisruptionBudget,
     Node,
+    NodeCondition,
     OwnerRef,
     Pod,
     PodGroup,
@@ -307,12 +308,13 @@ def _node(obj: Mapping[str, Any]) -> Node:
     status = field_map(obj, "status")
     ready = False
     ready_since = None
+    conditions = []
     for i, cond in enumerate(field_maps(status, "conditions", "status.")):
+        since = parse_timestamp(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        # Every condition is kept: a health checker's (GPU lost, XID errors) can make the node unhealthy.
+        conditions.append(NodeCondition(str(cond.get("type") or ""), str(cond.get("status") or ""), since))
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-            since = parse_timestamp(
-                cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
-            )
             ready_since = since if ready else None
     return Node(
         name=object_name(meta),
@@ -328,6 +330,7 @@ def _node(obj: Mapping[str, Any]) -> Node:
         ready=ready,
         ready_since=ready_since,
         deleting=meta.get("deletionTimestamp") is not None,
+        conditions=tuple(conditions),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
+from autoscaler.disruption.choose import disrupt
 from autoscaler.gpu.dra_demand import resolve_claims
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
@@ -14,7 +15,6 @@ from autoscaler.planning.estimates import Estimate, estimate
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.queues import QueueView, queue_costs, queue_views
-from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.planning.stories import pod_story
 from autoscaler.planning.why import PodStory
@@ -58,6 +58,8 @@ def plan(
     unneeded_since: Mapping[str, float] | None = None,
     index: OfferingIndex | None = None,
     explain: Collection[str] = (),
+    node_template: str = "",
+    draining: Collection[str] = (),
 ) -> Plan:
     """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
 
@@ -65,6 +67,8 @@ def plan(
     ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
     (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
     offerings and config. ``explain`` names pods (namespace/name) whose whole story the plan should tell.
+    ``node_template`` is the digest of what a node launched now is made from (a node launched from another
+    has drifted); ``draining`` the nodes whose drains are under way.
     """
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
@@ -82,7 +86,7 @@ def plan(
     # to pending, would find the same node again, and be moved again.
     total += Usage.of(la.offering for la in launch.launches)
     contended = next((u.reason for u in launch.unplaced if u.limited), "")
-    removal = scale_down(
+    removal = disrupt(
         snapshot,
         index,
         now,
@@ -92,6 +96,8 @@ def plan(
         engine=engine,
         total=total,
         contended=contended,
+        template=node_template,
+        draining=draining,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
     queues = queue_views(snapshot, launch, index, launching, spend)

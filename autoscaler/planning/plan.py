@@ -113,10 +113,15 @@ class LaunchPlan:
 
 @dataclass(frozen=True, slots=True)
 class Removal:
+    """A node to take out of service: why, by which method (``autoscaler.disruption.method.Method``), the pods
+    to evict, and the nodes to launch (and see Ready) before any of them is evicted."""
+
     node: str
     reason: str
     empty: bool
     pods: tuple[str, ...] = ()
+    method: str = ""
+    replacement: tuple[Launch, ...] = ()
     gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 
 
@@ -132,3 +137,6 @@ class RemovalPlan:
     blocked: tuple[Blocked, ...] = ()
     # Managed nodes that became unneeded in this snapshot, with the time they were first seen so.
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
+    # The next time a blocked node may become removable with nothing else changing (a lifetime ending, a
+    # condition lasting long enough, a retry time passing), for whoever plans when to look again.
+    next_check: float | None = None

@@ -24,7 +24,9 @@ from autoscaler.kube.convert import node_from_dict
 from autoscaler.model import (
     LABEL_INSTANCE_TYPE,
     Condition,
+    DisruptionBudget,
     Node,
+    NodeCondition,
     Pod,
     PodGroup,
     Queue,
@@ -40,6 +42,7 @@ from autoscaler.sim.kai_sharing import (
     pod_groups,
     without_groups,
 )
+from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
 from autoscaler.sim.workload import job_pods
@@ -113,6 +116,8 @@ class EmulatedCluster:
         self.scaling: dict[str, Pod] = {}
         # One GPU's memory by instance type: what GPU feature discovery labels a node with once its GPUs work.
         self.gpu_memory: dict[str, int] = {}
+        # PodDisruptionBudgets: name -> (the labels they select, minAvailable); the Eviction API honours them.
+        self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -130,6 +135,7 @@ class EmulatedCluster:
                     *self.scaling.values(),
                 ),
                 nodes=tuple(self.nodes.values()),
+                pdbs=self._pdbs(),
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
                 namespaces=self.namespaces,
@@ -143,6 +149,26 @@ class EmulatedCluster:
     def touch(self) -> None:
         """Something outside the schedulers (KAI's scale-adjuster) changed pods of the cluster."""
         self._changed()
+
+    # -- PodDisruptionBudgets ----------------------------------------------------------------------------
+
+    def add_pdb(self, name: str, match_labels: Mapping[str, str], min_available: int) -> None:
+        """A PodDisruptionBudget in ``default`` selecting pods with these labels."""
+        self.budgets[name] = (dict(match_labels), min_available)
+        self._changed()
+
+    def _pdbs(self) -> tuple[DisruptionBudget, ...]:
+        return budgets(self.budgets, (sp.pod for sp in self.pods.values()))
+
+    def set_condition(self, name: str, kind: str, status: str, now: float) -> bool:
+        """Set one of a Node's conditions, as a health checker (node-problem-detector) would."""
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        others = tuple(c for c in node.conditions if c.type != kind)
+        self.nodes[name] = replace(node, conditions=(*others, NodeCondition(kind, status, now)))
+        self._changed()
+        return True
 
     # -- workload --------------------------------------------------------------------------------------
 
@@ -465,10 +491,25 @@ class EmulatedCluster:
         sp = self.pods.get(f"{namespace}/{name}")
         if sp is None:
             return EvictionResult.GONE
+        if blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
+            return EvictionResult.BLOCKED  # HTTP 429: a budget allows no disruption now
         self._recreate(sp, self.clock())
         self._release_reservations()
         self._changed()
         return EvictionResult.EVICTED
+
+    def workload_on(self, node_name: str) -> list[str]:
+        """The pods bound to ``node_name`` that would be lost with it, as the API server would list them."""
+        return sorted(
+            sp.pod.key
+            for sp in self.pods.values()
+            if sp.pod.node_name == node_name
+            and (sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror))
+        )
+
+    def node_for(self, provider_id: str) -> str | None:
+        """The Node of an instance, as the API server would list it."""
+        return next((n.name for n in self.nodes.values() if n.provider_id == provider_id), None)
 
     def delete_node(self, name: str) -> bool:
         node = self.nodes.pop(name, None)

@@ -7,6 +7,7 @@ jumps the clock from one interesting moment to the next and records what happene
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
@@ -16,7 +17,7 @@ from typing import Any
 
 from autoscaler.config import Config, ConfigError, config_from_mapping
 from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob, remove_node
+from autoscaler.drain import DrainJob, last_look, remove_node
 from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
 from autoscaler.planning import Plan
@@ -39,24 +40,45 @@ class VirtualClock:
 
 
 class SyncDrainer:
-    """Drains at once on the virtual clock (evict, delete the Node, terminate): no threads, no sleeping."""
+    """Drains at once on the virtual clock (cordon, evict, a last look, delete the Node, terminate): no
+    threads, no sleeping. An eviction the cluster refuses, or a pod nobody evicted still on the node, keeps
+    the node (uncordoned), as a real drain that runs out of time does."""
 
     def __init__(self, cluster: EmulatedCluster, provider: Any, on_terminate: Callable[[Instance], None]):
         self.cluster = cluster
         self.provider = provider
         self.on_terminate = on_terminate
+        self.abandoned: list[tuple[str, str]] = []  # (node, why)
 
     def active(self) -> set[str]:
         return set()
 
     def submit(self, job: DrainJob) -> bool:
+        try:
+            why = self._drain(job)
+        except Exception as err:  # an API error mid-drain: the node is put back, as a real drain does
+            why = f"{type(err).__name__}: {err}"
+        if why:
+            with contextlib.suppress(Exception):  # left cordoned: the next plan decides the node again
+                self.cluster.uncordon(job.node)
+            self.abandoned.append((job.node, why))
+        return True
+
+    def _drain(self, job: DrainJob) -> str:
         self.cluster.cordon(job.node)
         for pod in job.pods:
-            self.cluster.evict(pod.namespace, pod.name)
+            result = self.cluster.evict(pod.namespace, pod.name)
+            if result.name not in ("EVICTED", "GONE"):
+                return f"eviction of {pod.key} {result.name.lower()}"
+        _, strangers = last_look(self.cluster, job.node, {p.key for p in job.pods})
+        if strangers and job.reclaimed:
+            return ""  # pods tidal never evicts stay; the cloud takes the node, cordoned, with them
+        if strangers:
+            return f"pod {strangers[0]} was scheduled to it during the drain"
         remove_node(self.cluster, self.provider, job.node, job.instance)
         if job.instance is not None:
             self.on_terminate(job.instance)
-        return True
+        return ""
 
     def shutdown(self) -> None:
         return None
@@ -265,7 +287,10 @@ class Simulation:
         if last is None or last.plan is None:
             return False
         wait = self.config.scale_down.node_unneeded_duration
-        return any(since + wait <= t for since in last.plan.removal.unneeded_since.values())
+        removal = last.plan.removal
+        if removal.next_check is not None and removal.next_check <= t:
+            return True  # a lifetime ended, a condition lasted, a replacement ran out of time
+        return any(since + wait <= t for since in removal.unneeded_since.values())
 
     def _reconcile(self, t: float) -> None:
         rec = self.record
@@ -354,6 +379,8 @@ class Simulation:
         if last is not None and last.plan is not None:
             wait = self.config.scale_down.node_unneeded_duration
             times += [s + wait for s in last.plan.removal.unneeded_since.values()]
+            if last.plan.removal.next_check is not None:
+                times.append(last.plan.removal.next_check)
         if self._removal_due(t):
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
         if self.adjuster is not None:

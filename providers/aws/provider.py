@@ -287,6 +287,15 @@ class AwsProvider:
             f"({_keys(unplaceable)}); subnets are in {', '.join(sorted(subnets.by_zone)) or 'no zone'}"
         )
 
+    def node_template(self) -> Mapping[str, str]:
+        """What nodes boot from (the launch template, or the settings tidal writes one from): a node launched
+        before it changed has drifted."""
+        return {
+            "launchTemplate": repr(self.settings.launch_template),
+            "managedLaunchTemplate": repr(self.settings.managed_launch_template),
+            "securityGroupIds": ",".join(self.settings.security_group_ids),
+        }
+
     def poll_errors(self) -> list[LateFailure]:
         """The candidates a launch passed over before one took, each reported once (an instant EC2 Fleet
         answers for its launch in the call itself: nothing fails later)."""

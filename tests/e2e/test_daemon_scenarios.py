@@ -519,3 +519,94 @@ def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_p
         events = [e for e in c.api.list("events") if e.get("reason") == "CostEstimate"]
         assert {e["involvedObject"]["name"] for e in events} == {"what-if-0", "sweep-0"}
         assert any("g4dn.xlarge (on-demand, $0.5260/h)" in e["message"] for e in events)
+
+
+def _bound_pod(name: str, node_name: str, **spec: object) -> dict:
+    """A running pod the API server has bound to ``node_name`` (another scheduler bound it, or the cache has
+    not caught up with the binding)."""
+    obj = gpu_pod(name, gpus=0)
+    obj["metadata"]["ownerReferences"][0]["kind"] = "ReplicaSet"
+    obj["spec"].update({"nodeName": node_name, **spec})
+    obj["status"] = {"phase": "Running"}
+    return obj
+
+
+def _one_idle_node(c, d) -> str:
+    """Launch a node for a job, let the job finish, and wait until the daemon's cache sees it finished."""
+    c.api.create(gpu_pod("infer-0"))
+    c.run_until(lambda: c.running() == 1)
+    c.scheduler.finish("default", "infer-0")
+    c.wait_for(lambda: all(p.finished for p in d.cache.snapshot().pods))
+    [managed] = c.nodes()
+    return managed.name
+
+
+def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        name = _one_idle_node(c, d)
+        # The pod informer loses its watch and cannot get it back; the API server binds a pod meanwhile.
+        stalled = c.api.faults.push(500, count=1_000_000, verbs={"watch"}, resource="pods")
+        c.api.drop_watches()
+        c.wait_for(lambda: stalled.hits >= 1)
+        c.api.create(_bound_pod("web-0", name))
+
+        def kept() -> bool:
+            return any(
+                e["reason"] == "ScaleDownFailed" and "default/web-0" in e["message"]
+                for e in c.api.list("events")
+            )
+
+        c.run_until(kept)
+        assert "default/web-0" not in {p.key for p in d.cache.snapshot().pods}  # the cache never saw it
+        assert [n.name for n in c.nodes()] == [name]
+        assert not c.nodes()[0].unschedulable  # put back in service
+        assert c.api.get("pods", "default", "web-0") is not None
+        assert [i.state for i in c.live_instances()] == ["running"]
+        c.api.faults.clear()
+
+
+def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_killed(tmp_path):
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        name = _one_idle_node(c, d)
+        # Kubernetes 1.35 accepts Lt/Gt toleration operators behind a feature gate; tidal does not read them.
+        newer = [{"key": "example.com/slots", "operator": "Lt", "value": "4", "effect": "NoSchedule"}]
+        c.api.create(_bound_pod("batch-0", name, tolerations=newer))
+        c.wait_for(lambda: any(p.name == "batch-0" for p in d.cache.snapshot().pods))
+        deadline = time.monotonic() + 4  # four times nodeUnneededDuration
+        while time.monotonic() < deadline:
+            c.step()
+        assert [n.name for n in c.nodes()] == [name]
+        assert c.api.get("pods", "default", "batch-0")["status"]["phase"] == "Running"
+        evictions = [r for r in c.api.requests if r.path.endswith("/eviction")]
+        assert evictions == []
+        [blocked] = [b for b in d.controller.last.plan.removal.blocked if b.node == name]
+        assert "cannot read all of pod default/batch-0" in blocked.reason
+
+
+def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path):
+    with cluster(tmp_path, disruption={"nodeMaxLifetime": "3s"}) as c:
+        c.daemon()
+        c.api.create(gpu_pod("train-0"))
+        c.run_until(lambda: c.running() == 1)
+        [old] = c.nodes()
+
+        def evicted() -> bool:
+            return any(r.path.endswith("/pods/train-0/eviction") for r in list(c.api.requests))
+
+        c.run_until(evicted, timeout=30)
+        c.wait_for(lambda: old.name not in {n.name for n in c.nodes()})
+        requests = list(c.api.requests)
+        eviction = next(i for i, r in enumerate(requests) if r.path.endswith("/pods/train-0/eviction"))
+        [new] = [n for n in c.nodes() if n.name != old.name]
+        # The replacement's GPUs were reported (the kubelet's status patch) before the pod was asked to leave.
+        gpus = [
+            i
+            for i, r in enumerate(requests)
+            if r.method == "PATCH" and r.path == f"/api/v1/nodes/{new.name}/status"
+        ]
+        assert gpus and gpus[0] < eviction
+        assert new.allocatable.gpus == 1
+        events = [e["reason"] for e in c.api.list("events") if e["involvedObject"]["name"] == old.name]
+        assert "DisruptionStarted" in events

@@ -20,17 +20,33 @@ class StaticCluster:
 
 
 class CallRecorder:
-    """Actions and events, remembered instead of sent to an API server; ``fail`` makes an action raise."""
+    """Actions and events, remembered instead of sent to an API server; ``fail`` makes an action raise.
 
-    def __init__(self, fail: dict[str, Exception] | None = None) -> None:
+    ``on_server`` is what the API server holds on each node (pod keys), for the fresh read before a Node
+    is deleted (``workload_on``); a node it does not name holds nothing. ``registered`` names the Node of
+    each instance (by providerID) the API server has, for ``node_for``."""
+
+    def __init__(
+        self,
+        fail: dict[str, Exception] | None = None,
+        on_server: dict[str, list[str]] | None = None,
+        registered: dict[str, str] | None = None,
+    ) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.fail = dict(fail or {})
+        self.on_server = dict(on_server or {})
+        self.registered = dict(registered or {})
 
     def __getattr__(self, name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> None:
+        def call(*args: Any, **kwargs: Any) -> Any:
             self.calls.append((name, args))
             if name in self.fail:
                 raise self.fail[name]
+            if name == "workload_on":
+                return list(self.on_server.get(args[0], ()))
+            if name == "node_for":
+                return self.registered.get(args[0])
+            return None
 
         return call
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.kube.convert import node_from_dict, pod_from_dict, podgroup_from_dict, queue_from_dict
+from autoscaler.kube.convert import node_from_dict, pod_from_api, podgroup_from_dict, queue_from_dict
 from autoscaler.model import Node, Pod
 from autoscaler.placement.scheduler import ClusterScheduler
 from tests.fakes.kube_apiserver import FakeApiServer
@@ -39,7 +39,7 @@ class SchedulerStandIn:
         bound: list[Pod] = []
         pending: list[Pod] = []
         for raw in self.api.list("pods"):
-            pod = pod_from_dict(raw)
+            pod = pod_from_api(raw)  # the real scheduler knows fields tidal may not (Lt/Gt tolerations)
             if pod.node_name and not pod.finished:
                 bound.append(pod)
             elif (
@@ -80,7 +80,7 @@ class SchedulerStandIn:
             return {}, {}
         used: dict[str, int] = defaultdict(int)
         for raw in self.api.list("pods"):
-            pod = pod_from_dict(raw)
+            pod = pod_from_api(raw)  # the real scheduler knows fields tidal may not (Lt/Gt tolerations)
             queue = pod.labels.get("kai.scheduler/queue", "")
             if pod.node_name and not pod.finished and queue:
                 used[queue] += pod.requests.gpus

@@ -264,3 +264,30 @@ def test_unexpected_api_errors_raise_kube_api_error(api: FakeApiServer, actions:
         actions.label_node("cpu-a", {"x": "y"})
     assert caught.value.status == 403 and caught.value.operation == "set labels on node cpu-a"
     assert "cannot patch resource" in str(caught.value)
+
+
+def test_workload_on_reads_the_node_s_pods_from_the_api_server_not_a_cache(
+    api: FakeApiServer, actions: ClusterActions
+) -> None:
+    api.create(ready_pod("web-0", node_name="cpu-a"))
+    api.create(ready_pod("web-1", node_name="cpu-b"))
+    api.create(pod("logs-a", node_name="cpu-a", phase="Running", owner_kind="DaemonSet", message=None))
+    mirror = pod("etcd-cpu-a", node_name="cpu-a", phase="Running", owner_kind="Node", message=None)
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    api.create(mirror)
+    api.create(pod("job-done", node_name="cpu-a", phase="Succeeded", owner_kind="Job", message=None))
+    newer = ready_pod("batch-0", node_name="cpu-a")
+    newer["spec"]["tolerations"] = [{"key": "example.com/slots", "operator": "Lt", "value": "4"}]
+    api.create(newer)
+
+    assert actions.workload_on("cpu-a") == ["default/batch-0", "default/web-0"]
+    [listed] = [r for r in api.requests if r.method == "GET" and r.path == "/api/v1/pods"]
+    assert listed.query["fieldSelector"] == "spec.nodeName=cpu-a"
+
+
+def test_workload_on_raises_when_the_api_server_cannot_answer(
+    api: FakeApiServer, actions: ClusterActions
+) -> None:
+    api.faults.push(503, count=10, verbs=["list"], resource="pods")
+    with pytest.raises(KubeApiError, match="list pods on node cpu-a"):
+        actions.workload_on("cpu-a")

@@ -8,6 +8,7 @@ import yaml
 from autoscaler.config import (
     Config,
     ConfigError,
+    DisruptionConfig,
     KubeClientConfig,
     LeaderElectionConfig,
     ReservationsConfig,
@@ -19,6 +20,8 @@ from autoscaler.config import (
     parse_duration,
     parse_selector_string,
 )
+from autoscaler.disruption.budgets import Budget
+from autoscaler.disruption.unhealthy import ConditionRule
 from autoscaler.model import Taint
 from autoscaler.resources import GIB, MIB, Resources
 
@@ -92,6 +95,18 @@ SCALE_DOWN_KEYS = [
     ("replaceSavings", "replace_savings", 0.3, 0.3),
     ("replaceYoungPodsWithin", "replace_young_pods_within", "0s", 0.0),
 ]
+DISRUPTION_KEYS = [
+    ("budgets", "budgets", [{"nodes": 2}], (Budget(count=2),)),
+    ("nodeMaxLifetime", "node_max_lifetime", "720h", 720 * 3600.0),
+    ("drift", "drift", False, False),
+    (
+        "unhealthyConditions",
+        "unhealthy_conditions",
+        [{"type": "Ready", "status": "False", "duration": "30m"}],
+        (ConditionRule("Ready", "False", 1800.0),),
+    ),
+    ("replacementTimeout", "replacement_timeout", "30m", 1800.0),
+]
 LEADER_ELECTION_KEYS = [
     ("enabled", "enabled", False, False),
     ("namespace", "namespace", "kube-system", "kube-system"),
@@ -115,6 +130,7 @@ PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 def every_documented_key() -> list[str]:
     keys = [key for key, *_ in TOP_LEVEL_KEYS] + [key for key, _ in REGEXP_KEYS] + PROVIDER_KEYS
     keys += ["scaleDown"] + [f"scaleDown.{key}" for key, *_ in SCALE_DOWN_KEYS]
+    keys += ["disruption"] + [f"disruption.{key}" for key, *_ in DISRUPTION_KEYS]
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
     keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
     keys += ["reservations"] + [f"reservations.{key}" for key, *_ in RESERVATIONS_KEYS]
@@ -224,9 +240,18 @@ def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults()
 
 def test_every_config_attribute_has_a_key_in_this_specification():
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
-    mapped |= {"scale_down", "leader_election", "kube_client", "reservations", "providers", "gpu_sharing"}
+    mapped |= {
+        "scale_down",
+        "disruption",
+        "leader_election",
+        "kube_client",
+        "reservations",
+        "providers",
+        "gpu_sharing",
+    }
     assert mapped == {f.name for f in dataclasses.fields(Config)}
     assert {attr for _, attr, *_ in SCALE_DOWN_KEYS} == {f.name for f in dataclasses.fields(ScaleDownConfig)}
+    assert {attr for _, attr, *_ in DISRUPTION_KEYS} == {f.name for f in dataclasses.fields(DisruptionConfig)}
     assert {attr for _, attr, *_ in LEADER_ELECTION_KEYS} == {
         f.name for f in dataclasses.fields(LeaderElectionConfig)
     }
@@ -261,10 +286,11 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
 
 def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
-    sections = {"scaleDown", "leaderElection", "kubeClient", "reservations"}
+    sections = {"scaleDown", "disruption", "leaderElection", "kubeClient", "reservations"}
     top = set(document) - sections
     assert top == {key for key in every_documented_key() if "." not in key} - sections
     assert set(document["scaleDown"]) == {key for key, *_ in SCALE_DOWN_KEYS}
+    assert set(document["disruption"]) == {key for key, *_ in DISRUPTION_KEYS}
     assert set(document["leaderElection"]) == {key for key, *_ in LEADER_ELECTION_KEYS}
     assert set(document["kubeClient"]) == {key for key, *_ in KUBE_CLIENT_KEYS}
     assert set(document["reservations"]) == {key for key, *_ in RESERVATIONS_KEYS}
@@ -296,6 +322,15 @@ def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(ke
     config = config_from_mapping({"scaleDown": {key: value}})
     assert getattr(config.scale_down, attr) == expected
     assert config.scale_down == dataclasses.replace(default_config().scale_down, **{attr: expected})
+
+
+@pytest.mark.parametrize(
+    ("key", "attr", "value", "expected"), DISRUPTION_KEYS, ids=[k[0] for k in DISRUPTION_KEYS]
+)
+def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(key, attr, value, expected):
+    config = config_from_mapping({"disruption": {key: value}})
+    assert getattr(config.disruption, attr) == expected
+    assert config.disruption == dataclasses.replace(default_config().disruption, **{attr: expected})
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ class FakeActions:
         self.answers = list(answers)
         self.calls = []
         self.on_node = {}
+        self.on_server = None
 
     def cordon(self, node_name, *, taint_key="tidal.dev/disrupted"):
         self.calls.append(("cordon", node_name))
@@ -33,6 +34,10 @@ class FakeActions:
     def delete_node(self, name):
         self.calls.append(("delete_node", name))
         return True
+
+    def workload_on(self, node_name):
+        """The API server's own answer; by default what the cache says too."""
+        return sorted(self.on_server if self.on_server is not None else self.on_node)
 
 
 class FakeProvider:
@@ -236,3 +241,24 @@ def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains():
     drainer.max_parallel = 1
     assert not drainer.submit(DrainJob("d", (), None, "empty"))  # two still run: no new one below the limit
     drainer.shutdown()
+
+
+def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_node():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, provider, _ = make([Result.EVICTED], [web])
+    actions.on_server = {"default/late-0": None}  # bound after the snapshot; the cache has not seen it yet
+    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    assert (ok, why) == (False, "pod default/late-0 was scheduled to it during the drain")
+    assert ("delete_node", "ip-1") not in actions.calls
+    assert provider.terminated == []
+
+
+def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node_goes():
+    web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
+    drainer, actions, _, _ = make([Result.EVICTED], [web])
+    terminating = iter([["default/web-1"], ["default/web-1"], []])  # gone on the third look
+    actions.workload_on = lambda node_name: next(terminating)
+    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    assert ok
+    assert drainer.clock.now == 1010.0  # two polls of 5s each before the last look found it gone
+    assert actions.calls[-1] == ("delete_node", "ip-1")

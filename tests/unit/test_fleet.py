@@ -215,3 +215,14 @@ def test_a_node_that_comes_back_ends_the_refusal(make_config):
     observe(fleet, [instance()], gpu_node(), now=NOW + 120)
     assert fleet.members["aws:///us-east-1a/i-0a1"].refused is None
     assert observe(fleet, [instance()], gpu_node(), now=NOW + 2000) == []
+
+
+def test_an_instance_whose_node_was_deleted_still_counts_against_the_limits(make_config):
+    # A removal deleted the Node, then the cloud refused the termination: the machine runs on, and its GPU
+    # must not be planned a second time until the orphan cleanup terminates it.
+    fleet = Fleet(make_config())
+    observe(fleet, [instance()], gpu_node())
+    assert fleet.launching_usage().gpus == 0  # the Node counts through the snapshot
+    observe(fleet, [instance()], now=NOW + 30)
+    assert fleet.launching_usage().gpus == 1
+    assert fleet.launching_capacity() == []  # no room for pods on a machine without a Node

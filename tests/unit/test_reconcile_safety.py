@@ -189,6 +189,49 @@ def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_delet
     assert actions.named("delete_node") == []
 
 
+def test_a_pod_the_api_server_bound_but_the_cache_has_not_seen_keeps_its_node(config):
+    cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
+    provider = SimulatedProvider(cfg, clock=Clock())
+    idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
+    # The informer lags: the cache shows the node empty on every look, the API server does not.
+    actions = CallRecorder(on_server={"ip-10-0-0-9": ["default/web-0"]})
+
+    result = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions).reconcile_once()
+
+    assert result.removed == []
+    assert actions.named("workload_on") == [("ip-10-0-0-9",)]
+    assert actions.named("delete_node") == []
+    assert actions.named("uncordon") == [("ip-10-0-0-9",)]
+
+
+def test_an_empty_node_is_kept_when_the_api_server_cannot_say_what_runs_on_it(config):
+    cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
+    provider = SimulatedProvider(cfg, clock=Clock())
+    idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
+    actions = CallRecorder(
+        fail={"workload_on": KubeApiError("list pods on node ip-10-0-0-9", 503, "Service Unavailable")}
+    )
+
+    result = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions).reconcile_once()
+
+    assert result.error == ""
+    assert result.removed == []
+    assert actions.named("delete_node") == []
+    assert actions.named("uncordon") == [("ip-10-0-0-9",)]
+
+
+def test_an_empty_node_the_api_server_also_sees_empty_is_removed(config):
+    cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
+    provider = SimulatedProvider(cfg, clock=Clock())
+    idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
+    actions = CallRecorder()
+
+    result = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions).reconcile_once()
+
+    assert result.removed == ["ip-10-0-0-9"]
+    assert actions.named("delete_node") == [("ip-10-0-0-9",)]
+
+
 def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config):
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     clock = Clock()
