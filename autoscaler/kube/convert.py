@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from autoscaler.annotations import preemptibility
 from autoscaler.gpu.share import (
     GPU_FRACTION,
     GPU_FRACTION_NUM_DEVICES,
@@ -76,7 +77,6 @@ __all__ = [
     "queue_from_dict",
 ]
 
-POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
 INT32_MAX = 2**31 - 1
@@ -415,16 +415,6 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
         queue=str(spec.get("queue") or ""),
         preemptibility=preemptibility(spec.get("preemptibility")),
     )
-
-
-PREEMPTIBILITY = ("preemptible", "non-preemptible", "semi-preemptible")
-
-
-def preemptibility(value: object) -> str:
-    """A KAI preemptibility value, lowercased; "" for none or one KAI does not know (it then goes by priority,
-    and so does tidal)."""
-    text = value.lower() if isinstance(value, str) else ""
-    return text if text in PREEMPTIBILITY else ""
 
 
 def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:

@@ -20,7 +20,6 @@ from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.demand import Demand
 from autoscaler.fit import AnnotationError, pod_constraints
-from autoscaler.kube.fields import parse_time
 from autoscaler.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -50,6 +49,7 @@ from autoscaler.planning.plan import (
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.quantity import format_duration
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
+from autoscaler.timestamps import parse_time
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 # Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
