@@ -13,7 +13,6 @@ bought for bigger pods (the scheduler binds a new pod to any idle node that fits
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler import annotations as ann
@@ -52,14 +51,6 @@ from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
 from autoscaler.timestamps import parse_time
 
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
-# Replacement cost per pod set, per offering index (the controller keeps one index while offerings last).
-_REPLACEMENTS: weakref.WeakKeyDictionary[
-    OfferingIndex, dict[tuple[object, ...], tuple[float, str, Usage]]
-] = weakref.WeakKeyDictionary()
-# Offerings by (instance type, zone, capacity type), per offering index: every node is looked up each pass.
-_OFFERINGS_BY_KEY: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[str | None, ...], Offering]] = (
-    weakref.WeakKeyDictionary()
-)
 NODE_MODE = "tidal.dev/node-mode"
 # The saving that justifies restarting pods that have only just started (capped by replaceSavings).
 YOUNG_REPLACE_SAVINGS = 0.2
@@ -175,12 +166,12 @@ def _move(pods: Sequence[Pod], node: Node, engine: Engine, targets: Sequence[Bin
 
 def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
     """The offering a Node was launched as, from its labels (instance type, zone, capacity type)."""
-    by_key = _OFFERINGS_BY_KEY.get(index)
+    by_key = index.memo.offerings_by_key
     if by_key is None:
         by_key = {}
         for o in index.offerings:  # cheapest first: the first of a key wins, as a scan in order would find
             by_key.setdefault((o.instance_type, o.zone, o.capacity_type), o)
-        _OFFERINGS_BY_KEY[index] = by_key
+        index.memo.offerings_by_key = by_key
     labels = node.labels
     return by_key.get(
         (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
@@ -234,7 +225,7 @@ def _replacement(
         return f"nowhere to move its pods ({err})", ""
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
-    memo = _REPLACEMENTS.setdefault(index, {})
+    memo = index.memo.replacements
     key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
     demand = Demand(singles=list(pods), constraints=constraints)
     found = memo.get(key)
@@ -307,7 +298,7 @@ def scale_down(
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
     candidates: list[tuple[float, Node, list[Pod]]] = []
-    listed = reserved.live(index, (*index.offerings, *index.excluded))
+    listed = reserved.live(index.memo, (*index.offerings, *index.excluded))
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if not node.managed or node.deleting:
             continue

@@ -7,7 +7,6 @@ The planner records these (pure, like the plan itself); :mod:`autoscaler.render`
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -135,12 +134,6 @@ def idle_warning(offering: Offering, pods: Sequence[str], why: LaunchWhy) -> str
     return f"{line}; {why.smaller}" if why.smaller else line
 
 
-# Offerings screened per (constraint classes, packing), per offering index: the index lives while the
-# offerings and the configuration do, and the same classes come back every reconcile.
-_SCREENED: weakref.WeakKeyDictionary[
-    OfferingIndex, dict[tuple[tuple[Constraints, ...], bool], list[tuple[Offering, Rejection | None]]]
-] = weakref.WeakKeyDictionary()
-
 _PACKING_SIZE = Rejection(
     Filter.CONFIGURATION,
     "smaller than a bin-packing node, or a GPU node (binPackingNodeCpu, binPackingNodeMemory, "
@@ -198,7 +191,7 @@ def screened(
     """Every offering, cheapest first, with the first filter that keeps pods of ``classes`` off it: the
     configuration's, then each class's own, then the bin-packing node size; None when none does."""
     key = (tuple(classes), packing)
-    memo = _SCREENED.setdefault(index, {})
+    memo = index.memo.screened  # the same classes come back every reconcile
     found = memo.get(key)
     if found is None:
         checks = _checks(index, classes, packing)
