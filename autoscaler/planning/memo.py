@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from autoscaler.fit import Constraints
     from autoscaler.model import Offering, Reservation
     from autoscaler.placement.reasons import Rejection
-    from autoscaler.planning.plan import Usage
+    from autoscaler.planning.decisions import Usage
 
 __all__ = ["PlanMemo"]
 

@@ -35,8 +35,7 @@ from autoscaler.placement.labels import requirements_match
 from autoscaler.placement.reasons import Rejection
 from autoscaler.planning import reserved
 from autoscaler.planning.cluster import build_engine, node_gpus, pods_by_node, requested, usage
-from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import (
+from autoscaler.planning.decisions import (
     BIN_PACKING,
     BIN_SELECTION,
     NO_USAGE,
@@ -45,6 +44,7 @@ from autoscaler.planning.plan import (
     RemovalPlan,
     Usage,
 )
+from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.quantity import format_duration
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY

@@ -21,7 +21,7 @@ from autoscaler.planning.offerings import OfferingIndex, price_order
 
 if TYPE_CHECKING:
     from autoscaler.planning.newnodes import Fallbacks
-from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.planning.decisions import BIN_PACKING
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import GPU_RESOURCES, PODS, Resources
 
