@@ -39,4 +39,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/suite.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
