@@ -27,6 +27,11 @@ DO_NOT_EVICT = "tidal.dev/do-not-evict"
 COST_ESTIMATE = "tidal.dev/cost-estimate"
 LUNA_COST_ESTIMATE = "nodecostestimate"
 
+# KAI's annotation naming the PodGroup a pod belongs to, and the preemptibility values KAI knows (on a pod's
+# label or its PodGroup).
+POD_GROUP_ANNOTATION = "pod-group-name"
+PREEMPTIBILITY = ("preemptible", "non-preemptible", "semi-preemptible")
+
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
@@ -84,3 +89,10 @@ def is_cost_estimate_gate(gate: str) -> bool:
 def split_list(value: str) -> tuple[str, ...]:
     """``"a, b,c"`` → ``("a", "b", "c")``."""
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def preemptibility(value: object) -> str:
+    """A KAI preemptibility value, lowercased; "" for none or one KAI does not know (it then goes by priority,
+    and so does tidal)."""
+    text = value.lower() if isinstance(value, str) else ""
+    return text if text in PREEMPTIBILITY else ""

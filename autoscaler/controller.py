@@ -33,8 +33,8 @@ from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
 from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
 from autoscaler.planning import Plan, plan
+from autoscaler.planning.decisions import Removal
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
-from autoscaler.planning.plan import Removal
 from autoscaler.planning.reserved import InFlight, ending_blocks
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes

@@ -19,7 +19,6 @@ from autoscaler.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.gpu.layouts import mig_resources
 from autoscaler.gpu.mig import kai_quota_units
-from autoscaler.kube.convert import POD_GROUP_ANNOTATION, preemptibility
 from autoscaler.model import Node, Pod, PodGroup, Queue, Snapshot
 from autoscaler.resources import AMD_GPU, NVIDIA_GPU
 
@@ -89,7 +88,7 @@ class Demand:
 
 
 def _group(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> PodGroup | None:
-    name = pod.annotations.get(POD_GROUP_ANNOTATION)
+    name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
     return groups.get((pod.namespace, name)) if name else None
 
 
@@ -108,7 +107,9 @@ def pod_preemptibility(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> 
     """preemptible, non-preemptible or semi-preemptible, as KAI decides it: the pod's
     ``kai.scheduler/preemptibility`` label, else its PodGroup's ``spec.preemptibility``, else its priority."""
     group = _group(pod, groups)
-    found = preemptibility(pod.labels.get(PREEMPTIBILITY_LABEL)) or (group.preemptibility if group else "")
+    found = ann.preemptibility(pod.labels.get(PREEMPTIBILITY_LABEL)) or (
+        group.preemptibility if group else ""
+    )
     if found:
         return found
     return "non-preemptible" if pod.priority >= NON_PREEMPTIBLE_PRIORITY else "preemptible"
@@ -311,7 +312,7 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
     members: dict[str, list[Pod]] = defaultdict(list)
     singles: list[Pod] = []
     for pod in candidates:
-        group_name = pod.annotations.get(POD_GROUP_ANNOTATION)
+        group_name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
         group = groups.get((pod.namespace, group_name)) if group_name else None
         if group and group.min_member > 1:
             members[f"{pod.namespace}/{group.name}"].append(pod)
@@ -393,7 +394,7 @@ def _running_members(pods: Iterable[Pod]) -> dict[str, int]:
     # a restarted member of a gang whose others finished runs alone.
     counts: dict[str, int] = defaultdict(int)
     for pod in pods:
-        group = pod.annotations.get(POD_GROUP_ANNOTATION)
+        group = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
         if group and (pod.phase == "Succeeded" or (pod.node_name and not pod.finished)):
             counts[f"{pod.namespace}/{group}"] += 1
     return counts

@@ -42,7 +42,7 @@ from autoscaler.fleet import Action, Fleet, Member, State
 from autoscaler.launching import Launcher, LaunchOutcome, launch_token
 from autoscaler.model import Instance, Node, Pod, Snapshot
 from autoscaler.planning.cluster import pods_by_node
-from autoscaler.planning.plan import Removal
+from autoscaler.planning.decisions import Removal
 
 __all__ = ["Disruptions"]
 
@@ -96,7 +96,7 @@ class Disruptions:
         return template_digest(cfg, provided)
 
     def reserved(self, waiting: Sequence[InProgress]) -> set[str]:
-        """The fleet members (as :class:`~autoscaler.planning.plan.Launching` names them) that are
+        """The fleet members (as :class:`~autoscaler.planning.decisions.Launching` names them) that are
         replacements: their room is for the pods of the node they replace, not for pending pods."""
         tokens = {t for p in waiting for t in p.tokens}
         return {

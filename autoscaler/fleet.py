@@ -22,7 +22,7 @@ from autoscaler.config import Config
 from autoscaler.gpu.layouts import gpus_visible
 from autoscaler.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
 from autoscaler.planning.cluster import node_gpus, pods_by_node
-from autoscaler.planning.plan import Launching, Usage
+from autoscaler.planning.decisions import Launching, Usage
 from autoscaler.quantity import format_duration
 
 log = structlog.get_logger("tidal.fleet")

@@ -41,7 +41,7 @@ from autoscaler.model import (
     LaunchRequest,
     Offering,
 )
-from autoscaler.planning.plan import Launch
+from autoscaler.planning.decisions import Launch
 from autoscaler.planning.scaledown import NODE_MODE
 
 __all__ = ["LaunchOutcome", "Launcher", "launch_token"]

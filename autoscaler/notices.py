@@ -10,8 +10,8 @@ import structlog
 
 from autoscaler import annotations as ann
 from autoscaler.model import Pod
+from autoscaler.planning.decisions import Launch
 from autoscaler.planning.estimates import Estimate
-from autoscaler.planning.plan import Launch
 from autoscaler.planning.why import idle_warning
 
 log = structlog.get_logger("tidal.controller")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from functools import lru_cache
 
 __all__ = [
     "MAX_MILLI",
     "QuantityError",
+    "QuantityMemo",
     "format_cpu",
     "format_duration",
     "format_memory",
@@ -86,21 +86,43 @@ def parse_quantity(value: str | int | float) -> Fraction:
     return number
 
 
-def to_milli(value: str | int | float, *, field: str = "quantity") -> int:
-    """Parse a quantity into integer milli-units, rounding up as the API server does; reject out-of-range."""
+class QuantityMemo:
+    """Quantities already read, in milli-units, held by whoever decodes many objects (the cluster cache, a
+    snapshot reader): a cluster repeats a few hundred distinct quantities across 100,000 pods, so each is
+    parsed once. Bounded: past ``max_entries`` distinct values it starts again from nothing."""
+
+    __slots__ = ("_max", "_milli")
+
+    def __init__(self, max_entries: int = 16384) -> None:
+        self._milli: dict[str | int | float, int] = {}
+        self._max = max_entries
+
+    def milli(self, value: str | int | float) -> int:
+        """``value`` in milli-units (see :func:`to_milli`); raises as it does, and remembers only successes."""
+        found = self._milli.get(value)
+        if found is None:
+            found = _milli(value)
+            if len(self._milli) >= self._max:
+                self._milli.clear()
+            self._milli[value] = found
+        return found
+
+
+def to_milli(value: str | int | float, *, field: str = "quantity", memo: QuantityMemo | None = None) -> int:
+    """Parse a quantity into integer milli-units, rounding up as the API server does; reject out-of-range.
+
+    ``memo`` keeps what was parsed for the next call that reads the same value."""
     if isinstance(value, bool):
         raise QuantityError(f"{field}: {value!r} is not a quantity")
     try:
-        return _milli(value)
+        return memo.milli(value) if memo is not None else _milli(value)
     except QuantityError as err:
         raise QuantityError(f"{field}: {err}") from None
     except TypeError:  # unhashable garbage
         raise QuantityError(f"{field}: {value!r} is not a quantity") from None
 
 
-@lru_cache(maxsize=16384)
 def _milli(value: str | int | float) -> int:
-    # A cluster repeats a few hundred distinct quantities across 100,000 pods: parse each once.
     milli = parse_quantity(value) * 1000
     rounded = milli.numerator // milli.denominator
     if rounded != milli:

@@ -10,7 +10,7 @@ from typing import Any
 from autoscaler.config import Config
 from autoscaler.model import Offering
 from autoscaler.planning import Plan
-from autoscaler.planning.plan import BIN_PACKING, Launch
+from autoscaler.planning.decisions import BIN_PACKING, Launch
 from autoscaler.planning.why import LaunchWhy, PodStory, idle_warning
 from autoscaler.snapshot import LoadedSnapshot
 from autoscaler.status import queue_status

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from autoscaler.quantity import QuantityError, to_milli
+from autoscaler.quantity import QuantityError, QuantityMemo, to_milli
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -54,8 +54,11 @@ class Resources(Mapping[str, int]):
         return cls(acc)
 
     @classmethod
-    def parse(cls, spec: Mapping[str, object] | None, *, field: str = "resources") -> Resources:
-        """Build from a Kubernetes resource map (``{"cpu": "500m", "memory": "1Gi"}``); raise on garbage."""
+    def parse(
+        cls, spec: Mapping[str, object] | None, *, field: str = "resources", memo: QuantityMemo | None = None
+    ) -> Resources:
+        """Build from a Kubernetes resource map (``{"cpu": "500m", "memory": "1Gi"}``); raise on garbage.
+        ``memo`` is the decoder's, kept across the objects it reads."""
         if not spec:
             return EMPTY
         if not isinstance(spec, Mapping):
@@ -64,7 +67,7 @@ class Resources(Mapping[str, int]):
         for name, raw in spec.items():
             if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
                 raise QuantityError(f"{field}.{name}: {raw!r} is not a quantity")
-            amount = to_milli(raw, field=f"{field}.{name}")
+            amount = to_milli(raw, field=f"{field}.{name}", memo=memo)
             if amount < 0:
                 raise QuantityError(f"{field}.{name}: {raw!r} is negative")
             if amount % MILLI and is_extended(name):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,9 @@ from autoscaler.kube.convert_dra import (
     resourceclaimtemplate_from_dict,
 )
 from autoscaler.model import Snapshot
+from autoscaler.quantity import QuantityMemo
 
-_CONVERTERS = {
+_CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "Pod": ("pods", pod_from_dict),
     "Node": ("nodes", node_from_dict),
     "PodDisruptionBudget": ("pdbs", pdb_from_dict),
@@ -39,9 +40,11 @@ _CONVERTERS = {
     "PodGroup": ("podgroups", podgroup_from_dict),
     "Queue": ("queues", queue_from_dict),
 }
+# The kinds whose converter reads resource quantities, through the builder's memo.
+_READS_QUANTITIES = frozenset({"Pod", "Node", "DaemonSet"})
 # DRA objects are kept apart (SnapshotBuilder.dra) until the Snapshot has fields for them.
 _DRA_VERSION = "resource.k8s.io/v1"
-_DRA_CONVERTERS = {
+_DRA_CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "DeviceClass": ("device_classes", deviceclass_from_dict),
     "ResourceClaim": ("claims", resourceclaim_from_dict),
     "ResourceClaimTemplate": ("claim_templates", resourceclaimtemplate_from_dict),
@@ -82,6 +85,8 @@ class SnapshotBuilder:
     )
     skipped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
+    # Quantities read once for all the objects added (thousands of pods repeat a few hundred).
+    quantities: QuantityMemo = field(default_factory=QuantityMemo)
     namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any], where: str) -> None:
@@ -120,7 +125,7 @@ class SnapshotBuilder:
             )
         target, convert = _CONVERTERS[kind] if kind in _CONVERTERS else _DRA_CONVERTERS[kind]
         try:
-            value: Any = convert(obj)
+            value: Any = convert(obj, self.quantities) if kind in _READS_QUANTITIES else convert(obj)
         except ConversionError as err:
             raise SnapshotError(f"{where}: {err}") from None
         objects = self.parts[target] if kind in _CONVERTERS else self.dra[target]

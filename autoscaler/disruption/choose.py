@@ -32,8 +32,8 @@ from autoscaler.disruption.replace import replacement
 from autoscaler.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.placement.bins import Kind
 from autoscaler.placement.engine import Engine
+from autoscaler.planning.decisions import Blocked, Removal, RemovalPlan, Usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Blocked, Removal, RemovalPlan, Usage
 from autoscaler.planning.scaledown import scale_down
 
 __all__ = ["disrupt", "progress"]

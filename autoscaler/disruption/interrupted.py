@@ -11,7 +11,7 @@ from autoscaler.disruption.method import Method
 from autoscaler.disruption.protection import untouchable, workload
 from autoscaler.model import Snapshot
 from autoscaler.planning.cluster import pods_by_node
-from autoscaler.planning.plan import Removal
+from autoscaler.planning.decisions import Removal
 
 __all__ = ["interrupted"]
 

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from autoscaler.kube.fields import parse_time
+from autoscaler.timestamps import parse_time
 
 DISRUPTION = "tidal.dev/disruption"  # the method, while replacements are launched and awaited
 DISRUPTION_SINCE = "tidal.dev/disruption-since"  # when the replacements were first launched (RFC 3339)

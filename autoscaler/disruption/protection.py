@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from autoscaler import annotations as ann
+from autoscaler.annotations import POD_GROUP_ANNOTATION
 from autoscaler.gpu.kai_pods import is_background, is_reservation_pod
-from autoscaler.kube.convert import POD_GROUP_ANNOTATION
 from autoscaler.model import DisruptionBudget, Pod, Snapshot
 from autoscaler.placement.labels import requirements_match
 

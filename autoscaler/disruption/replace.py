@@ -10,7 +10,6 @@ the ordinary scale-up, within the limits); an expired or drifted node then waits
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,8 +19,8 @@ from autoscaler.fit import AnnotationError, pod_constraints
 from autoscaler.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, Offering, Pod
 from autoscaler.placement.engine import Engine
 from autoscaler.planning.cluster import node_gpus
+from autoscaler.planning.decisions import NO_USAGE, Launch, Usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import NO_USAGE, Launch, Usage
 from autoscaler.planning.scaleup import scale_up
 
 __all__ = ["Replacement", "cheaper", "node_offering", "replacement", "within_limits", "without"]
@@ -46,24 +45,14 @@ class _Planned:
     launches: tuple[Launch, ...]
 
 
-# Replacement plans per pod set, per offering index (the controller keeps one index while offerings last).
-_REPLACEMENTS: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[object, ...], _Planned]] = (
-    weakref.WeakKeyDictionary()
-)
-# Offerings by (instance type, zone, capacity type), per offering index: every node is looked up each pass.
-_OFFERINGS_BY_KEY: weakref.WeakKeyDictionary[OfferingIndex, dict[tuple[str | None, ...], Offering]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
     """The offering a Node was launched as, from its labels (instance type, zone, capacity type)."""
-    by_key = _OFFERINGS_BY_KEY.get(index)
+    by_key = index.memo.offerings_by_key
     if by_key is None:
         by_key = {}
         for o in index.offerings:  # cheapest first: the first of a key wins, as a scan in order would find
             by_key.setdefault((o.instance_type, o.zone, o.capacity_type), o)
-        _OFFERINGS_BY_KEY[index] = by_key
+        index.memo.offerings_by_key = by_key
     labels = node.labels
     return by_key.get(
         (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
@@ -109,7 +98,7 @@ def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Us
         return Replacement(str(err))
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
-    memo = _REPLACEMENTS.setdefault(index, {})
+    memo = index.memo.replacements
     key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
     demand = Demand(singles=list(pods), constraints=constraints)
     found = memo.get(key)

@@ -17,7 +17,7 @@ from autoscaler.placement.bins import Bin
 from autoscaler.placement.engine import Engine
 from autoscaler.placement.reasons import Rejection
 from autoscaler.planning.cluster import requested
-from autoscaler.planning.plan import BIN_PACKING, BIN_SELECTION
+from autoscaler.planning.decisions import BIN_PACKING, BIN_SELECTION
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY
 
 __all__ = ["NODE_MODE", "mode", "move", "threshold", "utilization"]

@@ -25,6 +25,7 @@ from autoscaler.kube import convert, convert_dra
 from autoscaler.kube.client import KubeClient, api_error_message
 from autoscaler.kube.informer import DELETED, Informer, ListFn
 from autoscaler.model import Snapshot
+from autoscaler.quantity import QuantityMemo
 
 __all__ = [
     "DRA_CLAIMS",
@@ -126,11 +127,17 @@ class ClusterCache:
             pods = core.list_pod_for_all_namespaces
             pdbs = policy.list_pod_disruption_budget_for_all_namespaces
             daemonsets = apps.list_daemon_set_for_all_namespaces
+        # Quantities parsed once for every watch: the same few hundred recur across the cluster's objects.
+        memo = QuantityMemo()
         self._informers: dict[str, Informer[Any]] = {
-            "pods": self._informer("pods", pods, convert.pod_from_api),
-            "nodes": self._informer("nodes", core.list_node, convert.node_from_api),
+            "pods": self._informer("pods", pods, functools.partial(convert.pod_from_api, memo=memo)),
+            "nodes": self._informer(
+                "nodes", core.list_node, functools.partial(convert.node_from_api, memo=memo)
+            ),
             "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_dict),
-            "daemonsets": self._informer("daemonsets", daemonsets, convert.daemonset_from_dict),
+            "daemonsets": self._informer(
+                "daemonsets", daemonsets, functools.partial(convert.daemonset_from_dict, memo=memo)
+            ),
             # Cluster-wide even in one namespace: a pod affinity term may select pods in any other.
             "namespaces": self._informer("namespaces", core.list_namespace, convert.namespace_from_dict),
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from autoscaler.annotations import preemptibility
 from autoscaler.gpu.share import (
     GPU_FRACTION,
     GPU_FRACTION_NUM_DEVICES,
@@ -60,7 +61,7 @@ from autoscaler.model import (
     QueueLimits,
     Taint,
 )
-from autoscaler.quantity import QuantityError
+from autoscaler.quantity import QuantityError, QuantityMemo
 from autoscaler.resources import Resources
 
 T = TypeVar("T")
@@ -79,7 +80,6 @@ __all__ = [
     "queue_from_dict",
 ]
 
-POD_GROUP_ANNOTATION = "pod-group-name"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
 SHARE_ANNOTATIONS = (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES)
@@ -149,14 +149,14 @@ def _share(
     return share, ""
 
 
-def _pod(obj: Mapping[str, Any]) -> Pod:
+def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
     meta = field_map(obj, "metadata")
     spec = field_map(obj, "spec")
     status = field_map(obj, "status")
     annotations = str_map(meta, "annotations", "metadata.")
     namespace = string(meta, "namespace", "default", "metadata.")
     labels = str_map(meta, "labels", "metadata.")
-    requests = pod_requests(spec)
+    requests = pod_requests(spec, memo=memo)
     share, share_error = _share(spec, annotations, requests)
     return Pod(
         namespace=namespace,
@@ -190,9 +190,9 @@ def _pod(obj: Mapping[str, Any]) -> Pod:
     )
 
 
-def pod_from_dict(obj: Mapping[str, Any]) -> Pod:
-    """A ``v1.Pod`` JSON object."""
-    return guard(obj, _pod)
+def pod_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
+    """A ``v1.Pod`` JSON object (``memo``: the decoder's quantities, kept across the objects it reads)."""
+    return guard(obj, lambda o: _pod(o, memo))
 
 
 def _try(read: Callable[[], T], default: T) -> T:
@@ -202,7 +202,7 @@ def _try(read: Callable[[], T], default: T) -> T:
         return default
 
 
-def _partial_pod(obj: Mapping[str, Any], why: str) -> Pod:
+def _partial_pod(obj: Mapping[str, Any], why: str, memo: QuantityMemo | None) -> Pod:
     """What can be read of a pod the API server accepted but tidal cannot fully understand: enough to know
     where it runs and whom it belongs to, marked so that every decision leaves it (and its node) alone."""
     meta = field_map(obj, "metadata")
@@ -218,24 +218,24 @@ def _partial_pod(obj: Mapping[str, Any], why: str) -> Pod:
         annotations=_try(lambda: str_map(meta, "annotations"), {}),
         node_name=node_name,
         phase=_try(lambda: string(status, "phase", "Pending"), "Running" if node_name else "Pending"),
-        requests=_try(lambda: pod_requests(spec), Resources()),
+        requests=_try(lambda: pod_requests(spec, memo=memo), Resources()),
         owner=_try(lambda: owner(meta), None),
         terminating=meta.get("deletionTimestamp") is not None,
         unreadable=why,
     )
 
 
-def pod_from_api(obj: Mapping[str, Any]) -> Pod:
+def pod_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
     """A pod from the API server: what it accepted is never dropped. A field tidal cannot read keeps the pod,
     marked ``unreadable`` with the reason (``tidal plan`` reads files strictly instead)."""
     try:
-        return pod_from_dict(obj)
+        return pod_from_dict(obj, memo)
     except ConversionError as err:
         why = _field_of(err)
-    return guard(obj, lambda o: _partial_pod(o, why))
+    return guard(obj, lambda o: _partial_pod(o, why, memo))
 
 
-def _partial_node(obj: Mapping[str, Any], why: str) -> Node:
+def _partial_node(obj: Mapping[str, Any], why: str, memo: QuantityMemo | None) -> Node:
     meta = field_map(obj, "metadata")
     empty: Mapping[str, Any] = {}
     spec = _try(lambda: field_map(obj, "spec"), empty)
@@ -245,8 +245,8 @@ def _partial_node(obj: Mapping[str, Any], why: str) -> Node:
         uid=str(meta.get("uid") or ""),
         labels=_try(lambda: str_map(meta, "labels"), {}),
         annotations=_try(lambda: str_map(meta, "annotations"), {}),
-        capacity=_try(lambda: Resources.parse(status.get("capacity")), Resources()),
-        allocatable=_try(lambda: Resources.parse(status.get("allocatable")), Resources()),
+        capacity=_try(lambda: Resources.parse(status.get("capacity"), memo=memo), Resources()),
+        allocatable=_try(lambda: Resources.parse(status.get("allocatable"), memo=memo), Resources()),
         provider_id=_try(lambda: string(spec, "providerID"), ""),
         unschedulable=True,  # nothing may be planned onto it
         deleting=meta.get("deletionTimestamp") is not None,
@@ -254,13 +254,13 @@ def _partial_node(obj: Mapping[str, Any], why: str) -> Node:
     )
 
 
-def node_from_api(obj: Mapping[str, Any]) -> Node:
+def node_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
     """A Node from the API server, kept (marked ``unreadable``) when tidal cannot read all of it."""
     try:
-        return node_from_dict(obj)
+        return node_from_dict(obj, memo)
     except ConversionError as err:
         why = _field_of(err)
-    return guard(obj, lambda o: _partial_node(o, why))
+    return guard(obj, lambda o: _partial_node(o, why, memo))
 
 
 def _field_of(err: ConversionError) -> str:
@@ -302,7 +302,7 @@ def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
     return tuple(out)
 
 
-def _node(obj: Mapping[str, Any]) -> Node:
+def _node(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
     meta = field_map(obj, "metadata")
     spec = field_map(obj, "spec")
     status = field_map(obj, "status")
@@ -323,8 +323,8 @@ def _node(obj: Mapping[str, Any]) -> Node:
         labels=str_map(meta, "labels", "metadata."),
         annotations=str_map(meta, "annotations", "metadata."),
         taints=_taints(spec),
-        capacity=Resources.parse(status.get("capacity"), field="status.capacity"),
-        allocatable=Resources.parse(status.get("allocatable"), field="status.allocatable"),
+        capacity=Resources.parse(status.get("capacity"), field="status.capacity", memo=memo),
+        allocatable=Resources.parse(status.get("allocatable"), field="status.allocatable", memo=memo),
         provider_id=string(spec, "providerID", "", "spec."),
         unschedulable=boolean(spec, "unschedulable", "spec."),
         ready=ready,
@@ -334,9 +334,9 @@ def _node(obj: Mapping[str, Any]) -> Node:
     )
 
 
-def node_from_dict(obj: Mapping[str, Any]) -> Node:
-    """A ``v1.Node`` JSON object."""
-    return guard(obj, _node)
+def node_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
+    """A ``v1.Node`` JSON object (``memo``: the decoder's quantities)."""
+    return guard(obj, lambda o: _node(o, memo))
 
 
 def _int_or_percent(spec: Mapping[str, Any], key: str) -> None:
@@ -385,7 +385,7 @@ def pdb_from_dict(obj: Mapping[str, Any]) -> DisruptionBudget:
     return guard(obj, _pdb)
 
 
-def _daemonset(obj: Mapping[str, Any]) -> DaemonSet:
+def _daemonset(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
     meta = field_map(obj, "metadata")
     template = field_map(field_map(obj, "spec"), "template", "spec.")
     where = "spec.template.spec."
@@ -393,16 +393,17 @@ def _daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     return DaemonSet(
         namespace=string(meta, "namespace", "default", "metadata."),
         name=object_name(meta),
-        requests=pod_requests(template_spec, where),
+        requests=pod_requests(template_spec, where, memo),
         node_selector=str_map(template_spec, "nodeSelector", where),
         affinity=required_affinity(template_spec, where),
         tolerations=tolerations(template_spec, where),
     )
 
 
-def daemonset_from_dict(obj: Mapping[str, Any]) -> DaemonSet:
-    """An ``apps/v1`` DaemonSet (its pod template is what every new node will run)."""
-    return guard(obj, _daemonset)
+def daemonset_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
+    """An ``apps/v1`` DaemonSet (its pod template is what every new node will run; ``memo``: the decoder's
+    quantities)."""
+    return guard(obj, lambda o: _daemonset(o, memo))
 
 
 def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
@@ -420,16 +421,6 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
         queue=str(spec.get("queue") or ""),
         preemptibility=preemptibility(spec.get("preemptibility")),
     )
-
-
-PREEMPTIBILITY = ("preemptible", "non-preemptible", "semi-preemptible")
-
-
-def preemptibility(value: object) -> str:
-    """A KAI preemptibility value, lowercased; "" for none or one KAI does not know (it then goes by priority,
-    and so does tidal)."""
-    text = value.lower() if isinstance(value, str) else ""
-    return text if text in PREEMPTIBILITY else ""
 
 
 def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:

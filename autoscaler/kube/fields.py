@@ -7,10 +7,11 @@ way and, for anything rarer, a path added in the ``except`` branch: decoding 100
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 from autoscaler.quantity import QuantityError
+from autoscaler.timestamps import epoch
+from autoscaler.timestamps import parse_time as parse_time  # decoders and the lease read it from here
 
 T = TypeVar("T")
 
@@ -46,35 +47,14 @@ def got(value: object) -> str:
 # --- time -------------------------------------------------------------------------------------------
 
 
-def _epoch(value: str) -> float | None:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None  # RFC 3339 always carries Z or an offset; a local time would depend on the machine
-    return parsed.timestamp()
-
-
-def parse_time(value: object) -> float | None:
-    """RFC 3339 timestamp → epoch seconds; ``None`` when absent *or not a timestamp* (never raises).
-
-    For values tidal reads back from its own annotations (``tidal.dev/unneeded-since``) and leases, where a
-    mangled value must mean "start counting again", not stop a reconcile.
-    """
-    if type(value) is not str or not value:
-        return None
-    return _epoch(value)
-
-
 def parse_timestamp(value: object, field: str) -> float | None:
     """A timestamp field of an object: ``None`` when absent; anything else but RFC 3339 is a FieldError."""
     if value is None or value == "":
         return None
     if type(value) is str:
-        epoch = _epoch(value)
-        if epoch is not None:
-            return epoch
+        seconds = epoch(value)
+        if seconds is not None:
+            return seconds
     raise FieldError(field, f"{got(value)} is not an RFC 3339 time (e.g. 2026-11-20T10:00:00Z)")
 
 

@@ -28,6 +28,7 @@ from autoscaler.model import (
     SpreadConstraint,
     Toleration,
 )
+from autoscaler.quantity import QuantityMemo
 from autoscaler.resources import EMPTY, Resources
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -362,7 +363,7 @@ def host_ports(spec: Mapping[str, Any], where: str = "spec.") -> tuple[HostPort,
 # --- resources ---------------------------------------------------------------------------------------
 
 
-def _requests(holder: Mapping[str, Any], field: str) -> Resources:
+def _requests(holder: Mapping[str, Any], field: str, memo: QuantityMemo | None) -> Resources:
     """``resources.requests``, with a missing request defaulted to its limit as the API server does."""
     resources = holder.get("resources")
     if not resources:
@@ -371,19 +372,21 @@ def _requests(holder: Mapping[str, Any], field: str) -> Resources:
         raise FieldError(f"{field}.resources", f"expected a map, got {got(resources)}")
     requests = resources.get("requests")
     limits = resources.get("limits")
-    parsed = Resources.parse(requests, field=f"{field}.resources.requests") if requests else EMPTY
+    parsed = Resources.parse(requests, field=f"{field}.resources.requests", memo=memo) if requests else EMPTY
     if limits:
-        parsed_limits = Resources.parse(limits, field=f"{field}.resources.limits")
+        parsed_limits = Resources.parse(limits, field=f"{field}.resources.limits", memo=memo)
         missing = {k: v for k, v in parsed_limits.items() if k not in parsed}
         if missing:
             parsed = parsed + missing
     return parsed
 
 
-def pod_requests(spec: Mapping[str, Any], where: str = "spec.") -> Resources:
+def pod_requests(
+    spec: Mapping[str, Any], where: str = "spec.", memo: QuantityMemo | None = None
+) -> Resources:
     """What NodeResourcesFit charges a node for the pod: max(containers + sidecars, each init container with
     the sidecars started before it), pod-level cpu/memory requests in place of the containers' where set,
-    plus the RuntimeClass overhead."""
+    plus the RuntimeClass overhead. ``memo`` is the decoder's quantity memo."""
     containers = field_maps(spec, "containers", where)
     if (
         len(containers) == 1
@@ -391,14 +394,14 @@ def pod_requests(spec: Mapping[str, Any], where: str = "spec.") -> Resources:
         and not spec.get("overhead")
         and not spec.get("resources")
     ):
-        return _requests(containers[0], f"{where}containers[0]")  # the common case, kept cheap
+        return _requests(containers[0], f"{where}containers[0]", memo)  # the common case, kept cheap
     total = EMPTY
     for i, c in enumerate(containers):
-        total = total + _requests(c, f"{where}containers[{i}]")
+        total = total + _requests(c, f"{where}containers[{i}]", memo)
     init_peak = EMPTY
     sidecars = EMPTY
     for i, c in enumerate(field_maps(spec, "initContainers", where)):
-        req = _requests(c, f"{where}initContainers[{i}]")
+        req = _requests(c, f"{where}initContainers[{i}]", memo)
         if c.get("restartPolicy") == "Always":
             # A sidecar keeps running, so it adds to everything that starts after it.
             sidecars = sidecars + req
@@ -406,7 +409,7 @@ def pod_requests(spec: Mapping[str, Any], where: str = "spec.") -> Resources:
         else:
             init_peak = init_peak.maximum(req + sidecars)
     total = (total + sidecars).maximum(init_peak)
-    pod_level = _requests(spec, where.rstrip(".")) if spec.get("resources") else EMPTY
+    pod_level = _requests(spec, where.rstrip("."), memo) if spec.get("resources") else EMPTY
     if pod_level:
         values = total.as_dict()
         for name in POD_LEVEL_RESOURCES:
@@ -418,5 +421,5 @@ def pod_requests(spec: Mapping[str, Any], where: str = "spec.") -> Resources:
         total = Resources(values)
     overhead = spec.get("overhead")
     if overhead:
-        total = total + Resources.parse(overhead, field=f"{where}overhead")
+        total = total + Resources.parse(overhead, field=f"{where}overhead", memo=memo)
     return total

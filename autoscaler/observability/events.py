@@ -2,7 +2,9 @@
 
 A reconcile runs every few seconds and would otherwise repeat "NotTriggerScaleUp" on every pending pod each
 time; the recorder sends an identical event once per window. Events are advisory: a failing API call is
-logged and dropped, never allowed to break the reconcile that produced it.
+logged and dropped, never allowed to break the reconcile that produced it. The reasons (``TriggeredScaleUp``,
+``NotTriggerScaleUp`` — cluster-autoscaler's too, so existing alerts carry over — ``ScaleDown``...) and
+messages are written where the decision is made.
 """
 
 from __future__ import annotations
@@ -17,38 +19,13 @@ import structlog
 
 from autoscaler.model import Pod
 
-__all__ = [
-    "CONFIG_RELOAD_FAILED",
-    "NORMAL",
-    "NOT_TRIGGER_SCALE_UP",
-    "SCALE_DOWN",
-    "SCALE_DOWN_BLOCKED",
-    "TRIGGERED_SCALE_UP",
-    "WARNING",
-    "EventRecorder",
-    "scale_up_message",
-]
+__all__ = ["NORMAL", "EventRecorder"]
 
 log = structlog.get_logger("tidal.events")
 
-# Event reasons; cluster-autoscaler uses the first two too, so existing alerts and habits carry over.
-TRIGGERED_SCALE_UP = "TriggeredScaleUp"
-NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
-SCALE_DOWN = "ScaleDown"
-SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
-CONFIG_RELOAD_FAILED = "ConfigReloadFailed"
-
 NORMAL = "Normal"
-WARNING = "Warning"
 
 EventSink = Callable[..., None]
-
-
-def scale_up_message(instance_type: str, zone: str, capacity_type: str, price_per_hour: float) -> str:
-    """The ``TriggeredScaleUp`` message: ``launching g5.xlarge in us-east-1a (spot, $0.4123/h) for this pod``."""
-    # Sub-dollar prices keep four decimals: a cheap spot node at "$0.01/h" would hide a 2x price difference.
-    price = f"{price_per_hour:.2f}" if price_per_hour >= 1 else f"{price_per_hour:.4f}"
-    return f"launching {instance_type} in {zone} ({capacity_type}, ${price}/h) for this pod"
 
 
 class EventRecorder:

@@ -11,9 +11,9 @@ from autoscaler.disruption.choose import disrupt
 from autoscaler.gpu.dra_demand import resolve_claims
 from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.planning.decisions import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.estimates import Estimate, estimate
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.queues import QueueView, queue_costs, queue_views
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.planning.stories import pod_story

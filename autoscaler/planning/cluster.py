@@ -20,11 +20,11 @@ from autoscaler.model import (
     Pod,
     Snapshot,
 )
-from autoscaler.placement.bins import Bin, Kind, device_slots
+from autoscaler.placement.bins import Bin, Kind
 from autoscaler.placement.engine import Engine
-from autoscaler.placement.gpus import GpuSlots, slots_of
+from autoscaler.placement.gpus import GpuSlots, device_slots, slots_of
+from autoscaler.planning.decisions import Launching, Usage
 from autoscaler.planning.offerings import OfferingIndex, daemonset_overhead
-from autoscaler.planning.plan import Launching, Usage
 from autoscaler.resources import EMPTY, NVIDIA_GPU, PODS, Resources
 
 # NVIDIA GPU feature discovery's label for one GPU's memory, in MiB.

@@ -16,8 +16,8 @@ from autoscaler.demand import Demand, Gang
 from autoscaler.fit import Constraints
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.engine import Engine
+from autoscaler.planning.decisions import NO_USAGE
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import NO_USAGE
 from autoscaler.planning.scaleup import scale_up
 
 __all__ = ["Estimate", "estimate"]

@@ -19,8 +19,8 @@ from autoscaler.placement.bins import Bin, Option
 from autoscaler.placement.filters import insufficient_all
 from autoscaler.placement.gpus import device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
+from autoscaler.planning.decisions import BIN_PACKING
 from autoscaler.planning.offerings import OfferingIndex, price_order
-from autoscaler.planning.plan import BIN_PACKING
 from autoscaler.planning.reserved import ReservedRoom, rank
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources

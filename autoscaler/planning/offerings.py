@@ -25,6 +25,7 @@ from autoscaler.placement import filters
 from autoscaler.placement.bins import Option, shape_key
 from autoscaler.placement.engine import Options
 from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.planning.memo import PlanMemo
 from autoscaler.resources import PODS, Resources
 
 # Offerings of one instance type in one capacity type, cheapest first, sharing one allocatable.
@@ -64,6 +65,8 @@ class OfferingIndex:
             self.by_type[name] = next((o for o in variants if o.layout is None), variants[0])
         self._by_shape: dict[tuple[str, str], Shape] | None = None
         self._every: list[Offering] | None = None
+        # What the planner's other steps work out once per index (scale-down, verdicts, reservations).
+        self.memo = PlanMemo()
 
     def every(self) -> list[Offering]:
         """Every offering, usable or taken away by the configuration, cheapest first (to explain choices)."""

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from autoscaler.demand import pod_gpus, pod_queue
 from autoscaler.model import Pod, PodGroup, Snapshot
+from autoscaler.planning.decisions import Launching, LaunchPlan, QueueSpend
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Launching, LaunchPlan, QueueSpend
 from autoscaler.planning.scaledown import node_offering
 
 __all__ = ["QueueView", "queue_costs", "queue_views"]

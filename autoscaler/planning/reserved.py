@@ -17,7 +17,6 @@ passed in:
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,6 +34,7 @@ from autoscaler.model import (
 )
 from autoscaler.placement.bins import Option
 from autoscaler.placement.reasons import Filter, Rejection
+from autoscaler.planning.memo import PlanMemo
 
 __all__ = [
     "BLOCK_NOT_STARTED",
@@ -206,14 +206,13 @@ class InFlight:
 
 # --- nodes in reservations --------------------------------------------------------------------------------
 
-_LIVE: weakref.WeakKeyDictionary[object, dict[str, Reservation]] = weakref.WeakKeyDictionary()
 
-
-def live(index: object, offerings: Iterable[Offering]) -> dict[str, Reservation]:
-    """The reservations the provider lists now, kept per offering index (every node is asked each pass)."""
-    found = _LIVE.get(index)
+def live(memo: PlanMemo, offerings: Iterable[Offering]) -> dict[str, Reservation]:
+    """The reservations the provider lists now, kept in the offering index's memo (every node is asked each
+    pass)."""
+    found = memo.reservations
     if found is None:
-        found = _LIVE[index] = reservations(offerings)
+        found = memo.reservations = reservations(offerings)
     return found
 
 

@@ -22,15 +22,15 @@ from autoscaler.disruption.protection import eviction_blocker
 from autoscaler.disruption.protection import workload as workload_of
 from autoscaler.disruption.replace import Replacement, cheaper, node_offering
 from autoscaler.disruption.underutilised import NODE_MODE
-from autoscaler.kube.fields import parse_time
 from autoscaler.model import Node, Pod, Snapshot
 from autoscaler.placement.bins import Kind
 from autoscaler.placement.engine import Engine
 from autoscaler.planning import reserved
 from autoscaler.planning.cluster import build_engine, node_gpus, pods_by_node, usage
+from autoscaler.planning.decisions import Blocked, Removal, RemovalPlan, Usage
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import Blocked, Removal, RemovalPlan, Usage
 from autoscaler.quantity import format_duration
+from autoscaler.timestamps import parse_time
 
 __all__ = ["NODE_MODE", "UNNEEDED_SINCE", "YOUNG_REPLACE_SAVINGS", "node_offering", "scale_down"]
 
@@ -99,7 +99,7 @@ def scale_down(
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
     candidates: list[tuple[float, Node, list[Pod]]] = []
-    listed = reserved.live(index, (*index.offerings, *index.excluded))
+    listed = reserved.live(index.memo, (*index.offerings, *index.excluded))
     held = held or {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if not node.managed or node.deleting:

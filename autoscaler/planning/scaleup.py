@@ -31,9 +31,7 @@ from autoscaler.placement.reasons import (
     Rejection,
 )
 from autoscaler.planning import newnodes, reserved
-from autoscaler.planning.newnodes import Budget, Choice, describe
-from autoscaler.planning.offerings import OfferingIndex, price_order
-from autoscaler.planning.plan import (
+from autoscaler.planning.decisions import (
     BIN_PACKING,
     BIN_SELECTION,
     NO_SPEND,
@@ -44,6 +42,8 @@ from autoscaler.planning.plan import (
     Unplaced,
     Usage,
 )
+from autoscaler.planning.newnodes import Budget, Choice, describe
+from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.why import LaunchWhy, launch_why, mode_reason
 
 __all__ = ["describe", "pod_mode", "scale_up"]

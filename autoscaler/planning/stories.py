@@ -7,9 +7,9 @@ from autoscaler.demand import Demand, pod_queue
 from autoscaler.fit import AnnotationError, pod_constraints
 from autoscaler.model import Pod, Snapshot
 from autoscaler.placement.engine import request
+from autoscaler.planning.decisions import BIN_PACKING, Launch, LaunchPlan
 from autoscaler.planning.newnodes import describe
 from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.planning.plan import BIN_PACKING, Launch, LaunchPlan
 from autoscaler.planning.scaleup import pod_mode
 from autoscaler.planning.why import PodStory, mode_reason, pod_candidates, pod_steps
 

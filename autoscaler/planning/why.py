@@ -7,7 +7,6 @@ The planner records these (pure, like the plan itself); :mod:`autoscaler.render`
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from autoscaler.planning.offerings import OfferingIndex, price_order
 
 if TYPE_CHECKING:
     from autoscaler.planning.newnodes import Fallbacks
-from autoscaler.planning.plan import BIN_PACKING
+from autoscaler.planning.decisions import BIN_PACKING
 from autoscaler.quantity import format_memory, format_quantity
 from autoscaler.resources import GPU_RESOURCES, PODS, Resources
 
@@ -156,12 +155,6 @@ def idle_warning(offering: Offering, pods: Sequence[str], why: LaunchWhy) -> str
     return f"{line}; {why.smaller}" if why.smaller else line
 
 
-# Offerings screened per (constraint classes, packing), per offering index: the index lives while the
-# offerings and the configuration do, and the same classes come back every reconcile.
-_SCREENED: weakref.WeakKeyDictionary[
-    OfferingIndex, dict[tuple[tuple[Constraints, ...], bool], _Screening]
-] = weakref.WeakKeyDictionary()
-
 _PACKING_SIZE = Rejection(
     Filter.CONFIGURATION,
     "smaller than a bin-packing node, or a GPU node (binPackingNodeCpu, binPackingNodeMemory, "
@@ -248,7 +241,7 @@ def screened(
     keeps pods of ``classes`` off it: the configuration's, then each class's own, then the bin-packing node
     size; None when none does."""
     key = (tuple(classes), packing)
-    memo = _SCREENED.setdefault(index, {})
+    memo = index.memo.screened  # the same classes come back every reconcile
     found = memo.get(key)
     if found is None:
         found = memo[key] = _Screening(index, classes, packing)

@@ -39,8 +39,16 @@ from autoscaler.gpu.kai_pods import (
 from autoscaler.model import Offering, Pod, Snapshot
 from autoscaler.planning import Plan
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.planning.decisions import (
+    BIN_SELECTION,
+    NO_USAGE,
+    Launch,
+    Launching,
+    LaunchPlan,
+    Unplaced,
+    Usage,
+)
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo, price_order
-from autoscaler.planning.plan import BIN_SELECTION, NO_USAGE, Launch, Launching, LaunchPlan, Unplaced, Usage
 from autoscaler.planning.reserved import ReservedRoom
 from autoscaler.planning.scaledown import scale_down
 from autoscaler.planning.scaleup import scale_up

@@ -19,7 +19,7 @@ from autoscaler.fleet import Fleet
 from autoscaler.gangs import GangLaunch, Gangs
 from autoscaler.launching import Launcher
 from autoscaler.model import Instance
-from autoscaler.planning.plan import Launch
+from autoscaler.planning.decisions import Launch
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.engine import SyncDrainer
 from autoscaler.sim.scenario import JobSpec

@@ -5,13 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoscaler.model import Pod
-from autoscaler.observability.events import (
-    NOT_TRIGGER_SCALE_UP,
-    SCALE_DOWN,
-    TRIGGERED_SCALE_UP,
-    EventRecorder,
-    scale_up_message,
-)
+from autoscaler.observability.events import EventRecorder
 
 
 class FakeClock:
@@ -30,12 +24,12 @@ def test_same_event_is_sent_once_within_the_window_and_again_after_it() -> None:
     clock = FakeClock()
     events = EventRecorder(lambda *args: sent.append(args), clock=clock, dedupe_window=600)
 
-    assert events.pod(POD, NOT_TRIGGER_SCALE_UP, "queue-limit")
+    assert events.pod(POD, "NotTriggerScaleUp", "queue-limit")
     clock.now += 599
-    assert not events.pod(POD, NOT_TRIGGER_SCALE_UP, "queue-limit")
-    assert events.pod(POD, NOT_TRIGGER_SCALE_UP, "fits-existing")  # a different message is news
+    assert not events.pod(POD, "NotTriggerScaleUp", "queue-limit")
+    assert events.pod(POD, "NotTriggerScaleUp", "fits-existing")  # a different message is news
     clock.now += 1
-    assert events.pod(POD, NOT_TRIGGER_SCALE_UP, "queue-limit")
+    assert events.pod(POD, "NotTriggerScaleUp", "queue-limit")
 
     assert [args[2] for args in sent] == ["queue-limit", "fits-existing", "queue-limit"]
 
@@ -44,10 +38,10 @@ def test_expired_entries_are_forgotten() -> None:
     clock = FakeClock()
     events = EventRecorder(lambda *args: None, clock=clock, dedupe_window=10)
     for i in range(50):
-        events.node(f"node-{i}", SCALE_DOWN, "empty for 10m")
+        events.node(f"node-{i}", "ScaleDown", "empty for 10m")
 
     clock.now += 10
-    events.node("node-new", SCALE_DOWN, "empty for 10m")
+    events.node("node-new", "ScaleDown", "empty for 10m")
 
     assert len(events) == 1
 
@@ -60,14 +54,14 @@ def test_failing_sink_does_not_raise_and_is_retried() -> None:
         raise RuntimeError("apiserver down")
 
     events = EventRecorder(broken, clock=FakeClock())
-    message = scale_up_message("g5.xlarge", "us-east-1a", "spot", 0.41234)
+    message = "launching g5.xlarge in us-east-1a (spot, $0.4123/h) for this pod"
 
-    assert not events.pod(POD, TRIGGERED_SCALE_UP, message)
-    assert not events.pod(POD, TRIGGERED_SCALE_UP, message)
+    assert not events.pod(POD, "TriggeredScaleUp", message)
+    assert not events.pod(POD, "TriggeredScaleUp", message)
 
     assert len(calls) == 2  # a failed send is not remembered as sent
     assert calls[0][1:] == (
-        TRIGGERED_SCALE_UP,
+        "TriggeredScaleUp",
         "launching g5.xlarge in us-east-1a (spot, $0.4123/h) for this pod",
         "Normal",
     )

@@ -2,7 +2,14 @@ from fractions import Fraction
 
 import pytest
 
-from autoscaler.quantity import QuantityError, format_memory, format_quantity, parse_quantity, to_milli
+from autoscaler.quantity import (
+    QuantityError,
+    QuantityMemo,
+    format_memory,
+    format_quantity,
+    parse_quantity,
+    to_milli,
+)
 
 
 @pytest.mark.parametrize(
@@ -84,3 +91,15 @@ def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text, units):
 def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big):
     with pytest.raises(QuantityError, match=rf"^status.capacity.memory: '{too_big}' is out of range"):
         to_milli(too_big, field="status.capacity.memory")
+
+
+def test_a_decoders_memo_reads_every_quantity_as_parsing_does_past_its_bound_and_after_an_error():
+    memo = QuantityMemo(max_entries=2)
+    values = ["500m", "1Gi", "500m", 2, 2.5, "1Gi", "100Mi"]
+
+    with pytest.raises(QuantityError, match=r"resources.requests.cpu: '1e30' is out of range"):
+        to_milli("1e30", field="resources.requests.cpu", memo=memo)
+    with pytest.raises(QuantityError, match=r"cpu: \[1\] is not a quantity"):
+        to_milli([1], field="cpu", memo=memo)  # type: ignore[arg-type]
+
+    assert [to_milli(v, memo=memo) for v in values] == [to_milli(v) for v in values]

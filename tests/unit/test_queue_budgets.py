@@ -6,7 +6,7 @@ import pytest
 from autoscaler.observability.metrics import Metrics
 from autoscaler.placement.reasons import Filter
 from autoscaler.planning import plan
-from autoscaler.planning.plan import Launching
+from autoscaler.planning.decisions import Launching
 from autoscaler.status import status_summary, unplaced_kind
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
 

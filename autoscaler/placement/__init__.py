@@ -1,0 +1,1 @@
+"""Where pods go: the scheduler's filters and a packing engine over existing nodes and new ones."""
