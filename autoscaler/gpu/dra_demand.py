@@ -36,14 +36,24 @@ def resolve_claims(snapshot: Snapshot, types: Iterable[DeviceType]) -> Snapshot:
     if not any(p.claims for p in snapshot.pods):
         return snapshot
     kinds = tuple(sorted(set(types)))
-    pods = tuple(_resolve(p, snapshot.dra, kinds) if p.claims else p for p in snapshot.pods)
+    found = _Found(snapshot.dra)
+    pods = tuple(_resolve(p, found, kinds) if p.claims else p for p in snapshot.pods)
     return replace(snapshot, pods=pods)
 
 
-def _specs(pod: Pod, dra: DraObjects) -> tuple[list[ClaimSpec], int, str]:
+class _Found:
+    """The DRA objects by name, looked up for every pod that names a claim."""
+
+    def __init__(self, dra: DraObjects) -> None:
+        self.served = dra.served
+        self.claims = {(c.namespace, c.name): c for c in dra.claims}
+        self.templates = {(t.namespace, t.name): t for t in dra.claim_templates}
+        self.classes = {c.name: c for c in dra.device_classes}
+
+
+def _specs(pod: Pod, found: _Found) -> tuple[list[ClaimSpec], int, str]:
     """The claim specs still to allocate, the GPUs of claims already allocated, and an error."""
-    claims = {(c.namespace, c.name): c for c in dra.claims}
-    templates = {(t.namespace, t.name): t for t in dra.claim_templates}
+    claims, templates = found.claims, found.templates
     specs: list[ClaimSpec] = []
     allocated = 0
     for pc in pod.claims:
@@ -71,14 +81,14 @@ def _specs(pod: Pod, dra: DraObjects) -> tuple[list[ClaimSpec], int, str]:
     return specs, allocated, ""
 
 
-def _resolve(pod: Pod, dra: DraObjects, types: tuple[DeviceType, ...]) -> Pod:
-    if not dra.served:
+def _resolve(pod: Pod, found: _Found, types: tuple[DeviceType, ...]) -> Pod:
+    if not found.served:
         return replace(
             pod,
             dra_error="spec.resourceClaims: resource.k8s.io/v1 is not served (no DeviceClass is known), so no "
             "claim can be allocated",
         )
-    specs, allocated, error = _specs(pod, dra)
+    specs, allocated, error = _specs(pod, found)
     if error:
         return replace(pod, dra_error=error)
     if pod.node_name or not specs:
@@ -89,7 +99,7 @@ def _resolve(pod: Pod, dra: DraObjects, types: tuple[DeviceType, ...]) -> Pod:
             dra_error="no GPU offering is planned for DRA: set gpuSharing.dra: true to launch GPU nodes for "
             "ResourceClaims",
         )
-    classes = {c.name: c for c in dra.device_classes}
+    classes = found.classes
     takes: dict[DeviceType, int] = {}
     unsupported: list[str] = []
     misses: list[str] = []
