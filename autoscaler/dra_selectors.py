@@ -143,7 +143,8 @@ def _regex(pattern: str) -> re.Pattern[str]:
 def _compare(left: Any, right: Any) -> int:
     if type(left) is not type(right) or not isinstance(left, (*_ORDERED, Fraction, Version)):
         raise NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
-    return (left > right) - (left < right)
+    order: int = (left > right) - (left < right)
+    return order
 
 
 def _call(target: Any, name: str, args: list[Any]) -> Any:
@@ -263,7 +264,8 @@ def _relation(op: str, left: Any, right: Any) -> bool:
     if op in ("==", "!="):
         if type(left) is not type(right):
             raise NotEvaluable(f"comparing {type(left).__name__} with {type(right).__name__}")
-        return (left == right) == (op == "==")
+        equal: bool = left == right
+        return equal == (op == "==")
     sign = _compare(left, right)
     return {"<": sign < 0, "<=": sign <= 0, ">": sign > 0, ">=": sign >= 0}[op]
 

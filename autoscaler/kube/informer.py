@@ -48,7 +48,7 @@ class Backoff:
 
     def next(self) -> float:
         """The delay before the next attempt; each call doubles the step up to ``cap``."""
-        step = min(self.cap, self.base * (2 ** min(self.attempts, 30)))
+        step: float = min(self.cap, self.base * (2 ** min(self.attempts, 30)))
         self.attempts += 1
         return step / 2 + self._rng() * step / 2
 

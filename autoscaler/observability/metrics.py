@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, cast
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -189,7 +189,8 @@ def _never_raises(
         except Exception as err:
             log.warning("metric not recorded", method=method.__name__, error=repr(err))
 
-    return wrapper
+    # functools.wraps's result type keeps the wrapped signature only in a form mypy cannot match to Concatenate.
+    return cast("Callable[Concatenate[Metrics, _P], None]", wrapper)
 
 
 class _WithoutCreated:

@@ -104,9 +104,10 @@ def reservation_fee(scenario: Scenario, offerings: Sequence[Any], end: float) ->
     """What the scenario's reservations cost over a run of ``end`` seconds, used or not: their instances at
     the on-demand price for as long as each lasts (a Capacity Block's price is close to that)."""
     prices = {(o.instance_type, o.zone): o.price for o in offerings if o.capacity_type == "on-demand"}
-    return sum(
+    fee: float = sum(
         r.count * prices.get((r.instance_type, r.zone), 0.0) * r.hours(end) for r in scenario.reservations
     )
+    return fee
 
 
 def _provider(config: Any, *, clock: Callable[[], float], kube: Any) -> Any:

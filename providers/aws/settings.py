@@ -126,7 +126,7 @@ _RESERVATION_ID = r"cr-[0-9a-f]{17}"
 
 
 def _url(value: Any, path: str) -> str:
-    url = schema.text()(value, path)
+    url: str = schema.text()(value, path)
     if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
         schema.fail(path, f"{schema.show(value)} is not an http:// or https:// URL")
     return url
@@ -157,7 +157,7 @@ def _path(value: Any, path: str) -> Path:
 
 
 def _queue(value: Any, path: str) -> str:
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     if text.startswith(("https://", "http://")) or re.fullmatch(_QUEUE_NAME, text):
         return text
     schema.fail(path, f"{schema.show(value)} is not an SQS queue URL or queue name")
@@ -183,7 +183,7 @@ def _section(keys: Mapping[str, tuple[str, Convert]], value: Any, path: str) -> 
 def _version(value: Any, path: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return str(value)
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     if text in ("$Default", "$Latest") or text.isdigit():
         return text
     schema.fail(path, f"{schema.show(value)} is not a version number, $Default or $Latest")
@@ -239,7 +239,7 @@ def _block_devices(value: Any, path: str) -> tuple[BlockDevice, ...]:
 
 
 def _certificate(value: Any, path: str) -> str:
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     try:
         base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

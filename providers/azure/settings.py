@@ -67,7 +67,7 @@ class AzureSettings:
 
 
 def _https_url(value: Any, path: str) -> str:
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     parts = urlsplit(text)
     if parts.scheme != "https" or not parts.netloc:
         schema.fail(

@@ -76,7 +76,7 @@ class ClientFactory:
         if self.credentials is not None:
             return self.credentials
         if endpoint is not None and endpoint.startswith("http://"):
-            return AnonymousCredentials()
+            return AnonymousCredentials()  # type: ignore[no-untyped-call]
         return None  # Application Default Credentials (Workload Identity in GKE)
 
     def _build(self, key: str, make: Callable[[], T]) -> T:

@@ -88,7 +88,7 @@ class GcpSettings:
 
 
 def _url(value: Any, path: str) -> str:
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     if not _URL.fullmatch(text):
         schema.fail(path, f"{schema.show(value)} is not an http(s) URL (e.g. http://127.0.0.1:8080)")
     return text.rstrip("/")
