@@ -94,7 +94,7 @@ def eks(tmp_path: Path) -> Iterator[EksCluster]:
         api.stop()
 
 
-def test_a_gpu_pod_gets_an_eks_node_that_is_removed_once_the_pod_has_finished(eks):
+def test_a_gpu_pod_gets_an_eks_node_that_is_removed_once_the_pod_has_finished(eks: EksCluster) -> None:
     eks.api.create(gpu_pod("infer-0"))
     eks.run_until(lambda: eks.running_pods() == 1)
 

@@ -105,7 +105,9 @@ def aks_cluster(tmp_path: Path, **overrides: object) -> Iterator[AksCluster]:
             daemon.stop()
 
 
-def test_a_pending_gpu_pod_gets_an_aks_node_that_is_removed_and_deleted_after_the_pod_finishes(tmp_path):
+def test_a_pending_gpu_pod_gets_an_aks_node_that_is_removed_and_deleted_after_the_pod_finishes(
+    tmp_path: Path,
+) -> None:
     with aks_cluster(tmp_path) as c:
         c.kubelet.step()  # the CPU pool's two nodes were there before tidal
         c.api.create(gpu_pod("infer-0"))
@@ -129,7 +131,9 @@ def test_a_pending_gpu_pod_gets_an_aks_node_that_is_removed_and_deleted_after_th
         assert len([n for n in c.nodes() if n["metadata"]["name"].startswith(POOL_CPU)]) == 2
 
 
-def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_reconcile(tmp_path):
+def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_reconcile(
+    tmp_path: Path,
+) -> None:
     with aks_cluster(tmp_path) as c:
         c.daemon.reconcile()  # offerings cached while the cheapest pool still looks fine
         c.arm.state.fail_allocation(T4)
@@ -145,8 +149,8 @@ def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_r
 
 
 def test_a_family_cores_quota_on_the_cheapest_pool_falls_back_to_another_family_in_the_same_reconcile(
-    tmp_path,
-):
+    tmp_path: Path,
+) -> None:
     """ARM refuses the scale-out with OperationNotAllowed for the T4 family's cores quota: the family's other
     pool is not asked (the quota covers it), the pod gets the next family at once, and the family stays
     benched for the next plans."""
@@ -184,7 +188,7 @@ def spot_tolerant(pod: dict) -> dict:
     return pod
 
 
-def test_an_evicted_spot_node_is_replaced_and_its_workload_runs_again(tmp_path):
+def test_an_evicted_spot_node_is_replaced_and_its_workload_runs_again(tmp_path: Path) -> None:
     with aks_cluster(tmp_path, capacityTypes=["spot", "on-demand"]) as c:
         c.kubelet.step()
         c.api.create(spot_tolerant(gpu_pod("train-0")))
@@ -205,7 +209,9 @@ def test_an_evicted_spot_node_is_replaced_and_its_workload_runs_again(tmp_path):
         assert len(c.nodes()) == 3  # the CPU pool's two nodes and the replacement; the evicted one went
 
 
-def test_an_allocation_failure_reported_after_the_grace_moves_the_pod_to_the_next_pool(tmp_path):
+def test_an_allocation_failure_reported_after_the_grace_moves_the_pod_to_the_next_pool(
+    tmp_path: Path,
+) -> None:
     with aks_cluster(tmp_path) as c:
         c.daemon.reconcile()
         c.arm.state.hold_operations = True

@@ -1,8 +1,11 @@
 """`tidal run --once` through the command line, against the fake API server via a kubeconfig file."""
 
+from __future__ import annotations
+
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -11,6 +14,9 @@ from autoscaler.cli import main
 from autoscaler.cloud import ProviderNotFound, load_provider
 from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.kube_apiserver import FakeApiServer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def kubeconfig(url, path):
@@ -43,7 +49,7 @@ def unschedulable_gpu_pod(name: str) -> dict[str, object]:
     return pod
 
 
-def test_run_once_reconciles_and_launches(tmp_path, capsys):
+def test_run_once_reconciles_and_launches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with FakeApiServer() as api:
         api.create(unschedulable_gpu_pod("infer-0"))
         config = tmp_path / "config.yaml"
@@ -56,7 +62,9 @@ def test_run_once_reconciles_and_launches(tmp_path, capsys):
         assert len(events) == 1 and "g4dn.xlarge" in events[0]["message"]
 
 
-def test_run_with_an_invalid_config_is_one_line_and_exit_2(tmp_path, capsys):
+def test_run_with_an_invalid_config_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("clusterGPULimt: 4\n")
     code = main(["run", "--once", "--config", str(config)])
@@ -66,7 +74,9 @@ def test_run_with_an_invalid_config_is_one_line_and_exit_2(tmp_path, capsys):
     assert "clusterGPULimt: unknown key (did you mean 'clusterGPULimit'?)" in err
 
 
-def test_run_with_an_unknown_cloud_names_the_installed_providers(tmp_path, capsys):
+def test_run_with_an_unknown_cloud_names_the_installed_providers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeApiServer() as api:
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"cloud": "oracle", "region": "us-ashburn-1"}))
@@ -95,7 +105,7 @@ sys.meta_path.insert(0, BlockAwsSdk())
 '''
 
 
-def test_run_without_the_clouds_sdk_says_which_extra_to_install_in_one_line(tmp_path):
+def test_run_without_the_clouds_sdk_says_which_extra_to_install_in_one_line(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCK_AWS_SDK)
@@ -128,7 +138,7 @@ def test_run_without_the_clouds_sdk_says_which_extra_to_install_in_one_line(tmp_
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module():
+def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module() -> None:
     def needs_oci(*args, **kwargs):
         raise ModuleNotFoundError("No module named 'oci'", name="oci")
 
@@ -141,7 +151,7 @@ def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module(
         load_provider("gcp", registry={"gcp": needs_oci})
 
 
-def test_run_lays_a_second_config_file_over_the_first(tmp_path):
+def test_run_lays_a_second_config_file_over_the_first(tmp_path: Path) -> None:
     with FakeApiServer() as api:
         api.create(unschedulable_gpu_pod("infer-0"))
         config = tmp_path / "config.yaml"
@@ -155,7 +165,9 @@ def test_run_lays_a_second_config_file_over_the_first(tmp_path):
         assert "clusterGPULimit 0 reached" in reasons["NotTriggerScaleUp"]
 
 
-def test_run_names_an_option_set_in_two_config_files_once_at_start(tmp_path, capsys):
+def test_run_names_an_option_set_in_two_config_files_once_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeApiServer() as api:
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump(base_config(clusterGPULimit=32, simulated={"registerNodes": False})))
@@ -171,7 +183,9 @@ def test_run_names_an_option_set_in_two_config_files_once_at_start(tmp_path, cap
     assert "clusterGPULimit" in logged[0] and str(config) in logged[0] and str(preset) in logged[0]
 
 
-def test_run_once_without_the_leases_namespace_exits_non_zero_saying_why_in_one_line(tmp_path, capsys):
+def test_run_once_without_the_leases_namespace_exits_non_zero_saying_why_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeApiServer(namespaces=("default", "kube-system")) as api:
         api.create(unschedulable_gpu_pod("infer-0"))
         config = tmp_path / "config.yaml"

@@ -1,19 +1,25 @@
 """The daemon end to end: fake API server + scheduler/KAI stand-ins + simulated cloud + `tidal run` pieces."""
 
+from __future__ import annotations
+
 import json
 import threading
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.builders import pdb
 from tests.e2e.harness import cluster, gpu_pod, podgroup, queue
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 pytestmark = pytest.mark.slow
 
 
-def test_scale_from_zero_for_one_gpu_pod(tmp_path):
+def test_scale_from_zero_for_one_gpu_pod(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         c.daemon()
         c.api.create(gpu_pod("infer-0"))
@@ -27,7 +33,9 @@ def test_scale_from_zero_for_one_gpu_pod(tmp_path):
         assert events and "g4dn.xlarge" in events[0]["message"]
 
 
-def test_seed_scenario_kai_queues_launch_only_what_the_queues_may_use_and_go_back_to_zero(tmp_path):
+def test_seed_scenario_kai_queues_launch_only_what_the_queues_may_use_and_go_back_to_zero(
+    tmp_path: Path,
+) -> None:
     with cluster(tmp_path, schedulerNames=["kai-scheduler"]) as c:
         c.api.create(queue("research", quota=4, limit=8))
         c.api.create(queue("production", quota=8, limit=12))
@@ -60,7 +68,7 @@ def test_seed_scenario_kai_queues_launch_only_what_the_queues_may_use_and_go_bac
         c.run_until(lambda: c.gpus_up() == 0 and not c.nodes(), timeout=30)
 
 
-def test_a_gang_gets_all_its_capacity_at_once(tmp_path):
+def test_a_gang_gets_all_its_capacity_at_once(tmp_path: Path) -> None:
     with cluster(tmp_path, schedulerNames=["kai-scheduler"]) as c:
         c.api.create(queue("production", quota=8, limit=12))
         c.api.create(podgroup("pg-train", 4, "production"))
@@ -81,7 +89,7 @@ def test_a_gang_gets_all_its_capacity_at_once(tmp_path):
         assert c.gpus_up() == 4
 
 
-def test_a_gang_larger_than_the_gpu_limit_gets_nothing(tmp_path):
+def test_a_gang_larger_than_the_gpu_limit_gets_nothing(tmp_path: Path) -> None:
     with cluster(tmp_path, schedulerNames=["kai-scheduler"], clusterGPULimit=3) as c:
         c.api.create(podgroup("pg-train", 4, "production"))
         d = c.daemon()
@@ -94,7 +102,7 @@ def test_a_gang_larger_than_the_gpu_limit_gets_nothing(tmp_path):
         assert len(unplaced) == 4 and "clusterGPULimit 3 reached" in unplaced[0].reason
 
 
-def test_the_gpu_limit_holds_under_a_burst(tmp_path):
+def test_the_gpu_limit_holds_under_a_burst(tmp_path: Path) -> None:
     with cluster(tmp_path, clusterGPULimit=4) as c:
         c.daemon()
         for i in range(12):
@@ -106,7 +114,7 @@ def test_the_gpu_limit_holds_under_a_burst(tmp_path):
         assert c.gpus_up() == 4
 
 
-def test_a_restart_in_the_middle_of_a_launch_does_not_launch_twice(tmp_path):
+def test_a_restart_in_the_middle_of_a_launch_does_not_launch_twice(tmp_path: Path) -> None:
     with cluster(tmp_path, simulated={"launchDelay": "2s"}) as c:
         first = c.daemon(identity="tidal-a")
         c.api.create(gpu_pod("infer-0"))
@@ -118,7 +126,7 @@ def test_a_restart_in_the_middle_of_a_launch_does_not_launch_twice(tmp_path):
         assert len(c.provider.instances()) == 1
 
 
-def test_leader_failover_never_has_two_actors(tmp_path):
+def test_leader_failover_never_has_two_actors(tmp_path: Path) -> None:
     election = {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "1s"}
     with cluster(tmp_path, leaderElection=election) as c:
         a = c.daemon(identity="tidal-a")
@@ -140,7 +148,9 @@ def test_leader_failover_never_has_two_actors(tmp_path):
         assert len(c.provider.instances()) == 2
 
 
-def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(tmp_path, monkeypatch):
+def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.e2e.harness import base_config
 
     monkeypatch.setenv("POD_NAME", "tidal-7d9f-abcde")  # as the Deployment's downward API sets it
@@ -171,7 +181,9 @@ def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(tmp_path
         assert c.launched_gpus_peak == 2
 
 
-def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_needed(tmp_path, monkeypatch):
+def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from structlog.testing import capture_logs
 
     from tests.e2e.harness import base_config
@@ -204,7 +216,7 @@ def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_nee
         assert "except clusterName, leaderElection.leaseName, simulated.launchDelay" in event["message"]
 
 
-def test_api_faults_on_lists_watches_and_writes_are_survived(tmp_path):
+def test_api_faults_on_lists_watches_and_writes_are_survived(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         watch_fault = c.api.faults.push(500, count=2, verbs={"watch"}, resource="pods")
@@ -238,7 +250,7 @@ def test_api_faults_on_lists_watches_and_writes_are_survived(tmp_path):
             )
 
 
-def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path):
+def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon(dry_run=True)
         c.api.create(gpu_pod("infer-0"))
@@ -262,7 +274,9 @@ def cpu_pod(name, cpu, **labels):
     return obj
 
 
-def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_elsewhere(tmp_path):
+def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_elsewhere(
+    tmp_path: Path,
+) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         c.api.create(cpu_pod("big-a", "3"))
@@ -297,7 +311,7 @@ def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_e
         )
 
 
-def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path):
+def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         c.api.create(gpu_pod("infer-0"))
@@ -313,7 +327,7 @@ def test_metrics_and_the_status_configmap_report_the_fleet(tmp_path):
         assert status is not None and '"nodes"' in status["data"]["status"]
 
 
-def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconcile(tmp_path):
+def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconcile(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         d.reconcile()  # the offerings tidal caches still show g4dn.xlarge available
@@ -327,7 +341,7 @@ def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconc
         assert len(launched) == 1 and launched[0] != "g4dn.xlarge"
 
 
-def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at_once(tmp_path):
+def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at_once(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         c.api.create(gpu_pod("infer-0"))
@@ -354,7 +368,7 @@ def test_a_spot_interruption_notice_drains_the_node_and_plans_its_replacement_at
         )
 
 
-def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp_path):
+def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp_path: Path) -> None:
     with cluster(tmp_path, newNodeGracePeriod="1m") as c:
         c.daemon()
         c.api.create(gpu_pod("infer-0"))
@@ -368,7 +382,9 @@ def test_a_new_node_is_kept_for_its_grace_period_even_when_its_pod_went_away(tmp
         assert len(c.nodes()) == 1
 
 
-def test_an_unschedulable_pod_wakes_the_loop_and_is_reconciled_within_the_batch_window(tmp_path):
+def test_an_unschedulable_pod_wakes_the_loop_and_is_reconciled_within_the_batch_window(
+    tmp_path: Path,
+) -> None:
     # The scan interval is far away: only the pod's PodScheduled=False event can make this reconcile happen.
     with cluster(tmp_path, scanInterval="5m", batchIdleDuration="300ms", batchMaxDuration="2s") as c:
         d = c.daemon()
@@ -396,7 +412,7 @@ def lease_time(value):
 class Recorded:
     """A provider seen through one replica's drainer: records what that replica asks the cloud to do."""
 
-    def __init__(self, inner, acted):
+    def __init__(self, inner, acted) -> None:
         self._inner, self._acted = inner, acted
 
     def terminate(self, instance):
@@ -407,7 +423,7 @@ class Recorded:
         return getattr(self._inner, name)
 
 
-def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_acts(tmp_path):
+def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_acts(tmp_path: Path) -> None:
     election = {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "1s"}
     with cluster(tmp_path, leaderElection=election) as c:
         a, b = c.daemon(identity="tidal-a"), c.daemon(identity="tidal-b")
@@ -438,7 +454,7 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         # server); its drain thread lives on. Nothing reconciles on it any more.
         crashed = threading.Event()
 
-        def crashed_round():
+        def crashed_round() -> bool:
             crashed.set()
             return False
 
@@ -467,7 +483,7 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         )
 
 
-def test_spot_interruptions_configured_for_the_simulated_cloud_reach_the_daemon(tmp_path):
+def test_spot_interruptions_configured_for_the_simulated_cloud_reach_the_daemon(tmp_path: Path) -> None:
     simulated = {"spotInterruptionRate": 1800, "spotInterruptionNotice": "1s"}  # one every ~2s per node
     with cluster(tmp_path, capacityTypes=["spot"], simulated=simulated) as c:
         d = c.daemon()
@@ -483,7 +499,7 @@ def _gated(name, gate, **kw):
     return pod
 
 
-def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_path):
+def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         c.daemon()
         c.api.create(_gated("what-if-0", "tidal.dev/cost-estimate"))
@@ -541,7 +557,7 @@ def _one_idle_node(c, d) -> str:
     return managed.name
 
 
-def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path):
+def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         name = _one_idle_node(c, d)
@@ -566,7 +582,7 @@ def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path):
         c.api.faults.clear()
 
 
-def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_killed(tmp_path):
+def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_killed(tmp_path: Path) -> None:
     with cluster(tmp_path) as c:
         d = c.daemon()
         name = _one_idle_node(c, d)
@@ -585,7 +601,7 @@ def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_kil
         assert "cannot read all of pod default/batch-0" in blocked.reason
 
 
-def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path):
+def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path: Path) -> None:
     with cluster(tmp_path, disruption={"nodeMaxLifetime": "3s"}) as c:
         c.daemon()
         c.api.create(gpu_pod("train-0"))

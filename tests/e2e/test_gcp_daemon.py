@@ -86,7 +86,9 @@ def gke_cluster(tmp_path: Path, **config: object) -> Iterator[GkeCluster]:
             daemon.stop()
 
 
-def test_a_pending_gpu_pod_gets_a_gke_node_and_the_node_goes_away_when_the_pod_is_done(tmp_path):
+def test_a_pending_gpu_pod_gets_a_gke_node_and_the_node_goes_away_when_the_pod_is_done(
+    tmp_path: Path,
+) -> None:
     with gke_cluster(tmp_path) as c:
         c.api.create(gpu_pod("infer-0"))
         c.run_until(lambda: c.phase("infer-0") == "Running")
@@ -105,7 +107,9 @@ def test_a_pending_gpu_pod_gets_a_gke_node_and_the_node_goes_away_when_the_pod_i
         assert "compute.instances.delete" in c.gcp.compute_server.methods()
 
 
-def test_a_stockout_inside_the_operation_falls_back_to_the_next_offering_in_the_same_reconcile(tmp_path):
+def test_a_stockout_inside_the_operation_falls_back_to_the_next_offering_in_the_same_reconcile(
+    tmp_path: Path,
+) -> None:
     with gke_cluster(tmp_path) as c:
         c.daemon.reconcile()
         cheapest = min(
@@ -126,7 +130,9 @@ def test_a_stockout_inside_the_operation_falls_back_to_the_next_offering_in_the_
         assert len(c.gcp.instances()) == 1
 
 
-def test_a_gpu_quota_inside_the_operation_falls_back_to_another_gpu_type_in_the_same_reconcile(tmp_path):
+def test_a_gpu_quota_inside_the_operation_falls_back_to_another_gpu_type_in_the_same_reconcile(
+    tmp_path: Path,
+) -> None:
     """GCE refuses the insert with QUOTA_EXCEEDED for the cheapest GPU's metric (its quotaInfo in the
     operation): every machine type with that GPU is benched and the pod gets another GPU at once; before,
     the quota was folded into a stockout of that one offering, or only logged."""
@@ -160,7 +166,7 @@ def test_a_gpu_quota_inside_the_operation_falls_back_to_another_gpu_type_in_the_
         assert [b for b in benched if b.startswith("quota ")] == [f"quota gpu/{metric}/us-central1"]
 
 
-def test_a_preempted_spot_vm_is_replaced_and_its_workload_runs_again(tmp_path):
+def test_a_preempted_spot_vm_is_replaced_and_its_workload_runs_again(tmp_path: Path) -> None:
     with gke_cluster(tmp_path, capacityTypes=["spot"]) as c:
         c.api.create(gpu_pod("train-0"))
         c.run_until(lambda: c.phase("train-0") == "Running")

@@ -1,17 +1,25 @@
 """A daemon kept from the Lease says so: in its log, in /readyz and in the status ConfigMap (the API server's
 authorizer refuses the Lease here, which is why this is not one of the RBAC-proven daemon scenarios)."""
 
+from __future__ import annotations
+
 import json
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.e2e.harness import cluster, gpu_pod
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 pytestmark = pytest.mark.slow
 
 
-def test_a_replica_the_api_server_keeps_from_the_lease_says_why_in_readyz_and_the_status_configmap(tmp_path):
+def test_a_replica_the_api_server_keeps_from_the_lease_says_why_in_readyz_and_the_status_configmap(
+    tmp_path: Path,
+) -> None:
     election = {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "1s"}
     with cluster(tmp_path, leaderElection=election) as c:
         # The Role was applied without the Lease rules: every Lease call is forbidden.

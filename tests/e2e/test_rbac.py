@@ -146,7 +146,7 @@ def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     yield {name: run_scenario(fn, tmp_path_factory.mktemp(name[5:40])) for name, fn in SCENARIOS.items()}
 
 
-def test_the_rbac_proof_covers_every_daemon_scenario():
+def test_the_rbac_proof_covers_every_daemon_scenario() -> None:
     names = {n for n in vars(scenarios) if n.startswith("test_")}
     expected_failures = {n for n in names if _expected_to_fail(getattr(scenarios, n))}
     assert set(SCENARIOS) == names - expected_failures
@@ -154,7 +154,9 @@ def test_the_rbac_proof_covers_every_daemon_scenario():
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_the_daemon_scenario_passes_with_only_the_base_rbac_rules(scenario, scenario_runs):
+def test_the_daemon_scenario_passes_with_only_the_base_rbac_rules(
+    scenario, scenario_runs: dict[str, ScenarioRun]
+) -> None:
     run = scenario_runs[scenario]
     assert run.denied == []
     if run.failure:
@@ -162,13 +164,15 @@ def test_the_daemon_scenario_passes_with_only_the_base_rbac_rules(scenario, scen
     assert run.identified, "the daemon's requests were not identified"
 
 
-def test_every_base_rbac_rule_is_used_by_the_scenarios(scenario_runs):
+def test_every_base_rbac_rule_is_used_by_the_scenarios(scenario_runs: dict[str, ScenarioRun]) -> None:
     used = set().union(*(run.used for run in scenario_runs.values()))
     unused = [g.describe() for g in policy_of("deploy/base").unused(used)]
     assert unused == [], "granted but never used:\n" + "\n".join(unused)
 
 
-def test_a_request_outside_the_rules_is_forbidden(tmp_path, enforce):
+def test_a_request_outside_the_rules_is_forbidden(
+    tmp_path: Path, enforce: Callable[..., RbacEnforcer]
+) -> None:
     enforcer = enforce()
     with harness.cluster(tmp_path) as c:
         d = c.daemon()
@@ -181,7 +185,9 @@ def test_a_request_outside_the_rules_is_forbidden(tmp_path, enforce):
     assert denials(enforcer) == ["get core/secrets s (namespace default)"]
 
 
-def test_the_simulated_overlay_lets_the_daemon_register_its_own_nodes(tmp_path, enforce):
+def test_the_simulated_overlay_lets_the_daemon_register_its_own_nodes(
+    tmp_path: Path, enforce: Callable[..., RbacEnforcer]
+) -> None:
     enforcer = enforce("deploy/overlays/simulated", registrar_as_daemon=True)
     scenarios.test_scale_from_zero_for_one_gpu_pod(tmp_path)
     assert denials(enforcer) == []
@@ -190,7 +196,9 @@ def test_the_simulated_overlay_lets_the_daemon_register_its_own_nodes(tmp_path, 
     assert {(g.resource, g.verb) for g in simulated_only} == {("nodes", "create"), ("nodes/status", "patch")}
 
 
-def test_the_simulated_node_rules_are_needed_outside_the_base(tmp_path, enforce):
+def test_the_simulated_node_rules_are_needed_outside_the_base(
+    tmp_path: Path, enforce: Callable[..., RbacEnforcer]
+) -> None:
     enforcer = enforce("deploy/base", registrar_as_daemon=True)
     with harness.cluster(tmp_path) as c:
         c.daemon()

@@ -44,7 +44,7 @@ def problems(model: type[Model], body: Any, where: str = "") -> list[str]:
 
 
 def _walk(instance: Model, where: str) -> list[str]:
-    fields = type(instance)._attr_to_rest_field
+    fields = type(instance)._attr_to_rest_field  # type: ignore[misc]  # the SDK declares it per instance, sets it per class
     known = {rf._rest_name: attr for attr, rf in fields.items()}
     out: list[str] = []
     for key in list(instance.keys()):

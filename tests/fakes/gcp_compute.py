@@ -178,7 +178,7 @@ class ComputeState:
                 )
             self.inserts += 1
             rule = next((r for r in self.rules if r.matches(mt["name"], zone, model, accel)), None)
-            error = None
+            error: tuple[str, int, str, list[dict[str, Any]] | None] | None = None
             wanted = gcp_reservations.target(body)
             reservation = self.reservations.get((zone, wanted)) if wanted else None
             refused = gcp_reservations.refusal(reservation, wanted, body) if wanted else None

@@ -12,6 +12,7 @@ log and authoriser. HTTP handling lives in kube_http, storage semantics in kube_
 
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 import time
@@ -239,7 +240,7 @@ class FakeApiServer:
         assert rt is not None
         return rt
 
-    def unserve(self, group: str, version: str) -> list[ResourceType]:
+    def unserve(self, group: str, version: str) -> builtins.list[ResourceType]:
         """Stop serving every built-in resource of a group/version, as a cluster without that API (an older
         Kubernetes, a disabled feature); returns the types, for `registry.register` to serve them again."""
         gone = [rt for rt in self.registry.all() if (rt.group, rt.version) == (group, version)]

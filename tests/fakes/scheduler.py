@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler.kube.convert import node_from_dict, pod_from_api, podgroup_from_dict, queue_from_dict
-from autoscaler.model import Node, Pod
+from autoscaler.model import Node, Pod, PodGroup
 from autoscaler.placement.scheduler import ClusterScheduler
 from tests.fakes.kube_apiserver import FakeApiServer
 
@@ -33,7 +33,7 @@ class SchedulerStandIn:
         self.schedulers = schedulers
         self.bound: list[tuple[str, str]] = []
 
-    def _state(self) -> tuple[list[Node], ClusterScheduler, list[Pod], dict[str, Any]]:
+    def _state(self) -> tuple[list[Node], ClusterScheduler, list[Pod], dict[tuple[str, str], PodGroup]]:
         nodes = [node_from_dict(n) for n in self.api.list("nodes")]
         usable = [n for n in nodes if n.ready and not n.unschedulable and not n.deleting]
         bound: list[Pod] = []
@@ -50,7 +50,7 @@ class SchedulerStandIn:
             ):
                 pending.append(pod)
         pending.sort(key=lambda p: (p.created, p.name))
-        groups = {}
+        groups: dict[tuple[str, str], PodGroup] = {}
         try:
             groups = {(g.namespace, g.name): g for g in map(podgroup_from_dict, self.api.list("podgroups"))}
         except Exception:  # PodGroup CRD not registered in this test
@@ -97,8 +97,8 @@ class SchedulerStandIn:
             units.setdefault(key, []).append(pod)
         bound = 0
         for key, pods in units.items():
-            group = groups.get(tuple(key.split("/", 1)))  # type: ignore[arg-type]
-            if group is not None and len(pods) < group.min_member:
+            podgroup = groups.get(tuple(key.split("/", 1)))  # type: ignore[arg-type]
+            if podgroup is not None and len(pods) < podgroup.min_member:
                 continue
             kai = pods[0].scheduler_name == KAI
             gpus = sum(p.requests.gpus for p in pods)

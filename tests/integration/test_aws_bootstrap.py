@@ -48,7 +48,7 @@ def network() -> Iterator[Network]:
         yield make_network(ec2_client())
 
 
-def test_the_ami_comes_from_ssm_and_the_cluster_from_eks(network):
+def test_the_ami_comes_from_ssm_and_the_cluster_from_eks(network: Network) -> None:
     client("ssm").put_parameter(Name=PARAMETER, Value=AMI, Type="String")
     eks = client("eks")
     eks.create_cluster(
@@ -131,7 +131,9 @@ def create_eks_cluster(network: Network, version: str = "1.31") -> dict:
     return eks.describe_cluster(name="prod-eks")["cluster"]
 
 
-def test_by_default_the_ami_is_the_eks_optimized_one_for_the_clusters_version_and_node_kind(network):
+def test_by_default_the_ami_is_the_eks_optimized_one_for_the_clusters_version_and_node_kind(
+    network: Network,
+) -> None:
     create_eks_cluster(network, version="1.31")
     recommended = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/image_id"
     asked: list[str] = []
@@ -145,7 +147,7 @@ def test_by_default_the_ami_is_the_eks_optimized_one_for_the_clusters_version_an
     assert image_of(instance.id) == AMI
 
 
-def test_a_new_recommended_ami_is_used_after_the_refresh_interval_without_a_restart(network):
+def test_a_new_recommended_ami_is_used_after_the_refresh_interval_without_a_restart(network: Network) -> None:
     ssm = client("ssm")
     ssm.put_parameter(Name=PARAMETER, Value=AMI, Type="String")
     create_eks_cluster(network)
@@ -169,7 +171,7 @@ def test_a_new_recommended_ami_is_used_after_the_refresh_interval_without_a_rest
     assert len(ec2_client().describe_launch_templates()["LaunchTemplates"]) == 2  # one per AMI
 
 
-def test_when_ssm_cannot_be_read_the_last_ami_is_kept(network):
+def test_when_ssm_cannot_be_read_the_last_ami_is_kept(network: Network) -> None:
     client("ssm").put_parameter(Name=PARAMETER, Value=AMI, Type="String")
     create_eks_cluster(network)
     clock = Clock()

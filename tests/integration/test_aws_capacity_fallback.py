@@ -23,7 +23,9 @@ from tests.fakes.aws_cloud import (
 from tests.fakes.reconcile import CallRecorder, StaticCluster
 
 
-def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_same_reconcile(server):
+def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_same_reconcile(
+    server: str,
+) -> None:
     reset_moto_server(server)
     network = make_network(ec2_client(server), zones=("us-east-1a",))
     config = aws_config(
@@ -77,7 +79,7 @@ def aws_controller(config, provider, clock, *pods) -> Controller:
     )
 
 
-def test_a_g4dn_vcpu_quota_falls_back_to_g5_in_the_same_reconcile(server):
+def test_a_g4dn_vcpu_quota_falls_back_to_g5_in_the_same_reconcile(server: str) -> None:
     """The reproduction: VcpuLimitExceeded for g4dn was logged and retried on every reconcile, never g5."""
     reset_moto_server(server)
     network = make_network(ec2_client(server), zones=("us-east-1a",))
@@ -117,7 +119,7 @@ def test_a_g4dn_vcpu_quota_falls_back_to_g5_in_the_same_reconcile(server):
     assert controller.availability.benched(clock()) == ["quota family/g4dn/us-east-1/on-demand"]
 
 
-def test_a_vcpu_quota_inside_the_fleets_errors_falls_back_in_the_same_reconcile(server):
+def test_a_vcpu_quota_inside_the_fleets_errors_falls_back_in_the_same_reconcile(server: str) -> None:
     """EC2 Fleet reports a refused override in Errors[] of a 200 answer. moto never fills Errors[]: a
     before-call hook answers the first CreateFleet as EC2 would (the parsed answer, as a Stubber gives it);
     the fallback request reaches moto."""
@@ -174,7 +176,9 @@ def test_a_vcpu_quota_inside_the_fleets_errors_falls_back_in_the_same_reconcile(
     assert second.instance is not None and second.instance.instance_type == "g5.xlarge"
 
 
-def test_a_gang_whose_second_node_ec2_has_no_capacity_for_is_terminated_after_the_gang_launch_timeout(server):
+def test_a_gang_whose_second_node_ec2_has_no_capacity_for_is_terminated_after_the_gang_launch_timeout(
+    server: str,
+) -> None:
     """Both nodes of a two-pod gang are asked for in one reconcile; EC2 launches the first and has no
     capacity for the second, nor for any fallback. Once gangLaunchTimeout passes, the first is terminated
     rather than left holding half a gang."""

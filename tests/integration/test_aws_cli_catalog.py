@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 import structlog
@@ -21,9 +22,13 @@ from tests.fakes.aws_cloud import (
     reset_moto_server,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
 
 @pytest.fixture(autouse=True)
-def logs_on_stderr():
+def logs_on_stderr() -> Iterator[None]:
     """`tidal catalog` does not configure logging yet, and structlog prints to stdout by default; the
     provider's fallback warning must not end up inside the JSON."""
     saved = structlog.get_config()
@@ -33,7 +38,7 @@ def logs_on_stderr():
 
 
 @pytest.fixture
-def config_file(tmp_path, monkeypatch):
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     server = moto_server_url()
     reset_moto_server(server)
     network = make_network(ec2_client(server))
@@ -50,7 +55,9 @@ def config_file(tmp_path, monkeypatch):
     return str(path)
 
 
-def test_catalog_shows_where_each_aws_price_came_from(config_file, capsys):
+def test_catalog_shows_where_each_aws_price_came_from(
+    config_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["catalog", "--config", config_file, "--cloud", "aws", "--gpu-only", "--output", "json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -64,7 +71,9 @@ def test_catalog_shows_where_each_aws_price_came_from(config_file, capsys):
     assert {r["zone"] for r in rows} == {"us-east-1a", "us-east-1b"}
 
 
-def test_catalog_table_has_a_price_source_column(config_file, capsys):
+def test_catalog_table_has_a_price_source_column(
+    config_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["catalog", "--config", config_file, "--cloud", "aws"]) == 0
     out = capsys.readouterr().out
     assert "PRICE SOURCE" in out.splitlines()[0]
@@ -73,7 +82,7 @@ def test_catalog_table_has_a_price_source_column(config_file, capsys):
 
 
 @pytest.fixture
-def region_only_config(tmp_path, monkeypatch):
+def region_only_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """An ``aws:`` section with no subnets and no launch template: enough to list offerings."""
     server = moto_server_url()
     reset_moto_server(server)
@@ -89,7 +98,9 @@ def region_only_config(tmp_path, monkeypatch):
     return str(path)
 
 
-def test_catalog_needs_no_subnets_or_launch_template(region_only_config, capsys):
+def test_catalog_needs_no_subnets_or_launch_template(
+    region_only_config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["catalog", "--config", region_only_config, "--cloud", "aws", "--output", "json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -101,7 +112,9 @@ def test_catalog_needs_no_subnets_or_launch_template(region_only_config, capsys)
     assert g5["us-east-1c", "spot"] == "aws spot price history"
 
 
-def test_catalog_for_a_region_the_fallback_lacks_says_so_and_shows_the_api_prices(region_only_config, capsys):
+def test_catalog_for_a_region_the_fallback_lacks_says_so_and_shows_the_api_prices(
+    region_only_config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(
         [
             "catalog",
@@ -129,8 +142,8 @@ def test_catalog_for_a_region_the_fallback_lacks_says_so_and_shows_the_api_price
 
 
 def test_catalog_without_api_prices_or_fallback_rows_for_the_region_names_both(
-    region_only_config, capsys, monkeypatch
-):
+    region_only_config: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", "http://127.0.0.1:9")  # EC2 unreachable too
     code = main(["catalog", "--config", region_only_config, "--cloud", "aws", "--region", "eu-west-1"])
     err = capsys.readouterr().err

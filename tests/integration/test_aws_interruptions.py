@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering
 from tests.fakes.aws_cloud import (
     aws_config,
@@ -11,8 +13,11 @@ from tests.fakes.aws_cloud import (
     spot_interruption_warning,
 )
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def test_interrupted_instances_are_this_clusters_live_instances_named_by_a_notice(sqs):
+
+def test_interrupted_instances_are_this_clusters_live_instances_named_by_a_notice(sqs: Any) -> None:
     queue = sqs.create_queue(QueueName="prod-interruptions")["QueueUrl"]
     network = make_network(ec2_client())
     provider = make_provider(aws_config(network, aws={"spotInterruptionQueue": "prod-interruptions"}))
@@ -41,7 +46,7 @@ def test_interrupted_instances_are_this_clusters_live_instances_named_by_a_notic
     ]  # remembered after the queue emptied
 
 
-def test_without_a_queue_there_are_no_interruptions(sqs):
+def test_without_a_queue_there_are_no_interruptions(sqs: Any) -> None:
     provider = make_provider(aws_config(make_network(ec2_client())))
     assert provider.interruptions() == []
     assert provider.interrupted_instances() == []

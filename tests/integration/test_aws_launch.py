@@ -114,7 +114,9 @@ def running() -> list[str]:
     return [i["InstanceId"] for r in pages["Reservations"] for i in r["Instances"]]
 
 
-def test_a_launch_makes_one_tagged_instance_of_the_cheapest_candidate(network, make):
+def test_a_launch_makes_one_tagged_instance_of_the_cheapest_candidate(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network, nodeTags={"cost-center": "42"}))
     instance = provider.launch(request(G5, G6))
     assert (instance.instance_type, instance.zone, instance.capacity_type) == (
@@ -133,7 +135,9 @@ def test_a_launch_makes_one_tagged_instance_of_the_cheapest_candidate(network, m
     assert described(instance.id)["SubnetId"] == network.subnets["us-east-1a"]
 
 
-def test_the_fleet_request_crosses_candidates_with_their_zones_subnets_and_tags_volumes(network, make):
+def test_the_fleet_request_crosses_candidates_with_their_zones_subnets_and_tags_volumes(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     seen = spy("before-send.ec2.CreateFleet")
     provider = make(aws_config(network), seen.hook)
     provider.launch(request(G5, G6, offering("g6.xlarge", "us-east-1c", price=1.3)))
@@ -156,7 +160,9 @@ def test_the_fleet_request_crosses_candidates_with_their_zones_subnets_and_tags_
     assert params["ClientToken"] == "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"  # the launch token itself
 
 
-def test_spot_launches_use_the_configured_allocation_strategy(network, make):
+def test_spot_launches_use_the_configured_allocation_strategy(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     seen = spy("before-send.ec2.CreateFleet")
     provider = make(aws_config(network, aws={"spotAllocationStrategy": "capacity-optimized"}), seen.hook)
     instance = provider.launch(request(G5_SPOT))
@@ -166,7 +172,9 @@ def test_spot_launches_use_the_configured_allocation_strategy(network, make):
     assert seen.params[0]["TargetCapacitySpecification.DefaultTargetCapacityType"] == ["spot"]
 
 
-def test_the_managed_template_joins_the_cluster_with_tidals_labels_and_taints(network, make):
+def test_the_managed_template_joins_the_cluster_with_tidals_labels_and_taints(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     instance = provider.launch(request(G5))
     ec2 = ec2_client(moto_server_url())
@@ -188,7 +196,9 @@ def test_the_managed_template_joins_the_cluster_with_tidals_labels_and_taints(ne
     assert described(instance.id)["ImageId"] == AMI
 
 
-def test_launches_of_the_same_kind_share_one_managed_template(network, make):
+def test_launches_of_the_same_kind_share_one_managed_template(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     provider.launch(request(G5, token="11111111-0000-4000-8000-000000000000"))
     provider.launch(request(G5, token="22222222-0000-4000-8000-000000000000"))
@@ -196,7 +206,9 @@ def test_launches_of_the_same_kind_share_one_managed_template(network, make):
     assert len(templates) == 1
 
 
-def test_a_repeated_launch_with_the_same_token_returns_the_same_instance(network, make):
+def test_a_repeated_launch_with_the_same_token_returns_the_same_instance(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     first = make(aws_config(network), fleets.hook).launch(request(G5, G6))
     again = make(aws_config(network), fleets.hook).launch(request(G5, G6))  # e.g. after a restart
@@ -205,13 +217,15 @@ def test_a_repeated_launch_with_the_same_token_returns_the_same_instance(network
     assert running() == [first.id]
 
 
-def test_the_client_token_is_the_launch_token(network, make):
+def test_the_client_token_is_the_launch_token(network: Network, make: Callable[..., AwsProvider]) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     make(aws_config(network), fleets.hook).launch(request(G5, G6))
     assert [p["ClientToken"] for p in fleets.params] == [[TOKEN]]
 
 
-def test_a_retry_with_other_candidates_returns_the_first_instance_and_launches_none(network, make):
+def test_a_retry_with_other_candidates_returns_the_first_instance_and_launches_none(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     ec2_tokens = ClientTokens()
     first = make(aws_config(network), ec2_tokens.hook).launch(request(G5, G6))
     # The retry (after a restart, with G5 benched meanwhile) does not see the instance at first: EC2 refuses
@@ -222,7 +236,9 @@ def test_a_retry_with_other_candidates_returns_the_first_instance_and_launches_n
     assert running() == [first.id]
 
 
-def test_a_retry_after_a_request_that_launched_nothing_goes_on_under_the_next_client_token(network, make):
+def test_a_retry_after_a_request_that_launched_nothing_goes_on_under_the_next_client_token(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     ec2_tokens = ClientTokens()
     no_g5 = Fault(
         "before-send.ec2.CreateFleet",
@@ -237,7 +253,7 @@ def test_a_retry_after_a_request_that_launched_nothing_goes_on_under_the_next_cl
     assert running() == [instance.id]
 
 
-def test_a_named_launch_template_is_used_as_it_is(network, make):
+def test_a_named_launch_template_is_used_as_it_is(network: Network, make: Callable[..., AwsProvider]) -> None:
     ec2 = ec2_client(moto_server_url())
     ec2.create_launch_template(LaunchTemplateName="eks-gpu-nodes", LaunchTemplateData={"ImageId": AMI})
     config = aws_config(
@@ -256,7 +272,9 @@ def test_a_named_launch_template_is_used_as_it_is(network, make):
     assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 1  # tidal wrote none of its own
 
 
-def test_fleet_errors_name_exactly_the_offerings_without_capacity(network, make):
+def test_fleet_errors_name_exactly_the_offerings_without_capacity(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     stubber = Stubber(provider.clients.client("ec2", launch=True))
     stubber.add_response(
@@ -281,7 +299,9 @@ def test_fleet_errors_name_exactly_the_offerings_without_capacity(network, make)
     assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
 
 
-def test_an_ice_error_for_the_whole_call_names_the_offering_in_its_message(network, make):
+def test_an_ice_error_for_the_whole_call_names_the_offering_in_its_message(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     ice = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -299,8 +319,8 @@ def test_an_ice_error_for_the_whole_call_names_the_offering_in_its_message(netwo
 
 
 def test_with_the_default_retry_settings_a_capacity_error_is_not_retried_by_the_sdk(
-    network, server, monkeypatch
-):
+    network: Network, server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "5")  # reads may retry; launches still go once
     ice = Fault(
         "before-send.ec2.CreateFleet",
@@ -317,7 +337,9 @@ def test_with_the_default_retry_settings_a_capacity_error_is_not_retried_by_the_
     assert provider.clients.client("ec2", launch=True).meta.config.retries["total_max_attempts"] == 1
 
 
-def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(network, make):
+def test_spot_without_capacity_falls_back_to_on_demand_in_the_same_launch(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     no_spot = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error("InsufficientInstanceCapacity", "There is no Spot capacity available.", 500),
@@ -350,8 +372,8 @@ def on_demand_refused(code: str, message: str, status: int) -> Fault:
 
 
 def test_a_quota_on_the_on_demand_fallback_is_a_quota_error_naming_the_spot_offerings_without_capacity(
-    network, make
-):
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     quota = on_demand_refused("VcpuLimitExceeded", "You have requested more vCPU capacity than allowed.", 400)
     provider = make(aws_config(network), no_spot_capacity().hook, quota.hook)
     with pytest.raises(QuotaExceeded, match="VcpuLimitExceeded") as caught:
@@ -371,8 +393,8 @@ def test_a_quota_on_the_on_demand_fallback_is_a_quota_error_naming_the_spot_offe
 
 
 def test_throttling_on_the_on_demand_fallback_is_throttled_naming_the_spot_offerings_without_capacity(
-    network, make
-):
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     throttled = on_demand_refused("RequestLimitExceeded", "Request limit exceeded.", 503)
     provider = make(aws_config(network), no_spot_capacity().hook, throttled.hook, clock=Clock())
     with pytest.raises(Throttled) as caught:
@@ -385,7 +407,9 @@ def test_throttling_on_the_on_demand_fallback_is_throttled_naming_the_spot_offer
     ]
 
 
-def test_a_candidate_without_a_subnet_in_its_zone_is_not_reported_as_without_capacity(network, make):
+def test_a_candidate_without_a_subnet_in_its_zone_is_not_reported_as_without_capacity(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     ice = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -401,7 +425,9 @@ def test_a_candidate_without_a_subnet_in_its_zone_is_not_reported_as_without_cap
     assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
 
 
-def test_a_launch_with_no_candidate_in_a_subnets_zone_is_an_error_not_a_capacity_shortage(network, make):
+def test_a_launch_with_no_candidate_in_a_subnets_zone_is_an_error_not_a_capacity_shortage(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     nowhere = offering("g5.xlarge", "us-east-1c", price=0.9)
     with pytest.raises(
@@ -429,7 +455,9 @@ def fleet_error_answer(network: Network, code: str, lifecycle: str = "on-demand"
     }
 
 
-def test_throttling_inside_fleet_errors_is_throttled_and_backs_off(network, make):
+def test_throttling_inside_fleet_errors_is_throttled_and_backs_off(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     clock = Clock()
     provider = make(aws_config(network), clock=clock)
     stubber = Stubber(provider.clients.client("ec2", launch=True))
@@ -443,7 +471,9 @@ def test_throttling_inside_fleet_errors_is_throttled_and_backs_off(network, make
     stubber.assert_no_pending_responses()
 
 
-def test_unfulfillable_capacity_in_fleet_errors_names_that_offering(network, make):
+def test_unfulfillable_capacity_in_fleet_errors_names_that_offering(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     stubber = Stubber(provider.clients.client("ec2", launch=True))
     stubber.add_response("create_fleet", fleet_error_answer(network, "UnfulfillableCapacity"))
@@ -452,7 +482,9 @@ def test_unfulfillable_capacity_in_fleet_errors_names_that_offering(network, mak
     assert [o.key for o in caught.value.offerings] == ["g5.xlarge/us-east-1a/on-demand"]
 
 
-def test_too_many_spot_instances_is_a_quota_on_every_spot_offering_of_the_region(network, make):
+def test_too_many_spot_instances_is_a_quota_on_every_spot_offering_of_the_region(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     limit = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -477,7 +509,7 @@ def test_too_many_spot_instances_is_a_quota_on_every_spot_offering_of_the_region
     )
 
 
-def test_at_most_60_candidates_are_offered_to_ec2(network, make):
+def test_at_most_60_candidates_are_offered_to_ec2(network: Network, make: Callable[..., AwsProvider]) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     candidates = [
         offering(f"{family}.{size}", zone, price=0.05 * (i + 1), gpus=0)
@@ -500,7 +532,7 @@ def test_at_most_60_candidates_are_offered_to_ec2(network, make):
     assert offered == sorted((o.instance_type, network.subnets[o.zone]) for o in candidates[:60])
 
 
-def test_an_account_limit_is_a_quota_error(network, make):
+def test_an_account_limit_is_a_quota_error(network: Network, make: Callable[..., AwsProvider]) -> None:
     limit = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -511,7 +543,9 @@ def test_an_account_limit_is_a_quota_error(network, make):
         make(aws_config(network), limit.hook).launch(request(G5))
 
 
-def test_an_unknown_error_is_one_line_naming_the_action(network, make):
+def test_an_unknown_error_is_one_line_naming_the_action(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     broken = Fault(
         "before-send.ec2.CreateFleet",
         lambda: ec2_error(
@@ -526,7 +560,9 @@ def test_an_unknown_error_is_one_line_naming_the_action(network, make):
     assert not isinstance(caught.value, CapacityUnavailable | QuotaExceeded | Throttled)
 
 
-def test_throttling_backs_off_with_jitter_for_that_operation_only(network, make):
+def test_throttling_backs_off_with_jitter_for_that_operation_only(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     clock = Clock()
     throttled = Fault(
         "before-send.ec2.CreateFleet",
@@ -550,7 +586,9 @@ def test_throttling_backs_off_with_jitter_for_that_operation_only(network, make)
     assert throttled.seen == 3
 
 
-def test_restart_finds_owned_instances_by_tag_in_every_state(network, make):
+def test_restart_finds_owned_instances_by_tag_in_every_state(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     before = make(aws_config(network))
     kept = before.launch(request(G5, token="aaaaaaaa-0000-4000-8000-000000000000"))
     ended = before.launch(request(G6, token="bbbbbbbb-0000-4000-8000-000000000000"))
@@ -571,7 +609,9 @@ def test_restart_finds_owned_instances_by_tag_in_every_state(network, make):
     assert found[kept.id].created > 0
 
 
-def test_terminate_is_idempotent_says_when_an_instance_is_unknown_and_spares_other_clusters(network, make):
+def test_terminate_is_idempotent_says_when_an_instance_is_unknown_and_spares_other_clusters(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     instance = provider.launch(request(G5))
     provider.terminate(instance)
@@ -586,7 +626,9 @@ def test_terminate_is_idempotent_says_when_an_instance_is_unknown_and_spares_oth
     assert foreign.id in running()
 
 
-def test_the_instances_volumes_carry_the_cluster_tags(network, make):
+def test_the_instances_volumes_carry_the_cluster_tags(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     instance = make(aws_config(network, nodeTags={"cost-center": "42"})).launch(request(G5))
     volumes = ec2_client(moto_server_url()).describe_volumes(
         Filters=[{"Name": "attachment.instance-id", "Values": [instance.id]}]

@@ -118,8 +118,8 @@ def named_template_config(network: Network) -> Config:
 @pytest.mark.parametrize("capacity_type", [ON_DEMAND, SPOT])
 @pytest.mark.parametrize("template", ["managed", "named"])
 def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_the_requests(
-    network, make, template, capacity_type
-):
+    network: Network, make: Callable[..., AwsProvider], template, capacity_type
+) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     templates = spy("before-send.ec2.CreateLaunchTemplate")
     config = aws_config(network) if template == "managed" else named_template_config(network)
@@ -144,8 +144,8 @@ def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_th
     ],
 )
 def test_a_managed_template_tags_a_spot_request_only_for_spot_launches(
-    network, make, capacity_type, resources
-):
+    network: Network, make: Callable[..., AwsProvider], capacity_type, resources
+) -> None:
     # EC2 refuses a launch whose template tags a spot request when it makes none.
     templates = spy("before-send.ec2.CreateLaunchTemplate")
     make(aws_config(network), templates.hook).launch(request(capacity_type))
@@ -159,7 +159,9 @@ def test_a_managed_template_tags_a_spot_request_only_for_spot_launches(
     }
 
 
-def test_spot_and_on_demand_launches_use_templates_of_their_own(network, make):
+def test_spot_and_on_demand_launches_use_templates_of_their_own(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(aws_config(network))
     provider.launch(request(SPOT))
     provider.launch(

@@ -53,7 +53,7 @@ def find(offerings, instance_type, zone="us-east-1a", capacity_type=ON_DEMAND):
     )
 
 
-def test_gpu_offerings_carry_model_count_memory_and_eks_max_pods(network):
+def test_gpu_offerings_carry_model_count_memory_and_eks_max_pods(network: Network) -> None:
     provider = gpu_provider(network, spot_price_hook({}))
     stub_prices(provider, ON_DEMAND_PRICES)
     offerings = provider.offerings()
@@ -70,7 +70,7 @@ def test_gpu_offerings_carry_model_count_memory_and_eks_max_pods(network):
     }
 
 
-def test_on_demand_prices_come_from_the_price_list_and_spot_prices_from_the_history(network):
+def test_on_demand_prices_come_from_the_price_list_and_spot_prices_from_the_history(network: Network) -> None:
     spot = {("g5.xlarge", "us-east-1a"): 0.45, ("g5.xlarge", "us-east-1b"): 0.39}
     provider = gpu_provider(network, spot_price_hook(spot))
     stub_prices(provider, ON_DEMAND_PRICES)
@@ -84,7 +84,7 @@ def test_on_demand_prices_come_from_the_price_list_and_spot_prices_from_the_hist
     assert not [o for o in offerings if o.instance_type == "g5.2xlarge"]
 
 
-def test_on_demand_prices_are_asked_for_linux_on_shared_tenancy_in_the_clusters_region():
+def test_on_demand_prices_are_asked_for_linux_on_shared_tenancy_in_the_clusters_region() -> None:
     with mock_aws():
         ec2 = boto3.client(
             "ec2",
@@ -104,13 +104,13 @@ def test_on_demand_prices_are_asked_for_linux_on_shared_tenancy_in_the_clusters_
         assert provider.clients.client("pricing").meta.region_name == "us-east-1"  # where the API is served
 
 
-def test_offerings_are_only_in_zones_with_a_configured_subnet(network):
+def test_offerings_are_only_in_zones_with_a_configured_subnet(network: Network) -> None:
     provider = gpu_provider(network, spot_price_hook({}))
     stub_prices(provider, ON_DEMAND_PRICES)
     assert {o.zone for o in provider.offerings()} == {"us-east-1a", "us-east-1b"}
 
 
-def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(network):
+def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(network: Network) -> None:
     selector = {"subnetIds": None, "subnetSelector": {"karpenter.sh/discovery": "e2e"}, "families": ["g5"]}
     config = aws_config(network, aws=selector, zones=["us-east-1b"])
     provider = make_provider(config, spot_price_hook({}))
@@ -123,7 +123,7 @@ def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(netw
     [(0.40, SPOT), (1.20, ON_DEMAND)],
     ids=["spot-cheaper", "spot-dearer-than-on-demand"],
 )
-def test_the_plan_takes_spot_or_on_demand_by_price(network, spot_price, chosen):
+def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price, chosen) -> None:
     spot = {("g6.xlarge", z): spot_price for z in ("us-east-1a", "us-east-1b")}
     provider = gpu_provider(network, spot_price_hook(spot), families=["g6"])
     stub_prices(provider, {"g6.xlarge": 0.8048})
@@ -135,7 +135,7 @@ def test_the_plan_takes_spot_or_on_demand_by_price(network, spot_price, chosen):
     assert (launch.instance_type, launch.capacity_type) == ("g6.xlarge", chosen)
 
 
-def test_prices_are_refreshed_only_after_the_price_refresh_interval(network):
+def test_prices_are_refreshed_only_after_the_price_refresh_interval(network: Network) -> None:
     clock = Clock()
     provider = gpu_provider(network, spot_price_hook({}), clock=clock, priceRefreshInterval="1h")
     stubber = stub_prices(provider, {"g5.xlarge": 1.006})
@@ -152,14 +152,14 @@ def test_prices_are_refreshed_only_after_the_price_refresh_interval(network):
     stubber.assert_no_pending_responses()
 
 
-def test_pricing_not_permitted_falls_back_to_the_catalog_file_and_says_so(network):
+def test_pricing_not_permitted_falls_back_to_the_catalog_file_and_says_so(network: Network) -> None:
     provider = gpu_provider(network, pricing_denied(), spot_price_hook({}), catalogFallback=str(CATALOG))
     g5 = find(provider.offerings(), "g5.xlarge")
     assert (g5.price, g5.price_source) == (1.006, "catalog file aws-us-east-1.csv")
     assert g5.gpu_model == "A10G" and g5.max_pods == 58  # the shape still comes from EC2
 
 
-def test_ec2_not_permitted_uses_the_whole_catalog_file(network):
+def test_ec2_not_permitted_uses_the_whole_catalog_file(network: Network) -> None:
     denied = Fault(
         "before-send.ec2.DescribeInstanceTypes",
         lambda: ec2_error("UnauthorizedOperation", "You are not authorized to perform this operation.", 403),
@@ -173,7 +173,7 @@ def test_ec2_not_permitted_uses_the_whole_catalog_file(network):
     assert not [o for o in offerings if o.instance_type == "p5.48xlarge" and o.zone == "us-east-1b"]
 
 
-def test_without_prices_or_a_catalog_file_offerings_fail_with_one_clear_line(network):
+def test_without_prices_or_a_catalog_file_offerings_fail_with_one_clear_line(network: Network) -> None:
     provider = gpu_provider(network, pricing_denied(), spot_price_hook({}))
     with pytest.raises(ProviderError) as caught:
         provider.offerings()

@@ -4,7 +4,7 @@ into by RunInstances, against a moto server with reservations answered at the wi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -26,6 +26,9 @@ from tests.fakes.aws_cloud import (
     stub_prices,
 )
 from tests.fakes.aws_reservations import CapacityReservations
+
+if TYPE_CHECKING:
+    from tests.fakes.aws_cloud import Network
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600.0
@@ -100,7 +103,9 @@ def on_demand(provider: AwsProvider, instance_type: str, zone: str = "us-east-1a
     )
 
 
-def test_reservations_chosen_by_id_or_tag_become_reserved_offerings(network, make):
+def test_reservations_chosen_by_id_or_tag_become_reserved_offerings(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     found = reserved_offerings(make(chosen(network)))
     assert sorted(found) == [OPEN, TARGETED, BLOCK]  # cr-…0004 is tagged team=web: not tidal's
     open_ = found[OPEN]
@@ -123,14 +128,18 @@ def test_reservations_chosen_by_id_or_tag_become_reserved_offerings(network, mak
     )
 
 
-def test_only_active_and_scheduled_reservations_are_asked_for(network, make, reservations):
+def test_only_active_and_scheduled_reservations_are_asked_for(
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     make(chosen(network)).offerings()
     [params] = reservations.describe_calls
     assert params["Filter.1.Name"] == ["state"]
     assert sorted(params["Filter.1.Value.1"] + params["Filter.1.Value.2"]) == ["active", "scheduled"]
 
 
-def test_a_listed_reservation_id_ec2_does_not_list_is_one_warning_line(network, make):
+def test_a_listed_reservation_id_ec2_does_not_list_is_one_warning_line(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     missing = "cr-0ffffffffffffffff"
     provider = make(chosen(network, capacityReservationIds=[BLOCK, missing]))
     with capture_logs() as logs:
@@ -145,7 +154,7 @@ def test_a_listed_reservation_id_ec2_does_not_list_is_one_warning_line(network, 
     )
 
 
-def test_a_malformed_reservation_id_in_the_config_is_one_clear_line(network):
+def test_a_malformed_reservation_id_in_the_config_is_one_clear_line(network: Network) -> None:
     with pytest.raises(AwsConfigError) as caught:
         make_provider(
             chosen(network, capacityReservationIds=["cr-12345", BLOCK]), endpoint_url=moto_server_url()
@@ -156,7 +165,9 @@ def test_a_malformed_reservation_id_in_the_config_is_one_clear_line(network):
     )
 
 
-def test_no_reservation_is_asked_for_when_none_is_chosen(network, make, reservations):
+def test_no_reservation_is_asked_for_when_none_is_chosen(
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     offerings = make(
         aws_config(network, aws={"families": ["g5"], "catalogFallback": str(CATALOG)})
     ).offerings()
@@ -164,7 +175,9 @@ def test_no_reservation_is_asked_for_when_none_is_chosen(network, make, reservat
     assert reservations.describe_calls == []
 
 
-def test_a_node_goes_into_its_reservation_by_run_instances_targeting_it(network, make, reservations):
+def test_a_node_goes_into_its_reservation_by_run_instances_targeting_it(
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     provider = make(chosen(network))
     instance = provider.launch(request(reserved_offerings(provider)[OPEN]))
     [params] = reservations.launches
@@ -186,7 +199,9 @@ def test_a_node_goes_into_its_reservation_by_run_instances_targeting_it(network,
     assert reserved_offerings(make(chosen(network)))[OPEN].reservation.available == 1
 
 
-def test_a_node_goes_into_a_capacity_block_with_the_capacity_block_market_type(network, make, reservations):
+def test_a_node_goes_into_a_capacity_block_with_the_capacity_block_market_type(
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     provider = make(chosen(network))
     instance = provider.launch(request(reserved_offerings(provider)[BLOCK]))
     [params] = reservations.launches
@@ -194,7 +209,9 @@ def test_a_node_goes_into_a_capacity_block_with_the_capacity_block_market_type(n
     assert (instance.instance_type, instance.reservation_id) == ("p5.48xlarge", BLOCK)
 
 
-def test_a_launch_repeated_with_its_token_returns_the_node_already_in_the_reservation(network, make):
+def test_a_launch_repeated_with_its_token_returns_the_node_already_in_the_reservation(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(chosen(network))
     first = provider.launch(request(reserved_offerings(provider)[OPEN]))
     again = provider.launch(request(reserved_offerings(provider)[OPEN]))
@@ -202,8 +219,8 @@ def test_a_launch_repeated_with_its_token_returns_the_node_already_in_the_reserv
 
 
 def test_a_full_reservation_is_refused_for_itself_only_and_the_launch_falls_back_to_on_demand(
-    network, make, reservations
-):
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     provider = make(chosen(network))
     into = reserved_offerings(provider)[OPEN]
     reservations.records[OPEN].total = 0  # taken by instances launched elsewhere since it was listed
@@ -215,8 +232,8 @@ def test_a_full_reservation_is_refused_for_itself_only_and_the_launch_falls_back
 
 
 def test_a_reservation_cancelled_since_it_was_listed_is_an_invalid_request_for_its_offering(
-    network, make, reservations
-):
+    network: Network, make: Callable[..., AwsProvider], reservations: CapacityReservations
+) -> None:
     provider = make(chosen(network))
     into = reserved_offerings(provider)[OPEN]
     reservations.remove(OPEN)
@@ -227,7 +244,9 @@ def test_a_reservation_cancelled_since_it_was_listed_is_an_invalid_request_for_i
     assert OPEN not in reserved_offerings(make(chosen(network)))
 
 
-def test_pods_are_planned_into_the_reservations_the_provider_lists_first(network, make):
+def test_pods_are_planned_into_the_reservations_the_provider_lists_first(
+    network: Network, make: Callable[..., AwsProvider]
+) -> None:
     provider = make(chosen(network))
     gpu = [pod(f"infer-{i}", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU) for i in range(3)]
     result = plan(snapshot(*gpu), provider.offerings(), provider.config, NOW)

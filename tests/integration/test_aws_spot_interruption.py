@@ -4,6 +4,8 @@ in moto, the cluster a fixed snapshot)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob
 from autoscaler.model import SPOT, LaunchRequest, Offering
@@ -20,6 +22,9 @@ from tests.fakes.aws_cloud import (
     spot_price_hook,
 )
 from tests.fakes.reconcile import CallRecorder, StaticCluster
+
+if TYPE_CHECKING:
+    from typing import Any
 
 QUEUE = "prod-interruptions"
 
@@ -43,7 +48,7 @@ class Drains:
         pass
 
 
-def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_one_reconcile(sqs):
+def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_one_reconcile(sqs: Any) -> None:
     queue = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
     network = make_network(ec2_client(), zones=("us-east-1a",))
     config = aws_config(

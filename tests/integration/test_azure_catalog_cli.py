@@ -1,6 +1,9 @@
 """`tidal catalog --cloud azure`: the offerings the Azure provider sees, and where each price came from."""
 
+from __future__ import annotations
+
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -10,9 +13,15 @@ from providers.azure import clients
 from tests.fakes.azure_auth import FakeCredential
 from tests.fakes.azure_setup import T4, azure_section, running_arm
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 
 @pytest.fixture
-def arm(tmp_path, monkeypatch):
+def arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
     for fake in running_arm(tmp_path):
         # The CLI builds the provider with its defaults: trust the fake's certificate through the usual
         # CA-bundle variable and stand in for Workload Identity.
@@ -39,14 +48,18 @@ def catalog_json(tmp_path, capsys, azure):
     return {(r["instanceType"], r["zone"], r["capacityType"]): r for r in json.loads(document)}
 
 
-def test_catalog_lists_azure_offerings_priced_by_the_retail_prices_api(arm, tmp_path, capsys):
+def test_catalog_lists_azure_offerings_priced_by_the_retail_prices_api(
+    arm: FakeArm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rows = catalog_json(tmp_path, capsys, azure_section(arm))
     spot = rows[(T4, "eastus-1", "spot")]
     assert (spot["gpus"], spot["gpuModel"], spot["pricePerHour"]) == (1, "T4", 0.062699)
     assert spot["priceSource"] == "Azure Retail Prices API"
 
 
-def test_catalog_shows_when_a_price_comes_from_the_fallback_file(arm, tmp_path, capsys):
+def test_catalog_shows_when_a_price_comes_from_the_fallback_file(
+    arm: FakeArm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     catalog = tmp_path / "fallback.csv"
     catalog.write_text(
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,arch,on_demand_usd_per_hour,spot_usd_per_hour\n"
@@ -61,7 +74,9 @@ def test_catalog_shows_when_a_price_comes_from_the_fallback_file(arm, tmp_path, 
     assert rows[(T4, "eastus-1", "on-demand")]["pricePerHour"] == 0.55
 
 
-def test_a_bad_azure_section_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys):
+def test_a_bad_azure_section_is_one_line_on_stderr_and_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(
         ["catalog", "--config", write_config(tmp_path, {"resourceGroup": "MC_x"}), "--cloud", "azure"]
     )

@@ -6,6 +6,7 @@ failure, listings and deletes, is read back through the SDK's own models. A prop
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,9 +26,15 @@ from tests.fakes.azure_setup import (
 )
 from tests.fakes.azure_shapes import PAGE_KEYS, ROUTE_MODELS, problems
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
@@ -60,7 +67,7 @@ def shape_problems(exchanges) -> list[str]:
     return sorted(set(found))
 
 
-def test_every_request_and_answer_of_the_azure_fake_reads_back_through_the_sdk_models(arm):
+def test_every_request_and_answer_of_the_azure_fake_reads_back_through_the_sdk_models(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "2s"}))
     flex = azure_provider(arm, azure_config(arm, azure={"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": None}))
     uniform = provider.launch(request("tok-a", offering(provider, T4)))
@@ -87,7 +94,7 @@ def test_every_request_and_answer_of_the_azure_fake_reads_back_through_the_sdk_m
     assert shape_problems(arm.exchanges) == []
 
 
-def test_a_template_copy_reads_back_through_the_sdk_models(arm):
+def test_a_template_copy_reads_back_through_the_sdk_models(arm: FakeArm) -> None:
     template = {"scaleSets": None, "spotScaleSets": None, "templateScaleSet": TEMPLATE}
     provider = azure_provider(arm, azure_config(arm, azure=template))
     provider.launch(request("tok-a", offering(provider, T4)))
@@ -95,7 +102,7 @@ def test_a_template_copy_reads_back_through_the_sdk_models(arm):
     assert shape_problems(arm.exchanges) == []
 
 
-def test_capacity_reservation_groups_and_a_vm_in_one_read_back_through_the_sdk_models(arm):
+def test_capacity_reservation_groups_and_a_vm_in_one_read_back_through_the_sdk_models(arm: FakeArm) -> None:
     arm.state.add_capacity_reservation_group(
         "ml-crg",
         FakeCapacityReservation("t4-zone1", T4_FLEX, "1", 2),
@@ -113,7 +120,7 @@ def test_capacity_reservation_groups_and_a_vm_in_one_read_back_through_the_sdk_m
     assert shape_problems(arm.exchanges) == []
 
 
-def test_the_shape_check_finds_a_property_the_sdk_does_not_know():
+def test_the_shape_check_finds_a_property_the_sdk_does_not_know() -> None:
     """The check can fail: a misspelled property of a scale set is caught."""
     from azure.mgmt.compute import models
 

@@ -1,6 +1,9 @@
 """Owned instances: found again after a restart, evictions seen, Flexible VMs and template copies."""
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,17 +21,23 @@ from tests.fakes.azure_setup import (
     running_arm,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 TAGS = {"tidal.dev/cluster": "aks-test", "tidal.dev/managed": "true", "team": "ml"}
 FLEX_CONFIG = {"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": {T4_FLEX: FLEX}}
 TEMPLATE_CONFIG = {"scaleSets": None, "spotScaleSets": None, "templateScaleSet": TEMPLATE}
 
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
-def eventually(condition, timeout=5.0):
+def eventually(condition, timeout=5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
@@ -44,7 +53,7 @@ def launch(provider, token, size, capacity_type="on-demand", zone=None):
     return provider.launch(LaunchRequest(token, tuple(candidates[:1]), {}, (), TAGS))
 
 
-def test_a_restarted_provider_finds_the_instances_it_launched_and_only_those(arm):
+def test_a_restarted_provider_finds_the_instances_it_launched_and_only_those(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     launched = {launch(provider, "tok-1", T4).id, launch(provider, "tok-2", T4, "spot").id}
     found = azure_provider(arm).instances()
@@ -53,13 +62,13 @@ def test_a_restarted_provider_finds_the_instances_it_launched_and_only_those(arm
     assert all(i.state == "running" and i.tags["tidal.dev/cluster"] == "aks-test" for i in found)
 
 
-def test_node_pool_instances_tidal_did_not_launch_are_not_listed(arm):
+def test_node_pool_instances_tidal_did_not_launch_are_not_listed(arm: FakeArm) -> None:
     arm.state.scale_sets[POOL_T4].tags["team"] = "ml"
     arm.state.add_scale_set("aks-extra-12345678-vmss", A100, capacity=3)
     assert azure_provider(arm).instances() == []
 
 
-def test_an_evicted_spot_instance_is_listed_as_terminated(arm):
+def test_an_evicted_spot_instance_is_listed_as_terminated(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     spot = launch(provider, "tok-s", T4, "spot")
     arm.state.evict(POOL_T4_SPOT, "0")
@@ -68,7 +77,9 @@ def test_an_evicted_spot_instance_is_listed_as_terminated(arm):
     assert [i.state for i in azure_provider(arm).instances()] == ["terminated"]  # a restart sees it too
 
 
-def test_a_spot_instance_deallocated_by_eviction_is_terminated_and_its_capacity_given_back(arm):
+def test_a_spot_instance_deallocated_by_eviction_is_terminated_and_its_capacity_given_back(
+    arm: FakeArm,
+) -> None:
     provider = azure_provider(arm)
     launch(provider, "tok-s", T4, "spot")
     arm.state.evict(POOL_T4_SPOT, "0", deallocate=True)
@@ -78,7 +89,7 @@ def test_a_spot_instance_deallocated_by_eviction_is_terminated_and_its_capacity_
     assert [i.state for i in provider.instances()] == ["terminated"]
 
 
-def test_an_evicted_instance_is_forgotten_after_a_while(arm):
+def test_an_evicted_instance_is_forgotten_after_a_while(arm: FakeArm) -> None:
     clock = Clock()
     provider = azure_provider(arm, clock=clock)
     launch(provider, "tok-s", T4, "spot")
@@ -91,14 +102,14 @@ def test_an_evicted_instance_is_forgotten_after_a_while(arm):
 
 
 class Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         self.now = 1_800_000_000.0
 
     def __call__(self):
         return self.now
 
 
-def test_a_flexible_spot_vm_is_created_with_spot_settings_tags_and_the_zone_asked_for(arm):
+def test_a_flexible_spot_vm_is_created_with_spot_settings_tags_and_the_zone_asked_for(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure=FLEX_CONFIG))
     instance = launch(provider, "tok-f", T4_FLEX, "spot", zone="eastus-2")
     [vm] = arm.state.vms.values()
@@ -122,7 +133,7 @@ def test_a_flexible_spot_vm_is_created_with_spot_settings_tags_and_the_zone_aske
     assert instance.tags["tidal.dev/launch-token"] == "tok-f"
 
 
-def test_a_flexible_launch_retried_with_the_same_token_makes_no_second_vm(arm):
+def test_a_flexible_launch_retried_with_the_same_token_makes_no_second_vm(arm: FakeArm) -> None:
     config = azure_config(arm, azure=FLEX_CONFIG)
     first = launch(azure_provider(arm, config), "tok-f", T4_FLEX)
     again = launch(azure_provider(arm, config), "tok-f", T4_FLEX)
@@ -130,7 +141,9 @@ def test_a_flexible_launch_retried_with_the_same_token_makes_no_second_vm(arm):
 
 
 @pytest.mark.parametrize(("create", "delete"), [("async", "location"), ("location", "async")])
-def test_a_flexible_vm_is_found_after_a_restart_and_deleted_by_terminate(arm, create, delete):
+def test_a_flexible_vm_is_found_after_a_restart_and_deleted_by_terminate(
+    arm: FakeArm, create, delete
+) -> None:
     arm.state.styles.update(create=create, delete=delete)
     config = azure_config(arm, azure=FLEX_CONFIG)
     launch(azure_provider(arm, config), "tok-f", T4_FLEX)
@@ -141,7 +154,7 @@ def test_a_flexible_vm_is_found_after_a_restart_and_deleted_by_terminate(arm, cr
     eventually(lambda: arm.state.vms == {})
 
 
-def test_an_evicted_flexible_vm_is_listed_as_terminated(arm):
+def test_an_evicted_flexible_vm_is_listed_as_terminated(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure=FLEX_CONFIG))
     instance = launch(provider, "tok-f", T4_FLEX, "spot")
     provider.instances()
@@ -149,7 +162,7 @@ def test_an_evicted_flexible_vm_is_listed_as_terminated(arm):
     assert [(i.id, i.state) for i in provider.instances()] == [(instance.id, "terminated")]
 
 
-def test_a_template_is_copied_once_per_size_and_priority_and_the_copy_grows(arm):
+def test_a_template_is_copied_once_per_size_and_priority_and_the_copy_grows(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure=TEMPLATE_CONFIG))
     instance = launch(provider, "tok-1", A100, "spot")
     launch(provider, "tok-2", A100, "spot")

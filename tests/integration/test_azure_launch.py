@@ -1,7 +1,10 @@
 """Launching and removing AKS nodes through the unmodified Azure SDK against the fake ARM."""
 
+from __future__ import annotations
+
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -28,9 +31,15 @@ from tests.fakes.azure_setup import (
     running_arm,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
@@ -47,7 +56,7 @@ def request(token, *offerings):
     return LaunchRequest(token, tuple(offerings), {}, (), {**TAGS, "tidal.dev/launch-token": token})
 
 
-def eventually(condition, timeout=5.0):
+def eventually(condition, timeout=5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
@@ -59,7 +68,9 @@ def tidal_vms(arm, pool):
 
 
 @pytest.mark.parametrize("style", ["async", "location"])
-def test_a_launch_raises_the_node_pool_by_one_and_reports_the_new_instance_running(arm, style):
+def test_a_launch_raises_the_node_pool_by_one_and_reports_the_new_instance_running(
+    arm: FakeArm, style
+) -> None:
     arm.state.styles["scale"] = style
     provider = azure_provider(arm)
     instance = provider.launch(request("tok-a", offering(provider, T4)))
@@ -73,7 +84,7 @@ def test_a_launch_raises_the_node_pool_by_one_and_reports_the_new_instance_runni
     assert arm.state.scale_sets[POOL_T4].tags["tidal.dev.token.tok-a"].startswith("vm:0:")
 
 
-def test_a_retried_launch_with_the_same_token_never_adds_a_second_node(arm):
+def test_a_retried_launch_with_the_same_token_never_adds_a_second_node(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     first = provider.launch(request("tok-a", offering(provider, T4)))
     again = provider.launch(request("tok-a", offering(provider, T4)))
@@ -83,7 +94,9 @@ def test_a_retried_launch_with_the_same_token_never_adds_a_second_node(arm):
     assert len(arm.calls("PATCH", POOL_T4)) == 2  # the scale-out, then the tag naming instance 0
 
 
-def test_a_retry_after_a_restart_finds_the_node_on_another_pool_than_its_first_candidate(arm):
+def test_a_retry_after_a_restart_finds_the_node_on_another_pool_than_its_first_candidate(
+    arm: FakeArm,
+) -> None:
     provider = azure_provider(arm)
     arm.state.fail_allocation(T4, count=1)
     launched = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
@@ -97,7 +110,7 @@ def test_a_retry_after_a_restart_finds_the_node_on_another_pool_than_its_first_c
 @pytest.mark.parametrize(
     "code", ["AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest"]
 )
-def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidate(arm, code):
+def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidate(arm: FakeArm, code) -> None:
     provider = azure_provider(arm)
     arm.state.fail_allocation(T4, code=code)
     instance = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
@@ -106,7 +119,7 @@ def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidat
     assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
-def test_capacity_failures_on_every_candidate_name_them_all(arm):
+def test_capacity_failures_on_every_candidate_name_them_all(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     arm.state.fail_allocation(code="AllocationFailed")
     candidates = (offering(provider, T4), offering(provider, T4_BIG))
@@ -116,7 +129,7 @@ def test_capacity_failures_on_every_candidate_name_them_all(arm):
     assert {a.refusal for a in failure.value.attempts} == {Refusal.NO_CAPACITY}
 
 
-def test_a_sku_not_available_answer_is_a_restriction_of_that_size_in_the_zones_named(arm):
+def test_a_sku_not_available_answer_is_a_restriction_of_that_size_in_the_zones_named(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     t4 = offering(provider, T4)
     message = (
@@ -151,14 +164,14 @@ def test_a_sku_not_available_answer_is_a_restriction_of_that_size_in_the_zones_n
         ("QuotaExceeded", "Quota exceeded for standardNCASv3_T4Family Cores in eastus."),
     ],
 )
-def test_a_cores_quota_error_is_quota_exceeded(arm, code, message):
+def test_a_cores_quota_error_is_quota_exceeded(arm: FakeArm, code, message) -> None:
     provider = azure_provider(arm)
     arm.fail_request("PATCH", POOL_T4, ArmError(409, code, message))
     with pytest.raises(QuotaExceeded, match="standardNCASv3_T4Family Cores"):
         provider.launch(request("tok-a", offering(provider, T4)))
 
 
-def test_a_family_cores_quota_covers_every_size_of_that_family_and_no_other(arm):
+def test_a_family_cores_quota_covers_every_size_of_that_family_and_no_other(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     message = (
         "Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores "
@@ -178,7 +191,7 @@ def test_a_family_cores_quota_covers_every_size_of_that_family_and_no_other(arm)
     assert covered == {T4, T4_BIG}  # the configured pools of that family; not the spot pool, not the CPUs
 
 
-def test_a_low_priority_cores_quota_covers_every_spot_offering(arm):
+def test_a_low_priority_cores_quota_covers_every_spot_offering(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     message = (
         "Operation could not be completed as it results in exceeding approved LowPriorityCores quota. "
@@ -193,7 +206,7 @@ def test_a_low_priority_cores_quota_covers_every_spot_offering(arm):
     assert {o.capacity_type for o in provider.offerings() if scope.covers(o)} == {"spot"}
 
 
-def test_an_operation_refused_for_another_reason_is_a_provider_error(arm):
+def test_an_operation_refused_for_another_reason_is_a_provider_error(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     arm.fail_request(
         "PATCH", POOL_T4, ArmError(409, "OperationNotAllowed", "The scale set is being deleted.")
@@ -203,7 +216,7 @@ def test_an_operation_refused_for_another_reason_is_a_provider_error(arm):
     assert type(failure.value) is ProviderError
 
 
-def test_throttling_is_reported_with_the_retry_after_arm_sent(arm):
+def test_throttling_is_reported_with_the_retry_after_arm_sent(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     candidate = offering(provider, T4)
     arm.throttle("PATCH", POOL_T4, retry_after=17)
@@ -213,7 +226,7 @@ def test_throttling_is_reported_with_the_retry_after_arm_sent(arm):
     assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
-def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_it(arm):
+def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_it(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     arm.state.hold_operations = True
     instance = provider.launch(request("tok-a", offering(provider, T4)))
@@ -229,7 +242,9 @@ def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_i
     assert instance.id == f"{POOL_T4}/0"
 
 
-def test_an_allocation_failure_found_after_a_pending_answer_is_reported_once_by_poll_errors(arm):
+def test_an_allocation_failure_found_after_a_pending_answer_is_reported_once_by_poll_errors(
+    arm: FakeArm,
+) -> None:
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     candidate = offering(provider, T4)
     arm.state.hold_operations = True
@@ -250,7 +265,7 @@ def test_an_allocation_failure_found_after_a_pending_answer_is_reported_once_by_
     assert next(o for o in provider.offerings() if o.key == candidate.key).available
 
 
-def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm):
+def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "300ms"}))
     candidate = offering(provider, T4)
     provider.instances()
@@ -268,7 +283,9 @@ def test_a_launch_never_waits_longer_than_the_grace_for_its_operation(arm):
     assert time.monotonic() - started < 3.0
 
 
-def test_a_failure_reported_after_the_grace_is_a_late_failure_and_the_next_launch_falls_back(arm):
+def test_a_failure_reported_after_the_grace_is_a_late_failure_and_the_next_launch_falls_back(
+    arm: FakeArm,
+) -> None:
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "200ms"}))
     cheapest, next_best = offering(provider, T4), offering(provider, T4_BIG)
     arm.state.hold_operations = True
@@ -284,7 +301,7 @@ def test_a_failure_reported_after_the_grace_is_a_late_failure_and_the_next_launc
     assert len(arm.calls("PATCH", POOL_T4)) == grown
 
 
-def test_terminate_sends_the_delete_and_returns_without_waiting_for_it(arm):
+def test_terminate_sends_the_delete_and_returns_without_waiting_for_it(arm: FakeArm) -> None:
     # The longest grace there is: a terminate that waited on its held delete at all would take 30 s.
     provider = azure_provider(arm, azure_config(arm, azure={"operationWait": "30s"}))
     instance = provider.launch(request("tok-1", offering(provider, T4)))
@@ -300,14 +317,14 @@ def test_terminate_sends_the_delete_and_returns_without_waiting_for_it(arm):
     assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
-def test_spot_launches_go_to_the_spot_pool(arm):
+def test_spot_launches_go_to_the_spot_pool(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     instance = provider.launch(request("tok-s", offering(provider, T4, "spot")))
     assert (instance.capacity_type, instance.id) == ("spot", f"{POOL_T4_SPOT}/0")
     assert arm.state.scale_sets[POOL_T4].capacity == 0
 
 
-def test_terminate_deletes_exactly_the_drained_instance(arm):
+def test_terminate_deletes_exactly_the_drained_instance(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     first = provider.launch(request("tok-1", offering(provider, T4)))
     provider.launch(request("tok-2", offering(provider, T4)))
@@ -320,7 +337,7 @@ def test_terminate_deletes_exactly_the_drained_instance(arm):
     assert len(arm.calls("POST", POOL_T4)) == 1
 
 
-def test_terminate_refuses_an_instance_tidal_did_not_launch(arm):
+def test_terminate_refuses_an_instance_tidal_did_not_launch(arm: FakeArm) -> None:
     provider = azure_provider(arm)
     launched = provider.launch(request("tok-1", offering(provider, CPU)))
     baseline = dataclasses.replace(launched, id=f"{POOL_CPU}/0", launch_token="")
@@ -329,7 +346,7 @@ def test_terminate_refuses_an_instance_tidal_did_not_launch(arm):
     assert tidal_vms(arm, POOL_CPU) == [0, 1, 2]
 
 
-def test_terminate_refuses_a_scale_set_tidal_does_not_manage(arm):
+def test_terminate_refuses_a_scale_set_tidal_does_not_manage(arm: FakeArm) -> None:
     arm.state.add_scale_set("aks-nodepool1-99999999-vmss", CPU, capacity=1)
     provider = azure_provider(arm)
     launched = provider.launch(request("tok-1", offering(provider, T4)))

@@ -1,5 +1,9 @@
 """Offerings from Resource SKUs, the configured node pools and the Retail Prices API (fake ARM, real SDK)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -21,11 +25,17 @@ from tests.fakes.azure_setup import (
     running_arm,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 API = "Azure Retail Prices API"
 
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
@@ -44,14 +54,14 @@ def write_catalog(tmp_path, rows):
 
 
 class Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         self.now = 1_800_000_000.0
 
     def __call__(self):
         return self.now
 
 
-def test_an_offering_has_the_shape_resource_skus_give_and_the_zone_of_its_node_pool(arm):
+def test_an_offering_has_the_shape_resource_skus_give_and_the_zone_of_its_node_pool(arm: FakeArm) -> None:
     offer = by_key(azure_provider(arm).offerings())[f"{T4}/eastus-1/on-demand"]
     assert (offer.vcpu, offer.memory_mib, offer.arch.value) == (4, 28 * 1024, "amd64")
     assert (offer.gpu_count, offer.gpu_model, offer.gpu_vendor, offer.gpu_memory_mib) == (
@@ -63,12 +73,12 @@ def test_an_offering_has_the_shape_resource_skus_give_and_the_zone_of_its_node_p
     assert (offer.region, offer.available, offer.max_pods) == ("eastus", True, 110)
 
 
-def test_a_pool_spanning_several_zones_offers_no_zone_because_azure_picks_it(arm):
+def test_a_pool_spanning_several_zones_offers_no_zone_because_azure_picks_it(arm: FakeArm) -> None:
     keys = {o.key for o in azure_provider(arm).offerings() if o.instance_type == A100}
     assert keys == {f"{A100}//on-demand"}
 
 
-def test_only_sizes_with_a_configured_pool_are_offered(arm):
+def test_only_sizes_with_a_configured_pool_are_offered(arm: FakeArm) -> None:
     offered = {(o.instance_type, o.capacity_type) for o in azure_provider(arm).offerings()}
     assert offered == {
         (T4, "on-demand"),
@@ -79,7 +89,7 @@ def test_only_sizes_with_a_configured_pool_are_offered(arm):
     }
 
 
-def test_a_size_not_available_to_the_subscription_in_the_pools_zone_is_unavailable(arm):
+def test_a_size_not_available_to_the_subscription_in_the_pools_zone_is_unavailable(arm: FakeArm) -> None:
     arm.state.restrict(T4, zones=("1",))
     offers = by_key(azure_provider(arm).offerings())
     assert not offers[f"{T4}/eastus-1/on-demand"].available
@@ -87,19 +97,21 @@ def test_a_size_not_available_to_the_subscription_in_the_pools_zone_is_unavailab
     assert offers[f"{T4_BIG}/eastus-2/on-demand"].available
 
 
-def test_a_size_restricted_in_the_whole_location_is_unavailable(arm):
+def test_a_size_restricted_in_the_whole_location_is_unavailable(arm: FakeArm) -> None:
     arm.state.restrict(T4_BIG)
     assert not by_key(azure_provider(arm).offerings())[f"{T4_BIG}/eastus-2/on-demand"].available
 
 
-def test_a_multi_zone_pool_stays_available_while_one_of_its_zones_is_open(arm):
+def test_a_multi_zone_pool_stays_available_while_one_of_its_zones_is_open(arm: FakeArm) -> None:
     arm.state.restrict(A100, zones=("1", "2"))
     assert by_key(azure_provider(arm).offerings())[f"{A100}//on-demand"].available
     arm.state.restrict(A100, zones=("3",))
     assert not by_key(azure_provider(arm).offerings())[f"{A100}//on-demand"].available
 
 
-def test_spot_and_pay_as_you_go_prices_come_from_the_price_sheet_without_windows_or_low_priority(arm):
+def test_spot_and_pay_as_you_go_prices_come_from_the_price_sheet_without_windows_or_low_priority(
+    arm: FakeArm,
+) -> None:
     offers = by_key(azure_provider(arm).offerings())
     regular, spot = offers[f"{T4}/eastus-1/on-demand"], offers[f"{T4}/eastus-1/spot"]
     assert (regular.price, spot.price) == (0.526, 0.062699)
@@ -107,7 +119,7 @@ def test_spot_and_pay_as_you_go_prices_come_from_the_price_sheet_without_windows
     assert offers[f"{A100}//on-demand"].price == 3.673
 
 
-def test_the_price_sheet_is_read_page_by_page(arm):
+def test_the_price_sheet_is_read_page_by_page(arm: FakeArm) -> None:
     arm.price_page_size = 7
     offers = by_key(azure_provider(arm).offerings())
     pages = arm.calls("GET", "/api/retail/prices")
@@ -116,7 +128,7 @@ def test_the_price_sheet_is_read_page_by_page(arm):
     assert offers[f"{CPU}/eastus-1/on-demand"].price == 0.192
 
 
-def test_prices_are_cached_until_the_refresh_interval_passes(arm):
+def test_prices_are_cached_until_the_refresh_interval_passes(arm: FakeArm) -> None:
     clock = Clock()
     config = azure_config(arm, azure={"priceRefreshInterval": "1h"})
     provider = azure_provider(arm, config, clock=clock)
@@ -129,7 +141,7 @@ def test_prices_are_cached_until_the_refresh_interval_passes(arm):
     assert len(arm.calls("GET", "/api/retail/prices")) == 2
 
 
-def test_a_price_sheet_outage_keeps_the_last_prices(arm):
+def test_a_price_sheet_outage_keeps_the_last_prices(arm: FakeArm) -> None:
     clock = Clock()
     provider = azure_provider(arm, clock=clock)
     provider.offerings()
@@ -142,7 +154,9 @@ def test_a_price_sheet_outage_keeps_the_last_prices(arm):
     assert (offer.price, offer.price_source) == (0.526, API)
 
 
-def test_without_the_price_sheet_the_catalog_file_prices_offerings_and_says_so(arm, tmp_path):
+def test_without_the_price_sheet_the_catalog_file_prices_offerings_and_says_so(
+    arm: FakeArm, tmp_path: Path
+) -> None:
     catalog = write_catalog(tmp_path, [f"azure,eastus,{T4},4,28672,1,T4,x86_64,0.5,0.06"])
     arm.prices_down = True
     config = azure_config(arm, azure={"catalogFallback": str(catalog)})
@@ -156,7 +170,9 @@ def test_without_the_price_sheet_the_catalog_file_prices_offerings_and_says_so(a
     assert f"{CPU}/eastus-1/on-demand" not in offers  # priced by neither
 
 
-def test_a_size_missing_from_the_price_sheet_is_priced_from_the_catalog_file(arm, tmp_path):
+def test_a_size_missing_from_the_price_sheet_is_priced_from_the_catalog_file(
+    arm: FakeArm, tmp_path: Path
+) -> None:
     catalog = write_catalog(tmp_path, [f"azure,eastus,{A100},24,225280,1,A100,x86_64,3.5,"])
     arm.prices = [p for p in arm.prices if p["armSkuName"] != A100]
     config = azure_config(arm, azure={"catalogFallback": str(catalog)})
@@ -168,7 +184,9 @@ def test_a_size_missing_from_the_price_sheet_is_priced_from_the_catalog_file(arm
     assert offers[f"{T4}/eastus-1/on-demand"].price_source == API
 
 
-def test_when_arm_is_unreachable_the_catalog_file_stands_in_for_the_offerings(arm, tmp_path):
+def test_when_arm_is_unreachable_the_catalog_file_stands_in_for_the_offerings(
+    arm: FakeArm, tmp_path: Path
+) -> None:
     catalog = write_catalog(tmp_path, [f"azure,eastus,{T4},4,28672,1,T4,x86_64,0.5,0.06"])
     config = azure_config(arm, azure={"catalogFallback": str(catalog), "endpoint": "https://127.0.0.1:9"})
     offers = azure_provider(arm, config, connect_retries=0).offerings()
@@ -181,13 +199,15 @@ def test_when_arm_is_unreachable_the_catalog_file_stands_in_for_the_offerings(ar
     }
 
 
-def test_when_arm_is_unreachable_without_a_catalog_file_offerings_fail_with_a_provider_error(arm):
+def test_when_arm_is_unreachable_without_a_catalog_file_offerings_fail_with_a_provider_error(
+    arm: FakeArm,
+) -> None:
     config = azure_config(arm, azure={"endpoint": "https://127.0.0.1:9"})
     with pytest.raises(ProviderError, match="Resource SKUs"):
         azure_provider(arm, config, connect_retries=0).offerings()
 
 
-def test_a_template_offers_every_priced_size_of_the_location_in_both_capacity_types(arm):
+def test_a_template_offers_every_priced_size_of_the_location_in_both_capacity_types(arm: FakeArm) -> None:
     config = azure_config(arm, azure={"scaleSets": None, "spotScaleSets": None, "templateScaleSet": TEMPLATE})
     offers = by_key(azure_provider(arm, config).offerings())
     assert f"{A100}/eastus-2/spot" in offers and f"{A100}/eastus-2/on-demand" in offers
@@ -196,13 +216,13 @@ def test_a_template_offers_every_priced_size_of_the_location_in_both_capacity_ty
     assert "Standard_ND96isr_MI300X_v5/eastus-2/on-demand" not in offers  # no price anywhere
 
 
-def test_a_flexible_scale_set_offers_each_of_its_zones(arm):
+def test_a_flexible_scale_set_offers_each_of_its_zones(arm: FakeArm) -> None:
     config = azure_config(arm, azure={"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": {T4_FLEX: FLEX}})
     keys = {o.key for o in azure_provider(arm, config).offerings()}
     assert keys == {f"{T4_FLEX}/eastus-{z}/{c}" for z in "123" for c in ("on-demand", "spot")}
 
 
-def test_configured_zones_limit_the_offerings(arm):
+def test_configured_zones_limit_the_offerings(arm: FakeArm) -> None:
     config = azure_config(
         arm, azure={"scaleSets": {T4_FLEX: FLEX}, "spotScaleSets": None}, zones=["eastus-2"]
     )
@@ -214,7 +234,7 @@ def test_configured_zones_limit_the_offerings(arm):
 ONLY_SCALE_SETS = {"scaleSets": {T4: POOL_T4_SPOT, T4_BIG: POOL_T4_BIG}, "spotScaleSets": None}
 
 
-def test_a_spot_node_pool_listed_under_scale_sets_is_the_spot_pool_of_its_size(arm):
+def test_a_spot_node_pool_listed_under_scale_sets_is_the_spot_pool_of_its_size(arm: FakeArm) -> None:
     provider = azure_provider(arm, azure_config(arm, azure=ONLY_SCALE_SETS))
     offered = {(o.instance_type, o.capacity_type) for o in provider.offerings()}
     assert offered == {(T4, "spot"), (T4_BIG, "on-demand")}
@@ -226,7 +246,7 @@ def test_a_spot_node_pool_listed_under_scale_sets_is_the_spot_pool_of_its_size(a
     assert arm.state.scale_sets[POOL_T4_SPOT].capacity == 1
 
 
-def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(arm):
+def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(arm: FakeArm) -> None:
     offered = {(o.instance_type, o.capacity_type) for o in azure_provider(arm).offerings()}
     assert {(T4, "on-demand"), (T4, "spot")} <= offered
 
@@ -239,7 +259,9 @@ def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(ar
         ({"billingProfile": {"maxPrice": 0.2}}, "billingProfile.maxPrice is 0.2, not -1"),
     ],
 )
-def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(arm, model, reason):
+def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(
+    arm: FakeArm, model, reason
+) -> None:
     profile = arm.state.scale_sets[POOL_T4_SPOT].profile
     for key, value in model.items():
         if value is None:
@@ -254,7 +276,7 @@ def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(arm
         assert refusal["scale_set"] == POOL_T4_SPOT and refusal["reason"].startswith(reason)
 
 
-def test_a_regular_pool_under_spot_scale_sets_is_not_sold_as_spot(arm):
+def test_a_regular_pool_under_spot_scale_sets_is_not_sold_as_spot(arm: FakeArm) -> None:
     section = {"scaleSets": {T4_BIG: POOL_T4_BIG}, "spotScaleSets": {T4: POOL_T4}}
     offered = {
         (o.instance_type, o.capacity_type)

@@ -1,6 +1,10 @@
 """Azure capacity reservation groups named in ``azure.capacityReservationGroups``: offered as reserved
 capacity, VMs of a Flexible scale set associated with the group, against the fake ARM."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -9,12 +13,18 @@ from providers.azure.settings import ProviderConfigError
 from tests.fakes.azure_reservations import FakeCapacityReservation
 from tests.fakes.azure_setup import FLEX, T4_FLEX, azure_config, azure_provider, running_arm
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.fakes.azure_arm import FakeArm
+
 GROUP = "ml-crg"
 BLOCK_GROUP = "training-block"
 
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     for fake in running_arm(tmp_path):
         fake.state.add_capacity_reservation_group(
             GROUP,
@@ -51,7 +61,7 @@ def request(*offerings, token="7d3e9b1c-2f4a-4e6b-8c0d-1a2b3c4d5e6f"):
     )
 
 
-def test_each_reservation_of_a_listed_group_is_a_reserved_offering(arm):
+def test_each_reservation_of_a_listed_group_is_a_reserved_offering(arm: FakeArm) -> None:
     found = reserved(provider_for(arm))
     assert sorted(found) == ["t4-window", "t4-zone1", "t4-zone2"]
     one = found["t4-zone1"]
@@ -67,7 +77,7 @@ def test_each_reservation_of_a_listed_group_is_a_reserved_offering(arm):
     )
 
 
-def test_a_vm_goes_into_a_reservation_associated_with_its_group(arm):
+def test_a_vm_goes_into_a_reservation_associated_with_its_group(arm: FakeArm) -> None:
     provider = provider_for(arm)
     instance = provider.launch(request(reserved(provider)["t4-zone1"]))
     [vm] = arm.state.vms.values()
@@ -82,7 +92,7 @@ def test_a_vm_goes_into_a_reservation_associated_with_its_group(arm):
     assert reserved(provider)["t4-zone1"].reservation.available == 1
 
 
-def test_a_group_arm_does_not_have_is_one_warning_line(arm):
+def test_a_group_arm_does_not_have_is_one_warning_line(arm: FakeArm) -> None:
     provider = provider_for(arm, capacityReservationGroups=[GROUP, "ml-crg-typo"])
     with capture_logs() as logs:
         provider.offerings()
@@ -94,7 +104,7 @@ def test_a_group_arm_does_not_have_is_one_warning_line(arm):
     )
 
 
-def test_a_malformed_group_name_is_one_clear_line(arm):
+def test_a_malformed_group_name_is_one_clear_line(arm: FakeArm) -> None:
     with pytest.raises(ProviderConfigError) as caught:
         provider_for(arm, capacityReservationGroups=["ml crg"])
     assert "\n" not in str(caught.value)

@@ -1,7 +1,10 @@
 """deploy/azure grants exactly the RBAC actions of the ARM calls tidal makes (observed by the fake ARM)."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from structlog.testing import capture_logs
@@ -27,12 +30,17 @@ from tests.fakes.azure_setup import (
     running_arm,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.fakes.azure_arm import FakeArm
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "azure"
 GROUP_DEPLOY = "Microsoft.Compute/capacityReservationGroups/deploy/action"
 
 
 @pytest.fixture
-def arm(tmp_path):
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
@@ -40,7 +48,7 @@ def role(name):
     return json.loads((DEPLOY / name).read_text())
 
 
-def exercise_every_call(arm):
+def exercise_every_call(arm) -> None:
     """Offerings, launches and terminations on a node pool, a Flexible scale set and a template copy."""
     arm.state.add_capacity_reservation_group("ml-crg", FakeCapacityReservation("t4", T4_FLEX, "1", 1))
     config = azure_config(
@@ -64,12 +72,12 @@ def exercise_every_call(arm):
     provider.instances()
 
 
-def test_every_call_tidal_makes_is_listed_in_the_permissions_module(arm):
+def test_every_call_tidal_makes_is_listed_in_the_permissions_module(arm: FakeArm) -> None:
     exercise_every_call(arm)
     assert arm.actions() == set(ACTIONS)
 
 
-def test_the_role_definitions_grant_exactly_the_actions_used_and_their_linked_checks():
+def test_the_role_definitions_grant_exactly_the_actions_used_and_their_linked_checks() -> None:
     granted = role("role-definition.json")["Actions"] + role("role-definition-skus.json")["Actions"]
     assert len(granted) == len(set(granted))
     assert set(granted) == set(ACTIONS) | set(LINKED_ACTIONS)
@@ -80,7 +88,9 @@ def granted_actions():
     return set(role("role-definition.json")["Actions"]) | set(role("role-definition-skus.json")["Actions"])
 
 
-def test_every_resource_a_node_pools_model_links_to_has_its_join_or_assign_action_in_the_role(arm):
+def test_every_resource_a_node_pools_model_links_to_has_its_join_or_assign_action_in_the_role(
+    arm: FakeArm,
+) -> None:
     provider = azure_provider(arm)
     needed: set[str] = set()
     for ss in provider.arm.scale_sets():  # as ARM returns them to the provider, through the SDK
@@ -101,7 +111,9 @@ def test_every_resource_a_node_pools_model_links_to_has_its_join_or_assign_actio
     assert set(LINKED_ACTIONS) == needed | set(FLEXIBLE_ACTIONS) | {GROUP_DEPLOY}
 
 
-def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kubelet_identity(arm):
+def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kubelet_identity(
+    arm: FakeArm,
+) -> None:
     config = azure_config(arm, azure={"scaleSets": {T4_FLEX: FLEX}})
     provider = azure_provider(arm, config)
     offer = next(o for o in provider.offerings() if o.instance_type == T4_FLEX)
@@ -115,7 +127,9 @@ def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kube
     )
 
 
-def test_a_vm_put_into_a_capacity_reservation_links_to_its_group_which_the_role_lets_it_deploy_to(arm):
+def test_a_vm_put_into_a_capacity_reservation_links_to_its_group_which_the_role_lets_it_deploy_to(
+    arm: FakeArm,
+) -> None:
     arm.state.add_capacity_reservation_group("ml-crg", FakeCapacityReservation("t4", T4_FLEX, "1", 1))
     section = {"scaleSets": {T4_FLEX: FLEX}, "capacityReservationGroups": ["ml-crg"]}
     provider = azure_provider(arm, azure_config(arm, azure=section, capacityTypes=["reserved"]))
@@ -128,7 +142,7 @@ def test_a_vm_put_into_a_capacity_reservation_links_to_its_group_which_the_role_
     assert GROUP_DEPLOY in granted_actions()
 
 
-def test_links_the_shipped_role_does_not_cover_are_named_by_action_and_unknown_ones_reported():
+def test_links_the_shipped_role_does_not_cover_are_named_by_action_and_unknown_ones_reported() -> None:
     gallery = (
         "/subscriptions/s/resourceGroups/images/providers/Microsoft.Compute/galleries/g/images/i/versions/1"
     )
@@ -168,7 +182,7 @@ def test_links_the_shipped_role_does_not_cover_are_named_by_action_and_unknown_o
     assert unknown == [placement]  # a link tidal has no rule for is reported, not ignored
 
 
-def test_only_resource_skus_need_the_subscription_scope():
+def test_only_resource_skus_need_the_subscription_scope() -> None:
     node_group, subscription = role("role-definition.json"), role("role-definition-skus.json")
     assert set(subscription["Actions"]) == SUBSCRIPTION_ACTIONS
     assert not SUBSCRIPTION_ACTIONS & set(node_group["Actions"])
@@ -178,7 +192,9 @@ def test_only_resource_skus_need_the_subscription_scope():
     ]
 
 
-def test_a_node_pool_linking_to_a_resource_the_role_does_not_cover_is_named_once_at_start(arm):
+def test_a_node_pool_linking_to_a_resource_the_role_does_not_cover_is_named_once_at_start(
+    arm: FakeArm,
+) -> None:
     gallery = (
         f"/subscriptions/{arm.subscription}/resourceGroups/images/providers/Microsoft.Compute"
         "/galleries/ours/images/gpu-node/versions/1.0.0"

@@ -1,7 +1,10 @@
 """`tidal catalog --cloud gcp`: GCE offerings and prices, with where each price came from."""
 
+from __future__ import annotations
+
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 import structlog
@@ -11,9 +14,13 @@ from autoscaler.cli import main
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_fixtures import SAMPLE, machines
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
 
 @pytest.fixture
-def gcp():
+def gcp() -> Iterator[FakeGcp]:
     with FakeGcp() as fake:
         yield fake
 
@@ -29,7 +36,7 @@ class _Stderr:
 
 
 @pytest.fixture(autouse=True)
-def logs_on_stderr(capsys):
+def logs_on_stderr(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
     """The command's output is stdout; log lines (a billing outage is warned about) go to stderr."""
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(_Stderr()))
     yield
@@ -46,7 +53,9 @@ def rows(capsys):
     return {(r["instanceType"], r["zone"], r["capacityType"]): r for r in json.loads(capsys.readouterr().out)}
 
 
-def test_the_catalog_lists_gce_gpu_offerings_priced_from_the_billing_catalog(gcp, tmp_path, capsys):
+def test_the_catalog_lists_gce_gpu_offerings_priced_from_the_billing_catalog(
+    gcp: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = write(tmp_path, gcp.config(template=gcp.add_node_pool("e2e", "tidal")))
 
     code = main(["catalog", "--config", config, "--cloud", "gcp", "--gpu-only", "--output", "json"])
@@ -59,7 +68,9 @@ def test_the_catalog_lists_gce_gpu_offerings_priced_from_the_billing_catalog(gcp
     assert {r["priceSource"] for r in found.values()} == {"billing catalog"}
 
 
-def test_the_catalog_says_when_prices_come_from_the_fallback_file(gcp, tmp_path, capsys):
+def test_the_catalog_says_when_prices_come_from_the_fallback_file(
+    gcp: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     document = gcp.config(
         template=gcp.add_node_pool("e2e", "tidal"),
         gcp={"billingEndpoint": "http://127.0.0.1:9", "catalogFallback": str(SAMPLE)},
@@ -73,7 +84,7 @@ def test_the_catalog_says_when_prices_come_from_the_fallback_file(gcp, tmp_path,
     assert {r["priceSource"] for r in found.values()} == {"catalog file gcp-us-central1.csv"}
 
 
-def test_a_bad_gcp_section_is_one_line_on_stderr(tmp_path, capsys):
+def test_a_bad_gcp_section_is_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(
         tmp_path, {"region": "us-central1", "zones": ["us-central1-a"], "gcp": {"project": "my-project"}}
     )

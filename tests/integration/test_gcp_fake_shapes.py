@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from autoscaler.cloud import CapacityUnavailable, QuotaExceeded
+from autoscaler.cloud import CapacityUnavailable, LateFailure, QuotaExceeded
 from autoscaler.model import LaunchRequest
 from tests.fakes.discovery_shapes import Discovery, load_discovery
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
@@ -57,7 +57,7 @@ def shape_problems(doc: Discovery, exchanges) -> list[str]:
     return sorted(set(found))
 
 
-def test_every_request_and_answer_of_the_gcp_fakes_has_the_published_shape():
+def test_every_request_and_answer_of_the_gcp_fakes_has_the_published_shape() -> None:
     compute, billing = discovery("compute.v1"), discovery("cloudbilling.v1")
     with FakeGcp() as gcp:
         gcp.add_reservation("ml", ZONE_A, "n2-standard-4", 1, delete_at="2026-12-01T16:00:00.000-08:00")
@@ -92,7 +92,7 @@ def test_every_request_and_answer_of_the_gcp_fakes_has_the_published_shape():
     assert billing_exchanges and shape_problems(billing, billing_exchanges) == []
 
 
-def test_a_pending_insert_followed_up_and_a_node_pools_group_have_the_published_shape():
+def test_a_pending_insert_followed_up_and_a_node_pools_group_have_the_published_shape() -> None:
     compute = discovery("compute.v1")
     with FakeGcp(operation_delay=0.3) as gcp:
         gcp.add_node_pool("e2e", "other")
@@ -102,7 +102,7 @@ def test_a_pending_insert_followed_up_and_a_node_pools_group_have_the_published_
         pending = provider.launch(request(offering(provider, "n2-standard-4")))
         assert pending.state == "pending"
         deadline = time.monotonic() + 5
-        late = []
+        late: list[LateFailure] = []
         while not late and time.monotonic() < deadline:
             time.sleep(0.1)
             late = provider.poll_errors()
@@ -112,7 +112,7 @@ def test_a_pending_insert_followed_up_and_a_node_pools_group_have_the_published_
     assert shape_problems(compute, exchanges) == []
 
 
-def test_the_shape_check_finds_a_property_compute_engine_does_not_have():
+def test_the_shape_check_finds_a_property_compute_engine_does_not_have() -> None:
     """The check can fail: a misspelled property of an Operation is caught."""
     compute = discovery("compute.v1")
     operation = {

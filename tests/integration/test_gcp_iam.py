@@ -31,7 +31,7 @@ def every_call_the_provider_makes() -> set[str]:
         return set(gcp.compute_server.methods()) | set(gcp.billing_server.methods())
 
 
-def test_the_role_grants_exactly_the_permissions_of_the_calls_tidal_makes():
+def test_the_role_grants_exactly_the_permissions_of_the_calls_tidal_makes() -> None:
     called = every_call_the_provider_makes()
     unknown = called - set(API_PERMISSIONS)
     assert not unknown, f"API methods without a permission entry: {sorted(unknown)}"
@@ -41,14 +41,14 @@ def test_the_role_grants_exactly_the_permissions_of_the_calls_tidal_makes():
     assert set(API_PERMISSIONS) == called, "permission entries for API methods tidal never calls"
 
 
-def test_the_role_file_is_a_custom_role_gcloud_accepts():
+def test_the_role_file_is_a_custom_role_gcloud_accepts() -> None:
     role = yaml.safe_load(ROLE.read_text())
     assert set(role) == {"title", "description", "stage", "includedPermissions"}
     assert role["stage"] == "GA"
     assert role["includedPermissions"] == sorted(set(role["includedPermissions"]))
 
 
-def test_acting_as_the_node_service_account_is_granted_outside_the_role_and_documented():
+def test_acting_as_the_node_service_account_is_granted_outside_the_role_and_documented() -> None:
     role = yaml.safe_load(ROLE.read_text())
     docs = (ROOT / "docs" / "gcp.md").read_text()
     assert not set(SERVICE_ACCOUNT_PERMISSIONS) & set(role["includedPermissions"])

@@ -1,7 +1,10 @@
 """GcpProvider.instances() and terminate(): ownership by GCE label across zones and pages, restarts,
 preemption, idempotent deletes."""
 
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -10,11 +13,14 @@ from autoscaler.model import Instance, LaunchRequest
 from providers.gcp.inventory import GONE_RETENTION
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 
 
 @pytest.fixture
-def gcp():
+def gcp() -> Iterator[FakeGcp]:
     with FakeGcp() as fake:
         yield fake
 
@@ -28,7 +34,7 @@ def launch(provider, instance_type="e2-standard-2", zone=ZONE_A, capacity_type="
     return provider.launch(LaunchRequest(str(uuid.uuid4()), (chosen,), {}, (), {}))
 
 
-def test_a_restarted_provider_finds_every_owned_vm_with_its_token_and_provider_id(gcp):
+def test_a_restarted_provider_finds_every_owned_vm_with_its_token_and_provider_id(gcp: FakeGcp) -> None:
     first = make_provider(gcp)
     launched = [launch(first, zone=ZONE_A), launch(first, "n2-standard-4", ZONE_B, "spot")]
 
@@ -43,7 +49,7 @@ def test_a_restarted_provider_finds_every_owned_vm_with_its_token_and_provider_i
     assert spot.price > 0 and spot.created > 0
 
 
-def test_owned_vms_are_found_on_every_page_of_the_aggregated_list(gcp):
+def test_owned_vms_are_found_on_every_page_of_the_aggregated_list(gcp: FakeGcp) -> None:
     gcp.compute.page_cap = 2
     provider = make_provider(gcp)
     for zone in (ZONE_A, ZONE_B, ZONE_A, ZONE_B, ZONE_A):
@@ -52,7 +58,7 @@ def test_owned_vms_are_found_on_every_page_of_the_aggregated_list(gcp):
     assert gcp.compute_server.methods().count("compute.instances.aggregatedList") >= 3 + 5  # 3 pages
 
 
-def test_vms_of_other_clusters_and_unlabelled_vms_are_not_owned(gcp):
+def test_vms_of_other_clusters_and_unlabelled_vms_are_not_owned(gcp: FakeGcp) -> None:
     launch(make_provider(gcp, clusterName="other"))
     with gcp.compute.lock:
         gcp.compute.instances[(ZONE_A, "hand-made")] = {
@@ -63,7 +69,7 @@ def test_vms_of_other_clusters_and_unlabelled_vms_are_not_owned(gcp):
     assert make_provider(gcp).instances() == []
 
 
-def test_a_preempted_spot_vm_is_reported_terminated_until_the_retention_ends(gcp):
+def test_a_preempted_spot_vm_is_reported_terminated_until_the_retention_ends(gcp: FakeGcp) -> None:
     now = [1000.0]
     provider = make_provider(gcp, clock=lambda: now[0])
     spot = launch(provider, capacity_type="spot")
@@ -81,7 +87,7 @@ def test_a_preempted_spot_vm_is_reported_terminated_until_the_retention_ends(gcp
     assert provider.instances() == []
 
 
-def test_a_vm_stopped_by_preemption_is_reported_terminated(gcp):
+def test_a_vm_stopped_by_preemption_is_reported_terminated(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     spot = launch(provider, capacity_type="spot")
     with gcp.compute.lock:
@@ -91,7 +97,7 @@ def test_a_vm_stopped_by_preemption_is_reported_terminated(gcp):
     assert [i.state for i in provider.instances()] == ["terminated"]
 
 
-def test_terminate_deletes_the_vm_and_terminating_it_again_is_a_typed_not_found(gcp):
+def test_terminate_deletes_the_vm_and_terminating_it_again_is_a_typed_not_found(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     instance = launch(provider)
     provider.terminate(instance)
@@ -103,7 +109,7 @@ def test_terminate_deletes_the_vm_and_terminating_it_again_is_a_typed_not_found(
     assert gcp.instances() == []
 
 
-def test_terminate_refuses_a_vm_of_another_cluster(gcp):
+def test_terminate_refuses_a_vm_of_another_cluster(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     other = Instance(
         "vm",
@@ -118,7 +124,7 @@ def test_terminate_refuses_a_vm_of_another_cluster(gcp):
         provider.terminate(other)
 
 
-def test_rate_limited_listing_is_throttled_so_the_controller_backs_off(gcp):
+def test_rate_limited_listing_is_throttled_so_the_controller_backs_off(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     gcp.throttle("compute.instances.aggregatedList", retry_after=3)
     with pytest.raises(Throttled) as err:

@@ -1,7 +1,10 @@
 """GcpProvider.launch() against the fake Compute Engine: VMs built from a GKE node pool template, candidates
 tried in order, failures inside the zone operation, idempotency by requestId."""
 
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from google.api_core.client_options import ClientOptions
@@ -14,11 +17,14 @@ from providers.gcp.launch import request_id
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 from tests.fakes.gcp_fixtures import attachable_gpu_prices
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 
 
 @pytest.fixture
-def gcp():
+def gcp() -> Iterator[FakeGcp]:
     with FakeGcp() as fake:
         yield fake
 
@@ -49,7 +55,7 @@ def kube_labels(vm):
     return dict(part.split("=", 1) for part in metadata(vm, "kube-labels").split(","))
 
 
-def test_a_launch_is_a_vm_built_from_the_node_pool_template_with_tidals_labels(gcp):
+def test_a_launch_is_a_vm_built_from_the_node_pool_template_with_tidals_labels(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     chosen = offering(provider, "n2-standard-4", ZONE_B)
     req = request(chosen, taints=[Taint("dedicated", "batch", "NoSchedule")])
@@ -87,7 +93,7 @@ def test_a_launch_is_a_vm_built_from_the_node_pool_template_with_tidals_labels(g
     assert "--register-with-taints=dedicated=batch:NoSchedule" in metadata(vm, "kube-env")
 
 
-def test_a_spot_launch_asks_gce_for_spot_deleted_on_preemption(gcp):
+def test_a_spot_launch_asks_gce_for_spot_deleted_on_preemption(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     provider.launch(request(offering(provider, "e2-standard-4", capacity_type="spot")))
     [vm] = gcp.instances()
@@ -98,7 +104,7 @@ def test_a_spot_launch_asks_gce_for_spot_deleted_on_preemption(gcp):
 
 
 @pytest.mark.skipif(not attachable_gpu_prices(), reason="shared GCP attachable-GPU price file not present")
-def test_attached_gpus_are_requested_and_the_vm_never_live_migrates(gcp):
+def test_attached_gpus_are_requested_and_the_vm_never_live_migrates(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     instance = provider.launch(request(offering(provider, "n1-standard-8_nvidia-tesla-t4x2")))
     [vm] = gcp.instances()
@@ -114,7 +120,7 @@ def test_attached_gpus_are_requested_and_the_vm_never_live_migrates(gcp):
     assert kube_labels(vm)["cloud.google.com/gke-gpu-driver-version"] == "default"
 
 
-def test_a_cpu_machine_from_a_gpu_pools_template_gets_no_gpu_and_no_gpu_labels(gcp):
+def test_a_cpu_machine_from_a_gpu_pools_template_gets_no_gpu_and_no_gpu_labels(gcp: FakeGcp) -> None:
     provider = make_provider(gcp, template=gcp.add_node_pool("e2e", "gpu", gpu=True))
     provider.launch(request(offering(provider, "e2-standard-4")))
     [vm] = gcp.instances()
@@ -123,7 +129,7 @@ def test_a_cpu_machine_from_a_gpu_pools_template_gets_no_gpu_and_no_gpu_labels(g
     assert "gke-accelerator" not in metadata(vm, "kube-env")
 
 
-def test_a_stockout_inside_the_operation_falls_back_to_the_next_candidate(gcp):
+def test_a_stockout_inside_the_operation_falls_back_to_the_next_candidate(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     first, second = offering(provider, "n2-standard-4", ZONE_A), offering(provider, "n2-standard-4", ZONE_B)
     gcp.stockout(machine_type="n2-standard-4", zone=ZONE_A)
@@ -137,7 +143,7 @@ def test_a_stockout_inside_the_operation_falls_back_to_the_next_candidate(gcp):
 @pytest.mark.parametrize(
     "code", ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"]
 )
-def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all(gcp, code):
+def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all(gcp: FakeGcp, code) -> None:
     provider = make_provider(gcp)
     candidates = [offering(provider, "n2-standard-4", z) for z in (ZONE_A, ZONE_B)]
     gcp.stockout(machine_type="n2-standard-4", code=code)
@@ -147,14 +153,14 @@ def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all
     assert gcp.instances() == []
 
 
-def test_quota_exceeded_inside_the_operation_is_quota_exceeded(gcp):
+def test_quota_exceeded_inside_the_operation_is_quota_exceeded(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     gcp.quota("CPUS", machine_type="n2-standard-8")
     with pytest.raises(QuotaExceeded, match="QUOTA_EXCEEDED"):
         provider.launch(request(offering(provider, "n2-standard-8")))
 
 
-def test_rate_limiting_is_throttled_with_the_servers_retry_after(gcp):
+def test_rate_limiting_is_throttled_with_the_servers_retry_after(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     chosen = offering(provider, "n2-standard-4")
     gcp.throttle("compute.instances.insert", retry_after=7)
@@ -163,7 +169,9 @@ def test_rate_limiting_is_throttled_with_the_servers_retry_after(gcp):
     assert err.value.retry_after == 7
 
 
-def test_an_insert_whose_answer_was_lost_is_retried_with_the_same_request_id_and_makes_one_vm(gcp):
+def test_an_insert_whose_answer_was_lost_is_retried_with_the_same_request_id_and_makes_one_vm(
+    gcp: FakeGcp,
+) -> None:
     provider = make_provider(gcp)
     chosen = offering(provider, "e2-standard-4")
     gcp.lose_answer("compute.instances.insert")
@@ -175,7 +183,7 @@ def test_an_insert_whose_answer_was_lost_is_retried_with_the_same_request_id_and
     assert [vm["name"] for vm in gcp.instances()] == [instance.id]
 
 
-def test_gce_answers_a_repeated_request_id_with_the_same_operation_and_makes_one_vm(gcp):
+def test_gce_answers_a_repeated_request_id_with_the_same_operation_and_makes_one_vm(gcp: FakeGcp) -> None:
     client = compute_v1.InstancesClient(
         credentials=AnonymousCredentials(),
         transport="rest",
@@ -192,7 +200,7 @@ def test_gce_answers_a_repeated_request_id_with_the_same_operation_and_makes_one
     assert [vm["name"] for vm in gcp.instances()] == ["vm-1"]
 
 
-def test_launching_the_same_token_twice_makes_one_vm(gcp):
+def test_launching_the_same_token_twice_makes_one_vm(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     req = request(offering(provider, "e2-standard-4"))
     first = provider.launch(req)
@@ -201,7 +209,7 @@ def test_launching_the_same_token_twice_makes_one_vm(gcp):
     assert len(gcp.instances()) == 1 and gcp.compute.inserts == 1
 
 
-def test_a_launch_retried_with_the_same_token_after_a_stockout_asks_gce_again(gcp):
+def test_a_launch_retried_with_the_same_token_after_a_stockout_asks_gce_again(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     req = request(offering(provider, "n2-standard-4"))
     gcp.stockout(machine_type="n2-standard-4")
@@ -216,7 +224,7 @@ def test_a_launch_retried_with_the_same_token_after_a_stockout_asks_gce_again(gc
     assert instance.launch_token == req.token and instance.state == "running"
 
 
-def test_a_restarted_tidal_retrying_a_stocked_out_launch_asks_gce_again_once(gcp):
+def test_a_restarted_tidal_retrying_a_stocked_out_launch_asks_gce_again_once(gcp: FakeGcp) -> None:
     req = request(offering(make_provider(gcp), "n2-standard-4"))
     gcp.stockout(machine_type="n2-standard-4")
     with pytest.raises(CapacityUnavailable):
@@ -231,7 +239,7 @@ def test_a_restarted_tidal_retrying_a_stocked_out_launch_asks_gce_again_once(gcp
     assert len(gcp.instances()) == 1
 
 
-def test_the_request_ids_of_one_launch_differ_per_offering_and_per_ended_attempt():
+def test_the_request_ids_of_one_launch_differ_per_offering_and_per_ended_attempt() -> None:
     token = str(uuid.uuid4())
     first = request_id(token, "n2-standard-4/us-central1-a/on-demand")
     assert first == request_id(token, "n2-standard-4/us-central1-a/on-demand")
@@ -241,7 +249,7 @@ def test_the_request_ids_of_one_launch_differ_per_offering_and_per_ended_attempt
     assert all(str(uuid.UUID(r)) == r for r in (first, after))
 
 
-def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instance():
+def test_an_insert_whose_operation_outlives_the_timeout_returns_a_pending_instance() -> None:
     with FakeGcp(operation_delay=5.0) as gcp:
         provider = make_provider(gcp, gcp={"operationTimeout": "100ms"})
         chosen = offering(provider, "e2-standard-4")
@@ -264,7 +272,7 @@ class SteppedClock:
         self.now += seconds
 
 
-def test_operation_timeout_bounds_the_whole_launch_not_each_candidate():
+def test_operation_timeout_bounds_the_whole_launch_not_each_candidate() -> None:
     clock = SteppedClock()
     with FakeGcp(operation_delay=0.6, clock=clock) as gcp:
         provider = make_provider(gcp, monotonic=clock, sleep=clock.sleep, gcp={"operationTimeout": "1s"})
@@ -279,7 +287,7 @@ def test_operation_timeout_bounds_the_whole_launch_not_each_candidate():
         assert (instance.zone, instance.state) == (ZONE_B, "pending")
 
 
-def test_a_stockout_found_after_the_launch_answered_pending_is_reported_once_by_poll_errors():
+def test_a_stockout_found_after_the_launch_answered_pending_is_reported_once_by_poll_errors() -> None:
     clock = SteppedClock()
     with FakeGcp(operation_delay=0.5, clock=clock) as gcp:
         provider = make_provider(gcp, monotonic=clock, sleep=clock.sleep, gcp={"operationTimeout": "50ms"})
@@ -309,7 +317,7 @@ def test_a_stockout_found_after_the_launch_answered_pending_is_reported_once_by_
         assert next(o for o in provider.offerings() if o.key == first.key).available
 
 
-def test_a_quota_refusal_inside_the_operation_names_its_scope_from_the_quota_info(gcp):
+def test_a_quota_refusal_inside_the_operation_names_its_scope_from_the_quota_info(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     n2 = offering(provider, "n2-standard-8")
     gcp.quota("N2_CPUS", machine_type="n2-standard-8")
@@ -326,7 +334,9 @@ def test_a_quota_refusal_inside_the_operation_names_its_scope_from_the_quota_inf
     assert covered and all(t.startswith("n2-") for t in covered)
 
 
-def test_a_gpu_quota_refusal_covers_the_machine_types_with_that_gpu_and_falls_through_to_the_next(gcp):
+def test_a_gpu_quota_refusal_covers_the_machine_types_with_that_gpu_and_falls_through_to_the_next(
+    gcp: FakeGcp,
+) -> None:
     provider = make_provider(gcp)
     l4, cpu = offering(provider, "g2-standard-4"), offering(provider, "n2-standard-4")
     gcp.quota("NVIDIA_L4_GPUS", machine_type="g2-standard-4")
@@ -340,7 +350,7 @@ def test_a_gpu_quota_refusal_covers_the_machine_types_with_that_gpu_and_falls_th
     assert {o.instance_type for o in covered} == {"g2-standard-4", "g2-standard-8"}
 
 
-def test_a_preemptible_quota_covers_spot_offerings_only(gcp):
+def test_a_preemptible_quota_covers_spot_offerings_only(gcp: FakeGcp) -> None:
     provider = make_provider(gcp)
     spot = offering(provider, "n2-standard-4", capacity_type="spot")
     gcp.quota("PREEMPTIBLE_CPUS", machine_type="n2-standard-4")
@@ -351,7 +361,7 @@ def test_a_preemptible_quota_covers_spot_offerings_only(gcp):
     assert not scope.covers(offering(provider, "n2-standard-4"))
 
 
-def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp):
+def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp: FakeGcp) -> None:
     gcp.add_node_pool("e2e", "other")
     gcp.add_node_pool("e2e", "tidal")
     provider = make_provider(gcp, node_pool="tidal")
@@ -361,14 +371,14 @@ def test_the_node_pools_template_is_found_through_its_managed_instance_group(gcp
     assert "compute.instanceGroupManagers.list" in gcp.compute_server.methods()
 
 
-def test_a_regional_template_is_read_through_the_regional_api(gcp):
+def test_a_regional_template_is_read_through_the_regional_api(gcp: FakeGcp) -> None:
     provider = make_provider(gcp, template=gcp.add_node_pool("e2e", "tidal", regional=True))
     provider.launch(request(offering(provider, "e2-standard-4")))
     assert "compute.regionInstanceTemplates.get" in gcp.compute_server.methods()
     assert len(gcp.instances()) == 1
 
 
-def test_a_template_without_kube_env_is_refused_as_not_a_gke_template(gcp):
+def test_a_template_without_kube_env_is_refused_as_not_a_gke_template(gcp: FakeGcp) -> None:
     path = gcp.add_node_pool("e2e", "tidal")
     items = gcp.compute.templates[path]["properties"]["metadata"]["items"]
     items[:] = [i for i in items if i["key"] != "kube-env"]

@@ -1,7 +1,10 @@
 """Compute Engine reservations named in ``gcp.reservations``: offered as reserved capacity, launched into by
 reservation affinity, against the fake Compute Engine."""
 
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from structlog.testing import capture_logs
@@ -11,12 +14,15 @@ from autoscaler.model import RESERVED, LaunchRequest, ReservationKind
 from providers.gcp.settings import ProviderConfigError
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 ENDS = "2026-12-01T16:00:00.000-08:00"
 
 
 @pytest.fixture
-def gcp():
+def gcp() -> Iterator[FakeGcp]:
     with FakeGcp() as fake:
         fake.add_reservation("ml-n2", ZONE_A, "n2-standard-4", 2)
         fake.add_reservation("batch-only", ZONE_B, "n2-standard-8", 1, specific_required=True)
@@ -50,7 +56,7 @@ def request(*offerings, token=None):
     )
 
 
-def test_named_reservations_become_reserved_offerings(gcp):
+def test_named_reservations_become_reserved_offerings(gcp: FakeGcp) -> None:
     found = reserved(make_provider(gcp, **NAMED))
     assert sorted(found) == ["batch-only", "ml-n2", "training-window"]  # someone-elses is not named
     ml = found["ml-n2"]
@@ -64,7 +70,7 @@ def test_named_reservations_become_reserved_offerings(gcp):
     assert window.gpu_count == 1
 
 
-def test_a_named_reservation_in_no_configured_zone_is_one_warning_line(gcp):
+def test_a_named_reservation_in_no_configured_zone_is_one_warning_line(gcp: FakeGcp) -> None:
     provider = make_provider(gcp, gcp={"reservations": ["ml-n2", "ml-n2-typo"]})
     with capture_logs() as logs:
         provider.offerings()
@@ -76,14 +82,14 @@ def test_a_named_reservation_in_no_configured_zone_is_one_warning_line(gcp):
     )
 
 
-def test_a_malformed_reservation_name_is_one_clear_line(gcp):
+def test_a_malformed_reservation_name_is_one_clear_line(gcp: FakeGcp) -> None:
     with pytest.raises(ProviderConfigError) as caught:
         make_provider(gcp, gcp={"reservations": ["ML_Reservation"]})
     assert "\n" not in str(caught.value)
     assert "gcp.reservations[0]: 'ML_Reservation' is not a reservation name" in str(caught.value)
 
 
-def test_a_vm_goes_into_its_reservation_by_specific_reservation_affinity(gcp):
+def test_a_vm_goes_into_its_reservation_by_specific_reservation_affinity(gcp: FakeGcp) -> None:
     provider = make_provider(gcp, **NAMED)
     instance = provider.launch(request(reserved(provider)["ml-n2"]))
     [vm] = gcp.instances()
@@ -99,7 +105,7 @@ def test_a_vm_goes_into_its_reservation_by_specific_reservation_affinity(gcp):
     assert gcp.compute.reservations[(ZONE_A, "ml-n2")].vms == {vm["name"]}
 
 
-def test_a_full_reservation_is_a_stockout_of_its_offering_and_the_launch_falls_back(gcp):
+def test_a_full_reservation_is_a_stockout_of_its_offering_and_the_launch_falls_back(gcp: FakeGcp) -> None:
     provider = make_provider(gcp, **NAMED)
     into = reserved(provider)["batch-only"]
     gcp.compute.reservations[(ZONE_B, "batch-only")].vms.add("taken-by-another-vm")
@@ -110,7 +116,9 @@ def test_a_full_reservation_is_a_stockout_of_its_offering_and_the_launch_falls_b
     assert "does not have available resources" in late.attempt.detail
 
 
-def test_a_reservation_deleted_since_it_was_listed_is_an_invalid_request_for_its_offering(gcp):
+def test_a_reservation_deleted_since_it_was_listed_is_an_invalid_request_for_its_offering(
+    gcp: FakeGcp,
+) -> None:
     provider = make_provider(gcp, **NAMED)
     into = reserved(provider)["ml-n2"]
     gcp.delete_reservation("ml-n2", ZONE_A)
@@ -120,7 +128,7 @@ def test_a_reservation_deleted_since_it_was_listed_is_an_invalid_request_for_its
     assert (late.attempt.offering.key, late.attempt.refusal) == (into.key, Refusal.INVALID)
 
 
-def test_other_launches_never_consume_a_reservation_the_template_names(gcp):
+def test_other_launches_never_consume_a_reservation_the_template_names(gcp: FakeGcp) -> None:
     template = gcp.add_node_pool("e2e", "reserved-pool")
     gcp.compute.templates[template]["properties"]["reservationAffinity"] = {
         "consumeReservationType": "SPECIFIC_RESERVATION",

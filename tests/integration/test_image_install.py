@@ -55,7 +55,7 @@ def importable(python: Path, module: str) -> bool:
 
 
 @pytest.mark.slow
-def test_a_fresh_virtualenv_gets_a_working_tidal_plain_and_with_each_cloud_extra(tmp_path):
+def test_a_fresh_virtualenv_gets_a_working_tidal_plain_and_with_each_cloud_extra(tmp_path: Path) -> None:
     version = re.search(r'__version__ = "(.+)"', (REPO / "autoscaler" / "version.py").read_text()).group(1)
     context = build_context(tmp_path / "src")
     venv.create(tmp_path / "venv", with_pip=True, symlinks=True)

@@ -92,7 +92,9 @@ def make_cache(client: KubeClient) -> Iterator[Callable[..., ClusterCache]]:
         cache.stop()
 
 
-def test_dra_objects_are_decoded_while_resource_k8s_io_v1_is_served(api, make_cache):
+def test_dra_objects_are_decoded_while_resource_k8s_io_v1_is_served(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     api.create(device_class("gpu.nvidia.com", "gpu"))
     api.create(device_class("mig.nvidia.com", "mig"))
     api.create(claim_template("two-gpus", 2))
@@ -115,7 +117,9 @@ def test_dra_objects_are_decoded_while_resource_k8s_io_v1_is_served(api, make_ca
     assert dra.claims[0].spec.requests[0].exactly.allocation_mode == AllocationMode.ALL
 
 
-def test_a_new_claim_reaches_the_cache_through_the_watch(api, make_cache):
+def test_a_new_claim_reaches_the_cache_through_the_watch(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     cache = make_cache()
     cache.start()
     assert cache.wait_for_sync(5)
@@ -125,7 +129,9 @@ def test_a_new_claim_reaches_the_cache_through_the_watch(api, make_cache):
     eventually(lambda: [c.name for c in cache.dra_objects().claims] == ["trainer-0-gpus"])
 
 
-def test_dra_kinds_are_not_watched_on_a_cluster_without_the_api(api, make_cache):
+def test_dra_kinds_are_not_watched_on_a_cluster_without_the_api(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     api.unserve(DRA, "v1")
     cache = make_cache()
     cache.start()
@@ -137,7 +143,9 @@ def test_dra_kinds_are_not_watched_on_a_cluster_without_the_api(api, make_cache)
     assert dra_requests == [f"/apis/{DRA}/v1"]  # one discovery request for the three kinds, no list or watch
 
 
-def test_dra_kinds_are_picked_up_once_the_api_is_served(api, make_cache):
+def test_dra_kinds_are_picked_up_once_the_api_is_served(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     types = api.unserve(DRA, "v1")
     cache = make_cache(crd_probe_interval=0.2)
     cache.start()
@@ -152,7 +160,9 @@ def test_dra_kinds_are_picked_up_once_the_api_is_served(api, make_cache):
     assert set(cache.watched_kinds()) >= DRA_KINDS
 
 
-def test_a_malformed_claim_is_left_out_and_the_others_kept(api, make_cache):
+def test_a_malformed_claim_is_left_out_and_the_others_kept(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     api.create(claim("good", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}))
     api.create(claim("bad", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 0}}))
     cache = make_cache()
@@ -163,7 +173,9 @@ def test_a_malformed_claim_is_left_out_and_the_others_kept(api, make_cache):
     assert cache.stats()["resourceclaims"]["decode_errors"] == 1
 
 
-def test_claims_are_limited_to_the_caches_namespace(api, make_cache):
+def test_claims_are_limited_to_the_caches_namespace(
+    api: FakeApiServer, make_cache: Callable[..., ClusterCache]
+) -> None:
     api.create(claim("here", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}))
     elsewhere = claim("there", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}})
     elsewhere["metadata"]["namespace"] = "other"

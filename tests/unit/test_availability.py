@@ -23,14 +23,14 @@ def unavailable(view):
     return sorted(o.key for o in view if not o.available)
 
 
-def test_no_capacity_benches_that_offering_only():
+def test_no_capacity_benches_that_offering_only() -> None:
     by_key = offerings_by_key()
     a = store()
     a.refused([Attempt(by_key["g4dn.xlarge/us-east-1a/on-demand"], Refusal.NO_CAPACITY)], T0)
     assert unavailable(a.apply(list(by_key.values()), T0 + 1)) == ["g4dn.xlarge/us-east-1a/on-demand"]
 
 
-def test_a_bench_lasts_at_least_the_configured_duration_and_at_most_its_jitter_more():
+def test_a_bench_lasts_at_least_the_configured_duration_and_at_most_its_jitter_more() -> None:
     by_key = offerings_by_key()
     a = store(jitter=0.2)
     [bench] = a.refused([Attempt(by_key["g5.xlarge/us-east-1a/spot"], Refusal.NO_CAPACITY)], T0)
@@ -40,7 +40,7 @@ def test_a_bench_lasts_at_least_the_configured_duration_and_at_most_its_jitter_m
     assert a.apply(offerings, bench.until) is offerings
 
 
-def test_a_family_quota_benches_every_offering_of_the_family_and_capacity_type_in_every_zone():
+def test_a_family_quota_benches_every_offering_of_the_family_and_capacity_type_in_every_zone() -> None:
     by_key = offerings_by_key()
     scope = QuotaScope(
         "family", "g4dn", region="us-east-1", capacity_type="on-demand", families=frozenset({"g4dn"})
@@ -56,7 +56,7 @@ def test_a_family_quota_benches_every_offering_of_the_family_and_capacity_type_i
     assert a.benched(T0) == ["quota family/g4dn/us-east-1/on-demand"]
 
 
-def test_a_gpu_type_quota_benches_that_gpu_model_and_nothing_else():
+def test_a_gpu_type_quota_benches_that_gpu_model_and_nothing_else() -> None:
     by_key = offerings_by_key()
     scope = QuotaScope("gpu", "NVIDIA_A10G_GPUS", region="us-east-1", gpu_models=frozenset({"A10G"}))
     a = store()
@@ -67,7 +67,7 @@ def test_a_gpu_type_quota_benches_that_gpu_model_and_nothing_else():
     }
 
 
-def test_a_region_quota_for_spot_leaves_on_demand_available():
+def test_a_region_quota_for_spot_leaves_on_demand_available() -> None:
     by_key = offerings_by_key()
     scope = QuotaScope("region", "us-east-1", region="us-east-1", capacity_type="spot")
     a = store()
@@ -80,7 +80,7 @@ def test_a_region_quota_for_spot_leaves_on_demand_available():
     assert all(o.available for o in view if o.capacity_type == "on-demand")
 
 
-def test_refusals_of_the_same_offering_back_off_exponentially_up_to_the_cap():
+def test_refusals_of_the_same_offering_back_off_exponentially_up_to_the_cap() -> None:
     by_key = offerings_by_key()
     t4 = by_key["g4dn.xlarge/us-east-1a/on-demand"]
     a = store(jitter=0.0, cap_factor=4.0)
@@ -92,7 +92,7 @@ def test_refusals_of_the_same_offering_back_off_exponentially_up_to_the_cap():
     assert lengths == [180.0, 360.0, 720.0, 720.0]
 
 
-def test_a_success_clears_the_strikes_so_the_next_refusal_starts_short_again():
+def test_a_success_clears_the_strikes_so_the_next_refusal_starts_short_again() -> None:
     t4 = offerings_by_key()["g4dn.xlarge/us-east-1a/on-demand"]
     a = store(jitter=0.0)
     [first] = a.refused([Attempt(t4, Refusal.NO_CAPACITY)], T0)
@@ -103,14 +103,14 @@ def test_a_success_clears_the_strikes_so_the_next_refusal_starts_short_again():
     assert third.until - (second.until + 1) == 180.0
 
 
-def test_parallel_refusals_of_one_offering_in_one_reconcile_count_as_one_strike():
+def test_parallel_refusals_of_one_offering_in_one_reconcile_count_as_one_strike() -> None:
     t4 = offerings_by_key()["g4dn.xlarge/us-east-1a/on-demand"]
     a = store(jitter=0.0)
     benches = a.refused([Attempt(t4, Refusal.NO_CAPACITY)] * 5, T0)
     assert {b.until - T0 for b in benches} == {180.0}
 
 
-def test_throttling_holds_back_launches_for_at_least_retry_after():
+def test_throttling_holds_back_launches_for_at_least_retry_after() -> None:
     m6i = offerings_by_key()["m6i.large/us-east-1a/on-demand"]
     a = store()
     a.refused([Attempt(m6i, Refusal.THROTTLED, "RequestLimitExceeded", retry_after=12.0)], T0)
@@ -120,7 +120,7 @@ def test_throttling_holds_back_launches_for_at_least_retry_after():
     assert m6i.key not in unavailable(a.apply(list(offerings_by_key().values()), T0))
 
 
-def test_repeated_throttling_backs_off_exponentially_when_the_cloud_names_no_retry_after():
+def test_repeated_throttling_backs_off_exponentially_when_the_cloud_names_no_retry_after() -> None:
     m6i = offerings_by_key()["m6i.large/us-east-1a/on-demand"]
     a = store(jitter=0.0)
     waits, now = [], T0
@@ -131,7 +131,7 @@ def test_repeated_throttling_backs_off_exponentially_when_the_cloud_names_no_ret
     assert waits == [1.0, 2.0, 4.0]
 
 
-def test_the_same_seed_gives_the_same_delays():
+def test_the_same_seed_gives_the_same_delays() -> None:
     t4 = offerings_by_key()["g4dn.xlarge/us-east-1a/on-demand"]
 
     def delays(seed):
@@ -142,7 +142,7 @@ def test_the_same_seed_gives_the_same_delays():
     assert delays(3) != delays(4)
 
 
-def test_the_view_is_the_same_list_until_what_is_benched_changes():
+def test_the_view_is_the_same_list_until_what_is_benched_changes() -> None:
     """A planner keeps the work it derived from a list for as long as it gets that same list back."""
     by_key = offerings_by_key()
     plain = list(by_key.values())

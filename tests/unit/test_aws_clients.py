@@ -28,7 +28,7 @@ def attempts(client) -> int:
     return client.meta.config.retries["total_max_attempts"]
 
 
-def test_launch_calls_are_sent_once_so_capacity_fallback_is_fast(monkeypatch):
+def test_launch_calls_are_sent_once_so_capacity_fallback_is_fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
     clients = factory()
     assert attempts(clients.client("ec2")) == 3
@@ -36,20 +36,24 @@ def test_launch_calls_are_sent_once_so_capacity_fallback_is_fast(monkeypatch):
     assert clients.client("ec2") is clients.client("ec2")  # one client per purpose, reused
 
 
-def test_the_standard_max_attempts_variable_is_honoured_but_not_for_launches(monkeypatch):
+def test_the_standard_max_attempts_variable_is_honoured_but_not_for_launches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "5")
     clients = factory()
     assert attempts(clients.client("ec2")) == 5
     assert attempts(clients.client("ec2", launch=True)) == 1
 
 
-def test_the_price_list_is_asked_in_its_own_region_and_ec2_in_the_clusters():
+def test_the_price_list_is_asked_in_its_own_region_and_ec2_in_the_clusters() -> None:
     clients = factory("eu-west-1")
     assert clients.client("pricing").meta.region_name == "us-east-1"
     assert clients.client("ec2").meta.region_name == "eu-west-1"
 
 
-def test_endpoints_follow_options_then_per_service_variable_then_config_then_global(monkeypatch):
+def test_endpoints_follow_options_then_per_service_variable_then_config_then_global(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://global:1")
     monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", "http://pricing:2")
     assert factory().endpoint("ec2") == "http://global:1"
@@ -60,7 +64,7 @@ def test_endpoints_follow_options_then_per_service_variable_then_config_then_glo
     assert factory(endpoint="http://config:3").client("ec2").meta.endpoint_url == "http://config:3"
 
 
-def test_event_hooks_are_registered_on_every_client():
+def test_event_hooks_are_registered_on_every_client() -> None:
     seen = []
 
     def refuse(request, **_):
@@ -73,7 +77,7 @@ def test_event_hooks_are_registered_on_every_client():
     assert seen == ["https://ec2.eu-west-1.amazonaws.com/"]
 
 
-def test_credentials_never_show_in_their_repr():
+def test_credentials_never_show_in_their_repr() -> None:
     assert "secret" not in repr(CREDS)
 
 
@@ -100,5 +104,5 @@ def test_credentials_never_show_in_their_repr():
         ),
     ],
 )
-def test_the_eks_optimized_ami_is_found_by_its_public_ssm_parameter(family, arch, nvidia, parameter):
+def test_the_eks_optimized_ami_is_found_by_its_public_ssm_parameter(family, arch, nvidia, parameter) -> None:
     assert default_ami_parameter(family, "1.31", arch, nvidia) == parameter

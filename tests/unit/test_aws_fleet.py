@@ -35,16 +35,16 @@ def error(code: str, instance_type: str | None = None, subnet: str | None = None
     }
 
 
-def test_the_client_token_is_the_launch_token():
+def test_the_client_token_is_the_launch_token() -> None:
     assert client_token(TOKEN) == TOKEN
 
 
-def test_after_requests_that_launched_nothing_the_client_token_moves_on():
+def test_after_requests_that_launched_nothing_the_client_token_moves_on() -> None:
     assert client_token(TOKEN, spent=1) == f"{TOKEN}-1"
     assert client_token(TOKEN, spent=2) == f"{TOKEN}-2"
 
 
-def test_a_token_ec2_cannot_take_is_shortened_the_same_way_every_time():
+def test_a_token_ec2_cannot_take_is_shortened_the_same_way_every_time() -> None:
     long = "launch-" + "x" * 80
     assert len(client_token(long)) <= 64 and client_token(long) == client_token(long)
     assert client_token(long) != client_token(long[:-1] + "y")
@@ -52,7 +52,7 @@ def test_a_token_ec2_cannot_take_is_shortened_the_same_way_every_time():
     assert client_token("lancement-é").isascii()
 
 
-def test_per_override_capacity_errors_name_exactly_those_offerings():
+def test_per_override_capacity_errors_name_exactly_those_offerings() -> None:
     outcome = read_fleet_response(
         {"Instances": [], "Errors": [error("InsufficientInstanceCapacity", "g5.xlarge", "subnet-b")]},
         ATTEMPT,
@@ -64,12 +64,12 @@ def test_per_override_capacity_errors_name_exactly_those_offerings():
     assert caught.value.offerings == (G5_B,)
 
 
-def test_a_capacity_error_without_an_override_covers_the_whole_request():
+def test_a_capacity_error_without_an_override_covers_the_whole_request() -> None:
     outcome = read_fleet_response({"Errors": [error("UnfulfillableCapacity")]}, ATTEMPT, ZONES)
     assert outcome.no_capacity == [G6_A, G5_A, G5_B]
 
 
-def test_a_launched_instance_wins_over_errors_for_other_overrides():
+def test_a_launched_instance_wins_over_errors_for_other_overrides() -> None:
     answer = {
         "Instances": [
             {
@@ -87,7 +87,7 @@ def test_a_launched_instance_wins_over_errors_for_other_overrides():
     assert (outcome.instance_id, outcome.instance_type, outcome.zone) == ("i-0abc", "g5.xlarge", "us-east-1b")
 
 
-def test_quota_and_unknown_errors_raise_their_own_kind():
+def test_quota_and_unknown_errors_raise_their_own_kind() -> None:
     quota = read_fleet_response(
         {"Errors": [error("VcpuLimitExceeded", "g5.xlarge", "subnet-a")]}, ATTEMPT, ZONES
     )
@@ -98,7 +98,7 @@ def test_quota_and_unknown_errors_raise_their_own_kind():
         odd.raise_for_failure(ATTEMPT)
 
 
-def test_a_throttling_code_among_fleet_errors_is_throttled_not_capacity():
+def test_a_throttling_code_among_fleet_errors_is_throttled_not_capacity() -> None:
     outcome = read_fleet_response(
         {
             "Errors": [
@@ -114,7 +114,7 @@ def test_a_throttling_code_among_fleet_errors_is_throttled_not_capacity():
         outcome.raise_for_failure(ATTEMPT)
 
 
-def test_a_whole_call_capacity_message_names_the_type_and_zone():
+def test_a_whole_call_capacity_message_names_the_type_and_zone() -> None:
     message = (
         "We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested "
         "(us-east-1b). Our system will be working on provisioning additional capacity."

@@ -71,7 +71,7 @@ def policy_actions() -> set[str]:
     return {a for s in statements() if s["Effect"] == "Allow" for a in listed(s["Action"])}
 
 
-def test_the_source_calls_the_apis_the_provider_needs():
+def test_the_source_calls_the_apis_the_provider_needs() -> None:
     called = code_actions()
     assert {
         "ec2:CreateFleet",
@@ -81,7 +81,7 @@ def test_the_source_calls_the_apis_the_provider_needs():
     } <= called
 
 
-def test_the_policy_grants_exactly_the_actions_the_code_calls():
+def test_the_policy_grants_exactly_the_actions_the_code_calls() -> None:
     called = code_actions()
     needed = called | {a for action in called for a in IMPLIED.get(action, ())}
     granted = policy_actions()
@@ -103,7 +103,7 @@ def resource_type(arn: str) -> str:
 
 
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
-def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(action):
+def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(action) -> None:
     tagged = {
         resource_type(resource)
         for resource, condition in resources_for(action)
@@ -113,7 +113,7 @@ def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(ac
 
 
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
-def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not_tag_them(action):
+def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not_tag_them(action) -> None:
     untagged = {resource_type(r) for r, condition in resources_for(action) if not condition}
     assert {"network-interface", "spot-instances-request"} <= untagged
     # Only launch actions reach them: creating a bare interface is another action the policy does not grant.
@@ -122,13 +122,13 @@ def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not
             assert set(listed(s["Action"])) <= {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"}
 
 
-def test_only_this_clusters_instances_can_be_terminated():
+def test_only_this_clusters_instances_can_be_terminated() -> None:
     [(resource, condition)] = resources_for("ec2:TerminateInstances")
     assert resource.endswith(":instance/*")
     assert condition == {"StringEquals": {"aws:ResourceTag/tidal.dev/cluster": "${CLUSTER_NAME}"}}
 
 
-def test_tags_can_only_be_written_while_creating_tidals_resources():
+def test_tags_can_only_be_written_while_creating_tidals_resources() -> None:
     for resource, condition in resources_for("ec2:CreateTags"):
         assert set(condition["StringEquals"]["ec2:CreateAction"]) <= {
             "CreateFleet",
@@ -139,7 +139,7 @@ def test_tags_can_only_be_written_while_creating_tidals_resources():
             assert condition["StringEquals"]["aws:RequestTag/tidal.dev/cluster"] == "${CLUSTER_NAME}"
 
 
-def test_nodes_can_be_launched_into_capacity_reservations_and_nothing_else_is_done_to_them():
+def test_nodes_can_be_launched_into_capacity_reservations_and_nothing_else_is_done_to_them() -> None:
     granted = {resource_type(r) for r, _ in resources_for("ec2:RunInstances")}
     assert "capacity-reservation" in granted
     for s in statements():
@@ -147,7 +147,7 @@ def test_nodes_can_be_launched_into_capacity_reservations_and_nothing_else_is_do
             assert listed(s["Action"]) == ["ec2:RunInstances"]
 
 
-def test_the_node_role_can_only_be_passed_to_ec2():
+def test_the_node_role_can_only_be_passed_to_ec2() -> None:
     [(resource, condition)] = resources_for("iam:PassRole")
     assert resource.endswith(":role/${NODE_ROLE_NAME}")
     assert condition == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}

@@ -31,22 +31,22 @@ def instance_type(name: str, vcpu: int, mib: int, **extra: Any) -> dict[str, Any
     }
 
 
-def test_max_pods_follow_the_vpc_cni_formula():
+def test_max_pods_follow_the_vpc_cni_formula() -> None:
     # m5.large: 3 ENIs with 10 addresses each -> 3 * (10 - 1) + 2, as in EKS's eni-max-pods.txt
     assert eks_max_pods(network(3, 10), vcpu=2) == 29
 
 
-def test_only_the_default_network_card_carries_pod_addresses():
+def test_only_the_default_network_card_carries_pod_addresses() -> None:
     # p5.48xlarge: 64 interfaces over 32 cards, but 2 on the default card -> 2 * 49 + 2
     assert eks_max_pods(network(64, 50, cards=[2] * 32), vcpu=192) == 100
 
 
-def test_max_pods_are_capped_at_110_below_30_vcpus_and_250_above():
+def test_max_pods_are_capped_at_110_below_30_vcpus_and_250_above() -> None:
     assert eks_max_pods(network(15, 50), vcpu=16) == 110
     assert eks_max_pods(network(60, 50, cards=[15, 15, 15, 15]), vcpu=96) == 250
 
 
-def test_a_gpu_type_reports_model_count_and_memory_per_gpu():
+def test_a_gpu_type_reports_model_count_and_memory_per_gpu() -> None:
     spec = parse_instance_type(
         instance_type(
             "p4d.24xlarge",
@@ -70,7 +70,7 @@ def test_a_gpu_type_reports_model_count_and_memory_per_gpu():
     assert spec.capacity_types == (ON_DEMAND, SPOT)
 
 
-def test_a_partitioned_gpu_is_one_gpu_holding_a_fraction_of_the_device():
+def test_a_partitioned_gpu_is_one_gpu_holding_a_fraction_of_the_device() -> None:
     spec = parse_instance_type(
         instance_type(
             "g6f.large",
@@ -94,7 +94,7 @@ def test_a_partitioned_gpu_is_one_gpu_holding_a_fraction_of_the_device():
     assert (spec.gpu_count, spec.gpu_fraction, spec.gpu_memory_mib) == (1, 0.125, 2861)
 
 
-def test_arm_types_are_arm64_and_mac_or_i386_types_are_not_nodes():
+def test_arm_types_are_arm64_and_mac_or_i386_types_are_not_nodes() -> None:
     graviton = parse_instance_type(
         instance_type("m7g.large", 2, 8192, ProcessorInfo={"SupportedArchitectures": ["arm64"]})
     )
@@ -105,7 +105,7 @@ def test_arm_types_are_arm64_and_mac_or_i386_types_are_not_nodes():
     assert parse_instance_type(old) is None
 
 
-def test_a_type_sold_only_as_capacity_blocks_is_not_offered():
+def test_a_type_sold_only_as_capacity_blocks_is_not_offered() -> None:
     assert (
         parse_instance_type(
             instance_type("p5e.48xlarge", 192, 2097152, SupportedUsageClasses=["capacity-block"])

@@ -21,7 +21,7 @@ def event(detail_type: str, **detail: str) -> str:
     )
 
 
-def test_a_spot_interruption_warning_names_the_instance():
+def test_a_spot_interruption_warning_names_the_instance() -> None:
     body = event(
         "EC2 Spot Instance Interruption Warning",
         **{"instance-id": "i-1234567890abcdef0", "instance-action": "terminate"},
@@ -29,12 +29,12 @@ def test_a_spot_interruption_warning_names_the_instance():
     assert parse_notice(body) == Notice("i-1234567890abcdef0", "spot-interruption", "terminate")
 
 
-def test_a_rebalance_recommendation_names_the_instance():
+def test_a_rebalance_recommendation_names_the_instance() -> None:
     body = event("EC2 Instance Rebalance Recommendation", **{"instance-id": "i-1234567890abcdef0"})
     assert parse_notice(body) == Notice("i-1234567890abcdef0", "rebalance")
 
 
-def test_only_state_changes_towards_stopping_or_terminating_count():
+def test_only_state_changes_towards_stopping_or_terminating_count() -> None:
     going = event(
         "EC2 Instance State-change Notification", **{"instance-id": "i-1", "state": "shutting-down"}
     )
@@ -43,7 +43,7 @@ def test_only_state_changes_towards_stopping_or_terminating_count():
     assert parse_notice(coming) is None
 
 
-def test_an_sns_envelope_is_unwrapped_and_junk_is_ignored():
+def test_an_sns_envelope_is_unwrapped_and_junk_is_ignored() -> None:
     wrapped = json.dumps(
         {
             "Type": "Notification",

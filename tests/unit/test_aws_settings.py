@@ -25,7 +25,7 @@ def config(aws: dict[str, Any], **top: Any) -> Config:
     )
 
 
-def test_a_minimal_section_gets_the_documented_defaults():
+def test_a_minimal_section_gets_the_documented_defaults() -> None:
     settings, fallback = load_settings(
         config(
             {
@@ -44,7 +44,7 @@ def test_a_minimal_section_gets_the_documented_defaults():
     assert fallback is None
 
 
-def test_a_subnet_selector_and_a_named_template_are_accepted():
+def test_a_subnet_selector_and_a_named_template_are_accepted() -> None:
     settings, _ = load_settings(
         config(
             {
@@ -65,7 +65,7 @@ def test_a_subnet_selector_and_a_named_template_are_accepted():
     assert settings.price_refresh_interval == 1800.0
 
 
-def test_every_problem_is_reported_at_once_in_one_line_naming_key_and_value():
+def test_every_problem_is_reported_at_once_in_one_line_naming_key_and_value() -> None:
     bad = {
         "subnetIds": ["subnet-xyz"],
         "securityGroupIds": ["sg-0123456789abcdef0"],
@@ -97,7 +97,7 @@ def test_every_problem_is_reported_at_once_in_one_line_naming_key_and_value():
         assert expected in message
 
 
-def test_subnets_and_a_launch_template_are_required_and_exclusive():
+def test_subnets_and_a_launch_template_are_required_and_exclusive() -> None:
     with pytest.raises(AwsConfigError) as missing:
         load_settings(config({}))
     assert missing.value.errors == [
@@ -123,7 +123,7 @@ def test_subnets_and_a_launch_template_are_required_and_exclusive():
     )
 
 
-def test_a_named_template_brings_its_own_security_groups():
+def test_a_named_template_brings_its_own_security_groups() -> None:
     with pytest.raises(AwsConfigError, match=r"aws\.securityGroupIds: only used by managedLaunchTemplate"):
         load_settings(
             config(
@@ -136,7 +136,7 @@ def test_a_named_template_brings_its_own_security_groups():
         )
 
 
-def test_a_catalog_fallback_must_be_readable_and_price_the_region(tmp_path):
+def test_a_catalog_fallback_must_be_readable_and_price_the_region(tmp_path: Path) -> None:
     section = {"subnetIds": ["subnet-0123456789abcdef0"], "launchTemplate": {"name": "mine"}}
     missing = tmp_path / "nope.csv"
     with pytest.raises(AwsConfigError, match=r"aws\.catalogFallback: .*nope\.csv"):
@@ -147,7 +147,7 @@ def test_a_catalog_fallback_must_be_readable_and_price_the_region(tmp_path):
         load_settings(config({**section, "catalogFallback": str(CATALOG)}, region="eu-west-3"))
 
 
-def test_the_provider_is_found_by_its_entry_point_name_without_calling_aws():
+def test_the_provider_is_found_by_its_entry_point_name_without_calling_aws() -> None:
     provider = load_provider(
         "aws",
         config({"subnetIds": ["subnet-0123456789abcdef0"], "launchTemplate": {"name": "mine"}}),
@@ -157,7 +157,7 @@ def test_the_provider_is_found_by_its_entry_point_name_without_calling_aws():
     assert provider.name == "aws"
 
 
-def test_a_provider_built_to_list_offerings_needs_only_the_region():
+def test_a_provider_built_to_list_offerings_needs_only_the_region() -> None:
     provider = AwsProvider(config({"families": ["g5"]}))  # as `tidal catalog` builds it
     request = LaunchRequest(
         "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10",
@@ -171,12 +171,12 @@ def test_a_provider_built_to_list_offerings_needs_only_the_region():
     )
 
 
-def test_the_daemons_provider_refuses_a_section_that_cannot_launch_at_once():
+def test_the_daemons_provider_refuses_a_section_that_cannot_launch_at_once() -> None:
     with pytest.raises(AwsConfigError, match=r"aws\.subnetIds: required"):
         load_provider("aws", config({"families": ["g5"]}), kube_api_client=object())
 
 
-def test_a_catalog_file_without_the_region_is_left_unused_when_only_listing_offerings():
+def test_a_catalog_file_without_the_region_is_left_unused_when_only_listing_offerings() -> None:
     settings, fallback = load_settings(
         config({"catalogFallback": str(CATALOG)}, region="eu-west-3"), launching=False
     )
@@ -186,7 +186,7 @@ def test_a_catalog_file_without_the_region_is_left_unused_when_only_listing_offe
     )
 
 
-def test_capacity_reservations_are_chosen_by_id_and_by_tags():
+def test_capacity_reservations_are_chosen_by_id_and_by_tags() -> None:
     settings, _ = load_settings(
         config(
             {
@@ -201,7 +201,7 @@ def test_capacity_reservations_are_chosen_by_id_and_by_tags():
     assert settings.selects_reservations
 
 
-def test_malformed_capacity_reservation_ids_are_named_in_one_line():
+def test_malformed_capacity_reservation_ids_are_named_in_one_line() -> None:
     with pytest.raises(AwsConfigError) as caught:
         load_settings(
             config({"capacityReservationIds": ["cr-12345", "odcr-0123456789abcdef0"]}), launching=False

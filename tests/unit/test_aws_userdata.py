@@ -31,7 +31,7 @@ def node_config(user_data: str) -> dict:
     return yaml.safe_load(part.partition("\n\n")[2])
 
 
-def test_al2023_user_data_is_a_nodeconfig_that_joins_the_cluster():
+def test_al2023_user_data_is_a_nodeconfig_that_joins_the_cluster() -> None:
     spec = node_config(al2023_user_data(CLUSTER, LABELS, TAINTS))["spec"]
     assert spec["cluster"] == {
         "name": "prod",
@@ -41,7 +41,7 @@ def test_al2023_user_data_is_a_nodeconfig_that_joins_the_cluster():
     }
 
 
-def test_the_kubelet_registers_with_tidals_labels_and_taints():
+def test_the_kubelet_registers_with_tidals_labels_and_taints() -> None:
     flags = parse_al2023_flags(al2023_user_data(CLUSTER, LABELS, TAINTS))
     assert flags == [
         "--node-labels=node.kubernetes.io/lifecycle=tidal,team=ml,tidal.dev/cluster=prod,"
@@ -50,21 +50,21 @@ def test_the_kubelet_registers_with_tidals_labels_and_taints():
     ]
 
 
-def test_labels_the_kubelet_may_not_set_and_the_per_launch_token_are_left_out():
+def test_labels_the_kubelet_may_not_set_and_the_per_launch_token_are_left_out() -> None:
     flags = " ".join(parse_al2023_flags(al2023_user_data(CLUSTER, LABELS, ())))
     assert "kubernetes.io/role" not in flags  # NodeRestriction refuses it and the kubelet would exit
     assert "launch-token" not in flags  # unique per launch; one template serves every launch of a kind
     assert "--register-with-taints" not in flags
 
 
-def test_the_users_own_script_runs_as_a_second_part():
+def test_the_users_own_script_runs_as_a_second_part() -> None:
     user_data = al2023_user_data(CLUSTER, LABELS, TAINTS, extra="#!/bin/bash\necho hello\n")
     assert user_data.startswith("MIME-Version: 1.0\nContent-Type: multipart/mixed")
     assert 'Content-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\necho hello' in user_data
     assert user_data.rstrip().endswith(f"--{BOUNDARY}--")
 
 
-def test_bottlerocket_settings_carry_cluster_labels_and_taints():
+def test_bottlerocket_settings_carry_cluster_labels_and_taints() -> None:
     toml = bottlerocket_user_data(CLUSTER, LABELS, TAINTS)
     assert 'cluster-name = "prod"' in toml
     assert 'api-server = "https://ABC.gr7.us-east-1.eks.amazonaws.com"' in toml

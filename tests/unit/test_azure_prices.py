@@ -22,11 +22,11 @@ def row(**overrides):
     return {**base, **overrides}
 
 
-def test_a_linux_pay_as_you_go_row_prices_the_on_demand_offering():
+def test_a_linux_pay_as_you_go_row_prices_the_on_demand_offering() -> None:
     assert classify_item(row(), "eastus") == (T4, "on-demand", 0.526)
 
 
-def test_a_spot_row_is_recognised_by_its_suffix():
+def test_a_spot_row_is_recognised_by_its_suffix() -> None:
     spot = row(skuName="NC4as T4 v3 Spot", meterName="NC4as T4 v3 Spot", retailPrice=0.0627)
     assert classify_item(spot, "eastus") == (T4, "spot", 0.0627)
 
@@ -43,11 +43,11 @@ def test_a_spot_row_is_recognised_by_its_suffix():
         {"retailPrice": 0},
     ],
 )
-def test_rows_that_do_not_price_a_linux_hourly_vm_of_the_region_are_left_out(other):
+def test_rows_that_do_not_price_a_linux_hourly_vm_of_the_region_are_left_out(other) -> None:
     assert classify_item(row(**other), "eastus") is None
 
 
-def test_the_fixture_price_sheet_yields_exactly_the_linux_prices_whatever_the_row_order():
+def test_the_fixture_price_sheet_yields_exactly_the_linux_prices_whatever_the_row_order() -> None:
     items = price_items("eastus")
     expected = {(T4, "on-demand"): 0.526, (T4, "spot"): 0.062699}
     for rows in (items, list(reversed(items))):
@@ -55,7 +55,7 @@ def test_the_fixture_price_sheet_yields_exactly_the_linux_prices_whatever_the_ro
         assert {k: v for k, v in prices.items() if k[0] == T4} == expected
 
 
-def test_the_primary_meter_region_wins_over_a_cheaper_secondary_one():
+def test_the_primary_meter_region_wins_over_a_cheaper_secondary_one() -> None:
     rows = [
         row(retailPrice=0.4, isPrimaryMeterRegion=False),
         row(retailPrice=0.526, isPrimaryMeterRegion=True),
@@ -63,7 +63,7 @@ def test_the_primary_meter_region_wins_over_a_cheaper_secondary_one():
     assert prices_from_items(rows, "eastus") == {(T4, "on-demand"): 0.526}
 
 
-def test_a_price_book_says_where_each_price_comes_from():
+def test_a_price_book_says_where_each_price_comes_from() -> None:
     book = PriceBook({(T4, "on-demand"): 0.526}, {(T4, "spot"): 0.06}, "azure.csv")
     assert book.price(T4, "on-demand") == (0.526, API_SOURCE)
     assert book.price(T4, "spot") == (0.06, "catalog file azure.csv (not in the Retail Prices API)")
@@ -71,7 +71,7 @@ def test_a_price_book_says_where_each_price_comes_from():
 
 
 class Sheet:
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls, self.fail = 0, False
 
     def __call__(self):
@@ -81,7 +81,7 @@ class Sheet:
         return {(T4, "on-demand"): 0.5 + self.calls / 100}
 
 
-def test_prices_refresh_after_the_interval_and_keep_the_last_good_ones_through_an_outage():
+def test_prices_refresh_after_the_interval_and_keep_the_last_good_ones_through_an_outage() -> None:
     now = [0.0]
     sheet = Sheet()
     prices = Prices(sheet, refresh_interval=3600, clock=lambda: now[0])
@@ -97,7 +97,7 @@ def test_prices_refresh_after_the_interval_and_keep_the_last_good_ones_through_a
     assert prices.book().price(T4, "on-demand") == (0.53, API_SOURCE)
 
 
-def test_before_the_first_good_sheet_the_fallback_says_the_api_is_unavailable():
+def test_before_the_first_good_sheet_the_fallback_says_the_api_is_unavailable() -> None:
     sheet = Sheet()
     sheet.fail = True
     prices = Prices(

@@ -32,7 +32,7 @@ GOOD = {
 }
 
 
-def test_a_minimal_section_names_the_subscription_node_resource_group_and_pools():
+def test_a_minimal_section_names_the_subscription_node_resource_group_and_pools() -> None:
     s = settings(GOOD)
     assert (s.subscription_id, s.resource_group) == (SUBSCRIPTION, "MC_ml-rg_ml-aks_eastus")
     assert dict(s.scale_sets) == {"Standard_NC24ads_A100_v4": "aks-a100-12345678-vmss"}
@@ -40,7 +40,7 @@ def test_a_minimal_section_names_the_subscription_node_resource_group_and_pools(
     assert (s.template_scale_set, s.catalog_fallback, s.price_refresh_interval) == (None, None, 3600.0)
 
 
-def test_every_key_of_the_contract_is_read(tmp_path):
+def test_every_key_of_the_contract_is_read(tmp_path: Path) -> None:
     catalog = tmp_path / "azure.csv"
     catalog.write_text(
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,arch,on_demand_usd_per_hour,spot_usd_per_hour\n"
@@ -70,7 +70,7 @@ def test_every_key_of_the_contract_is_read(tmp_path):
     ]
 
 
-def test_a_launch_gives_its_operation_a_short_grace_that_the_section_may_change():
+def test_a_launch_gives_its_operation_a_short_grace_that_the_section_may_change() -> None:
     assert settings(GOOD).operation_wait == 2.0
     assert settings({**GOOD, "operationWait": "500ms"}).operation_wait == 0.5
     assert settings({**GOOD, "operationWait": "0s"}).operation_wait == 0.0  # never wait
@@ -80,14 +80,14 @@ def test_a_launch_gives_its_operation_a_short_grace_that_the_section_may_change(
     ]
 
 
-def test_a_template_alone_is_enough():
+def test_a_template_alone_is_enough() -> None:
     s = settings(
         {"subscriptionId": SUBSCRIPTION, "resourceGroup": "MC_x", "templateScaleSet": "aks-gpu-1-vmss"}
     )
     assert s.scale_sets == {} and s.template_scale_set == "aks-gpu-1-vmss"
 
 
-def test_every_problem_is_reported_at_once_on_one_line():
+def test_every_problem_is_reported_at_once_on_one_line() -> None:
     err = problems(
         {
             "subscriptionId": "my-subscription",
@@ -110,7 +110,7 @@ def test_every_problem_is_reported_at_once_on_one_line():
     ]
 
 
-def test_a_section_without_any_scale_set_says_which_key_to_set():
+def test_a_section_without_any_scale_set_says_which_key_to_set() -> None:
     err = problems({"subscriptionId": SUBSCRIPTION, "resourceGroup": "MC_x"})
     assert err.errors == [
         "azure.scaleSets: required unless spotScaleSets or templateScaleSet is set "
@@ -118,14 +118,14 @@ def test_a_section_without_any_scale_set_says_which_key_to_set():
     ]
 
 
-def test_region_and_zones_must_be_named_as_azure_and_aks_name_them():
+def test_region_and_zones_must_be_named_as_azure_and_aks_name_them() -> None:
     err = problems(GOOD, region="us-east-1", zones=["us-east-1a"])
     assert err.errors == ["region: 'us-east-1' is not an Azure region (e.g. eastus)"]
     err = problems(GOOD, zones=["eastus-1", "1"])
     assert err.errors == ["zones: '1' is not a zone of eastus as AKS names it (e.g. eastus-1)"]
 
 
-def test_a_catalog_fallback_that_cannot_be_used_is_named(tmp_path):
+def test_a_catalog_fallback_that_cannot_be_used_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "nope.csv"
     err = problems({**GOOD, "catalogFallback": str(missing)})
     assert err.errors == [f"azure.catalogFallback: {missing}: No such file or directory"]
@@ -138,7 +138,7 @@ def test_a_catalog_fallback_that_cannot_be_used_is_named(tmp_path):
     assert err.errors == [f"azure.catalogFallback: '{other_region}' has no rows for azure eastus"]
 
 
-def test_the_shared_instance_catalog_can_serve_as_the_fallback():
+def test_the_shared_instance_catalog_can_serve_as_the_fallback() -> None:
     shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "catalog" / "instance_catalog.csv"
     if not shared.exists():
         pytest.skip("the shared data set is not present")

@@ -27,17 +27,17 @@ from tests.fakes.azure_catalog import SIZES_BY_NAME, disk_sku, sku_resource
         ("Standard_ND96isr_MI300X_v5", 0, ("MI300X", "AMD", 8, 196608, 8.0)),
     ],
 )
-def test_the_gpu_model_comes_from_the_size_name(size, sku_gpus, expected):
+def test_the_gpu_model_comes_from_the_size_name(size, sku_gpus, expected) -> None:
     spec = gpu_spec(size, sku_gpus)
     assert spec is not None
     assert (spec.model, spec.vendor, spec.count, spec.memory_mib, spec.fraction) == expected
 
 
-def test_a_cpu_size_has_no_gpu():
+def test_a_cpu_size_has_no_gpu() -> None:
     assert gpu_spec("Standard_D4s_v5", 0) is None
 
 
-def test_a_gpu_size_the_table_does_not_know_keeps_the_count_resource_skus_give():
+def test_a_gpu_size_the_table_does_not_know_keeps_the_count_resource_skus_give() -> None:
     spec = gpu_spec("Standard_NX99zz_v9", 4)
     assert spec is not None and (spec.model, spec.count) == ("", 4)
 
@@ -46,7 +46,7 @@ def sku(name, **kw):
     return sku_resource(SIZES_BY_NAME[name], "eastus", **kw)
 
 
-def test_a_shape_has_vcpus_memory_arch_zones_and_spot_capability():
+def test_a_shape_has_vcpus_memory_arch_zones_and_spot_capability() -> None:
     shapes = shapes_from_skus(
         [sku("Standard_NC24ads_A100_v4"), sku("Standard_D4ps_v5", zones=("2",))], "eastus"
     )
@@ -61,7 +61,7 @@ def test_a_shape_has_vcpus_memory_arch_zones_and_spot_capability():
     assert (arm64.arch, arm64.zones, arm64.gpu) == (Arch.ARM64, ("2",), None)
 
 
-def test_zone_and_location_restrictions_make_zones_unavailable():
+def test_zone_and_location_restrictions_make_zones_unavailable() -> None:
     zonal, whole = sku("Standard_NC4as_T4_v3"), sku("Standard_D4s_v5")
     zonal["restrictions"] = [
         {
@@ -86,7 +86,7 @@ def test_zone_and_location_restrictions_make_zones_unavailable():
     assert not shapes["Standard_D4s_v5"].zone_available("1")
 
 
-def test_other_resource_types_and_locations_are_left_out():
+def test_other_resource_types_and_locations_are_left_out() -> None:
     elsewhere = sku_resource(SIZES_BY_NAME["Standard_D8s_v5"], "westus2")
     shapes = shapes_from_skus([disk_sku("eastus"), elsewhere, sku("Standard_D4s_v5")], "EastUS")
     assert list(shapes) == ["Standard_D4s_v5"]

@@ -4,10 +4,19 @@ The simulator calls a baseline's planner once per reconcile; preparing the offer
 large scenarios slow, but a changed ConfigMap or catalog must still be planned with at once.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.sim.baselines import planner_for
 from tests.builders import aws_offerings, pod, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0
 
@@ -19,7 +28,7 @@ def pending_gpu_pods():
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_a_new_gpu_limit_applies_on_the_next_plan(make_config, policy):
+def test_a_new_gpu_limit_applies_on_the_next_plan(make_config: Callable[..., Config], policy) -> None:
     planner = planner_for(policy)
     offerings = aws_offerings()
     first = planner(pending_gpu_pods(), offerings, make_config(), NOW)
@@ -32,7 +41,9 @@ def test_a_new_gpu_limit_applies_on_the_next_plan(make_config, policy):
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_offerings_that_went_away_are_not_planned_on_the_next_plan(make_config, policy):
+def test_offerings_that_went_away_are_not_planned_on_the_next_plan(
+    make_config: Callable[..., Config], policy
+) -> None:
     planner = planner_for(policy)
     config = make_config()
     offerings = aws_offerings()

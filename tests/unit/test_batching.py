@@ -15,19 +15,19 @@ class FakeClock:
         return self.now
 
 
-def test_without_triggers_the_window_stays_closed():
+def test_without_triggers_the_window_stays_closed() -> None:
     batcher = Batcher(1.0, 10.0, clock=FakeClock())
     assert batcher.ready_at() is None
 
 
-def test_a_single_trigger_closes_after_the_idle_duration():
+def test_a_single_trigger_closes_after_the_idle_duration() -> None:
     clock = FakeClock()
     batcher = Batcher(1.0, 10.0, clock=clock)
     batcher.notify()
     assert batcher.ready_at() == 1.0
 
 
-def test_a_steady_stream_of_triggers_closes_at_the_maximum():
+def test_a_steady_stream_of_triggers_closes_at_the_maximum() -> None:
     clock = FakeClock()
     batcher = Batcher(1.0, 10.0, clock=clock)
     for t in range(25):
@@ -36,7 +36,7 @@ def test_a_steady_stream_of_triggers_closes_at_the_maximum():
     assert batcher.ready_at() == 10.0
 
 
-def test_wait_returns_batch_once_the_window_closed():
+def test_wait_returns_batch_once_the_window_closed() -> None:
     clock = FakeClock()
     batcher = Batcher(1.0, 10.0, clock=clock)
     batcher.notify()
@@ -45,7 +45,7 @@ def test_wait_returns_batch_once_the_window_closed():
     assert batcher.ready_at() is None
 
 
-def test_wait_returns_scan_after_the_scan_interval():
+def test_wait_returns_scan_after_the_scan_interval() -> None:
     clock = FakeClock()
     batcher = Batcher(1.0, 10.0, clock=clock)
     result = []
@@ -61,7 +61,7 @@ def test_wait_returns_scan_after_the_scan_interval():
     assert result == ["scan"]
 
 
-def test_stop_wakes_a_waiter():
+def test_stop_wakes_a_waiter() -> None:
     batcher = Batcher(1.0, 10.0)
     result = []
     t = threading.Thread(target=lambda: result.append(batcher.wait(60.0)))

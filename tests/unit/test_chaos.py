@@ -17,7 +17,7 @@ from tests.builders import node
 SEEDS = (12, 15, 25)  # among the first seeds that each found a bug, since fixed
 
 
-def test_a_few_seeds_of_chaos_break_no_promise():
+def test_a_few_seeds_of_chaos_break_no_promise() -> None:
     results = [run_seed(seed) for seed in SEEDS]
     summary = summarize(results)
     assert summary["violations"] == dict.fromkeys(summary["violations"], 0), [r.violations for r in results]
@@ -26,7 +26,7 @@ def test_a_few_seeds_of_chaos_break_no_promise():
     assert len(summary["faultsInjected"]) >= 8  # the seeds met most kinds of fault between them
 
 
-def test_a_seed_is_one_run():
+def test_a_seed_is_one_run() -> None:
     first, again = run_seed(15, duration=3600.0), run_seed(15, duration=3600.0)
     assert (first.launches, first.evictions, first.reconciles, first.faults) == (
         again.launches,
@@ -36,7 +36,9 @@ def test_a_seed_is_one_run():
     )
 
 
-def test_a_tidal_that_deleted_nodes_without_a_fresh_look_would_be_caught(monkeypatch: pytest.MonkeyPatch):
+def test_a_tidal_that_deleted_nodes_without_a_fresh_look_would_be_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def blind(actions: object, node: str, evicted: object) -> tuple[list[str], list[str]]:
         return [], []  # what trusting the informer cache amounts to while its watch is broken
 
@@ -54,14 +56,14 @@ def cluster() -> ChaosCluster:
     return c
 
 
-def test_a_node_deleted_with_pods_on_it_is_a_pod_killed(cluster: ChaosCluster):
+def test_a_node_deleted_with_pods_on_it_is_a_pod_killed(cluster: ChaosCluster) -> None:
     cluster.submit(JobSpec(0.0, "web", 1, 0, 500, 10**12, 3600.0), 0.0)
     cluster.schedule(0.0)
     cluster.delete_node(next(sp.pod.node_name for sp in cluster.pods.values()))
     assert [v.kind for v in cluster.ledger.violations] == [KILLED]
 
 
-def test_evicting_a_do_not_evict_pod_is_a_broken_promise(cluster: ChaosCluster):
+def test_evicting_a_do_not_evict_pod_is_a_broken_promise(cluster: ChaosCluster) -> None:
     from dataclasses import replace
 
     [key] = cluster.submit(JobSpec(0.0, "db", 1, 0, 500, 10**12, 3600.0), 0.0)
@@ -71,7 +73,7 @@ def test_evicting_a_do_not_evict_pod_is_a_broken_promise(cluster: ChaosCluster):
     assert [v.kind for v in cluster.ledger.violations] == [PROTECTED]
 
 
-def test_evicting_part_of_a_running_gang_is_a_broken_promise(cluster: ChaosCluster):
+def test_evicting_part_of_a_running_gang_is_a_broken_promise(cluster: ChaosCluster) -> None:
     cluster.submit(JobSpec(0.0, "train", 2, 1, 500, 10**12, 3600.0, gang=True), 0.0)
     cluster.schedule(0.0)
     cluster.evict("default", "train-0")

@@ -60,7 +60,9 @@ def controller(
     )
 
 
-def test_an_instance_the_cache_shows_without_a_node_is_not_terminated_while_the_api_server_has_one(config):
+def test_an_instance_the_cache_shows_without_a_node_is_not_terminated_while_the_api_server_has_one(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(registrationTimeout="10m")
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -78,7 +80,9 @@ def test_an_instance_the_cache_shows_without_a_node_is_not_terminated_while_the_
     assert actions.named("node_for") == [(launched.instance.provider_id,)]
 
 
-def test_a_disruption_started_is_not_started_again_while_the_cache_lags(config):
+def test_a_disruption_started_is_not_started_again_while_the_cache_lags(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(disruption={"nodeMaxLifetime": "1h", "budgets": []})
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -104,7 +108,7 @@ def gpu_launches(cfg: Config, provider: SimulatedProvider, n: int) -> list[Launc
     return [Launch(g5, (f"default/infer-{i}",), "bin-selection") for i in range(n)]
 
 
-def test_after_a_throttle_the_rest_of_the_round_is_held_back(config):
+def test_after_a_throttle_the_rest_of_the_round_is_held_back(config: Callable[..., Config]) -> None:
     cfg = config(maxParallelLaunches=1)
     provider = SimulatedProvider(cfg, clock=Clock())
     provider.inject_error("launch", Throttled(30.0))
@@ -117,7 +121,9 @@ def test_after_a_throttle_the_rest_of_the_round_is_held_back(config):
     assert "throttled launches a moment ago" in outcomes[1].error
 
 
-def test_after_a_quota_refusal_the_rest_of_the_round_skips_what_it_covers(config):
+def test_after_a_quota_refusal_the_rest_of_the_round_skips_what_it_covers(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(maxParallelLaunches=1, simulated={"quotaGPUs": 0})
     provider = SimulatedProvider(cfg, clock=Clock())
     launcher = Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), lambda *_: None)
@@ -129,7 +135,9 @@ def test_after_a_quota_refusal_the_rest_of_the_round_skips_what_it_covers(config
     assert [o.deferred for o in outcomes[1:]] == [True, True]
 
 
-def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(config):
+def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(
+    config: Callable[..., Config],
+) -> None:
     cfg = config()
     provider = SimulatedProvider(cfg, clock=Clock())
     [g5] = gpu_launches(cfg, provider, 1)
@@ -154,7 +162,7 @@ def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(confi
     assert terminated == []
 
 
-def test_a_reclaimed_node_keeps_the_pods_tidal_never_evicts_and_is_left_to_the_cloud():
+def test_a_reclaimed_node_keeps_the_pods_tidal_never_evicts_and_is_left_to_the_cloud() -> None:
     clock = Clock()
     cluster = EmulatedCluster(clock)
     cluster.create(node("gpu-a", instance_type="g5.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True))

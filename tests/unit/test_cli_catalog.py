@@ -1,11 +1,17 @@
 """`tidal catalog`: the offerings and prices the configured provider sees, with where each price came from."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from autoscaler.cli import main
+
+if TYPE_CHECKING:
+    import pytest
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
 
@@ -25,7 +31,9 @@ def write_config(tmp_path):
     return str(path)
 
 
-def test_catalog_lists_offerings_with_their_price_source(tmp_path, capsys):
+def test_catalog_lists_offerings_with_their_price_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["catalog", "--config", write_config(tmp_path), "--gpu-only", "--output", "json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -35,14 +43,14 @@ def test_catalog_lists_offerings_with_their_price_source(tmp_path, capsys):
     assert all(r["gpus"] > 0 for r in rows)
 
 
-def test_catalog_table_ends_with_a_count(tmp_path, capsys):
+def test_catalog_table_ends_with_a_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "--config", write_config(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("INSTANCE TYPE")
     assert out.rstrip().endswith("offerings for simulated us-east-1")
 
 
-def test_catalog_csv_loads_back_as_a_plan_catalog(tmp_path, capsys):
+def test_catalog_csv_loads_back_as_a_plan_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from autoscaler.catalog import read_catalog_csv
 
     assert main(["catalog", "--config", write_config(tmp_path), "--output", "csv"]) == 0

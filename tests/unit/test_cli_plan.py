@@ -1,13 +1,20 @@
 """`tidal plan`: the offline dry run, its outputs, and one-line errors for bad input."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from autoscaler.cli import main
 from tests.builders import INSUFFICIENT_GPU, node, pod
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +31,7 @@ CATALOG = CATALOG_HEADER + (
 
 
 @pytest.fixture
-def files(tmp_path):
+def files(tmp_path: Path) -> tuple[Callable[[str, Any], str], str, str]:
     def write(name, content):
         path = tmp_path / name
         path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
@@ -41,7 +48,7 @@ def run_plan(capsys, *args):
     return code, out, err
 
 
-def only_what_was_read(config, catalog):
+def only_what_was_read(config, catalog) -> str:
     """stderr of a plan with nothing to warn about: the one line naming the files it read."""
     return f"tidal: configuration: {config}; catalog: {catalog}, rows of aws us-east-1\n"
 
@@ -50,7 +57,9 @@ def items(*objs):
     return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
 
 
-def test_json_output_has_the_documented_shape(files, capsys):
+def test_json_output_has_the_documented_shape(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write(
         "snap.yaml",
@@ -91,7 +100,9 @@ def test_json_output_has_the_documented_shape(files, capsys):
     assert doc["gpuTotalAfter"] == 1
 
 
-def test_the_table_shows_launches_with_prices_then_why_pods_wait(files, capsys):
+def test_the_table_shows_launches_with_prices_then_why_pods_wait(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write(
         "snap.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi"), pod("web-1", gates=["wait"]))
@@ -103,7 +114,9 @@ def test_the_table_shows_launches_with_prices_then_why_pods_wait(files, capsys):
     assert "scheduling gates wait" in out
 
 
-def test_several_snapshots_and_json_files_combine(files, capsys):
+def test_several_snapshots_and_json_files_combine(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     nodes = write("nodes.json", json.dumps(items(node("cpu-a"))))
     pods = write("pods.yaml", items(pod("web-1")))
@@ -124,7 +137,9 @@ def test_several_snapshots_and_json_files_combine(files, capsys):
     assert json.loads(out)["ignored"][0]["reason"] == "fits free capacity on node cpu-a"
 
 
-def test_unknown_kinds_are_skipped_and_counted(files, capsys):
+def test_unknown_kinds_are_skipped_and_counted(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write(
         "snap.yaml",
@@ -146,42 +161,54 @@ def _error(capsys, *args):
     return err.strip()
 
 
-def test_malformed_yaml_names_the_file_line_and_column(files, capsys):
+def test_malformed_yaml_names_the_file_line_and_column(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", "apiVersion: v1\nkind: List\nitems:\n  - kind: Pod\n   metadata: {name: x}\n")
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert "snap.yaml:5:" in err and "invalid YAML" in err
 
 
-def test_an_object_without_a_name_is_an_error(files, capsys):
+def test_an_object_without_a_name_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items({"apiVersion": "v1", "kind": "Pod", "metadata": {}}))
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert err.endswith("items[0]: Pod has no metadata.name")
 
 
-def test_an_absurd_cpu_request_is_an_error_naming_the_pod_and_field(files, capsys):
+def test_an_absurd_cpu_request_is_an_error_naming_the_pod_and_field(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items(pod("web-1", cpu="1e30")))
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert "Pod default/web-1: spec.containers[0].resources.requests.cpu: '1e30' is out of range" in err
 
 
-def test_a_negative_quantity_is_an_error(files, capsys):
+def test_a_negative_quantity_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items(pod("web-1", memory="-1Gi")))
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert "'-1Gi' is negative" in err
 
 
-def test_a_document_that_is_not_an_object_is_an_error(files, capsys):
+def test_a_document_that_is_not_an_object_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", "- just\n- a list\n")
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config)
     assert "expected a Kubernetes object" in err
 
 
-def test_an_invalid_regexp_in_config_is_an_error_naming_the_key(files, capsys):
+def test_an_invalid_regexp_in_config_is_an_error_naming_the_key(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, _ = files
     config = write(
         "bad.yaml", {"cloud": "aws", "region": "us-east-1", "pendingPodReasonRegexp": "(Insufficient"}
@@ -191,13 +218,17 @@ def test_an_invalid_regexp_in_config_is_an_error_naming_the_key(files, capsys):
     assert "pendingPodReasonRegexp" in err
 
 
-def test_a_missing_snapshot_file_is_an_error(files, capsys):
+def test_a_missing_snapshot_file_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     _, catalog, config = files
     err = _error(capsys, "--snapshot", "/nonexistent/snap.yaml", "--catalog", catalog, "--config", config)
     assert "/nonexistent/snap.yaml" in err
 
 
-def test_a_catalog_without_rows_for_the_region_is_an_error(files, capsys):
+def test_a_catalog_without_rows_for_the_region_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, _, config = files
     catalog = write(
         "other.csv", CATALOG_HEADER + "gcp,us-central1,n2-standard-4,4,16384,0,0,,,,x86_64,0.19,,\n"
@@ -207,7 +238,9 @@ def test_a_catalog_without_rows_for_the_region_is_an_error(files, capsys):
     assert "no rows for cloud 'aws' region 'us-east-1'" in err
 
 
-def test_a_catalog_with_a_bad_number_names_line_and_column(files, capsys):
+def test_a_catalog_with_a_bad_number_names_line_and_column(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, _, config = files
     catalog = write("bad.csv", CATALOG_HEADER + "aws,us-east-1,m6i.large,two,8192,0,0,,,,x86_64,0.096,,\n")
     snap = write("snap.yaml", items(pod("web-1")))
@@ -215,21 +248,25 @@ def test_a_catalog_with_a_bad_number_names_line_and_column(files, capsys):
     assert err.endswith("bad.csv:2: vcpu: 'two' is not a number")
 
 
-def test_a_bad_now_is_an_error(files, capsys):
+def test_a_bad_now_is_an_error(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items(pod("web-1")))
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--now", "yesterday")
     assert "--now: 'yesterday' is not an RFC 3339 time" in err
 
 
-def test_a_missing_required_argument_is_a_one_line_usage_error(capsys):
+def test_a_missing_required_argument_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["plan", "--catalog", "x.csv"])
     _, err = capsys.readouterr()
     assert code == 2
     assert "the following arguments are required: --snapshot" in err
 
 
-def test_an_object_in_two_snapshot_files_counts_once_and_the_later_copy_wins(files, capsys):
+def test_an_object_in_two_snapshot_files_counts_once_and_the_later_copy_wins(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     earlier = write("pods-0900.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi"), pod("web-1")))
     # A minute later the scheduler has bound web-1; infer-1 still waits.
@@ -249,7 +286,9 @@ def test_an_object_in_two_snapshot_files_counts_once_and_the_later_copy_wins(fil
     assert out.rstrip().endswith("(2 objects given more than once, the later copy used: 2 Pod)")
 
 
-def test_an_empty_snapshot_is_a_cluster_with_nothing_to_do(files, capsys):
+def test_an_empty_snapshot_is_a_cluster_with_nothing_to_do(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     empty = write("empty.yaml", "")
     code, out, err = run_plan(capsys, "--snapshot", empty, "--catalog", catalog, "--config", config)
@@ -258,7 +297,9 @@ def test_an_empty_snapshot_is_a_cluster_with_nothing_to_do(files, capsys):
     assert "(the snapshot has no objects" in out
 
 
-def test_now_without_a_time_zone_asks_for_an_offset(files, capsys):
+def test_now_without_a_time_zone_asks_for_an_offset(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items(pod("web-1")))
     err = _error(
@@ -267,7 +308,7 @@ def test_now_without_a_time_zone_asks_for_an_offset(files, capsys):
     assert "--now: '2026-11-20T10:00:00' has no time zone; give an RFC 3339 time with Z or an offset" in err
 
 
-def test_a_bug_is_not_reported_as_bad_input(monkeypatch):
+def test_a_bug_is_not_reported_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
     import autoscaler.cli as cli
 
     def broken(args):
@@ -278,7 +319,9 @@ def test_a_bug_is_not_reported_as_bad_input(monkeypatch):
         main(["plan", "--snapshot", "s.yaml", "--catalog", "c.csv"])
 
 
-def test_a_catalog_saved_by_a_spreadsheet_with_a_byte_order_mark_loads(files, capsys):
+def test_a_catalog_saved_by_a_spreadsheet_with_a_byte_order_mark_loads(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, _, config = files
     catalog = write("excel.csv", "\ufeff" + CATALOG)
     snap = write("snap.yaml", items(pod("infer-1", gpu=1, cpu="2", memory="8Gi")))
@@ -304,7 +347,9 @@ def test_a_catalog_saved_by_a_spreadsheet_with_a_byte_order_mark_loads(files, ca
     ],
     ids=["short-row", "no-prices", "duplicate"],
 )
-def test_a_bad_catalog_row_of_the_configured_region_is_reported_with_its_line(files, capsys, row, message):
+def test_a_bad_catalog_row_of_the_configured_region_is_reported_with_its_line(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str], row, message
+) -> None:
     write, _, config = files
     catalog = write(
         "bad.csv", CATALOG_HEADER + "aws,us-east-1,m6i.2xlarge,8,32768,0,0,,,,x86_64,0.384,0.169,\n" + row
@@ -314,7 +359,9 @@ def test_a_bad_catalog_row_of_the_configured_region_is_reported_with_its_line(fi
     assert err.endswith(message)
 
 
-def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(files, capsys):
+def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, _, config = files
     catalog = write("mixed.csv", CATALOG + "gcp,us-central1,n2-standard-4,4\n")
     snap = write("snap.yaml", items(pod("web-1")))
@@ -322,21 +369,27 @@ def test_bad_rows_of_other_regions_are_left_out_like_every_other_row_there(files
     assert (code, err) == (0, only_what_was_read(config, catalog))
 
 
-def test_an_empty_now_is_an_error_not_the_current_time(files, capsys):
+def test_an_empty_now_is_an_error_not_the_current_time(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, config = files
     snap = write("snap.yaml", items())
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--now", "")
     assert "--now: '' is not an RFC 3339 time" in err
 
 
-def test_an_empty_config_path_is_an_error_naming_the_flag(files, capsys):
+def test_an_empty_config_path_is_an_error_naming_the_flag(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, _ = files
     snap = write("snap.yaml", items())
     err = _error(capsys, "--snapshot", snap, "--catalog", catalog, "--config", "")
     assert "argument --config: must not be empty" in err
 
 
-def test_a_simulated_cloud_plans_with_the_catalog_rows_of_its_catalog_cloud(files, capsys):
+def test_a_simulated_cloud_plans_with_the_catalog_rows_of_its_catalog_cloud(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, _ = files
     config = write(
         "simulated.yaml",
@@ -355,7 +408,9 @@ def test_a_simulated_cloud_plans_with_the_catalog_rows_of_its_catalog_cloud(file
     assert "rows of gcp us-central1" in err
 
 
-def test_a_simulated_cloud_over_a_catalog_of_several_clouds_must_say_which(files, capsys):
+def test_a_simulated_cloud_over_a_catalog_of_several_clouds_must_say_which(
+    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     write, catalog, _ = files
     config = write(
         "simulated.yaml", {"cloud": "simulated", "region": "us-east-1", "simulated": {"catalog": catalog}}
@@ -365,7 +420,9 @@ def test_a_simulated_cloud_over_a_catalog_of_several_clouds_must_say_which(files
     assert "simulated.catalogCloud: not set" in err and "(aws, gcp)" in err
 
 
-def test_the_command_the_demo_config_shows_plans_the_example_snapshot(capsys, monkeypatch):
+def test_the_command_the_demo_config_shows_plans_the_example_snapshot(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = (REPO / "config" / "examples" / "demo.yaml").read_text(encoding="utf-8")
     command = " ".join(
         line.lstrip("# ").rstrip("\\ ") for line in text.splitlines() if line.startswith("#   ")

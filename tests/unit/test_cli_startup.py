@@ -47,29 +47,31 @@ def imported_by(argv: list[str]) -> set[str]:
     return set(eval(line.removeprefix("IMPORTED ")))
 
 
-def test_tidal_version_shows_the_version_written_in_autoscaler_version(capsys):
+def test_tidal_version_shows_the_version_written_in_autoscaler_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as done:
         cli.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"tidal {__version__}\n"
 
 
-def test_the_installed_package_carries_the_same_version_and_pyproject_does_not_repeat_it():
+def test_the_installed_package_carries_the_same_version_and_pyproject_does_not_repeat_it() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "autoscaler.version.__version__"}
     assert importlib.metadata.version("tidal-autoscaler") == __version__
 
 
-def test_tidal_version_imports_neither_the_kubernetes_client_nor_a_cloud_sdk():
+def test_tidal_version_imports_neither_the_kubernetes_client_nor_a_cloud_sdk() -> None:
     assert imported_by(["--version"]) == set()
 
 
-def test_tidal_plan_imports_neither_the_kubernetes_client_nor_a_cloud_sdk():
+def test_tidal_plan_imports_neither_the_kubernetes_client_nor_a_cloud_sdk() -> None:
     assert imported_by(PLAN) == set()
 
 
-def test_a_plan_whose_reader_closed_the_pipe_stops_quietly():
+def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:
     read, write = os.pipe()
     os.close(read)  # `tidal plan ... | head` once head has what it wanted
     try:

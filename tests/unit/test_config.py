@@ -153,7 +153,7 @@ def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
 # --- defaults -----------------------------------------------------------------------------------------
 
 
-def test_defaults_are_the_documented_values():
+def test_defaults_are_the_documented_values() -> None:
     config = default_config()
     assert config.cloud == "aws"
     assert config.region == "us-east-1"
@@ -223,22 +223,22 @@ def test_defaults_are_the_documented_values():
     assert config.providers == {"simulated": {}, "aws": {}, "gcp": {}, "azure": {}}
 
 
-def test_no_path_an_empty_mapping_and_an_empty_file_all_give_the_defaults(tmp_path):
+def test_no_path_an_empty_mapping_and_an_empty_file_all_give_the_defaults(tmp_path: Path) -> None:
     assert load_config(None) == default_config()
     assert config_from_mapping({}) == default_config()
     assert load_config(write(tmp_path, "")) == default_config()
     assert load_config(write(tmp_path, "# only a comment\n", "comment.yaml")) == default_config()
 
 
-def test_the_documented_default_file_loads_to_the_defaults():
+def test_the_documented_default_file_loads_to_the_defaults() -> None:
     assert load_config(DOCUMENTED_DEFAULTS) == default_config()
 
 
-def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults():
+def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults() -> None:
     assert DOCUMENTED_DEFAULTS.read_bytes() == PACKAGED_DEFAULTS.read_bytes()
 
 
-def test_every_config_attribute_has_a_key_in_this_specification():
+def test_every_config_attribute_has_a_key_in_this_specification() -> None:
     mapped = {attr for _, attr, *_ in TOP_LEVEL_KEYS} | {attr for _, attr in REGEXP_KEYS}
     mapped |= {
         "scale_down",
@@ -263,7 +263,7 @@ def test_every_config_attribute_has_a_key_in_this_specification():
     }
 
 
-def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
+def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it() -> None:
     lines = DOCUMENTED_DEFAULTS.read_text().splitlines()
     found: dict[str, str] = {}
     section = ""
@@ -284,7 +284,7 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it():
     assert sorted(found) == sorted(every_documented_key())
 
 
-def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
+def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml() -> None:
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
     sections = {"scaleDown", "disruption", "leaderElection", "kubeClient", "reservations"}
     top = set(document) - sections
@@ -302,14 +302,14 @@ def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml():
 @pytest.mark.parametrize(
     ("key", "attr", "value", "expected"), TOP_LEVEL_KEYS, ids=[k[0] for k in TOP_LEVEL_KEYS]
 )
-def test_each_top_level_key_fills_its_snake_case_attribute(key, attr, value, expected):
+def test_each_top_level_key_fills_its_snake_case_attribute(key, attr, value, expected) -> None:
     config = config_from_mapping({key: value})
     assert getattr(config, attr) == expected
     assert getattr(default_config(), attr) != expected
 
 
 @pytest.mark.parametrize(("key", "attr"), REGEXP_KEYS)
-def test_regexp_keys_are_compiled(key, attr):
+def test_regexp_keys_are_compiled(key, attr) -> None:
     config = config_from_mapping({key: r"^g[56]\.[0-9]*xlarge$"})
     assert getattr(config, attr).search("g5.12xlarge")
     assert not getattr(config, attr).search("m5.large")
@@ -318,7 +318,9 @@ def test_regexp_keys_are_compiled(key, attr):
 @pytest.mark.parametrize(
     ("key", "attr", "value", "expected"), SCALE_DOWN_KEYS, ids=[k[0] for k in SCALE_DOWN_KEYS]
 )
-def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(key, attr, value, expected):
+def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(
+    key, attr, value, expected
+) -> None:
     config = config_from_mapping({"scaleDown": {key: value}})
     assert getattr(config.scale_down, attr) == expected
     assert config.scale_down == dataclasses.replace(default_config().scale_down, **{attr: expected})
@@ -327,7 +329,9 @@ def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(ke
 @pytest.mark.parametrize(
     ("key", "attr", "value", "expected"), DISRUPTION_KEYS, ids=[k[0] for k in DISRUPTION_KEYS]
 )
-def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(key, attr, value, expected):
+def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(
+    key, attr, value, expected
+) -> None:
     config = config_from_mapping({"disruption": {key: value}})
     assert getattr(config.disruption, attr) == expected
     assert config.disruption == dataclasses.replace(default_config().disruption, **{attr: expected})
@@ -338,7 +342,7 @@ def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(ke
 )
 def test_each_leader_election_key_fills_its_attribute_and_keeps_the_other_defaults(
     key, attr, value, expected
-):
+) -> None:
     config = config_from_mapping({"leaderElection": {key: value}})
     assert getattr(config.leader_election, attr) == expected
     assert config.leader_election == dataclasses.replace(default_config().leader_election, **{attr: expected})
@@ -347,58 +351,60 @@ def test_each_leader_election_key_fills_its_attribute_and_keeps_the_other_defaul
 @pytest.mark.parametrize(
     ("key", "attr", "value", "expected"), KUBE_CLIENT_KEYS, ids=[k[0] for k in KUBE_CLIENT_KEYS]
 )
-def test_each_kube_client_key_fills_its_attribute_and_keeps_the_other_defaults(key, attr, value, expected):
+def test_each_kube_client_key_fills_its_attribute_and_keeps_the_other_defaults(
+    key, attr, value, expected
+) -> None:
     config = config_from_mapping({"kubeClient": {key: value}})
     assert getattr(config.kube_client, attr) == expected
     assert config.kube_client == dataclasses.replace(default_config().kube_client, **{attr: expected})
 
 
-def test_the_kube_client_rate_limit_is_never_negative_and_bursts_at_least_one_request():
+def test_the_kube_client_rate_limit_is_never_negative_and_bursts_at_least_one_request() -> None:
     assert errors_of({"kubeClient": {"qps": -1, "burst": 0}}) == [
         "kubeClient.qps: -1 is below 0",
         "kubeClient.burst: 0 is below 1",
     ]
 
 
-def test_an_empty_section_means_all_of_its_defaults():
+def test_an_empty_section_means_all_of_its_defaults() -> None:
     assert config_from_mapping({"scaleDown": None, "leaderElection": None}) == default_config()
 
 
-def test_provider_sections_are_passed_through_as_maps():
+def test_provider_sections_are_passed_through_as_maps() -> None:
     config = config_from_mapping({"aws": {"subnetTag": "tidal", "spot": {"maxPrice": 3}}})
     assert config.providers["aws"] == {"subnetTag": "tidal", "spot": {"maxPrice": 3}}
     assert config.providers["gcp"] == {}
 
 
-def test_a_provider_section_must_be_a_map():
+def test_a_provider_section_must_be_a_map() -> None:
     assert errors_of({"gcp": "project=x"}) == ["gcp: 'project=x' is not a map"]
 
 
-def test_cloud_accepts_any_provider_name_since_providers_are_plugins():
+def test_cloud_accepts_any_provider_name_since_providers_are_plugins() -> None:
     assert config_from_mapping({"cloud": "oracle"}).cloud == "oracle"
 
 
-def test_unlimited_limits_are_null():
+def test_unlimited_limits_are_null() -> None:
     config = config_from_mapping({"clusterGPULimit": 8, "maxNodes": 3})
     assert config_from_mapping({"clusterGPULimit": None, "maxNodes": None}).cluster_gpu_limit is None
     assert config.cluster_gpu_limit == 8
 
 
-def test_fallbacks_are_capped_at_twice_the_chosen_price_unless_the_ratio_is_null():
+def test_fallbacks_are_capped_at_twice_the_chosen_price_unless_the_ratio_is_null() -> None:
     assert default_config().max_fallback_price_ratio == 2.0
     assert config_from_mapping({"maxFallbackPriceRatio": None}).max_fallback_price_ratio is None
 
 
-def test_no_queue_has_a_budget_by_default_and_null_means_none():
+def test_no_queue_has_a_budget_by_default_and_null_means_none() -> None:
     assert default_config().queue_budgets == {}
     assert config_from_mapping({"queueBudgets": None}).queue_budgets == {}
 
 
-def test_a_zero_gpu_limit_is_allowed_and_means_no_gpus():
+def test_a_zero_gpu_limit_is_allowed_and_means_no_gpus() -> None:
     assert config_from_mapping({"clusterGPULimit": 0}).cluster_gpu_limit == 0
 
 
-def test_the_config_and_its_maps_cannot_be_modified():
+def test_the_config_and_its_maps_cannot_be_modified() -> None:
     config = config_from_mapping({"nodeLabels": {"team": "ml"}})
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.cloud = "gcp"  # type: ignore[misc]
@@ -463,32 +469,32 @@ def test_the_config_and_its_maps_cannot_be_modified():
         ({"kubeReserved": {"memory": "-1Gi"}}, "kubeReserved.memory: '-1Gi' is negative"),
     ],
 )
-def test_a_wrong_value_is_reported_with_its_key_path_and_the_value(data, error):
+def test_a_wrong_value_is_reported_with_its_key_path_and_the_value(data, error) -> None:
     errors = errors_of(data)
     assert len(errors) == 1
     assert errors[0].startswith(error)
 
 
-def test_metrics_address_accepts_the_usual_listen_forms():
+def test_metrics_address_accepts_the_usual_listen_forms() -> None:
     for address in (":8080", "0.0.0.0:8080", "localhost:9090", "[::]:8080", "[::1]:0"):
         assert config_from_mapping({"metricsAddress": address}).metrics_address == address
 
 
-def test_x86_64_and_aarch64_are_normalised_to_kubernetes_architecture_names():
+def test_x86_64_and_aarch64_are_normalised_to_kubernetes_architecture_names() -> None:
     assert config_from_mapping({"architectures": ["x86_64", "aarch64"]}).architectures == ("amd64", "arm64")
 
 
-def test_empty_scheduler_names_mean_any_scheduler():
+def test_empty_scheduler_names_mean_any_scheduler() -> None:
     assert config_from_mapping({"schedulerNames": []}).scheduler_names == ()
 
 
-def test_an_empty_type_regexp_means_no_constraint_but_an_empty_reason_regexp_matches_everything():
+def test_an_empty_type_regexp_means_no_constraint_but_an_empty_reason_regexp_matches_everything() -> None:
     config = config_from_mapping({"instanceTypeRegexp": "", "pendingPodReasonRegexp": ""})
     assert config.instance_type_regexp is None
     assert config.pending_pod_reason_regexp.search("0/3 nodes are available")
 
 
-def test_node_tags_are_not_held_to_label_syntax():
+def test_node_tags_are_not_held_to_label_syntax() -> None:
     tags = {"kubernetes.io/cluster/prod": "owned", "Cost Center": "GPU research"}
     assert config_from_mapping({"nodeTags": tags}).node_tags == tags
 
@@ -514,50 +520,50 @@ def test_node_tags_are_not_held_to_label_syntax():
         ("0s", 0.0),
     ],
 )
-def test_durations_use_go_style_units_and_bare_numbers_are_seconds(text, seconds):
+def test_durations_use_go_style_units_and_bare_numbers_are_seconds(text, seconds) -> None:
     assert parse_duration(text, field="d") == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("garbage", ["5x", "", "m", "5 m", "1d", "5m3", "1h-30m", "ten seconds", "nan"])
-def test_a_malformed_duration_names_the_field_and_the_value(garbage):
+def test_a_malformed_duration_names_the_field_and_the_value(garbage) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_duration(garbage, field="scanInterval")
     assert str(caught.value) == f"scanInterval: {garbage!r} is not a duration (e.g. 30s, 5m, 1h30m)"
 
 
 @pytest.mark.parametrize("negative", ["-5s", -5])
-def test_a_negative_duration_is_rejected(negative):
+def test_a_negative_duration_is_rejected(negative) -> None:
     with pytest.raises(ConfigError, match="is below 0"):
         parse_duration(negative, field="scanInterval")
 
 
 @pytest.mark.parametrize("not_text", [True, None, [5], float("inf")])
-def test_a_duration_must_be_text_or_a_number(not_text):
+def test_a_duration_must_be_text_or_a_number(not_text) -> None:
     with pytest.raises(ConfigError, match="is not a duration"):
         parse_duration(not_text, field="scanInterval")  # type: ignore[arg-type]
 
 
-def test_the_example_bad_duration_is_reported_in_its_section():
+def test_the_example_bad_duration_is_reported_in_its_section() -> None:
     assert errors_of({"scaleDown": {"nodeUnneededDuration": "5x"}}) == [
         "scaleDown.nodeUnneededDuration: '5x' is not a duration (e.g. 30s, 5m, 1h30m)"
     ]
 
 
-def test_intervals_must_be_longer_than_zero_but_waits_may_be_zero():
+def test_intervals_must_be_longer_than_zero_but_waits_may_be_zero() -> None:
     assert errors_of({"scanInterval": "0s"}) == ["scanInterval: '0s' must be longer than 0s"]
     config = config_from_mapping({"scaleDown": {"nodeUnneededDuration": 0}, "newNodeGracePeriod": "0s"})
     assert config.scale_down.node_unneeded_duration == 0
     assert config.new_node_grace_period == 0
 
 
-def test_batch_idle_duration_may_not_exceed_batch_max_duration():
+def test_batch_idle_duration_may_not_exceed_batch_max_duration() -> None:
     assert errors_of({"batchIdleDuration": "20s"}) == [
         "batchIdleDuration: 20s is longer than batchMaxDuration (10s)"
     ]
     assert config_from_mapping({"batchIdleDuration": "10s"}).batch_idle_duration == 10.0
 
 
-def test_leader_election_timings_must_be_consistent():
+def test_leader_election_timings_must_be_consistent() -> None:
     assert errors_of({"leaderElection": {"renewDeadline": "15s"}}) == [
         "leaderElection.renewDeadline: 15s must be shorter than leaderElection.leaseDuration (15s)"
     ]
@@ -575,11 +581,11 @@ def test_leader_election_timings_must_be_consistent():
 @pytest.mark.parametrize(
     ("value", "milli"), [("512", 512_000), ("1000m", 1000), (64, 64_000), ("1.5", 1500), ("0", 0)]
 )
-def test_the_cluster_cpu_limit_is_a_cpu_quantity_kept_in_milli_units(value, milli):
+def test_the_cluster_cpu_limit_is_a_cpu_quantity_kept_in_milli_units(value, milli) -> None:
     assert config_from_mapping({"clusterCPULimit": value}).cluster_cpu_limit == milli
 
 
-def test_memory_quantities_are_kept_in_milli_bytes():
+def test_memory_quantities_are_kept_in_milli_bytes() -> None:
     config = config_from_mapping({"binPackingNodeMemory": "16Gi", "binSelectPodMemoryThreshold": "512Mi"})
     assert config.bin_packing_node_memory == 16 * 2**30 * 1000
     assert config.bin_select_pod_memory_threshold == 512 * 2**20 * 1000
@@ -594,7 +600,7 @@ def test_memory_quantities_are_kept_in_milli_bytes():
         (True, "binPackingNodeCpu: true is not a quantity"),
     ],
 )
-def test_a_bad_quantity_names_the_key_and_value(value, error):
+def test_a_bad_quantity_names_the_key_and_value(value, error) -> None:
     [message] = errors_of({"binPackingNodeCpu": value})
     assert message.startswith(error)
 
@@ -602,27 +608,27 @@ def test_a_bad_quantity_names_the_key_and_value(value, error):
 # --- opt-in selectors ---------------------------------------------------------------------------------
 
 
-def test_luna_style_labels_string_becomes_a_map():
+def test_luna_style_labels_string_becomes_a_map() -> None:
     config = config_from_mapping({"labels": "elotl-luna=true, team=ml ,"})
     assert config.labels == {"elotl-luna": "true", "team": "ml"}
 
 
-def test_labels_may_also_be_given_as_a_yaml_map():
+def test_labels_may_also_be_given_as_a_yaml_map() -> None:
     assert config_from_mapping({"labels": {"elotl-luna": "true"}}).labels == {"elotl-luna": "true"}
 
 
-def test_pod_annotations_values_are_not_held_to_label_value_syntax():
+def test_pod_annotations_values_are_not_held_to_label_value_syntax() -> None:
     config = config_from_mapping({"podAnnotations": "example.com/purpose=batch training"})
     assert config.pod_annotations == {"example.com/purpose": "batch training"}
 
 
-def test_selector_string_parsing():
+def test_selector_string_parsing() -> None:
     assert parse_selector_string("", field="labels") == {}
     assert parse_selector_string("a=1,b=", field="labels") == {"a": "1", "b": ""}
     assert parse_selector_string("example.com/x=y", field="labels") == {"example.com/x": "y"}
 
 
-def test_a_malformed_selector_string_reports_every_bad_entry():
+def test_a_malformed_selector_string_reports_every_bad_entry() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_selector_string("a=1,oops,=2,a=3", field="labels")
     assert caught.value.errors == [
@@ -632,7 +638,7 @@ def test_a_malformed_selector_string_reports_every_bad_entry():
     ]
 
 
-def test_a_selector_with_an_invalid_label_key_is_rejected():
+def test_a_selector_with_an_invalid_label_key_is_rejected() -> None:
     [message] = errors_of({"labels": "bad key=1"})
     assert message.startswith("labels: 'bad key' is not a valid key")
 
@@ -640,7 +646,7 @@ def test_a_selector_with_an_invalid_label_key_is_rejected():
 # --- taints -------------------------------------------------------------------------------------------
 
 
-def test_node_taints_accept_key_value_effect_and_key_effect():
+def test_node_taints_accept_key_value_effect_and_key_effect() -> None:
     config = config_from_mapping(
         {
             "nodeTaints": [
@@ -657,7 +663,7 @@ def test_node_taints_accept_key_value_effect_and_key_effect():
     )
 
 
-def test_node_taints_accept_the_kubernetes_map_form():
+def test_node_taints_accept_the_kubernetes_map_form() -> None:
     config = config_from_mapping({"nodeTaints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]})
     assert config.node_taints == (Taint("gpu", "true", "NoSchedule"),)
 
@@ -676,7 +682,7 @@ def test_node_taints_accept_the_kubernetes_map_form():
         ({"key": "gpu", "efect": "NoSchedule"}, "nodeTaints[0].efect: unknown key (did you mean 'effect'?)"),
     ],
 )
-def test_a_malformed_taint_is_reported_by_position(taint, error):
+def test_a_malformed_taint_is_reported_by_position(taint, error) -> None:
     [message] = errors_of({"nodeTaints": [taint]})
     assert message.startswith(error)
 
@@ -684,7 +690,7 @@ def test_a_malformed_taint_is_reported_by_position(taint, error):
 # --- capacity types -----------------------------------------------------------------------------------
 
 
-def test_capacity_types_keep_their_order_as_the_preference():
+def test_capacity_types_keep_their_order_as_the_preference() -> None:
     assert config_from_mapping({"capacityTypes": ["spot", "on-demand"]}).capacity_types == (
         "spot",
         "on-demand",
@@ -706,20 +712,20 @@ def test_capacity_types_keep_their_order_as_the_preference():
         ("spot", "capacityTypes: 'spot' is not a list (e.g. [a, b])"),
     ],
 )
-def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error):
+def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error) -> None:
     assert errors_of({"capacityTypes": value}) == [error]
 
 
 # --- unknown keys and error collection ----------------------------------------------------------------
 
 
-def test_an_unknown_top_level_key_is_rejected_with_a_suggestion():
+def test_an_unknown_top_level_key_is_rejected_with_a_suggestion() -> None:
     assert errors_of({"clusterGpuLimit": 8}) == [
         "clusterGpuLimit: unknown key (did you mean 'clusterGPULimit'?)"
     ]
 
 
-def test_an_unknown_nested_key_is_rejected_with_a_suggestion():
+def test_an_unknown_nested_key_is_rejected_with_a_suggestion() -> None:
     assert errors_of({"scaleDown": {"nodeUneededDuration": "10m"}}) == [
         "scaleDown.nodeUneededDuration: unknown key (did you mean 'nodeUnneededDuration'?)"
     ]
@@ -728,11 +734,11 @@ def test_an_unknown_nested_key_is_rejected_with_a_suggestion():
     ]
 
 
-def test_an_unknown_key_with_nothing_close_gets_no_suggestion():
+def test_an_unknown_key_with_nothing_close_gets_no_suggestion() -> None:
     assert errors_of({"frobnicate": 1}) == ["frobnicate: unknown key"]
 
 
-def test_all_errors_are_reported_together_in_the_order_written_on_one_line():
+def test_all_errors_are_reported_together_in_the_order_written_on_one_line() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(
             {
@@ -755,7 +761,7 @@ def test_all_errors_are_reported_together_in_the_order_written_on_one_line():
     assert "\n" not in str(err)
 
 
-def test_the_error_message_matches_the_documented_example():
+def test_the_error_message_matches_the_documented_example() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"clusterGPULimit": -1, "pendingPodReasonRegexp": "("}, source="config.yaml")
     assert str(caught.value) == (
@@ -764,17 +770,17 @@ def test_the_error_message_matches_the_documented_example():
     )
 
 
-def test_config_error_is_a_value_error():
+def test_config_error_is_a_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
 @pytest.mark.parametrize(("key", "_attr"), REGEXP_KEYS)
-def test_an_invalid_regexp_is_reported_with_the_pattern(key, _attr):
+def test_an_invalid_regexp_is_reported_with_the_pattern(key, _attr) -> None:
     [message] = errors_of({key: "[a-"})
     assert message.startswith(f"{key}: invalid regexp '[a-': ")
 
 
-def test_a_document_that_is_not_a_map_is_rejected():
+def test_a_document_that_is_not_a_map_is_rejected() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(["cloud", "aws"], source="x.yaml")  # type: ignore[arg-type]
     assert str(caught.value) == "x.yaml: the document must be a map of settings, not ['cloud', 'aws']"
@@ -783,7 +789,7 @@ def test_a_document_that_is_not_a_map_is_rejected():
 # --- files --------------------------------------------------------------------------------------------
 
 
-def test_a_config_file_is_read_over_the_defaults(tmp_path):
+def test_a_config_file_is_read_over_the_defaults(tmp_path: Path) -> None:
     path = write(tmp_path, "cloud: gcp\nregion: us-central1\nscaleDown:\n  nodeUnneededDuration: 1m30s\n")
     config = load_config(path)
     assert (config.cloud, config.region) == ("gcp", "us-central1")
@@ -791,7 +797,7 @@ def test_a_config_file_is_read_over_the_defaults(tmp_path):
     assert config.scale_down.max_parallel_drains == 5
 
 
-def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
     path = write(tmp_path, "cloud: aws\nzones: [us-east-1a,\n  region: x: y\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
@@ -801,39 +807,39 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
     assert "Traceback" not in message
 
 
-def test_a_config_file_nested_too_deeply_is_one_clear_error(tmp_path):
+def test_a_config_file_nested_too_deeply_is_one_clear_error(tmp_path: Path) -> None:
     path = write(tmp_path, "cloud: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(ConfigError, match=re.escape(f"{path}: invalid YAML: nested too deeply")):
         load_config(path)
 
 
-def test_a_yaml_syntax_error_has_the_exact_column(tmp_path):
+def test_a_yaml_syntax_error_has_the_exact_column(tmp_path: Path) -> None:
     path = write(tmp_path, 'cloud: aws\nregion: "us-east-1\n')
     with pytest.raises(ConfigError, match=re.escape(f"{path}:3:1: found unexpected end of stream")):
         load_config(path)
 
 
-def test_a_duplicate_key_is_an_error_rather_than_the_last_one_silently_winning(tmp_path):
+def test_a_duplicate_key_is_an_error_rather_than_the_last_one_silently_winning(tmp_path: Path) -> None:
     path = write(tmp_path, "cloud: aws\nregion: x\ncloud: gcp\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert str(caught.value) == f"{path}:3:1: duplicate key 'cloud' (first on line 1)"
 
 
-def test_a_file_whose_document_is_a_list_is_rejected(tmp_path):
+def test_a_file_whose_document_is_a_list_is_rejected(tmp_path: Path) -> None:
     path = write(tmp_path, "- cloud: aws\n")
     with pytest.raises(ConfigError, match="the document must be a map of settings"):
         load_config(path)
 
 
-def test_a_missing_file_is_reported_with_its_name(tmp_path):
+def test_a_missing_file_is_reported_with_its_name(tmp_path: Path) -> None:
     path = tmp_path / "nope.yaml"
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert str(caught.value) == f"{path}: cannot read the file: No such file or directory"
 
 
-def test_errors_in_a_file_are_prefixed_with_its_path(tmp_path):
+def test_errors_in_a_file_are_prefixed_with_its_path(tmp_path: Path) -> None:
     path = write(tmp_path, "maxNodes: many\n")
     with pytest.raises(ConfigError) as caught:
         load_config(str(path))
@@ -845,13 +851,13 @@ def test_errors_in_a_file_are_prefixed_with_its_path(tmp_path):
 
 
 @pytest.mark.parametrize("key", ["config.yaml", "config.yml"])
-def test_a_configmap_may_hold_the_whole_document_under_one_key(key):
+def test_a_configmap_may_hold_the_whole_document_under_one_key(key) -> None:
     config = config_from_configmap({key: "clusterGPULimit: 16\ncapacityTypes: [spot]\n"})
     assert config.cluster_gpu_limit == 16
     assert config.capacity_types == ("spot",)
 
 
-def test_a_configmap_may_hold_one_entry_per_key_luna_style():
+def test_a_configmap_may_hold_one_entry_per_key_luna_style() -> None:
     config = config_from_configmap(
         {
             "clusterGPULimit": "16",
@@ -874,12 +880,12 @@ def test_a_configmap_may_hold_one_entry_per_key_luna_style():
     assert config.bin_packing_node_type_regexp.pattern == "^m5: large$"
 
 
-def test_an_empty_configmap_gives_the_defaults():
+def test_an_empty_configmap_gives_the_defaults() -> None:
     assert config_from_configmap({}) == default_config()
     assert config_from_configmap({"config.yaml": ""}) == default_config()
 
 
-def test_configmap_errors_name_the_configmap_and_the_key():
+def test_configmap_errors_name_the_configmap_and_the_key() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_configmap(
             {"clusterGPULimit": "-1", "maxNode": "3"}, source="configmap tidal-system/tidal"
@@ -890,20 +896,20 @@ def test_configmap_errors_name_the_configmap_and_the_key():
     )
 
 
-def test_a_yaml_error_in_a_luna_style_entry_is_reported_with_the_others():
+def test_a_yaml_error_in_a_luna_style_entry_is_reported_with_the_others() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_configmap({"capacityTypes": "[spot", "maxNodes": "-3"})
     assert caught.value.errors[0].startswith("capacityTypes: invalid YAML line 1 column 6: ")
     assert caught.value.errors[1:] == ["maxNodes: -3 is below 0"]
 
 
-def test_a_yaml_error_in_a_configmap_document_names_the_key_and_line():
+def test_a_yaml_error_in_a_configmap_document_names_the_key_and_line() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_configmap({"config.yaml": "cloud: aws\nzones: [a\n"}, source="configmap")
     assert str(caught.value).startswith("configmap/config.yaml:3:1: ")
 
 
-def test_a_whole_document_key_cannot_be_mixed_with_luna_style_keys():
+def test_a_whole_document_key_cannot_be_mixed_with_luna_style_keys() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_configmap({"config.yaml": "cloud: aws\n", "maxNodes": "3"})
     assert str(caught.value) == "configmap: config.yaml holds the whole configuration; move maxNodes into it"

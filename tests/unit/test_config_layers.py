@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -15,13 +16,17 @@ from autoscaler.config import ConfigError
 from autoscaler.config_layers import load_layers, read_layers
 from tests.builders import INSUFFICIENT_CPU, INSUFFICIENT_GPU, pod
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "config" / "catalogs" / "aws-us-east-1.csv"
 CLOUD = {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]}
 
 
 @pytest.fixture
-def write(tmp_path):
+def write(tmp_path: Path) -> Callable[[str, Any], str]:
     def write(name, content):
         path = tmp_path / name
         path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
@@ -33,7 +38,9 @@ def write(tmp_path):
 # --- the layering itself --------------------------------------------------------------------------------
 
 
-def test_a_later_file_replaces_an_option_and_merges_a_section_option_by_option(write):
+def test_a_later_file_replaces_an_option_and_merges_a_section_option_by_option(
+    write: Callable[[str, Any], str],
+) -> None:
     base = write("config.yaml", {**CLOUD, "clusterGPULimit": 8, "scaleDown": {"maxParallelDrains": 2}})
     over = write("over.yaml", {"clusterGPULimit": 24, "scaleDown": {"nodeUnneededDuration": "1m"}})
     config, layers = load_layers([base, over])
@@ -42,7 +49,7 @@ def test_a_later_file_replaces_an_option_and_merges_a_section_option_by_option(w
     assert layers.files == (base, over)
 
 
-def test_an_option_set_in_two_files_is_named_with_both_files_once(write):
+def test_an_option_set_in_two_files_is_named_with_both_files_once(write: Callable[[str, Any], str]) -> None:
     base = write("config.yaml", {**CLOUD, "clusterGPULimit": 8, "scaleDown": {"maxParallelDrains": 2}})
     over = write("kai.yaml", {"clusterGPULimit": 16, "scaleDown": {"maxParallelDrains": 3, "enabled": True}})
     described = [o.describe() for o in read_layers([base, over]).overrides]
@@ -52,20 +59,20 @@ def test_an_option_set_in_two_files_is_named_with_both_files_once(write):
     ]
 
 
-def test_an_option_repeated_with_the_same_value_is_named_as_such(write):
+def test_an_option_repeated_with_the_same_value_is_named_as_such(write: Callable[[str, Any], str]) -> None:
     base = write("config.yaml", {**CLOUD, "capacityTypes": ["spot"]})
     over = write("kai.yaml", {"capacityTypes": ["spot"]})
     (override,) = read_layers([base, over]).overrides
     assert override.same_value and "to the same value" in override.describe()
 
 
-def test_files_that_set_different_options_override_nothing(write):
+def test_files_that_set_different_options_override_nothing(write: Callable[[str, Any], str]) -> None:
     base = write("config.yaml", {**CLOUD, "clusterGPULimit": 8})
     preset = str(REPO / "config" / "examples" / "kai.yaml")
     assert read_layers([base, preset]).overrides == ()
 
 
-def test_a_file_given_twice_is_an_error(write):
+def test_a_file_given_twice_is_an_error(write: Callable[[str, Any], str]) -> None:
     base = write("config.yaml", CLOUD)
     with pytest.raises(ConfigError, match=r"config\.yaml is given twice"):
         read_layers([base, base])
@@ -74,7 +81,9 @@ def test_a_file_given_twice_is_an_error(write):
 # --- every subcommand -----------------------------------------------------------------------------------
 
 
-def test_plan_reads_every_config_file_and_says_which(write, capsys):
+def test_plan_reads_every_config_file_and_says_which(
+    write: Callable[[str, Any], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     # The GPU limit is only in the first file, spot only in the second: the plan must honour both.
     snapshot = write(
         "snap.yaml",
@@ -98,7 +107,9 @@ def test_plan_reads_every_config_file_and_says_which(write, capsys):
     assert f"tidal: configuration: {base}, then {over} (later files win)" in err
 
 
-def test_plan_names_an_option_set_in_two_files_on_stderr_and_in_the_json(write, capsys):
+def test_plan_names_an_option_set_in_two_files_on_stderr_and_in_the_json(
+    write: Callable[[str, Any], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot = write("snap.yaml", {"apiVersion": "v1", "kind": "List", "items": [pod("web-1")]})
     base = write("config.yaml", {**CLOUD, "clusterGPULimit": 16})
     over = write("kai.yaml", {"clusterGPULimit": 8})
@@ -110,7 +121,9 @@ def test_plan_names_an_option_set_in_two_files_on_stderr_and_in_the_json(write, 
     assert json.loads(out)["warnings"] == [line]
 
 
-def test_plan_lays_a_later_catalog_over_an_earlier_one_by_instance_type(write, capsys):
+def test_plan_lays_a_later_catalog_over_an_earlier_one_by_instance_type(
+    write: Callable[[str, Any], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot = write(
         "snap.yaml",
         {"apiVersion": "v1", "kind": "List", "items": [pod("infer-1", gpu=1, cpu="2", memory="8Gi")]},
@@ -132,7 +145,9 @@ def test_plan_lays_a_later_catalog_over_an_earlier_one_by_instance_type(write, c
     assert "later files win per instance type" in err
 
 
-def test_simulate_reads_every_config_file_and_says_which(write, capsys):
+def test_simulate_reads_every_config_file_and_says_which(
+    write: Callable[[str, Any], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     # At most 4 GPUs (first file) and no scale-down (second file): the day must show both.
     limit = write("limit.yaml", {"clusterGPULimit": 4})
     keep = write("keep.yaml", {"scaleDown": {"enabled": False}})
@@ -145,13 +160,15 @@ def test_simulate_reads_every_config_file_and_says_which(write, capsys):
     assert f"tidal: configuration: {limit}, then {keep} (later files win) over scenario kai-day's" in err
 
 
-def test_simulate_refuses_a_second_catalog(capsys):
+def test_simulate_refuses_a_second_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--scenario", "kai-day", "--catalog", str(CATALOG), "--catalog", str(CATALOG)]
     assert main(argv) == 2
     assert "--catalog is given more than once" in capsys.readouterr().err
 
 
-def test_catalog_reads_every_config_file(write, capsys):
+def test_catalog_reads_every_config_file(
+    write: Callable[[str, Any], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     cloud = write(
         "config.yaml", {"cloud": "simulated", "region": "us-east-1", "simulated": {"catalog": str(CATALOG)}}
     )

@@ -139,7 +139,7 @@ status:
 )
 
 
-def test_a_device_class_keeps_its_selectors_and_extended_resource_name():
+def test_a_device_class_keeps_its_selectors_and_extended_resource_name() -> None:
     assert deviceclass_from_dict(DEVICE_CLASS) == DeviceClass(
         "gpu.nvidia.com",
         ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",),
@@ -147,7 +147,7 @@ def test_a_device_class_keeps_its_selectors_and_extended_resource_name():
     )
 
 
-def test_a_claim_template_for_two_gpus_with_a_product_selector():
+def test_a_claim_template_for_two_gpus_with_a_product_selector() -> None:
     template = resourceclaimtemplate_from_dict(TEMPLATE)
     assert (template.namespace, template.name) == ("research", "two-h100")
     assert template.spec == ClaimSpec(
@@ -167,28 +167,28 @@ def test_a_claim_template_for_two_gpus_with_a_product_selector():
     )
 
 
-def test_count_defaults_to_one_and_mode_to_exact_count():
+def test_count_defaults_to_one_and_mode_to_exact_count() -> None:
     claim = resourceclaim_from_dict(CLAIM)
     big, small = claim.spec.requests[0].alternatives
     assert (big.name, big.count, big.allocation_mode) == ("gpu/big", 1, AllocationMode.EXACT_COUNT)
     assert (small.name, small.count) == ("gpu/small", 2)
 
 
-def test_an_allocated_claim_names_its_node_devices_and_users():
+def test_an_allocated_claim_names_its_node_devices_and_users() -> None:
     claim = resourceclaim_from_dict(CLAIM)
     assert claim.allocated and claim.allocated_nodes == ("gpu-node-3",)
     assert claim.devices == ("gpu.nvidia.com/gpu-node-3/gpu-0",)
     assert claim.reserved_for == ("trainer-0",)
 
 
-def test_a_pending_claim_is_not_allocated():
+def test_a_pending_claim_is_not_allocated() -> None:
     claim = copy.deepcopy(CLAIM)
     del claim["status"]
     decoded = resourceclaim_from_dict(claim)
     assert not decoded.allocated and decoded.allocated_nodes == () and decoded.reserved_for == ()
 
 
-def test_allocation_mode_all_takes_no_count():
+def test_allocation_mode_all_takes_no_count() -> None:
     claim = copy.deepcopy(CLAIM)
     claim["spec"]["devices"]["requests"] = [
         {"name": "all-gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}
@@ -197,7 +197,7 @@ def test_allocation_mode_all_takes_no_count():
     assert request.exactly is not None and request.exactly.allocation_mode == AllocationMode.ALL
 
 
-def test_a_pods_claims_name_the_template_and_the_claim_made_from_it():
+def test_a_pods_claims_name_the_template_and_the_claim_made_from_it() -> None:
     assert pod_claims(POD) == (
         PodClaim("gpus", template_name="two-h100", generated_claim_name="trainer-0-gpus-x7k2p"),
         PodClaim("shared", claim_name="team-gpu"),
@@ -205,7 +205,7 @@ def test_a_pods_claims_name_the_template_and_the_claim_made_from_it():
     assert [c.resolved_claim for c in pod_claims(POD)] == ["trainer-0-gpus-x7k2p", "team-gpu"]
 
 
-def test_a_pod_without_claims_has_none():
+def test_a_pod_without_claims_has_none() -> None:
     assert pod_claims({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {}}) == ()
 
 
@@ -312,7 +312,7 @@ REQUEST = ("spec", "spec", "devices", "requests", 0)
         ),
     ],
 )
-def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(obj, decode, message):
+def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(obj, decode, message) -> None:
     with pytest.raises(ConversionError) as raised:
         decode(obj)
     assert str(raised.value) == message

@@ -1,7 +1,10 @@
 """Pods gated for a cost estimate (tidal.dev/cost-estimate, Luna's nodecostestimate): what tidal would buy for
 them is planned and written on the pod, and nothing is ever launched for them."""
 
+from __future__ import annotations
+
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +15,12 @@ from autoscaler.planning import plan
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
@@ -28,7 +37,7 @@ def waiting(name, gpus=1):
 @pytest.mark.parametrize(
     "gate", ["tidal.dev/cost-estimate", "nodecostestimate", "node.elotl.co/nodecostestimate"]
 )
-def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config, gate):
+def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config: Callable[..., Config], gate) -> None:
     result = plan(snapshot(gated("llm-0", gate=gate)), aws_offerings(), make_config(), NOW)
     assert result.launch.launches == ()
     assert [(i.pod, i.reason) for i in result.ignored] == [("default/llm-0", Reason.COST_ESTIMATE)]
@@ -45,7 +54,9 @@ def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config, gate):
     }
 
 
-def test_a_pod_with_another_gate_is_neither_launched_for_nor_estimated(make_config):
+def test_a_pod_with_another_gate_is_neither_launched_for_nor_estimated(
+    make_config: Callable[..., Config],
+) -> None:
     result = plan(
         snapshot(gated("llm-0", gate="example.com/dataset-ready")), aws_offerings(), make_config(), NOW
     )
@@ -53,7 +64,9 @@ def test_a_pod_with_another_gate_is_neither_launched_for_nor_estimated(make_conf
     assert [i.reason for i in result.ignored] == [Reason.GATED]
 
 
-def test_a_kai_podgroups_estimate_is_one_for_the_whole_group_on_its_first_pod(make_config):
+def test_a_kai_podgroups_estimate_is_one_for_the_whole_group_on_its_first_pod(
+    make_config: Callable[..., Config],
+) -> None:
     group = {"pod-group-name": "pg-train"}
     pods = [gated(f"train-{i}", gpus=4, annotations=group) for i in (2, 0, 1)]
     result = plan(
@@ -77,7 +90,7 @@ def test_a_kai_podgroups_estimate_is_one_for_the_whole_group_on_its_first_pod(ma
     assert json.loads(estimate.annotation())["podGroup"] == "default/pg-train"
 
 
-def test_estimated_pods_never_count_against_the_gpu_limit(make_config):
+def test_estimated_pods_never_count_against_the_gpu_limit(make_config: Callable[..., Config]) -> None:
     objs = [gated("what-if-0", gpus=8), waiting("infer-0")]
     result = plan(snapshot(*objs), aws_offerings(), make_config(clusterGPULimit=1), NOW)
     # The waiting pod gets the only GPU the limit allows; the estimate is of the node the gated pod would need.
@@ -88,7 +101,7 @@ def test_estimated_pods_never_count_against_the_gpu_limit(make_config):
     assert estimate.reason == "clusterGPULimit 1 reached (0 GPUs in use, launching or planned)"
 
 
-def test_an_estimate_ignores_what_other_pods_take(make_config):
+def test_an_estimate_ignores_what_other_pods_take(make_config: Callable[..., Config]) -> None:
     objs = [gated("what-if-0"), *[waiting(f"infer-{i}") for i in range(3)]]
     result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW)
     assert len(result.launch.launches) == 3
@@ -111,7 +124,7 @@ def _controller(cfg, view, *, dry_run=False):
 
 
 @pytest.fixture
-def sim_config(tmp_path, make_config):
+def sim_config(tmp_path: Path, make_config: Callable[..., Config]) -> Config:
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,"
@@ -121,7 +134,7 @@ def sim_config(tmp_path, make_config):
     return make_config(simulated={"catalog": str(catalog)})
 
 
-def test_the_daemon_writes_the_estimate_on_the_pod_once_and_says_so_in_an_event(sim_config):
+def test_the_daemon_writes_the_estimate_on_the_pod_once_and_says_so_in_an_event(sim_config: Config) -> None:
     controller, events, actions = _controller(sim_config, snapshot(gated("llm-0")))
     result = controller.reconcile_once()
     assert result.launched == []
@@ -154,7 +167,7 @@ def test_the_daemon_writes_the_estimate_on_the_pod_once_and_says_so_in_an_event(
     assert len(actions.named("annotate_pod")) == 1
 
 
-def test_a_dry_run_reports_the_estimate_but_writes_nothing_on_the_pod(sim_config):
+def test_a_dry_run_reports_the_estimate_but_writes_nothing_on_the_pod(sim_config: Config) -> None:
     controller, events, actions = _controller(sim_config, snapshot(gated("llm-0")), dry_run=True)
     controller.reconcile_once()
     assert actions.named("annotate_pod") == []

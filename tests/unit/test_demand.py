@@ -1,7 +1,10 @@
 """Every pending pod is either counted as demand or gets exactly one named reason."""
 
+from __future__ import annotations
+
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -19,6 +22,11 @@ from tests.builders import (
     snapshot,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
+
 KAI_REGEXP = yaml.safe_load((Path(__file__).parents[2] / "config/examples/kai.yaml").read_text())[
     "pendingPodReasonRegexp"
 ]
@@ -28,7 +36,7 @@ def reasons(demand):
     return {i.pod: i.reason for i in demand.ignored}
 
 
-def test_a_pod_the_scheduler_could_not_place_counts(make_config):
+def test_a_pod_the_scheduler_could_not_place_counts(make_config: Callable[..., Config]) -> None:
     demand = select(snapshot(pod("web-1")), make_config())
     assert [p.key for p in demand.counted] == ["default/web-1"]
     assert demand.ignored == []
@@ -46,7 +54,9 @@ def test_a_pod_the_scheduler_could_not_place_counts(make_config):
         ({"message": None}, Reason.NO_CONDITION),
     ],
 )
-def test_each_pod_that_does_not_count_gets_its_reason(make_config, kwargs, reason):
+def test_each_pod_that_does_not_count_gets_its_reason(
+    make_config: Callable[..., Config], kwargs, reason
+) -> None:
     demand = select(snapshot(pod("web-1", **kwargs)), make_config())
     assert demand.counted == []
     assert reasons(demand) == {"default/web-1": reason}
@@ -60,18 +70,20 @@ def test_each_pod_that_does_not_count_gets_its_reason(make_config, kwargs, reaso
         ({"tidal.dev/ignore": "true", "pod.elotl.co/ignore": "true"}, "annotated tidal.dev/ignore"),
     ],
 )
-def test_an_ignored_pod_is_reported_with_the_annotation_spelling_it_carries(make_config, annotations, detail):
+def test_an_ignored_pod_is_reported_with_the_annotation_spelling_it_carries(
+    make_config: Callable[..., Config], annotations, detail
+) -> None:
     demand = select(snapshot(pod("batch-1", annotations=annotations)), make_config())
     assert [(i.reason, i.detail) for i in demand.ignored] == [(Reason.IGNORED, detail)]
 
 
-def test_tidal_spelling_wins_over_luna_spelling_of_ignore(make_config):
+def test_tidal_spelling_wins_over_luna_spelling_of_ignore(make_config: Callable[..., Config]) -> None:
     annotations = {"tidal.dev/ignore": "false", "pod.elotl.co/ignore": "true"}
     demand = select(snapshot(pod("batch-1", annotations=annotations)), make_config())
     assert [p.key for p in demand.counted] == ["default/batch-1"]
 
 
-def test_pods_without_the_opt_in_labels_are_not_counted(make_config):
+def test_pods_without_the_opt_in_labels_are_not_counted(make_config: Callable[..., Config]) -> None:
     cfg = make_config(labels="team=ml,tier=batch")
     opted = pod("train-1", labels={"team": "ml", "tier": "batch"})
     other = pod("web-1", labels={"team": "web"})
@@ -80,7 +92,7 @@ def test_pods_without_the_opt_in_labels_are_not_counted(make_config):
     assert reasons(demand) == {"default/web-1": Reason.NOT_OPTED_IN}
 
 
-def test_a_message_that_does_not_match_the_regexp_is_not_counted(make_config):
+def test_a_message_that_does_not_match_the_regexp_is_not_counted(make_config: Callable[..., Config]) -> None:
     cfg = make_config(pendingPodReasonRegexp=KAI_REGEXP)
     held = pod("research-1", gpu=2, scheduler="kai-scheduler", message=KAI_OVER_LIMIT)
     starved = pod("prod-1", gpu=1, scheduler="kai-scheduler", message=KAI_NO_CAPACITY)
@@ -90,7 +102,9 @@ def test_a_message_that_does_not_match_the_regexp_is_not_counted(make_config):
     assert reasons(demand) == {"default/research-1": Reason.REASON_MISMATCH}
 
 
-def test_a_pod_whose_kai_queue_would_exceed_its_gpu_limit_never_counts(make_config):
+def test_a_pod_whose_kai_queue_would_exceed_its_gpu_limit_never_counts(
+    make_config: Callable[..., Config],
+) -> None:
     # The message matches (KAI said "no capacity" before the queue filled up), but the Queue says otherwise.
     running = [
         pod(
@@ -124,7 +138,7 @@ def test_a_pod_whose_kai_queue_would_exceed_its_gpu_limit_never_counts(make_conf
     assert detail == "queue research would exceed its GPU limit: 8 allocated + 1 requested > limit 8"
 
 
-def test_a_parent_queue_limit_applies_to_its_children(make_config):
+def test_a_parent_queue_limit_applies_to_its_children(make_config: Callable[..., Config]) -> None:
     objs = [
         queue("org", quota=4, limit=4),
         queue("team-a", quota=4, limit=8, parent="org"),
@@ -158,7 +172,9 @@ def serving(name, *, gpu=1, node_name=None, queue_name="inference", **kw):
 NON_PREEMPTIBLE = {"kai.scheduler/preemptibility": "non-preemptible"}
 
 
-def test_a_non_preemptible_pod_that_would_take_its_queue_past_its_quota_never_counts(make_config):
+def test_a_non_preemptible_pod_that_would_take_its_queue_past_its_quota_never_counts(
+    make_config: Callable[..., Config],
+) -> None:
     # KAI runs non-preemptible work only within the queue's quota, however far the limit is.
     objs = [
         queue("inference", quota=2, limit=8),
@@ -176,7 +192,7 @@ def test_a_non_preemptible_pod_that_would_take_its_queue_past_its_quota_never_co
     )
 
 
-def test_preemptible_pods_count_beyond_the_quota_up_to_the_limit(make_config):
+def test_preemptible_pods_count_beyond_the_quota_up_to_the_limit(make_config: Callable[..., Config]) -> None:
     objs = [
         queue("inference", quota=1, limit=3),
         serving("llm-0", node_name="gpu-a", labels=NON_PREEMPTIBLE),
@@ -187,7 +203,9 @@ def test_preemptible_pods_count_beyond_the_quota_up_to_the_limit(make_config):
     assert reasons(demand) == {"default/batch-2": Reason.QUEUE_LIMIT}
 
 
-def test_a_pod_of_priority_100_or_more_is_non_preemptible_when_no_label_says_otherwise(make_config):
+def test_a_pod_of_priority_100_or_more_is_non_preemptible_when_no_label_says_otherwise(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         queue("inference", quota=1, limit=4),
         serving("llm-0", node_name="gpu-a", priority=125),
@@ -199,7 +217,9 @@ def test_a_pod_of_priority_100_or_more_is_non_preemptible_when_no_label_says_oth
     assert reasons(demand) == {"default/llm-1": Reason.QUEUE_QUOTA}
 
 
-def test_a_semi_preemptible_gang_holds_to_the_quota_only_its_min_member_pods(make_config):
+def test_a_semi_preemptible_gang_holds_to_the_quota_only_its_min_member_pods(
+    make_config: Callable[..., Config],
+) -> None:
     # minMember 2 of 4 workers must fit the quota of 2; the two elastic ones may go over it.
     workers = [serving(f"elastic-{i}", annotations={"pod-group-name": "pg-elastic"}) for i in range(4)]
     group = podgroup("pg-elastic", min_member=2, queue="inference", preemptibility="Semi-Preemptible")
@@ -209,7 +229,7 @@ def test_a_semi_preemptible_gang_holds_to_the_quota_only_its_min_member_pods(mak
     assert held.gangs == [] and set(reasons(held).values()) == {Reason.QUEUE_QUOTA}
 
 
-def test_gang_members_are_grouped_and_counted_together(make_config):
+def test_gang_members_are_grouped_and_counted_together(make_config: Callable[..., Config]) -> None:
     members = [
         pod(
             f"llama-{i}",
@@ -225,14 +245,16 @@ def test_gang_members_are_grouped_and_counted_together(make_config):
     assert [(g.key, len(g.pods)) for g in demand.gangs] == [("default/pg-llama", 4)]
 
 
-def test_a_gang_with_fewer_pods_than_min_member_waits(make_config):
+def test_a_gang_with_fewer_pods_than_min_member_waits(make_config: Callable[..., Config]) -> None:
     members = [pod(f"llama-{i}", gpu=1, annotations={"pod-group-name": "pg-llama"}) for i in range(3)]
     demand = select(snapshot(podgroup("pg-llama", min_member=4, queue="prod"), *members), make_config())
     assert demand.gangs == []
     assert set(reasons(demand).values()) == {Reason.GANG_INCOMPLETE}
 
 
-def test_a_bad_instance_annotation_is_a_reason_naming_the_annotation_and_value(make_config):
+def test_a_bad_instance_annotation_is_a_reason_naming_the_annotation_and_value(
+    make_config: Callable[..., Config],
+) -> None:
     bad = pod("web-1", annotations={"tidal.dev/instance-type-regexp": "g5.(xlarge"})
     demand = select(snapshot(bad), make_config())
     assert reasons(demand) == {"default/web-1": Reason.BAD_ANNOTATION}
@@ -241,7 +263,9 @@ def test_a_bad_instance_annotation_is_a_reason_naming_the_annotation_and_value(m
     )
 
 
-def test_counted_and_ignored_cover_every_pending_pod_and_nothing_else(make_config):
+def test_counted_and_ignored_cover_every_pending_pod_and_nothing_else(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [
         pod("a-1"),
         pod("b-1", node_name="n"),
@@ -253,7 +277,7 @@ def test_counted_and_ignored_cover_every_pending_pod_and_nothing_else(make_confi
     assert keys == ["default/a-1", "default/b-1", "default/c-1"]
 
 
-def test_counted_pods_are_ordered_by_priority_then_size(make_config):
+def test_counted_pods_are_ordered_by_priority_then_size(make_config: Callable[..., Config]) -> None:
     pods = [
         pod("small-1", cpu="1"),
         pod("gpu-1", gpu=1, message=INSUFFICIENT_GPU),
@@ -263,13 +287,15 @@ def test_counted_pods_are_ordered_by_priority_then_size(make_config):
     assert [p.name for p in demand.counted] == ["urgent-1", "gpu-1", "small-1"]
 
 
-def test_scheduler_message_is_matched_as_written(make_config):
+def test_scheduler_message_is_matched_as_written(make_config: Callable[..., Config]) -> None:
     cfg = make_config(pendingPodReasonRegexp="Insufficient cpu")
     demand = select(snapshot(pod("web-1", message=INSUFFICIENT_CPU)), cfg)
     assert len(demand.counted) == 1
 
 
-def test_gang_members_that_already_finished_count_toward_min_member(make_config):
+def test_gang_members_that_already_finished_count_toward_min_member(
+    make_config: Callable[..., Config],
+) -> None:
     # Two members ran to completion; their two restarted siblings run on their own, as KAI admits them.
     done = [
         pod(

@@ -63,14 +63,14 @@ def exec_form(args: str) -> list[str]:
     return value
 
 
-def test_the_image_is_built_in_two_stages_on_slim_python_311():
+def test_the_image_is_built_in_two_stages_on_slim_python_311() -> None:
     stages = parse()
     assert len(stages) >= 2 and stages[0].name
     for stage in stages:
         assert re.fullmatch(r"python:3\.11-slim(-\w+)?", stage.image), stage.image
 
 
-def test_the_runtime_stage_only_copies_the_built_virtualenv_and_data():
+def test_the_runtime_stage_only_copies_the_built_virtualenv_and_data() -> None:
     stages = parse()
     build, runtime = stages[0], stages[-1]
     assert runtime.all("RUN") and all("pip" not in run for run in runtime.all("RUN"))
@@ -80,7 +80,7 @@ def test_the_runtime_stage_only_copies_the_built_virtualenv_and_data():
     assert not runtime.all("ADD")
 
 
-def test_the_extras_are_chosen_by_a_build_argument_defaulting_to_aws():
+def test_the_extras_are_chosen_by_a_build_argument_defaulting_to_aws() -> None:
     build = parse()[0]
     assert "EXTRAS=aws" in build.all("ARG")
     (install,) = [r for r in build.all("RUN") if "pip install" in r]
@@ -89,13 +89,13 @@ def test_the_extras_are_chosen_by_a_build_argument_defaulting_to_aws():
     assert {"aws", "gcp", "azure"} <= extras.keys()
 
 
-def test_the_build_checks_the_installed_command_runs():
+def test_the_build_checks_the_installed_command_runs() -> None:
     build = parse()[0]
     (install,) = [r for r in build.all("RUN") if "pip install" in r]
     assert install.rstrip().endswith("/opt/tidal/bin/tidal --version")
 
 
-def test_the_image_runs_as_an_unprivileged_numeric_user():
+def test_the_image_runs_as_an_unprivileged_numeric_user() -> None:
     runtime = parse()[-1]
     user = runtime.all("USER")[-1]
     uid, _, gid = user.partition(":")
@@ -103,7 +103,7 @@ def test_the_image_runs_as_an_unprivileged_numeric_user():
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
-def test_the_deployment_runs_the_image_user_and_its_entrypoint_with_the_mounted_config():
+def test_the_deployment_runs_the_image_user_and_its_entrypoint_with_the_mounted_config() -> None:
     runtime = parse()[-1]
     uid, _, gid = runtime.all("USER")[-1].partition(":")
     spec = find(render("deploy/base"), "Deployment", "tidal")["spec"]["template"]["spec"]
@@ -117,7 +117,7 @@ def test_the_deployment_runs_the_image_user_and_its_entrypoint_with_the_mounted_
     assert exec_form(runtime.all("CMD")[-1]) == container["args"]
 
 
-def test_the_metrics_port_is_exposed():
+def test_the_metrics_port_is_exposed() -> None:
     assert parse()[-1].all("EXPOSE") == ["8080"]
 
 
@@ -155,7 +155,7 @@ def dockerignore_excludes(path: str) -> bool:
     return excluded
 
 
-def test_the_build_context_holds_what_the_dockerfile_copies():
+def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
     sources = []
     for stage in parse():
         for copy in stage.all("COPY"):
@@ -178,7 +178,7 @@ def test_the_build_context_holds_what_the_dockerfile_copies():
         "docs/install.md",
     ],
 )
-def test_the_build_context_leaves_out_what_the_image_does_not_need(path):
+def test_the_build_context_leaves_out_what_the_image_does_not_need(path) -> None:
     assert dockerignore_excludes(path)
 
 
@@ -206,12 +206,12 @@ def _image_tag(directory: str) -> str:
         ("deploy/overlays/simulated", ""),
     ],
 )
-def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory, extras):
+def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory, extras) -> None:
     # The base has no cloud of its own: it names what a build with the Dockerfile's default EXTRAS makes.
     assert _image_tag(directory) == _tag_for(extras)
 
 
-def test_every_build_command_in_the_install_guide_tags_the_image_the_overlays_expect():
+def test_every_build_command_in_the_install_guide_tags_the_image_the_overlays_expect() -> None:
     guide = (REPO / "docs" / "install.md").read_text()
     builds = re.findall(r"docker build --build-arg EXTRAS=(\S*) -t (\S+) \.", guide)
     assert {extras for extras, _ in builds} == {"aws", ""}  # a cloud's image, and the simulated one

@@ -8,14 +8,18 @@ import posixpath
 import re
 import tempfile
 import tomllib
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from autoscaler import cli
 from autoscaler.config_watch import load_layered
-from autoscaler.controller import STATUS_CONFIGMAP
+from autoscaler.status import STATUS_CONFIGMAP
 from tests.fakes.kustomize import KUBECTL, REPO, find, render
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
@@ -59,7 +63,7 @@ def pod_spec(objects):
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory):
+def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     problems = []
     for obj in render(directory):
@@ -71,7 +75,7 @@ def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_namespaced_objects_live_in_tidal_system(directory):
+def test_namespaced_objects_live_in_tidal_system(directory) -> None:
     misplaced = [
         f"{o['kind']} {o['metadata']['name']}"
         for o in render(directory)
@@ -80,7 +84,7 @@ def test_namespaced_objects_live_in_tidal_system(directory):
     assert misplaced == []
 
 
-def test_the_base_configmap_is_config_default_yaml():
+def test_the_base_configmap_is_config_default_yaml() -> None:
     default = (REPO / "config" / "default.yaml").read_text(encoding="utf-8")
     copy = (REPO / "deploy" / "base" / "config.yaml").read_text(encoding="utf-8")
     assert copy == default, "run: cp config/default.yaml deploy/base/config.yaml"
@@ -88,12 +92,12 @@ def test_the_base_configmap_is_config_default_yaml():
 
 
 @pytest.mark.parametrize("overlay", list(CLOUDS))
-def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay):
+def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay) -> None:
     config = config_of(render(f"deploy/overlays/{overlay}"))
     assert config.cloud == CLOUDS[overlay]
 
 
-def test_the_kai_component_carries_the_kai_preset_and_is_never_applied_alone():
+def test_the_kai_component_carries_the_kai_preset_and_is_never_applied_alone() -> None:
     preset = (REPO / "config" / "examples" / "kai.yaml").read_text(encoding="utf-8")
     copy = (REPO / "deploy" / "overlays" / "kai" / "kai.yaml").read_text(encoding="utf-8")
     assert copy == preset, "run: cp config/examples/kai.yaml deploy/overlays/kai/kai.yaml"
@@ -101,7 +105,7 @@ def test_the_kai_component_carries_the_kai_preset_and_is_never_applied_alone():
     assert kustomization["kind"] == "Component"
 
 
-def test_the_kai_preset_on_a_cloud_overlay_keeps_the_clouds_settings_and_adds_the_presets():
+def test_the_kai_preset_on_a_cloud_overlay_keeps_the_clouds_settings_and_adds_the_presets() -> None:
     preset = yaml.safe_load((REPO / "config" / "examples" / "kai.yaml").read_text(encoding="utf-8"))
     eks, both = config_of(render("deploy/overlays/eks")), config_of(render(f"deploy/overlays/{KAI_ON_EKS}"))
     assert (both.cloud, both.region, both.cluster_name) == (eks.cloud, eks.region, eks.cluster_name)
@@ -128,24 +132,26 @@ def test_the_kai_preset_on_a_cloud_overlay_keeps_the_clouds_settings_and_adds_th
         ("aks", "azure.workload.identity/client-id", r"[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}"),
     ],
 )
-def test_each_cloud_overlay_annotates_the_service_account_for_workload_identity(overlay, annotation, pattern):
+def test_each_cloud_overlay_annotates_the_service_account_for_workload_identity(
+    overlay, annotation, pattern
+) -> None:
     objects = render(f"deploy/overlays/{overlay}")
     account = find(objects, "ServiceAccount", pod_spec(objects)["serviceAccountName"])
     assert re.fullmatch(pattern, account["metadata"]["annotations"][annotation])
 
 
-def test_the_aks_overlay_opts_the_pod_into_workload_identity():
+def test_the_aks_overlay_opts_the_pod_into_workload_identity() -> None:
     template = find(render("deploy/overlays/aks"), "Deployment", "tidal")["spec"]["template"]
     assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
 
 
-def test_the_base_carries_no_cloud_identity():
+def test_the_base_carries_no_cloud_identity() -> None:
     account = find(render("deploy/base"), "ServiceAccount", "tidal")
     assert not account["metadata"].get("annotations")
 
 
 @pytest.mark.parametrize("overlay", ["eks", "gke", "aks", KAI_ON_EKS])
-def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configuration_files(overlay):
+def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configuration_files(overlay) -> None:
     base = find(render("deploy/base"), "Deployment", "tidal")
     mine = find(render(f"deploy/overlays/{overlay}"), "Deployment", "tidal")
     for deployment in (base, mine):
@@ -159,20 +165,20 @@ def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configurati
 
 
 @pytest.mark.parametrize(("overlay", "extra"), [("eks", "aws"), ("gke", "gcp"), ("aks", "azure")])
-def test_each_cloud_overlay_runs_the_image_built_with_only_its_extra(overlay, extra):
+def test_each_cloud_overlay_runs_the_image_built_with_only_its_extra(overlay, extra) -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     image = pod_spec(render(f"deploy/overlays/{overlay}"))["containers"][0]["image"]
     assert extra in extras
     assert image.endswith(f"-{extra}")
 
 
-def test_the_deployment_runs_two_replicas_that_elect_a_leader():
+def test_the_deployment_runs_two_replicas_that_elect_a_leader() -> None:
     objects = render("deploy/base")
     assert find(objects, "Deployment", "tidal")["spec"]["replicas"] == 2
     assert config_of(objects).leader_election.enabled
 
 
-def test_the_role_names_the_lease_and_the_status_configmap_the_daemon_uses():
+def test_the_role_names_the_lease_and_the_status_configmap_the_daemon_uses() -> None:
     objects = render("deploy/base")
     election = config_of(objects).leader_election
     role = find(objects, "Role", "tidal")
@@ -182,7 +188,7 @@ def test_the_role_names_the_lease_and_the_status_configmap_the_daemon_uses():
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_no_rule_grants_secrets_or_wildcards(directory):
+def test_no_rule_grants_secrets_or_wildcards(directory) -> None:
     rules = [r for o in render(directory) if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]]
     granted = {x for r in rules for key in ("apiGroups", "resources", "verbs") for x in r[key]}
     assert rules
@@ -191,7 +197,7 @@ def test_no_rule_grants_secrets_or_wildcards(directory):
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_nothing_mounts_or_reads_a_secret(directory):
+def test_nothing_mounts_or_reads_a_secret(directory) -> None:
     spec = pod_spec(render(directory))
     assert [v["name"] for v in spec["volumes"] if "secret" in v] == []
     env = [e for c in spec["containers"] for e in c.get("env", ())]
@@ -199,7 +205,7 @@ def test_nothing_mounts_or_reads_a_secret(directory):
     assert [o for o in render(directory) if o["kind"] == "Secret"] == []
 
 
-def test_the_service_and_the_pdb_select_the_controller_pods():
+def test_the_service_and_the_pdb_select_the_controller_pods() -> None:
     objects = render("deploy/base")
     labels = find(objects, "Deployment", "tidal")["spec"]["template"]["metadata"]["labels"]
     service = find(objects, "Service", "tidal-metrics")["spec"]
@@ -209,7 +215,7 @@ def test_the_service_and_the_pdb_select_the_controller_pods():
     assert budget["maxUnavailable"] == 1
 
 
-def test_the_service_exposes_the_port_the_daemon_serves_metrics_on():
+def test_the_service_exposes_the_port_the_daemon_serves_metrics_on() -> None:
     objects = render("deploy/base")
     port = int(config_of(objects).metrics_address.rpartition(":")[2])
     container = pod_spec(objects)["containers"][0]
@@ -218,7 +224,7 @@ def test_the_service_exposes_the_port_the_daemon_serves_metrics_on():
     assert named[service_port["targetPort"]] == port
 
 
-def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay():
+def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay() -> None:
     def simulated_roles(directory):
         return [o["metadata"]["name"] for o in render(directory) if o["kind"] == "ClusterRole"]
 
@@ -228,7 +234,7 @@ def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay():
         assert simulated_roles(f"deploy/overlays/{overlay}") == ["tidal"]
 
 
-def test_the_simulated_overlay_reads_a_catalog_the_image_ships():
+def test_the_simulated_overlay_reads_a_catalog_the_image_ships() -> None:
     config = config_of(render("deploy/overlays/simulated"))
     catalog = config.providers["simulated"]["catalog"]
     dockerfile = (REPO / "Dockerfile").read_text()
@@ -241,8 +247,8 @@ def test_the_simulated_overlay_reads_a_catalog_the_image_ships():
     ("overlay", "catalog"), [("eks", "aws-us-east-1"), ("gke", "gcp-us-central1"), ("aks", "azure-eastus")]
 )
 def test_each_cloud_overlay_plans_the_example_cluster_on_its_cloud_and_still_packs_small_pods(
-    overlay, catalog, tmp_path, capsys
-):
+    overlay, catalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
         find(render(f"deploy/overlays/{overlay}"), "ConfigMap", "tidal-config")["data"]["config.yaml"]

@@ -43,7 +43,7 @@ def selected_metrics(expr):
     parser, tree = promql(expr)
     names = []
 
-    def visit(node):
+    def visit(node) -> None:
         if isinstance(node, parser.VectorSelector):
             names.append(node.name)
 
@@ -52,23 +52,23 @@ def selected_metrics(expr):
 
 
 @pytest.mark.parametrize("path", [DASHBOARD, RULES], ids=["dashboard", "rules"])
-def test_every_tidal_name_they_mention_is_a_series_tidal_exports(path):
+def test_every_tidal_name_they_mention_is_a_series_tidal_exports(path) -> None:
     mentioned = set(TIDAL_NAME.findall(path.read_text()))
     assert mentioned
     assert sorted(mentioned - METRIC_SERIES) == []
 
 
-def test_every_dashboard_query_parses_and_selects_only_tidal_series():
+def test_every_dashboard_query_parses_and_selects_only_tidal_series() -> None:
     selected = [name for expr in dashboard_exprs() for name in selected_metrics(expr)]
     assert selected and sorted(set(selected) - METRIC_SERIES) == []
 
 
-def test_every_alert_expression_parses_and_selects_only_tidal_series():
+def test_every_alert_expression_parses_and_selects_only_tidal_series() -> None:
     selected = [name for rule in rules() for name in selected_metrics(rule["expr"])]
     assert selected and sorted(set(selected) - METRIC_SERIES) == []
 
 
-def test_the_dashboard_shows_every_metric_family_tidal_exports():
+def test_the_dashboard_shows_every_metric_family_tidal_exports() -> None:
     text = DASHBOARD.read_text()
     shown = {family for family in METRIC_NAMES if re.search(rf"\b{family}(_bucket|_sum|_count)?\b", text)}
     assert sorted(METRIC_NAMES - shown) == []
@@ -88,12 +88,12 @@ def test_the_dashboard_shows_every_metric_family_tidal_exports():
         ("Share of each queue's budget in use", "tidal_queue_cost_per_hour"),
     ],
 )
-def test_the_dashboard_has_the_panels_operators_need(title, metric):
+def test_the_dashboard_has_the_panels_operators_need(title, metric) -> None:
     panel = next(p for p in dashboard()["panels"] if p["title"] == title)
     assert any(metric in t["expr"] for t in panel["targets"])
 
 
-def test_the_dashboard_file_is_what_its_generator_writes():
+def test_the_dashboard_file_is_what_its_generator_writes() -> None:
     spec = importlib.util.spec_from_file_location("gen_dashboard", REPO / "scripts" / "gen_dashboard.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -101,8 +101,8 @@ def test_the_dashboard_file_is_what_its_generator_writes():
     assert DASHBOARD.read_text() == module.render(), "run: python scripts/gen_dashboard.py"
 
 
-def test_dashboard_panels_do_not_overlap():
-    cells = set()
+def test_dashboard_panels_do_not_overlap() -> None:
+    cells: set[tuple[int, int]] = set()
     for panel in dashboard()["panels"]:
         grid = panel["gridPos"]
         mine = {
@@ -123,20 +123,20 @@ def test_dashboard_panels_do_not_overlap():
         ("TidalReconcileStalled", "time() - tidal_last_successful_reconcile_timestamp_seconds > 300", "1m"),
     ],
 )
-def test_the_required_alerts_exist(alert, needle, duration):
+def test_the_required_alerts_exist(alert, needle, duration) -> None:
     rule = next(r for r in rules() if r.get("alert") == alert)
     assert needle in rule["expr"]
     assert rule["for"] == duration
 
 
-def test_every_alert_has_a_severity_a_summary_and_a_description():
+def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
     for rule in rules():
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
-def test_the_service_monitor_scrapes_the_metrics_service_port():
+def test_the_service_monitor_scrapes_the_metrics_service_port() -> None:
     monitor = find(render("deploy/monitoring"), "ServiceMonitor", "tidal")["spec"]
     service = find(render("deploy/base"), "Service", "tidal-metrics")
     assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
@@ -145,7 +145,7 @@ def test_the_service_monitor_scrapes_the_metrics_service_port():
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
-def test_the_dashboard_configmap_is_labelled_for_the_grafana_sidecar():
+def test_the_dashboard_configmap_is_labelled_for_the_grafana_sidecar() -> None:
     configmap = find(render("deploy/monitoring"), "ConfigMap", "tidal-dashboard")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(configmap["data"]["tidal-dashboard.json"]) == dashboard()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING
 
 import pytest
 
 from autoscaler.model import LABEL_MANAGED
 from tests.fakes.kustomize import KUBECTL, find, render
+
+if TYPE_CHECKING:
+    from typing import Any
 
 pytestmark = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
@@ -15,22 +19,22 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def objects():
+def objects() -> list[dict[str, Any]]:
     return render("deploy/base")
 
 
 @pytest.fixture(scope="module")
-def pod(objects):
+def pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return find(objects, "Deployment", "tidal")["spec"]["template"]
 
 
 @pytest.fixture(scope="module")
-def container(pod):
+def container(pod: dict[str, Any]) -> dict[str, Any]:
     (only,) = pod["spec"]["containers"]
     return only
 
 
-def test_the_pod_runs_as_a_non_root_user(pod, container):
+def test_the_pod_runs_as_a_non_root_user(pod: dict[str, Any], container: dict[str, Any]) -> None:
     security = pod["spec"]["securityContext"]
     assert security["runAsNonRoot"] is True
     assert security["runAsUser"] > 0 and security["runAsGroup"] > 0
@@ -38,7 +42,9 @@ def test_the_pod_runs_as_a_non_root_user(pod, container):
     assert "runAsUser" not in container["securityContext"]  # the pod's UID, the image's USER
 
 
-def test_the_container_cannot_write_its_root_filesystem_escalate_or_keep_capabilities(container):
+def test_the_container_cannot_write_its_root_filesystem_escalate_or_keep_capabilities(
+    container: dict[str, Any],
+) -> None:
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
@@ -46,17 +52,17 @@ def test_the_container_cannot_write_its_root_filesystem_escalate_or_keep_capabil
     assert security["capabilities"] == {"drop": ["ALL"]}
 
 
-def test_seccomp_is_the_runtime_default(pod, container):
+def test_seccomp_is_the_runtime_default(pod: dict[str, Any], container: dict[str, Any]) -> None:
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
-def test_the_namespace_enforces_the_restricted_pod_security_standard(objects):
+def test_the_namespace_enforces_the_restricted_pod_security_standard(objects: list[dict[str, Any]]) -> None:
     labels = find(objects, "Namespace", "tidal-system")["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_cpu_and_memory_have_requests_within_limits(container):
+def test_cpu_and_memory_have_requests_within_limits(container: dict[str, Any]) -> None:
     from autoscaler.quantity import parse_quantity
 
     resources = container["resources"]
@@ -65,20 +71,22 @@ def test_cpu_and_memory_have_requests_within_limits(container):
         assert parse_quantity(request) <= parse_quantity(limit), name
 
 
-def test_liveness_and_readiness_probe_healthz_and_readyz_on_the_metrics_port(container):
+def test_liveness_and_readiness_probe_healthz_and_readyz_on_the_metrics_port(
+    container: dict[str, Any],
+) -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert [p["name"] for p in container["ports"]] == ["metrics"]
 
 
-def test_a_startup_probe_covers_the_cache_sync_before_liveness_starts(container):
+def test_a_startup_probe_covers_the_cache_sync_before_liveness_starts(container: dict[str, Any]) -> None:
     # daemon.start() waits up to 120 s for the watch caches; liveness must not restart the pod meanwhile.
     startup = container["startupProbe"]
     assert startup["httpGet"]["path"] == "/readyz"
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 120
 
 
-def test_replicas_spread_across_zones(pod):
+def test_replicas_spread_across_zones(pod: dict[str, Any]) -> None:
     labels = pod["metadata"]["labels"]
     by_key = {c["topologyKey"]: c for c in pod["spec"]["topologySpreadConstraints"]}
     zone = by_key["topology.kubernetes.io/zone"]
@@ -86,13 +94,15 @@ def test_replicas_spread_across_zones(pod):
     assert zone["labelSelector"]["matchLabels"].items() <= labels.items()
 
 
-def test_the_pod_never_runs_on_a_node_tidal_manages(pod):
+def test_the_pod_never_runs_on_a_node_tidal_manages(pod: dict[str, Any]) -> None:
     terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     for term in terms["nodeSelectorTerms"]:
         assert {"key": LABEL_MANAGED, "operator": "DoesNotExist"} in term["matchExpressions"]
 
 
-def test_the_configuration_file_is_the_whole_configmap_mounted_as_a_directory(objects, pod, container):
+def test_the_configuration_file_is_the_whole_configmap_mounted_as_a_directory(
+    objects: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any]
+) -> None:
     args = container["args"]
     assert args[:1] == ["run"]
     config_path = args[args.index("--config") + 1]
@@ -105,20 +115,22 @@ def test_the_configuration_file_is_the_whole_configmap_mounted_as_a_directory(ob
     assert filename in configmap["data"]
 
 
-def test_the_configmap_name_has_no_content_hash_so_edits_reach_the_running_pods(objects, pod):
+def test_the_configmap_name_has_no_content_hash_so_edits_reach_the_running_pods(
+    objects: list[dict[str, Any]], pod: dict[str, Any]
+) -> None:
     names = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
     assert names == ["tidal-config"]
     assert find(objects, "ConfigMap", "tidal-config")
 
 
-def test_the_pod_knows_its_own_name_namespace_and_uid(container):
+def test_the_pod_knows_its_own_name_namespace_and_uid(container: dict[str, Any]) -> None:
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
     assert env["POD_NAME"] == "metadata.name"
     assert env["POD_NAMESPACE"] == "metadata.namespace"
     assert env["POD_UID"] == "metadata.uid"
 
 
-def test_writable_paths_are_only_the_tmp_emptydir(pod, container):
+def test_writable_paths_are_only_the_tmp_emptydir(pod: dict[str, Any], container: dict[str, Any]) -> None:
     writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert writable == ["/tmp"]
@@ -126,11 +138,15 @@ def test_writable_paths_are_only_the_tmp_emptydir(pod, container):
     assert "sizeLimit" in volumes[tmp["name"]]["emptyDir"]
 
 
-def test_the_pod_is_system_cluster_critical_so_a_full_cluster_cannot_evict_or_starve_it(pod):
+def test_the_pod_is_system_cluster_critical_so_a_full_cluster_cannot_evict_or_starve_it(
+    pod: dict[str, Any],
+) -> None:
     assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
 
 
-def test_a_quota_in_the_namespace_admits_the_critical_pods_where_the_cluster_asks_for_one(objects, pod):
+def test_a_quota_in_the_namespace_admits_the_critical_pods_where_the_cluster_asks_for_one(
+    objects: list[dict[str, Any]], pod: dict[str, Any]
+) -> None:
     quota = find(objects, "ResourceQuota", "tidal-critical-pods")["spec"]
     (scope,) = quota["scopeSelector"]["matchExpressions"]
     assert (scope["scopeName"], scope["operator"]) == ("PriorityClass", "In")

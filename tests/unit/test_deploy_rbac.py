@@ -17,7 +17,7 @@ TIDAL = service_account_user("tidal-system", "tidal")
 
 
 @pytest.fixture(scope="module")
-def policy():
+def policy() -> RbacPolicy:
     return RbacPolicy.from_objects(render("deploy/base"), TIDAL)
 
 
@@ -25,7 +25,7 @@ def allowed(policy, verb, resource, *, group="", sub="", namespace="", name="", 
     return bool(policy.matching(RbacRequest(user, verb, group, resource, sub, namespace, name)))
 
 
-def test_tidal_reads_and_renews_its_own_lease_only(policy):
+def test_tidal_reads_and_renews_its_own_lease_only(policy: RbacPolicy) -> None:
     lease = {"group": "coordination.k8s.io", "namespace": "tidal-system"}
     assert allowed(policy, "get", "leases", name="tidal", **lease)
     assert allowed(policy, "update", "leases", name="tidal", **lease)
@@ -35,21 +35,23 @@ def test_tidal_reads_and_renews_its_own_lease_only(policy):
     )
 
 
-def test_tidal_creates_configmaps_only_in_its_namespace_and_updates_only_its_status(policy):
+def test_tidal_creates_configmaps_only_in_its_namespace_and_updates_only_its_status(
+    policy: RbacPolicy,
+) -> None:
     assert allowed(policy, "create", "configmaps", namespace="tidal-system")
     assert allowed(policy, "update", "configmaps", namespace="tidal-system", name="tidal-status")
     assert not allowed(policy, "update", "configmaps", namespace="tidal-system", name="tidal-config")
     assert not allowed(policy, "create", "configmaps", namespace="default")
 
 
-def test_tidal_evicts_pods_but_cannot_delete_exec_or_read_their_logs(policy):
+def test_tidal_evicts_pods_but_cannot_delete_exec_or_read_their_logs(policy: RbacPolicy) -> None:
     assert allowed(policy, "create", "pods", sub="eviction", namespace="default", name="p")
     assert not allowed(policy, "delete", "pods", namespace="default", name="p")
     assert not allowed(policy, "create", "pods", sub="exec", namespace="default", name="p")
     assert not allowed(policy, "get", "pods", sub="log", namespace="default", name="p")
 
 
-def test_tidal_changes_nodes_but_cannot_create_them_or_write_their_status(policy):
+def test_tidal_changes_nodes_but_cannot_create_them_or_write_their_status(policy: RbacPolicy) -> None:
     for verb in ("get", "list", "watch", "patch", "delete"):
         assert allowed(policy, verb, "nodes", name="n" if verb in ("get", "patch", "delete") else "")
     assert not allowed(policy, "create", "nodes")
@@ -57,7 +59,7 @@ def test_tidal_changes_nodes_but_cannot_create_them_or_write_their_status(policy
     assert not allowed(policy, "update", "nodes", name="n")
 
 
-def test_no_secret_is_readable_anywhere(policy):
+def test_no_secret_is_readable_anywhere(policy: RbacPolicy) -> None:
     for verb in ("get", "list", "watch"):
         for namespace in ("", "tidal-system", "kube-system"):
             assert not allowed(
@@ -65,12 +67,12 @@ def test_no_secret_is_readable_anywhere(policy):
             )
 
 
-def test_the_bindings_grant_nothing_to_another_service_account():
+def test_the_bindings_grant_nothing_to_another_service_account() -> None:
     other = service_account_user("default", "default")
     assert RbacPolicy.from_objects(render("deploy/base"), other).grants == []
 
 
-def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(policy):
+def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(policy: RbacPolicy) -> None:
     dra = {"group": "resource.k8s.io"}
     for resource in ("deviceclasses", "resourceclaims", "resourceclaimtemplates"):
         assert allowed(policy, "list", resource, **dra)

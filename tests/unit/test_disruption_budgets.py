@@ -1,6 +1,9 @@
 """Disruption budgets: how many nodes may be disrupted at once, per method, in time windows (cron, UTC)."""
 
+from __future__ import annotations
+
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -8,6 +11,11 @@ from autoscaler.config import ConfigError, config_from_mapping
 from autoscaler.disruption.budgets import Budget, allowed, parse_cron
 from autoscaler.planning import plan
 from tests.builders import aws_offerings, node, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_172_400.0  # Friday 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -26,13 +34,13 @@ def removed(make_config, nodes, **disruption):
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 
 
-def test_a_budget_of_one_removes_one_empty_node_per_plan(make_config):
+def test_a_budget_of_one_removes_one_empty_node_per_plan(make_config: Callable[..., Config]) -> None:
     gone, kept = removed(make_config, empty_nodes(3), budgets=[{"nodes": 1}])
     assert gone == ["cpu-0"]
     assert kept["cpu-1"] == "empty: disruption budget 1 allows no more now (1 of 3 nodes being disrupted)"
 
 
-def test_nodes_already_being_disrupted_count_against_the_budget(make_config):
+def test_nodes_already_being_disrupted_count_against_the_budget(make_config: Callable[..., Config]) -> None:
     nodes = empty_nodes(3)
     nodes[0]["spec"].update(
         unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
@@ -45,7 +53,7 @@ def test_nodes_already_being_disrupted_count_against_the_budget(make_config):
     assert "(1 of 3 nodes being disrupted)" in kept["cpu-1"]
 
 
-def test_a_node_a_drain_left_cordoned_is_decided_again(make_config):
+def test_a_node_a_drain_left_cordoned_is_decided_again(make_config: Callable[..., Config]) -> None:
     nodes = empty_nodes(2)
     nodes[0]["spec"].update(
         unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
@@ -54,34 +62,34 @@ def test_a_node_a_drain_left_cordoned_is_decided_again(make_config):
     assert gone == ["cpu-0"]  # no drain runs for it any more (a restart, a failed uncordon): finish it
 
 
-def test_a_percentage_is_of_tidal_s_nodes_rounded_up(make_config):
+def test_a_percentage_is_of_tidal_s_nodes_rounded_up(make_config: Callable[..., Config]) -> None:
     gone, _ = removed(make_config, empty_nodes(11), budgets=[{"nodes": "10%"}])
     assert len(gone) == 2  # 10% of 11 is 1.1
 
 
-def test_a_budget_bounds_only_the_methods_it_names(make_config):
+def test_a_budget_bounds_only_the_methods_it_names(make_config: Callable[..., Config]) -> None:
     gone, _ = removed(make_config, empty_nodes(3), budgets=[{"nodes": 0, "reasons": ["drifted"]}])
     assert len(gone) == 3
 
 
-def test_the_most_restrictive_budget_that_holds_wins(make_config):
+def test_the_most_restrictive_budget_that_holds_wins(make_config: Callable[..., Config]) -> None:
     budgets = [{"nodes": 2}, {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}]
     gone, kept = removed(make_config, empty_nodes(3), budgets=budgets)
     assert gone == []  # Friday 11:00 is inside the business-hours window
     assert "disruption budget 0 from '0 9 * * mon-fri'" in kept["cpu-0"]
 
 
-def test_a_window_that_does_not_hold_bounds_nothing(make_config):
+def test_a_window_that_does_not_hold_bounds_nothing(make_config: Callable[..., Config]) -> None:
     budgets = [{"nodes": "0", "schedule": "0 22 * * *", "duration": "2h"}]
     gone, _ = removed(make_config, empty_nodes(2), budgets=budgets)
     assert len(gone) == 2
 
 
-def test_no_budget_means_no_bound():
+def test_no_budget_means_no_bound() -> None:
     assert allowed("empty", (), 10, 9, NOW) == (None, None)
 
 
-def test_spot_interruptions_are_never_held_back():
+def test_spot_interruptions_are_never_held_back() -> None:
     assert allowed("interrupted", (Budget(count=0),), 10, 0, NOW) == (None, None)
 
 
@@ -99,7 +107,7 @@ def test_spot_interruptions_are_never_held_back():
         ("0 0 13 * fri", "2026-11-20T01:00:00", 2 * 3600, True),  # day of month OR day of week, as cron
     ],
 )
-def test_a_schedule_holds_for_its_duration_from_each_time_it_names(schedule, when, duration, holds):
+def test_a_schedule_holds_for_its_duration_from_each_time_it_names(schedule, when, duration, holds) -> None:
     assert parse_cron(schedule).fired_within(at(when), duration) is holds
 
 
@@ -118,13 +126,13 @@ def test_a_schedule_holds_for_its_duration_from_each_time_it_names(schedule, whe
         ({"nodes": 1}, "disruption.budgets: {'nodes': 1} is not a list of budgets"),
     ],
 )
-def test_a_bad_budget_is_one_line_naming_the_field_and_value(budgets, message):
+def test_a_bad_budget_is_one_line_naming_the_field_and_value(budgets, message) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"disruption": {"budgets": budgets}})
     assert any(e.startswith(message) for e in caught.value.errors), caught.value.errors
 
 
-def test_a_bad_unhealthy_condition_is_one_line_naming_the_field_and_value():
+def test_a_bad_unhealthy_condition_is_one_line_naming_the_field_and_value() -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(
             {"disruption": {"unhealthyConditions": [{"type": "Ready", "status": False, "duration": "30m"}]}}

@@ -58,7 +58,7 @@ def a_node_running_a_day_long_job(sim: Simulation) -> str:
     return running.pod.node_name
 
 
-def test_an_expired_node_is_drained_only_once_its_replacement_is_ready_with_its_gpus():
+def test_an_expired_node_is_drained_only_once_its_replacement_is_ready_with_its_gpus() -> None:
     sim = simulation(disruption={"nodeMaxLifetime": "1h"})
     old = a_node_running_a_day_long_job(sim)
     expired = sim.cluster.nodes[old].created + HOUR
@@ -79,7 +79,7 @@ def test_an_expired_node_is_drained_only_once_its_replacement_is_ready_with_its_
     assert sim.cluster.nodes[replacement.id].allocatable.gpus == 1
 
 
-def test_a_replacement_that_never_becomes_ready_leaves_the_old_node_untouched():
+def test_a_replacement_that_never_becomes_ready_leaves_the_old_node_untouched() -> None:
     sim = simulation(disruption={"nodeMaxLifetime": "1h", "replacementTimeout": "15m"})
     old = a_node_running_a_day_long_job(sim)
     # From now on the cloud's GPU nodes never get their GPUs to the device plugin.
@@ -137,7 +137,7 @@ def cfg(make_config: Callable[..., Config], tmp_path: Path) -> Config:
     )
 
 
-def test_a_disruption_budget_of_one_drains_one_node_at_a_time(cfg: Config):
+def test_a_disruption_budget_of_one_drains_one_node_at_a_time(cfg: Config) -> None:
     big = node("cpu-big", cpu="64", memory="256Gi")  # not tidal's: where the pods can go
     small = [node(f"cpu-{i}", managed=True) for i in range(3)]
     pods = [pod(f"web-{i}", node_name=f"cpu-{i}", phase="Running", message=None) for i in range(3)]
@@ -174,7 +174,7 @@ class ImagedCloud(SimulatedProvider):
         return {"image": self.image}
 
 
-def test_nodes_carry_their_template_and_a_new_image_makes_them_drift_and_be_replaced():
+def test_nodes_carry_their_template_and_a_new_image_makes_them_drift_and_be_replaced() -> None:
     scenario = parse_scenario(
         {"name": "image", "duration": "48:00", "config": {"cloud": "aws", "region": "us-east-1"}},
         "image.yaml",

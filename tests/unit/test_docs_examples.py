@@ -23,7 +23,9 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
 
 
-def test_the_troubleshooting_plan_example_prints_what_the_guide_shows(capsys, monkeypatch):
+def test_the_troubleshooting_plan_example_prints_what_the_guide_shows(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = fenced_blocks((DOCS / "troubleshooting.md").read_text())
     index = next(i for i, (_, body) in enumerate(blocks) if "config/examples/snapshot-kai.yaml" in body)
     command, (language, shown) = blocks[index][1], blocks[index + 1]
@@ -35,7 +37,7 @@ def test_the_troubleshooting_plan_example_prints_what_the_guide_shows(capsys, mo
     assert [line for line in shown.splitlines() if line and line not in printed] == []
 
 
-def test_the_kai_guide_shows_the_preset_exactly():
+def test_the_kai_guide_shows_the_preset_exactly() -> None:
     preset = yaml.safe_load((REPO / "config" / "examples" / "kai.yaml").read_text())
     shown = next(
         yaml.safe_load(body)
@@ -46,7 +48,7 @@ def test_the_kai_guide_shows_the_preset_exactly():
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
-def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(tmp_path):
+def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(tmp_path: Path) -> None:
     guide = (DOCS / "install.md").read_text()
     kustomization = re.search(r"<<'EOF'\n(.*?)\nEOF", guide, flags=re.S).group(1)
     dry_run = next(b for lang, b in fenced_blocks(guide) if lang == "yaml" and "--dry-run" in b)
@@ -64,7 +66,9 @@ def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(t
     assert container["args"] == ["run", "--config", "/etc/tidal/config.yaml", "--dry-run"]
 
 
-def test_the_gpu_sharing_worked_example_prints_what_the_guide_shows(capsys, monkeypatch):
+def test_the_gpu_sharing_worked_example_prints_what_the_guide_shows(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = fenced_blocks((DOCS / "gpu-sharing.md").read_text())
     index = next(
         i for i, (_, body) in enumerate(blocks) if "config/examples/snapshot-kai-sharing.yaml" in body

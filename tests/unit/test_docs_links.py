@@ -28,7 +28,7 @@ def local_links(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_every_local_link_resolves(page):
+def test_every_local_link_resolves(page) -> None:
     broken = []
     for target in local_links(page):
         path = (page.parent / target.split("#")[0]).resolve()
@@ -37,6 +37,6 @@ def test_every_local_link_resolves(page):
     assert broken == []
 
 
-def test_the_readme_links_every_guide():
+def test_the_readme_links_every_guide() -> None:
     linked = {Path(t).name for t in local_links(REPO / "README.md") if t.startswith("docs/")}
     assert sorted(set(GUIDES) - linked) == []

@@ -35,7 +35,7 @@ def gpus(count: int = 1, *selectors: str, mode: AllocationMode = AllocationMode.
     return DeviceRequest("gpu", exactly=DeviceSubRequest("gpu", "gpu.nvidia.com", mode, count, selectors))
 
 
-def test_an_offering_publishes_its_gpus_with_what_nvml_would_report():
+def test_an_offering_publishes_its_gpus_with_what_nvml_would_report() -> None:
     assert G6_12X.count == 4
     assert G6_12X.attributes == {
         "gpu.nvidia.com": {
@@ -48,69 +48,69 @@ def test_an_offering_publishes_its_gpus_with_what_nvml_would_report():
     assert G6_12X.capacity == {"gpu.nvidia.com": {"memory": 22888 * 2**20}}
 
 
-def test_an_offering_whose_form_factor_the_catalog_does_not_tell_has_alternative_product_names():
+def test_an_offering_whose_form_factor_the_catalog_does_not_tell_has_alternative_product_names() -> None:
     assert P4D.attributes["gpu.nvidia.com"]["productName"] == Alternatives(
         ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB")
     )
 
 
-def test_an_unknown_gpu_model_publishes_only_its_type_and_memory():
+def test_an_unknown_gpu_model_publishes_only_its_type_and_memory() -> None:
     devices = offering_devices("Radeon Pro V520", 8192, 1)
     assert devices.attributes == {"gpu.nvidia.com": {"type": "gpu"}}
 
 
-def test_a_claim_for_two_gpus_takes_two_of_an_eight_gpu_node():
+def test_a_claim_for_two_gpus_takes_two_of_an_eight_gpu_node() -> None:
     assert match_devices(gpus(2), CLASSES, P4D) == Match(2, gpus(2).exactly)
 
 
-def test_a_claim_for_more_gpus_than_the_node_has_does_not_fit():
+def test_a_claim_for_more_gpus_than_the_node_has_does_not_fit() -> None:
     match = match_devices(gpus(16), CLASSES, P4D)
     assert isinstance(match, Match) and not match.fits
     assert match.reason == "gpu.nvidia.com: 16 devices wanted, 8 on the node"
 
 
-def test_allocation_mode_all_takes_every_gpu_of_the_node():
+def test_allocation_mode_all_takes_every_gpu_of_the_node() -> None:
     request = gpus(0, mode=AllocationMode.ALL)
     assert match_devices(request, CLASSES, P5) == Match(8, request.exactly)
 
 
-def test_a_product_name_selector_picks_the_offering_it_names():
+def test_a_product_name_selector_picks_the_offering_it_names() -> None:
     request = gpus(2, f"{PRODUCT}.matches('H100')")
     assert match_devices(request, CLASSES, P5) == Match(2, request.exactly)
     assert not match_devices(request, CLASSES, G6_12X).fits
 
 
-def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported():
+def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported() -> None:
     result = match_devices(gpus(1, f"{PRODUCT} == 'NVIDIA A100-SXM4-40GB'"), CLASSES, P4D)
     assert isinstance(result, Unsupported) and "depends on gpu.nvidia.com/productName" in result.reason
 
 
-def test_a_memory_selector_is_checked_against_the_offerings_gpu_memory():
+def test_a_memory_selector_is_checked_against_the_offerings_gpu_memory() -> None:
     request = gpus(1, "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
     assert match_devices(request, CLASSES, P4D).fits
     assert not match_devices(request, CLASSES, G6_12X).fits
 
 
-def test_a_selector_on_an_attribute_only_a_running_node_has_is_unsupported():
+def test_a_selector_on_an_attribute_only_a_running_node_has_is_unsupported() -> None:
     result = match_devices(gpus(1, "device.attributes['gpu.nvidia.com'].uuid == 'GPU-1'"), CLASSES, P5)
     assert isinstance(result, Unsupported)
     assert result.reason.startswith("request 'gpu': selector")
 
 
-def test_a_mig_request_does_not_fit_whole_gpus():
+def test_a_mig_request_does_not_fit_whole_gpus() -> None:
     request = DeviceRequest("mig", exactly=DeviceSubRequest("mig", "mig.nvidia.com"))
     match = match_devices(request, CLASSES, P5)
     assert isinstance(match, Match) and not match.fits
 
 
-def test_a_device_class_that_does_not_exist_is_unsupported():
+def test_a_device_class_that_does_not_exist_is_unsupported() -> None:
     request = DeviceRequest("gpu", exactly=DeviceSubRequest("gpu", "gpu.example.com"))
     assert match_devices(request, CLASSES, P5) == Unsupported(
         "request 'gpu': DeviceClass 'gpu.example.com' does not exist"
     )
 
 
-def test_first_available_takes_the_first_alternative_the_node_can_satisfy():
+def test_first_available_takes_the_first_alternative_the_node_can_satisfy() -> None:
     request = DeviceRequest(
         "gpu",
         first_available=(
@@ -122,7 +122,7 @@ def test_first_available_takes_the_first_alternative_the_node_can_satisfy():
     assert match_devices(request, CLASSES, G6_12X) == Match(2, request.first_available[1])
 
 
-def test_an_admin_access_request_fits_without_taking_a_device():
+def test_an_admin_access_request_fits_without_taking_a_device() -> None:
     request = DeviceRequest(
         "monitor", exactly=DeviceSubRequest("monitor", "gpu.nvidia.com", admin_access=True)
     )

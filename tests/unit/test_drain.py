@@ -1,6 +1,7 @@
 """Drains: PDB refusals are retried, never forced; a drain that cannot finish uncordons and says why."""
 
 import threading
+from typing import Any
 
 from autoscaler.drain import Drainer, DrainJob
 from autoscaler.kube.actions import EvictionResult as Result
@@ -12,16 +13,16 @@ from tests.builders import pod
 class FakeActions:
     """Records what the drainer asks of the cluster; evictions answer from a script."""
 
-    def __init__(self, answers):
+    def __init__(self, answers) -> None:
         self.answers = list(answers)
-        self.calls = []
-        self.on_node = {}
+        self.calls: list[tuple[str, ...]] = []
+        self.on_node: dict[str, Any] = {}
         self.on_server = None
 
-    def cordon(self, node_name, *, taint_key="tidal.dev/disrupted"):
+    def cordon(self, node_name, *, taint_key="tidal.dev/disrupted") -> None:
         self.calls.append(("cordon", node_name))
 
-    def uncordon(self, node_name, *, taint_key="tidal.dev/disrupted"):
+    def uncordon(self, node_name, *, taint_key="tidal.dev/disrupted") -> None:
         self.calls.append(("uncordon", node_name))
 
     def evict(self, namespace, name, *, grace_period_seconds=None):
@@ -31,7 +32,7 @@ class FakeActions:
             self.on_node = {k: v for k, v in self.on_node.items() if k != f"{namespace}/{name}"}
         return answer
 
-    def delete_node(self, name):
+    def delete_node(self, name) -> bool:
         self.calls.append(("delete_node", name))
         return True
 
@@ -43,29 +44,29 @@ class FakeActions:
 class FakeProvider:
     name = "fake"
 
-    def __init__(self):
-        self.terminated = []
+    def __init__(self) -> None:
+        self.terminated: list[str] = []
 
-    def terminate(self, instance):
+    def terminate(self, instance) -> None:
         self.terminated.append(instance.id)
 
 
 class Events:
-    def __init__(self):
-        self.sent = []
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str, str]] = []
 
-    def node(self, node_name, reason, message, event_type="Normal"):
+    def node(self, node_name, reason, message, event_type="Normal") -> None:
         self.sent.append((node_name, reason, message, event_type))
 
 
 class Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         self.now = 1000.0
 
     def __call__(self):
         return self.now
 
-    def sleep(self, seconds):
+    def sleep(self, seconds) -> None:
         self.now += seconds
 
 
@@ -90,7 +91,7 @@ def make(answers, pods):
     return drainer, actions, provider, events
 
 
-def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance():
+def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _events = make([Result.EVICTED], [web])
     ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
@@ -103,7 +104,7 @@ def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance(
     assert provider.terminated == ["i-1"]
 
 
-def test_a_pdb_refusal_is_retried_until_it_allows():
+def test_a_pdb_refusal_is_retried_until_it_allows() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
     ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty"))
@@ -111,7 +112,7 @@ def test_a_pdb_refusal_is_retried_until_it_allows():
     assert [c[2] for c in actions.calls if c[0] == "evict"] == ["BLOCKED", "BLOCKED", "EVICTED"]
 
 
-def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
+def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, events = make([], [web])
     drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
@@ -122,7 +123,7 @@ def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
     assert "pods still on the node after 1m: default/web-1" in events.sent[-1][2]
 
 
-def test_a_failed_eviction_aborts_the_drain():
+def test_a_failed_eviction_aborts_the_drain() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _, events = make([Result.FAILED], [web])
     drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
@@ -130,7 +131,7 @@ def test_a_failed_eviction_aborts_the_drain():
     assert "eviction of default/web-1 failed" in events.sent[-1][2]
 
 
-def test_the_number_of_parallel_drains_is_bounded():
+def test_the_number_of_parallel_drains_is_bounded() -> None:
     drainer, actions, *_ = make([], [])  # max_parallel=2
     release = threading.Event()
     actions.cordon = lambda node_name, **_: release.wait(10)  # each drain holds its slot until released
@@ -155,7 +156,7 @@ def finished(drainer, done=None):
     return done
 
 
-def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason():
+def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, *_ = make([Result.EVICTED], [web])
     done = finished(drainer)
@@ -169,7 +170,7 @@ def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason():
     ]
 
 
-def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome():
+def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome() -> None:
     from autoscaler.cloud import ProviderError
 
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
@@ -186,7 +187,7 @@ def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome()
     assert done == [("ip-1", "empty", "error")]
 
 
-def test_a_drain_stops_acting_the_moment_its_replica_stops_leading():
+def test_a_drain_stops_acting_the_moment_its_replica_stops_leading() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     db = pod_from_dict(pod("db-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, events = make([Result.BLOCKED, Result.EVICTED, Result.EVICTED], [web, db])
@@ -207,7 +208,7 @@ def test_a_drain_stops_acting_the_moment_its_replica_stops_leading():
     assert drainer.active() == set()
 
 
-def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act():
+def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act() -> None:
     drainer, actions, _, _ = make([], [])
 
     def unknown():
@@ -220,7 +221,7 @@ def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act():
     assert done == [("ip-1", "empty", "stopped")]
 
 
-def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_instance_alone():
+def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_instance_alone() -> None:
     drainer, actions, provider, _ = make([], [])
     leading = iter([True, True, False])  # cordon, delete node, (terminate)
     drainer.leading = lambda: next(leading)
@@ -231,7 +232,7 @@ def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_inst
     assert done == [("ip-1", "empty", "stopped")]
 
 
-def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains():
+def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains() -> None:
     drainer, *_ = make([], [])
     drainer._active = {"a", "b"}
     assert not drainer.submit(DrainJob("c", (), None, "empty"))
@@ -243,7 +244,7 @@ def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains():
     drainer.shutdown()
 
 
-def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_node():
+def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_node() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _ = make([Result.EVICTED], [web])
     actions.on_server = {"default/late-0": None}  # bound after the snapshot; the cache has not seen it yet
@@ -253,7 +254,7 @@ def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_n
     assert provider.terminated == []
 
 
-def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node_goes():
+def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node_goes() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _, _ = make([Result.EVICTED], [web])
     terminating = iter([["default/web-1"], ["default/web-1"], []])  # gone on the third look

@@ -1,8 +1,11 @@
 """Every launch says why it is the offering it is; `tidal plan --explain POD` tells one pod's whole story; a node
 far bigger than its pods is called out."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -16,6 +19,11 @@ from autoscaler.render import plan_to_table, plan_warnings
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +46,9 @@ def ruled_out(why):
 # --- why a launch is the offering it is -----------------------------------------------------------------
 
 
-def test_a_launch_names_the_cheaper_offerings_spot_not_allowed_ruled_out(make_config):
+def test_a_launch_names_the_cheaper_offerings_spot_not_allowed_ruled_out(
+    make_config: Callable[..., Config],
+) -> None:
     result = plan(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW)
     launch, why = only_launch(result)
     assert launch.offering.key == "g4dn.xlarge/us-east-1a/on-demand"
@@ -50,7 +60,9 @@ def test_a_launch_names_the_cheaper_offerings_spot_not_allowed_ruled_out(make_co
     assert rejection.message == "capacity type not in on-demand"
 
 
-def test_a_launch_compares_the_nearest_candidates_with_their_prices_and_verdicts(make_config):
+def test_a_launch_compares_the_nearest_candidates_with_their_prices_and_verdicts(
+    make_config: Callable[..., Config],
+) -> None:
     result = plan(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW)
     _, why = only_launch(result)
     assert [(c.offering.instance_type, c.offering.price, c.verdict) for c in why.compared] == [
@@ -60,7 +72,9 @@ def test_a_launch_compares_the_nearest_candidates_with_their_prices_and_verdicts
     ]
 
 
-def test_a_gpu_model_annotation_rules_out_the_cheaper_gpus_by_name(make_config):
+def test_a_gpu_model_annotation_rules_out_the_cheaper_gpus_by_name(
+    make_config: Callable[..., Config],
+) -> None:
     annotated = gpu_pod("infer-1", annotations={"tidal.dev/instance-gpu-skus": "L4"})
     _, why = only_launch(plan(snapshot(annotated), aws_offerings(), make_config(), NOW))
     assert ruled_out(why)[(Filter.OFFERING, "gpu-sku")] == (1, "g4dn.xlarge/us-east-1a/on-demand")
@@ -69,7 +83,9 @@ def test_a_gpu_model_annotation_rules_out_the_cheaper_gpus_by_name(make_config):
     )
 
 
-def test_configured_family_exclusions_and_zones_are_named_as_what_ruled_offerings_out(make_config):
+def test_configured_family_exclusions_and_zones_are_named_as_what_ruled_offerings_out(
+    make_config: Callable[..., Config],
+) -> None:
     config = make_config(instanceFamilyExclusions=["g4dn"], zones=["us-east-1b"])
     offerings = aws_offerings(("us-east-1a", "us-east-1b"))
     _, why = only_launch(plan(snapshot(gpu_pod("infer-1")), offerings, config, NOW))
@@ -78,14 +94,16 @@ def test_configured_family_exclusions_and_zones_are_named_as_what_ruled_offering
     assert ruled_out(why)[(Filter.CONFIGURATION, "zones")] == (17, "m6i.large/us-east-1a/spot")
 
 
-def test_a_pod_too_big_for_the_cheaper_shapes_has_them_ruled_out_for_resources(make_config):
+def test_a_pod_too_big_for_the_cheaper_shapes_has_them_ruled_out_for_resources(
+    make_config: Callable[..., Config],
+) -> None:
     _, why = only_launch(plan(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW))
     assert ruled_out(why)[(Filter.NODE_RESOURCES_FIT, "cpu")] == (3, "g4dn.xlarge/us-east-1a/on-demand")
     small = next(c for c in why.compared if c.offering.instance_type == "g4dn.xlarge")
     assert small.verdict == "too small for its pods: Insufficient cpu"
 
 
-def test_the_mode_says_why_a_pod_got_bin_selection_or_bin_packing(make_config):
+def test_the_mode_says_why_a_pod_got_bin_selection_or_bin_packing(make_config: Callable[..., Config]) -> None:
     web = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(3)]
     result = plan(snapshot(gpu_pod("infer-1"), *web), aws_offerings(), make_config(), NOW)
     reasons = {la.mode: la.why.mode_reason for la in result.launch.launches}
@@ -96,7 +114,9 @@ def test_the_mode_says_why_a_pod_got_bin_selection_or_bin_packing(make_config):
     }
 
 
-def test_the_fallbacks_cap_and_the_cheapest_offering_left_out_above_it_are_recorded(make_config):
+def test_the_fallbacks_cap_and_the_cheapest_offering_left_out_above_it_are_recorded(
+    make_config: Callable[..., Config],
+) -> None:
     config = make_config(zones=["us-east-1a", "us-east-1b"], maxFallbackPriceRatio=1.6)
     offerings = aws_offerings(("us-east-1a", "us-east-1b"))
     _, why = only_launch(plan(snapshot(gpu_pod("infer-1")), offerings, config, NOW))
@@ -107,7 +127,7 @@ def test_the_fallbacks_cap_and_the_cheapest_offering_left_out_above_it_are_recor
     assert any(line.startswith("  fallbacks (at most $0.8416/h, maxFallbackPriceRatio): ") for line in lines)
 
 
-def test_the_plan_table_explains_each_kind_of_launch_once(make_config):
+def test_the_plan_table_explains_each_kind_of_launch_once(make_config: Callable[..., Config]) -> None:
     config = make_config()
     result = plan(snapshot(*[gpu_pod(f"infer-{i}") for i in range(3)]), aws_offerings(), config, NOW)
     lines = plan_to_table(result, config).splitlines()
@@ -126,7 +146,9 @@ def test_the_plan_table_explains_each_kind_of_launch_once(make_config):
 # --- a node far bigger than its pods ------------------------------------------------------------------------
 
 
-def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one(make_config):
+def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one(
+    make_config: Callable[..., Config],
+) -> None:
     # 6 cpu: no 1-GPU shape (4 vCPU) holds the pod, and the 4-GPU g6.12xlarge is the cheapest that does.
     result = plan(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW)
     launch, why = only_launch(result)
@@ -138,14 +160,16 @@ def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one
     ]
 
 
-def test_a_node_its_pods_fill_is_not_called_out(make_config):
+def test_a_node_its_pods_fill_is_not_called_out(make_config: Callable[..., Config]) -> None:
     pods = [gpu_pod(f"train-{i}", annotations={"tidal.dev/instance-gpu-skus": "H100"}) for i in range(8)]
     result = plan(snapshot(*pods), aws_offerings(), make_config(), NOW)
     assert [la.offering.instance_type for la in result.launch.launches] == ["p5.48xlarge"]
     assert plan_warnings(result) == []
 
 
-def test_a_one_gpu_h100_pod_on_an_eight_gpu_gcp_node_is_a_warning_of_tidal_plan(tmp_path, capsys):
+def test_a_one_gpu_h100_pod_on_an_eight_gpu_gcp_node_is_a_warning_of_tidal_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = tmp_path / "snap.yaml"
     h100 = gpu_pod("eval-0", cpu="8", node_selector={"tidal.dev/gpu-model": "H100"})
     snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [h100]}))
@@ -161,7 +185,9 @@ def test_a_one_gpu_h100_pod_on_an_eight_gpu_gcp_node_is_a_warning_of_tidal_plan(
     ) in err
 
 
-def test_the_daemon_warns_on_the_pod_whose_new_node_leaves_most_gpus_idle(tmp_path, make_config):
+def test_the_daemon_warns_on_the_pod_whose_new_node_leaves_most_gpus_idle(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_fraction,gpu_vendor,gpu_model,gpu_memory_mib,"
@@ -197,7 +223,7 @@ def test_the_daemon_warns_on_the_pod_whose_new_node_leaves_most_gpus_idle(tmp_pa
 
 
 @pytest.fixture
-def kai_example():
+def kai_example() -> list[str]:
     return [
         "plan",
         "--snapshot",
@@ -213,7 +239,9 @@ def kai_example():
     ]
 
 
-def test_explain_prints_one_pods_filters_candidates_and_where_it_went(kai_example, capsys):
+def test_explain_prints_one_pods_filters_candidates_and_where_it_went(
+    kai_example: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*kai_example, "--explain", "llm/eval-llama-8b-h100-7wq4d"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:5] == [
@@ -231,14 +259,18 @@ def test_explain_prints_one_pods_filters_candidates_and_where_it_went(kai_exampl
     assert any(line.startswith("  fallbacks (at most $13.7600/h): p5.4xlarge/us-east-1b") for line in lines)
 
 
-def test_explain_tells_why_a_pod_needs_no_node(kai_example, capsys):
+def test_explain_tells_why_a_pod_needs_no_node(
+    kai_example: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*kai_example, "--explain", "research/sweep-lr-3e-4-q9w8d"]) == 0
     out = capsys.readouterr().out
     assert "  KAI queue: research\n" in out
     assert "  outcome: needs no new node (reason-mismatch): pending message does not match: OverLimit" in out
 
 
-def test_explain_tells_an_unplaced_pod_the_nearest_offering(tmp_path, capsys):
+def test_explain_tells_an_unplaced_pod_the_nearest_offering(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = tmp_path / "snap.yaml"
     huge = gpu_pod("huge-0", gpus=16)
     snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [huge]}))
@@ -250,7 +282,9 @@ def test_explain_tells_an_unplaced_pod_the_nearest_offering(tmp_path, capsys):
     assert "  no offering holds it" in out
 
 
-def test_explain_with_json_output_adds_the_story_to_the_document(kai_example, capsys):
+def test_explain_with_json_output_adds_the_story_to_the_document(
+    kai_example: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*kai_example, "--output", "json", "--explain", "llm/eval-llama-8b-h100-7wq4d"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (story,) = doc["explain"]
@@ -275,6 +309,8 @@ def test_explain_with_json_output_adds_the_story_to_the_document(kai_example, ca
         ),
     ],
 )
-def test_explain_names_a_pod_that_is_not_there_in_one_line(kai_example, capsys, pod_name, error):
+def test_explain_names_a_pod_that_is_not_there_in_one_line(
+    kai_example: list[str], capsys: pytest.CaptureFixture[str], pod_name, error
+) -> None:
     assert main([*kai_example, "--explain", pod_name]) == 2
     assert capsys.readouterr().err.endswith(f"tidal: error: {error}\n")

@@ -1,6 +1,10 @@
 """Which offerings a pod may get: node-affinity operators, architectures, limits, instance annotations, regexps,
 and the reason a pod waits when none is left."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.fit import node_labels, pod_constraints
@@ -11,6 +15,11 @@ from autoscaler.planning import plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -43,7 +52,7 @@ def unplaced(result):
 
 
 @pytest.fixture
-def g5_12xlarge_labels(make_config):
+def g5_12xlarge_labels(make_config: Callable[..., Config]) -> dict[str, str]:
     o = next(o for o in aws_offerings(spot=False) if o.instance_type == "g5.12xlarge")
     return node_labels(o, make_config())
 
@@ -69,21 +78,25 @@ def g5_12xlarge_labels(make_config):
     ],
     ids=lambda v: f"{v.key} {v.operator} {','.join(v.values)}" if isinstance(v, Requirement) else str(v),
 )
-def test_each_node_selector_operator_has_kubernetes_semantics(g5_12xlarge_labels, requirement, matches):
+def test_each_node_selector_operator_has_kubernetes_semantics(
+    g5_12xlarge_labels: dict[str, str], requirement, matches
+) -> None:
     assert requirement_matches(requirement, g5_12xlarge_labels) is matches
 
 
 # --- planning with required node affinity -------------------------------------------------------------------
 
 
-def test_not_in_steers_a_pod_away_from_the_cheapest_type(make_config):
+def test_not_in_steers_a_pod_away_from_the_cheapest_type(make_config: Callable[..., Config]) -> None:
     avoid_t4 = gpu_pod(
         "infer-1", affinity_terms=[[expr("node.kubernetes.io/instance-type", "NotIn", "g4dn.xlarge")]]
     )
     assert launched(run(make_config, avoid_t4)) == ["g6.xlarge/on-demand"]
 
 
-def test_exists_sends_a_pod_to_a_gpu_node_and_does_not_exist_keeps_it_off(make_config):
+def test_exists_sends_a_pod_to_a_gpu_node_and_does_not_exist_keeps_it_off(
+    make_config: Callable[..., Config],
+) -> None:
     # A GPU-debugging pod that needs the driver but no device, and a CPU pod that must not land on GPU nodes.
     debug = pod(
         "gpu-debug-1",
@@ -104,7 +117,7 @@ def test_exists_sends_a_pod_to_a_gpu_node_and_does_not_exist_keeps_it_off(make_c
     assert by_pod == {"default/gpu-debug-1": "g4dn.xlarge", "default/web-1": "m6i.xlarge"}
 
 
-def test_gt_and_lt_compare_the_gpu_count_label_as_integers(make_config):
+def test_gt_and_lt_compare_the_gpu_count_label_as_integers(make_config: Callable[..., Config]) -> None:
     big = gpu_pod("train-1", affinity_terms=[[expr("tidal.dev/gpu-count", "Gt", "3")]])
     small = gpu_pod("infer-1", affinity_terms=[[expr("tidal.dev/gpu-count", "Lt", "2")]])
     result = run(make_config, big, small)
@@ -112,7 +125,7 @@ def test_gt_and_lt_compare_the_gpu_count_label_as_integers(make_config):
     assert by_pod == {"default/train-1": "g6.12xlarge", "default/infer-1": "g4dn.xlarge"}
 
 
-def test_affinity_terms_are_ored_and_expressions_anded(make_config):
+def test_affinity_terms_are_ored_and_expressions_anded(make_config: Callable[..., Config]) -> None:
     either = gpu_pod(
         "infer-1",
         affinity_terms=[
@@ -132,20 +145,26 @@ GRAVITON = [
 ]
 
 
-def test_an_arm64_pod_gets_a_graviton_node_when_architectures_allows_arm64(make_config):
+def test_an_arm64_pod_gets_a_graviton_node_when_architectures_allows_arm64(
+    make_config: Callable[..., Config],
+) -> None:
     arm = pod("api-1", cpu="3", memory="4Gi", node_selector={"kubernetes.io/arch": "arm64"})
     result = run(make_config, arm, offerings=aws_offerings() + GRAVITON, architectures=["amd64", "arm64"])
     assert launched(result) == ["m7g.xlarge/on-demand"]
 
 
-def test_an_arm64_pod_waits_naming_architectures_when_only_amd64_is_allowed(make_config):
+def test_an_arm64_pod_waits_naming_architectures_when_only_amd64_is_allowed(
+    make_config: Callable[..., Config],
+) -> None:
     arm = pod("api-1", cpu="3", memory="4Gi", node_selector={"kubernetes.io/arch": "arm64"})
     result = run(make_config, arm, offerings=aws_offerings() + GRAVITON)
     assert result.launch.launches == ()
     assert unplaced(result) == {"default/api-1": "architectures [amd64] excludes arm64 offerings"}
 
 
-def test_pods_without_an_arch_selector_never_get_arm64_unless_allowed(make_config):
+def test_pods_without_an_arch_selector_never_get_arm64_unless_allowed(
+    make_config: Callable[..., Config],
+) -> None:
     web = pod("web-1", cpu="3", memory="4Gi")
     assert launched(run(make_config, web, offerings=aws_offerings() + GRAVITON)) == ["m6i.xlarge/on-demand"]
 
@@ -153,7 +172,9 @@ def test_pods_without_an_arch_selector_never_get_arm64_unless_allowed(make_confi
 # --- clusterCPULimit ------------------------------------------------------------------------------------------
 
 
-def test_cluster_cpu_limit_counts_every_node_and_stops_launches_at_the_limit(make_config):
+def test_cluster_cpu_limit_counts_every_node_and_stops_launches_at_the_limit(
+    make_config: Callable[..., Config],
+) -> None:
     # An 8-cpu node outside tidal (cordoned, so no pod can use its room) already counts toward the limit:
     # 8 cpu are left, one c6i.2xlarge, which holds two of the four pods.
     existing = node("ng-old", cpu="8", memory="32Gi", unschedulable=True)
@@ -178,7 +199,9 @@ def test_cluster_cpu_limit_counts_every_node_and_stops_launches_at_the_limit(mak
         ({"node.elotl.co/instance-type-regexp": "^g5"}, "g5.xlarge"),
     ],
 )
-def test_instance_annotations_narrow_the_offerings_a_pod_gets(make_config, annotations, instance_type):
+def test_instance_annotations_narrow_the_offerings_a_pod_gets(
+    make_config: Callable[..., Config], annotations, instance_type
+) -> None:
     result = run(make_config, gpu_pod("infer-1", annotations=annotations))
     assert launched(result) == [f"{instance_type}/on-demand"]
 
@@ -191,7 +214,9 @@ def test_instance_annotations_narrow_the_offerings_a_pod_gets(make_config, annot
         ({"tidal.dev/instance-family-exclusions": "g4dn,g5,g6,p4d,p5"}, "every fitting family is excluded"),
     ],
 )
-def test_an_annotation_that_excludes_everything_is_the_reason_given(make_config, annotations, reason):
+def test_an_annotation_that_excludes_everything_is_the_reason_given(
+    make_config: Callable[..., Config], annotations, reason
+) -> None:
     result = run(make_config, gpu_pod("infer-1", annotations=annotations))
     assert unplaced(result) == {"default/infer-1": reason}
 
@@ -199,18 +224,22 @@ def test_an_annotation_that_excludes_everything_is_the_reason_given(make_config,
 # --- config regexps search as Luna's do ---------------------------------------------------------------------
 
 
-def test_instance_type_regexp_is_searched_for_in_the_name(make_config):
+def test_instance_type_regexp_is_searched_for_in_the_name(make_config: Callable[..., Config]) -> None:
     # "g6" alone admits g6.xlarge and g6.12xlarge; only an anchored pattern would need ".*" around it.
     result = run(make_config, gpu_pod("infer-1"), instanceTypeRegexp="g6")
     assert launched(result) == ["g6.xlarge/on-demand"]
 
 
-def test_an_anchored_instance_type_regexp_must_match_the_whole_name(make_config):
+def test_an_anchored_instance_type_regexp_must_match_the_whole_name(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, gpu_pod("infer-1"), instanceTypeRegexp=r"^g5\.12xlarge$")
     assert launched(result) == ["g5.12xlarge/on-demand"]
 
 
-def test_the_eks_overlay_regexp_keeps_excluding_burstable_types_only(make_config):
+def test_the_eks_overlay_regexp_keeps_excluding_burstable_types_only(
+    make_config: Callable[..., Config],
+) -> None:
     burstable = [offering("t3.xlarge", 4, 16, 0.1664), offering("t4g.xlarge", 4, 16, 0.1344, arch=Arch.ARM64)]
     pattern = r"^(?!(t2|t3|t3a|t4g)\.).*$"  # deploy/overlays/eks/config.yaml
     result = run(
@@ -223,7 +252,7 @@ def test_the_eks_overlay_regexp_keeps_excluding_burstable_types_only(make_config
     assert launched(result) == ["m6i.xlarge/on-demand"]
 
 
-def test_bin_packing_node_type_regexp_is_searched_for_in_the_name(make_config):
+def test_bin_packing_node_type_regexp_is_searched_for_in_the_name(make_config: Callable[..., Config]) -> None:
     small = [pod(f"web-{i}", cpu="250m", memory="512Mi") for i in range(3)]
     # c6i.2xlarge would be the cheapest packing node; "r6i" (not "r6i.*") restricts packing to r6i types.
     result = run(make_config, *small, binPackingNodeTypeRegexp="r6i", binPackingNodeMemory="16Gi")
@@ -235,7 +264,9 @@ def test_bin_packing_node_type_regexp_is_searched_for_in_the_name(make_config):
 P5_4XLARGE = offering("p5.4xlarge", 16, 256, 6.88, gpus=1, gpu_model="H100", gpu_memory_gib=80)
 
 
-def test_a_cost_cap_that_removed_the_only_fitting_type_is_named_not_the_node_selector(make_config):
+def test_a_cost_cap_that_removed_the_only_fitting_type_is_named_not_the_node_selector(
+    make_config: Callable[..., Config],
+) -> None:
     h100 = gpu_pod("llm-1", node_selector={"tidal.dev/gpu-model": "H100"})
     result = run(make_config, h100, offerings=[*aws_offerings(), P5_4XLARGE], maxNodeCostPerHour=1.0)
     assert unplaced(result) == {
@@ -243,7 +274,9 @@ def test_a_cost_cap_that_removed_the_only_fitting_type_is_named_not_the_node_sel
     }
 
 
-def test_the_instance_type_regexp_is_named_when_it_removed_every_gpu_type(make_config):
+def test_the_instance_type_regexp_is_named_when_it_removed_every_gpu_type(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, gpu_pod("infer-1"), instanceTypeRegexp=r"^(m6i|c6i)\.")
     assert unplaced(result) == {
         "default/infer-1": r"instanceTypeRegexp '^(m6i|c6i)\\.' excludes every offering that fits "
@@ -251,7 +284,7 @@ def test_the_instance_type_regexp_is_named_when_it_removed_every_gpu_type(make_c
     }
 
 
-def test_zones_are_named_when_the_only_fitting_type_is_elsewhere(make_config):
+def test_zones_are_named_when_the_only_fitting_type_is_elsewhere(make_config: Callable[..., Config]) -> None:
     offerings = [o for o in aws_offerings() if o.gpu_model != "H100"]
     offerings.append(offering("p5.4xlarge", 16, 256, 6.88, gpus=1, gpu_model="H100", zone="us-east-1b"))
     h100 = gpu_pod("llm-1", annotations={"tidal.dev/instance-gpu-skus": "H100"})
@@ -262,14 +295,16 @@ def test_zones_are_named_when_the_only_fitting_type_is_elsewhere(make_config):
     }
 
 
-def test_the_pod_constraint_is_named_when_no_configuration_filter_is_to_blame(make_config):
+def test_the_pod_constraint_is_named_when_no_configuration_filter_is_to_blame(
+    make_config: Callable[..., Config],
+) -> None:
     # No H200 anywhere in the catalog: relaxing the cost cap would not help, so the selector is the reason.
     h200 = gpu_pod("llm-1", node_selector={"tidal.dev/gpu-model": "H200"})
     result = run(make_config, h200, offerings=[*aws_offerings(), P5_4XLARGE], maxNodeCostPerHour=1.0)
     assert unplaced(result) == {"default/llm-1": "nodeSelector matches no offering"}
 
 
-def test_offerings_benched_after_capacity_errors_are_named(make_config):
+def test_offerings_benched_after_capacity_errors_are_named(make_config: Callable[..., Config]) -> None:
     from dataclasses import replace
 
     offerings = [replace(o, available=not o.gpu_count) for o in aws_offerings()]
@@ -280,7 +315,9 @@ def test_offerings_benched_after_capacity_errors_are_named(make_config):
     }
 
 
-def test_a_cost_cap_is_named_when_it_removed_the_only_type_big_enough_for_a_gang_member(make_config):
+def test_a_cost_cap_is_named_when_it_removed_the_only_type_big_enough_for_a_gang_member(
+    make_config: Callable[..., Config],
+) -> None:
     """The planner's "no offering fits cpu 8" verdict asks the index which filter removed a type that fits."""
     offerings = [
         offering("g4dn.xlarge", 4, 16, 0.526, gpus=1, gpu_model="T4", gpu_memory_gib=16),

@@ -1,8 +1,17 @@
 """The fleet: states rebuilt from instances and Nodes; timeouts and orphans reported for action."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from autoscaler.fleet import TRANSITIONS, Action, Fleet, State
 from autoscaler.model import Instance
 from tests.builders import aws_offerings, node, pod, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings()
@@ -44,7 +53,9 @@ def observe(fleet, instances, *objs, now=NOW):
     return fleet.observe(instances, snapshot(*objs), OFFERINGS, now)
 
 
-def test_an_instance_without_a_node_is_launching_and_absorbs_demand(make_config):
+def test_an_instance_without_a_node_is_launching_and_absorbs_demand(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config())
     assert observe(fleet, [instance()]) == []
     assert fleet.counts()["launching"] == 1
@@ -52,7 +63,9 @@ def test_an_instance_without_a_node_is_launching_and_absorbs_demand(make_config)
     assert fleet.launching_usage().gpus == 1
 
 
-def test_a_recorded_launch_not_yet_listed_by_the_cloud_still_counts(make_config):
+def test_a_recorded_launch_not_yet_listed_by_the_cloud_still_counts(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config())
     fleet.record_launch("tok-9", G4DN, ["default/infer-0"], None, NOW)
     observe(fleet, [])
@@ -60,14 +73,14 @@ def test_a_recorded_launch_not_yet_listed_by_the_cloud_still_counts(make_config)
     assert [la.offering for la in fleet.launching_capacity()] == [G4DN]
 
 
-def test_a_recorded_launch_is_forgotten_once_the_cloud_lists_it(make_config):
+def test_a_recorded_launch_is_forgotten_once_the_cloud_lists_it(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     fleet.record_launch("tok-1", G4DN, ["default/infer-0"], None, NOW)
     observe(fleet, [instance(token="tok-1")])
     assert fleet.counts()["launching"] == 1
 
 
-def test_a_ready_gpu_node_with_work_is_ready_and_without_is_idle(make_config):
+def test_a_ready_gpu_node_with_work_is_ready_and_without_is_idle(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     observe(fleet, [instance()], gpu_node())
     assert fleet.counts()["idle"] == 1
@@ -76,13 +89,17 @@ def test_a_ready_gpu_node_with_work_is_ready_and_without_is_idle(make_config):
     assert fleet.counts()["ready"] == 1
 
 
-def test_a_gpu_node_whose_gpus_have_not_appeared_is_only_registered(make_config):
+def test_a_gpu_node_whose_gpus_have_not_appeared_is_only_registered(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config())
     observe(fleet, [instance()], gpu_node(gpu=0))
     assert fleet.counts()["registered"] == 1
 
 
-def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched(make_config):
+def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config(registrationTimeout="15m"))
     overdue = observe(fleet, [instance(created=NOW - 16 * 60)])
     assert [(o.reason, o.action) for o in overdue] == [
@@ -91,7 +108,7 @@ def test_an_instance_that_never_registers_is_terminated_and_its_offering_benched
     assert (Action.REPLACE_UNREGISTERED.terminate, Action.REPLACE_UNREGISTERED.bench_offering) == (True, True)
 
 
-def test_gpus_that_never_appear_get_the_node_replaced(make_config):
+def test_gpus_that_never_appear_get_the_node_replaced(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config(gpuReadinessTimeout="10m"))
     late = gpu_node(gpu=0)
     late["metadata"]["creationTimestamp"] = "2026-11-20T09:45:00Z"
@@ -101,7 +118,7 @@ def test_gpus_that_never_appear_get_the_node_replaced(make_config):
     ]
 
 
-def test_a_managed_node_whose_instance_is_gone_is_deleted(make_config):
+def test_a_managed_node_whose_instance_is_gone_is_deleted(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     overdue = observe(fleet, [], gpu_node(ready=False))
     assert [(o.reason, o.action) for o in overdue] == [
@@ -109,7 +126,7 @@ def test_a_managed_node_whose_instance_is_gone_is_deleted(make_config):
     ]
 
 
-def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config):
+def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     overdue = observe(fleet, [instance(state="terminated")], gpu_node())
     assert [(o.reason, o.action) for o in overdue] == [
@@ -117,7 +134,9 @@ def test_a_reclaimed_spot_instance_has_its_node_deleted(make_config):
     ]
 
 
-def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(make_config):
+def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(
+    make_config: Callable[..., Config],
+) -> None:
     from dataclasses import replace
 
     fleet = Fleet(make_config())
@@ -131,13 +150,13 @@ def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(
     ]
 
 
-def test_nodes_tidal_did_not_launch_are_not_members(make_config):
+def test_nodes_tidal_did_not_launch_are_not_members(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     observe(fleet, [], node("static-a"))
     assert fleet.members == {}
 
 
-def test_states_move_along_allowed_edges_and_keep_their_history(make_config):
+def test_states_move_along_allowed_edges_and_keep_their_history(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     observe(fleet, [instance()], now=NOW)
     observe(fleet, [instance()], gpu_node(gpu=0), now=NOW + 30)
@@ -149,14 +168,16 @@ def test_states_move_along_allowed_edges_and_keep_their_history(make_config):
     )
 
 
-def test_a_cordoned_and_tainted_node_is_draining(make_config):
+def test_a_cordoned_and_tainted_node_is_draining(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config())
     draining = gpu_node(unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}])
     observe(fleet, [instance()], draining)
     assert fleet.counts()["draining"] == 1
 
 
-def test_the_registration_timeout_counts_from_the_launch_not_from_when_the_cloud_listed_it(make_config):
+def test_the_registration_timeout_counts_from_the_launch_not_from_when_the_cloud_listed_it(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config(registrationTimeout="15m"))
     fleet.record_launch("tok-1", G4DN, ["default/infer-0"], None, NOW)
     observe(fleet, [], now=NOW + 60)  # not listed yet (EC2 lists new instances a little late)
@@ -166,7 +187,9 @@ def test_the_registration_timeout_counts_from_the_launch_not_from_when_the_cloud
     assert [o.action for o in overdue] == [Action.REPLACE_UNREGISTERED]
 
 
-def test_a_gpu_node_that_loses_its_gpus_after_days_gets_the_whole_readiness_timeout_again(make_config):
+def test_a_gpu_node_that_loses_its_gpus_after_days_gets_the_whole_readiness_timeout_again(
+    make_config: Callable[..., Config],
+) -> None:
     """Timed from entering REGISTERED, not from the Node's creation: a long-lived node whose GPUs vanish
     (device plugin restart) is not replaced on the spot."""
     fleet = Fleet(make_config(gpuReadinessTimeout="10m"))
@@ -182,7 +205,9 @@ def test_a_gpu_node_that_loses_its_gpus_after_days_gets_the_whole_readiness_time
     assert [o.action for o in overdue] == [Action.REPLACE_WITHOUT_GPUS]
 
 
-def test_an_illegal_transition_is_refused_counted_once_and_the_member_keeps_its_state(make_config):
+def test_an_illegal_transition_is_refused_counted_once_and_the_member_keeps_its_state(
+    make_config: Callable[..., Config],
+) -> None:
     refused = []
     fleet = Fleet(make_config(), on_refused=lambda old, new: refused.append((old, new)))
     observe(fleet, [instance()], gpu_node(), now=NOW)
@@ -198,7 +223,9 @@ def test_an_illegal_transition_is_refused_counted_once_and_the_member_keeps_its_
     assert fleet.launching_capacity() == []
 
 
-def test_an_instance_whose_node_was_deleted_is_terminated_after_the_registration_timeout(make_config):
+def test_an_instance_whose_node_was_deleted_is_terminated_after_the_registration_timeout(
+    make_config: Callable[..., Config],
+) -> None:
     fleet = Fleet(make_config(registrationTimeout="15m"))
     observe(fleet, [instance()], gpu_node(), now=NOW)
     assert observe(fleet, [instance()], now=NOW + 60) == []
@@ -208,7 +235,7 @@ def test_an_instance_whose_node_was_deleted_is_terminated_after_the_registration
     assert Action.TERMINATE_NODELESS.bench_offering is False
 
 
-def test_a_node_that_comes_back_ends_the_refusal(make_config):
+def test_a_node_that_comes_back_ends_the_refusal(make_config: Callable[..., Config]) -> None:
     fleet = Fleet(make_config(registrationTimeout="15m"))
     observe(fleet, [instance()], gpu_node(), now=NOW)
     observe(fleet, [instance()], now=NOW + 60)
@@ -217,7 +244,9 @@ def test_a_node_that_comes_back_ends_the_refusal(make_config):
     assert observe(fleet, [instance()], gpu_node(), now=NOW + 2000) == []
 
 
-def test_an_instance_whose_node_was_deleted_still_counts_against_the_limits(make_config):
+def test_an_instance_whose_node_was_deleted_still_counts_against_the_limits(
+    make_config: Callable[..., Config],
+) -> None:
     # A removal deleted the Node, then the cloud refused the termination: the machine runs on, and its GPU
     # must not be planned a second time until the orphan cleanup terminates it.
     fleet = Fleet(make_config())

@@ -22,30 +22,32 @@ from providers.gcp.gpus import accelerator, attached_name, split_attached_name
         ("nvidia-h100-mega-80gb", "H100", 80),
     ],
 )
-def test_accelerator_types_become_the_planners_model_names_with_memory(accelerator_type, model, memory_gib):
+def test_accelerator_types_become_the_planners_model_names_with_memory(
+    accelerator_type, model, memory_gib
+) -> None:
     found = accelerator(f"projects/p/zones/z/acceleratorTypes/{accelerator_type}")
     assert found is not None
     assert (found.model, found.memory_mib) == (model, memory_gib * 1024)
     assert gpu_model_name(found.model) == model
 
 
-def test_virtual_workstation_types_are_not_accelerators_tidal_offers():
+def test_virtual_workstation_types_are_not_accelerators_tidal_offers() -> None:
     assert accelerator("nvidia-tesla-t4-vws") is None
 
 
-def test_an_unknown_nvidia_type_gets_its_model_and_memory_from_the_name():
+def test_an_unknown_nvidia_type_gets_its_model_and_memory_from_the_name() -> None:
     found = accelerator("nvidia-x300-96gb")
     assert found is not None and (found.model, found.memory_mib) == ("X300", 96 * 1024)
 
 
-def test_attached_gpu_offerings_are_named_machine_type_accelerator_count_and_split_back():
+def test_attached_gpu_offerings_are_named_machine_type_accelerator_count_and_split_back() -> None:
     name = attached_name("n1-standard-8", "nvidia-tesla-t4", 2)
     assert name == "n1-standard-8_nvidia-tesla-t4x2"
     assert split_attached_name(name) == ("n1-standard-8", "nvidia-tesla-t4", 2)
     assert split_attached_name("a2-highgpu-1g") == ("a2-highgpu-1g", "", 0)
 
 
-def test_an_attached_gpu_offering_name_is_a_valid_node_label_value_in_the_n1_family():
+def test_an_attached_gpu_offering_name_is_a_valid_node_label_value_in_the_n1_family() -> None:
     name = attached_name("n1-highmem-96", "nvidia-tesla-v100", 8)
     assert label_value_problem(name) is None
     assert instance_family(name) == "n1"

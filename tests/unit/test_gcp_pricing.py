@@ -86,7 +86,7 @@ N1 = [
 )
 def test_a_sku_tidal_prices_with_is_classified_by_part_family_and_capacity_type(
     description, usage, unit, key
-):
+) -> None:
     assert classify_sku(sku(description, 0.5, usage=usage, unit=unit), REGION) == (key, 0.5)
 
 
@@ -102,7 +102,9 @@ def test_a_sku_tidal_prices_with_is_classified_by_part_family_and_capacity_type(
         sku("N1 Predefined Instance Ram running in Americas", 3.1, unit="GiBy.mo"),
     ],
 )
-def test_skus_for_other_regions_commitments_custom_sole_tenant_licences_and_storage_are_ignored(other):
+def test_skus_for_other_regions_commitments_custom_sole_tenant_licences_and_storage_are_ignored(
+    other,
+) -> None:
     assert classify_sku(other, REGION) is None
 
 
@@ -128,11 +130,11 @@ C2 = [
         (C2[3], ("ram", "c2", "spot")),
     ],
 )
-def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(fixture, key):
+def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(fixture, key) -> None:
     assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))
 
 
-def test_a_c2_machine_is_priced_from_the_compute_optimized_skus():
+def test_a_c2_machine_is_priced_from_the_compute_optimized_skus() -> None:
     book = book_from_skus(C2, REGION)
     c2 = Shape("c2-standard-8", "c2-standard-8", "us-central1-a", 8, 32 * 1024, Arch.AMD64)
     assert book.price(c2, "on-demand") == pytest.approx(8 * 0.03398 + 32 * 0.00455, abs=1e-6)
@@ -144,7 +146,7 @@ def fixture_price(fixture):
     return money.units + money.nanos / 1e9
 
 
-def test_a_machine_costs_its_vcpus_times_core_plus_gib_times_ram_plus_its_gpus():
+def test_a_machine_costs_its_vcpus_times_core_plus_gib_times_ram_plus_its_gpus() -> None:
     book = book_from_skus(N1, REGION)
     n1 = Shape("n1-standard-8", "n1-standard-8", "us-central1-a", 8, 30 * 1024, Arch.AMD64)
     t4 = accelerator("nvidia-tesla-t4")
@@ -165,7 +167,7 @@ def test_a_machine_costs_its_vcpus_times_core_plus_gib_times_ram_plus_its_gpus()
     assert book.price(with_t4, "spot") == pytest.approx(0.13402 + 2 * 0.11, abs=1e-6)
 
 
-def test_a_machine_whose_family_or_gpu_has_no_sku_has_no_price():
+def test_a_machine_whose_family_or_gpu_has_no_sku_has_no_price() -> None:
     book = book_from_skus(N1, REGION)
     assert book.price(Shape("e2-standard-4", "e2-standard-4", "z", 4, 16384), "on-demand") is None
     l4 = accelerator("nvidia-l4")
@@ -175,7 +177,7 @@ def test_a_machine_whose_family_or_gpu_has_no_sku_has_no_price():
     )
 
 
-def test_of_two_skus_for_the_same_part_the_plainer_description_wins():
+def test_of_two_skus_for_the_same_part_the_plainer_description_wins() -> None:
     book = book_from_skus(
         [sku("N1 Predefined Instance Core running in Americas (preview tier)", 9.0), *N1], REGION
     )

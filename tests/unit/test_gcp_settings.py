@@ -22,7 +22,7 @@ def settings(**gcp):
     return parse_settings(cfg.providers["gcp"], cfg)
 
 
-def test_a_project_and_a_template_are_enough_and_everything_else_has_a_default():
+def test_a_project_and_a_template_are_enough_and_everything_else_has_a_default() -> None:
     s = settings(project="my-project", instanceTemplate=TEMPLATE)
     assert s.template == TemplateRef("my-project", "gke-prod-tidal-4f1d2c3b")
     assert (s.endpoint, s.billing_endpoint, s.catalog_fallback, s.node_pool) == (None, None, None, None)
@@ -30,25 +30,25 @@ def test_a_project_and_a_template_are_enough_and_everything_else_has_a_default()
     assert s.gpu_driver_version == "default"
 
 
-def test_a_bare_template_name_is_a_global_template_of_the_project():
+def test_a_bare_template_name_is_a_global_template_of_the_project() -> None:
     assert settings(project="my-project", instanceTemplate="gke-t").template == TemplateRef(
         "my-project", "gke-t"
     )
 
 
-def test_a_full_regional_template_url_keeps_its_region():
+def test_a_full_regional_template_url_keeps_its_region() -> None:
     url = "https://www.googleapis.com/compute/v1/projects/p-12345/regions/us-central1/instanceTemplates/t"
     assert settings(project="my-project", instanceTemplate=url).template == TemplateRef(
         "p-12345", "t", "us-central1"
     )
 
 
-def test_a_node_pool_names_the_pool_and_optionally_its_cluster():
+def test_a_node_pool_names_the_pool_and_optionally_its_cluster() -> None:
     s = settings(project="my-project", nodePool={"name": "gpu-pool", "cluster": "prod"})
     assert s.node_pool == NodePoolRef("gpu-pool", "prod") and s.template is None
 
 
-def test_durations_and_endpoints_are_parsed():
+def test_durations_and_endpoints_are_parsed() -> None:
     s = settings(
         project="my-project",
         instanceTemplate=TEMPLATE,
@@ -62,7 +62,7 @@ def test_durations_and_endpoints_are_parsed():
     assert (s.price_refresh_interval, s.operation_timeout, s.poll_interval) == (1800, 120, 0.5)
 
 
-def test_every_problem_is_reported_at_once_on_one_line():
+def test_every_problem_is_reported_at_once_on_one_line() -> None:
     with pytest.raises(ProviderConfigError) as err:
         settings(
             endpoint="ftp://x",
@@ -79,21 +79,21 @@ def test_every_problem_is_reported_at_once_on_one_line():
     assert "gcp.gpuDriverVersion: 'newest' is not one of default, latest, disabled" in message
 
 
-def test_a_template_or_a_node_pool_is_required_but_not_both():
+def test_a_template_or_a_node_pool_is_required_but_not_both() -> None:
     with pytest.raises(ProviderConfigError, match=r"gcp.instanceTemplate: required, or gcp.nodePool"):
         settings(project="my-project")
     with pytest.raises(ProviderConfigError, match=r"give either gcp.instanceTemplate or gcp.nodePool"):
         settings(project="my-project", instanceTemplate=TEMPLATE, nodePool={"name": "p"})
 
 
-def test_a_template_that_is_not_a_template_url_is_named():
+def test_a_template_that_is_not_a_template_url_is_named() -> None:
     with pytest.raises(
         ProviderConfigError, match=r"gcp.instanceTemplate: 'projects/p/zones/a' is not an instance"
     ):
         settings(project="my-project", instanceTemplate="projects/p/zones/a")
 
 
-def test_zones_must_be_given_and_lie_in_the_region():
+def test_zones_must_be_given_and_lie_in_the_region() -> None:
     cfg = config_from_mapping({"cloud": "gcp", "region": "us-central1", "gcp": {}})
     with pytest.raises(ProviderConfigError, match=r"zones: the gcp provider needs the zones"):
         parse_settings({"project": "my-project", "instanceTemplate": TEMPLATE}, cfg)
@@ -104,14 +104,14 @@ def test_zones_must_be_given_and_lie_in_the_region():
         parse_settings({"project": "my-project", "instanceTemplate": TEMPLATE}, cfg)
 
 
-def test_a_fallback_file_that_does_not_exist_is_named(tmp_path: Path):
+def test_a_fallback_file_that_does_not_exist_is_named(tmp_path: Path) -> None:
     with pytest.raises(
         ProviderConfigError, match=r"gcp.catalogFallback: '.*nope.csv' is not a readable file"
     ):
         settings(project="my-project", instanceTemplate=TEMPLATE, catalogFallback=str(tmp_path / "nope.csv"))
 
 
-def test_the_provider_registry_refuses_a_bad_section_with_a_config_error():
+def test_the_provider_registry_refuses_a_bad_section_with_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         load_provider("gcp", config(instanceTemplate=TEMPLATE))
     assert str(err.value) == "gcp: gcp.project: required (the project the cluster's VMs run in)"

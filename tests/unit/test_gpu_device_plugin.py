@@ -42,31 +42,31 @@ sharing:
 )
 
 
-def test_time_slicing_replicas_multiply_the_gpus_a_node_advertises():
+def test_time_slicing_replicas_multiply_the_gpus_a_node_advertises() -> None:
     config = sharing_config(TIME_SLICING, "a100-ts")
     assert config.strategy == SharingStrategy.TIME_SLICING
     assert config.advertised("nvidia.com/gpu", 8) == {"nvidia.com/gpu": 32}
     assert config.per_device() == 4
 
 
-def test_mps_with_rename_advertises_shared_gpus():
+def test_mps_with_rename_advertises_shared_gpus() -> None:
     config = sharing_config(MPS, "mps-10")
     assert config.strategy == SharingStrategy.MPS
     assert config.advertised("nvidia.com/gpu", 8) == {"nvidia.com/gpu.shared": 80}
 
 
-def test_a_config_without_sharing_leaves_gpus_as_they_are():
+def test_a_config_without_sharing_leaves_gpus_as_they_are() -> None:
     config = sharing_config({"version": "v1", "flags": {"migStrategy": "none"}}, "plain")
     assert config == NO_SHARING
     assert config.advertised("nvidia.com/gpu", 8) == {"nvidia.com/gpu": 8}
 
 
-def test_mps_wins_over_time_slicing_as_in_the_device_plugin():
+def test_mps_wins_over_time_slicing_as_in_the_device_plugin() -> None:
     both = {"sharing": {**TIME_SLICING["sharing"], **MPS["sharing"]}}
     assert sharing_config(both).strategy == SharingStrategy.MPS
 
 
-def test_a_resource_that_is_not_shared_is_one_per_device():
+def test_a_resource_that_is_not_shared_is_one_per_device() -> None:
     config = sharing_config(TIME_SLICING)
     assert config.advertised("nvidia.com/mig-1g.10gb", 14) == {"nvidia.com/mig-1g.10gb": 14}
 
@@ -111,13 +111,13 @@ def test_a_resource_that_is_not_shared_is_one_per_device():
         ),
     ],
 )
-def test_a_config_the_device_plugin_refuses_is_one_line_naming_it(raw, message):
+def test_a_config_the_device_plugin_refuses_is_one_line_naming_it(raw, message) -> None:
     with pytest.raises(SharingConfigError) as raised:
         sharing_config(raw, "ts")
     assert str(raised.value) == message
 
 
-def test_a_node_runs_the_config_its_label_names():
+def test_a_node_runs_the_config_its_label_names() -> None:
     configs = SharingConfigs(
         {"a100-ts": sharing_config(TIME_SLICING), "mps-10": sharing_config(MPS)}, "a100-ts"
     )
@@ -125,18 +125,18 @@ def test_a_node_runs_the_config_its_label_names():
     assert chosen.strategy == SharingStrategy.MPS
 
 
-def test_a_node_without_the_label_runs_the_default_config():
+def test_a_node_without_the_label_runs_the_default_config() -> None:
     configs = SharingConfigs({"a100-ts": sharing_config(TIME_SLICING)}, "a100-ts")
     assert configs.for_node({"nvidia.com/gpu.present": "true"}).per_device() == 4
 
 
-def test_without_a_default_a_node_without_the_label_shares_nothing():
+def test_without_a_default_a_node_without_the_label_shares_nothing() -> None:
     # The GPU operator runs the config manager with the "empty" fallback when no default is set.
     configs = SharingConfigs({"a100-ts": sharing_config(TIME_SLICING)})
     assert configs.for_node({}) == NO_SHARING
 
 
-def test_a_label_naming_no_config_is_an_error_naming_label_and_value():
+def test_a_label_naming_no_config_is_an_error_naming_label_and_value() -> None:
     configs = SharingConfigs({"a100-ts": sharing_config(TIME_SLICING)}, "a100-ts")
     with pytest.raises(SharingConfigError) as raised:
         configs.for_node({"nvidia.com/device-plugin.config": "t4-config"})
@@ -145,6 +145,6 @@ def test_a_label_naming_no_config_is_an_error_naming_label_and_value():
     )
 
 
-def test_a_default_that_names_no_config_is_refused():
+def test_a_default_that_names_no_config_is_refused() -> None:
     with pytest.raises(SharingConfigError, match="default device plugin config 'missing' is not one of: a"):
         SharingConfigs({"a": SharingConfig()}, "missing")

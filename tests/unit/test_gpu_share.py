@@ -19,62 +19,62 @@ ONE = ["gpu-workload"]
 SIDECARS = ["sidecar", "gpu-workload", "another-sidecar"]
 
 
-def test_a_pod_without_share_annotations_asks_for_no_share():
+def test_a_pod_without_share_annotations_asks_for_no_share() -> None:
     assert gpu_share({"kai.scheduler/queue": "default-queue"}, ONE) is None
 
 
-def test_gpu_fraction_is_half_of_one_device_for_the_first_container():
+def test_gpu_fraction_is_half_of_one_device_for_the_first_container() -> None:
     share = gpu_share({"gpu-fraction": "0.5"}, SIDECARS)
     assert share == GpuShare(ShareSource.FRACTION, "sidecar", devices=1, portion=0.5)
     assert share.gpus() == 0.5
 
 
-def test_gpu_fraction_container_name_gives_the_share_to_that_container():
+def test_gpu_fraction_container_name_gives_the_share_to_that_container() -> None:
     share = gpu_share({"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu-workload"}, SIDECARS)
     assert share is not None and share.container == "gpu-workload"
 
 
-def test_gpu_fraction_container_name_may_name_an_init_container():
+def test_gpu_fraction_container_name_may_name_an_init_container() -> None:
     share = gpu_share(
         {"gpu-fraction": "0.25", "gpu-fraction-container-name": "warmup"}, ONE, init_containers=["warmup"]
     )
     assert share is not None and share.container == "warmup"
 
 
-def test_gpu_fraction_in_scientific_notation_is_read_as_kai_reads_it():
+def test_gpu_fraction_in_scientific_notation_is_read_as_kai_reads_it() -> None:
     share = gpu_share({"gpu-fraction": "2.5e-1"}, ONE)
     assert share is not None and share.portion == 0.25
 
 
-def test_kai_accounts_a_fraction_in_hundredths_of_a_gpu():
+def test_kai_accounts_a_fraction_in_hundredths_of_a_gpu() -> None:
     share = gpu_share({"gpu-fraction": "0.333", "gpu-fraction-num-devices": "3"}, ONE)
     assert share is not None and share.hundredths == 33
     assert share.gpus() == pytest.approx(0.99)
 
 
-def test_gpu_memory_is_mib_per_device():
+def test_gpu_memory_is_mib_per_device() -> None:
     share = gpu_share({"gpu-memory": "2000"}, ONE)
     assert share == GpuShare(ShareSource.MEMORY, "gpu-workload", memory_mib=2000)
     assert share.portion_of(24576) == pytest.approx(2000 / 24576)
     assert share.gpus(24576) == pytest.approx(2000 / 24576)
 
 
-def test_a_memory_share_larger_than_a_device_is_more_than_one_device_of_it():
+def test_a_memory_share_larger_than_a_device_is_more_than_one_device_of_it() -> None:
     share = gpu_share({"gpu-memory": "30000"}, ONE)
     assert share is not None and share.portion_of(24576) > 1
 
 
-def test_num_devices_repeats_the_share_on_each_device():
+def test_num_devices_repeats_the_share_on_each_device() -> None:
     share = gpu_share({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}, ONE)
     assert share is not None and (share.devices, share.portion, share.gpus()) == (2, 0.5, 1.0)
 
 
-def test_nvfractions_request_is_per_container_memory_in_kubernetes_quantities():
+def test_nvfractions_request_is_per_container_memory_in_kubernetes_quantities() -> None:
     share = gpu_share({"nvidia.com/container.gpu-workload.gpu-memory.request": "7680Mi"}, SIDECARS)
     assert share == GpuShare(ShareSource.NVFRACTIONS, "gpu-workload", memory_mib=7680)
 
 
-def test_nvfractions_request_and_limit_schedule_by_the_request():
+def test_nvfractions_request_and_limit_schedule_by_the_request() -> None:
     share = gpu_share(
         {
             "nvidia.com/container.gpu-workload.gpu-memory.request": "4096Mi",
@@ -85,17 +85,17 @@ def test_nvfractions_request_and_limit_schedule_by_the_request():
     assert share is not None and (share.memory_mib, share.memory_limit_mib) == (4096, 8192)
 
 
-def test_an_nvfractions_limit_alone_is_also_the_request():
+def test_an_nvfractions_limit_alone_is_also_the_request() -> None:
     share = gpu_share({"nvidia.com/container.gpu-workload.gpu-memory.limit": "8Gi"}, ONE)
     assert share is not None and (share.memory_mib, share.memory_limit_mib) == (8192, 8192)
 
 
-def test_an_nvfractions_request_in_decimal_units_is_rounded_up_to_whole_mib():
+def test_an_nvfractions_request_in_decimal_units_is_rounded_up_to_whole_mib() -> None:
     share = gpu_share({"nvidia.com/container.gpu-workload.gpu-memory.request": "1G"}, ONE)
     assert share is not None and share.memory_mib == 954  # 10^9 bytes = 953.67 MiB
 
 
-def test_nvfractions_with_num_devices_asks_for_the_memory_on_each_device():
+def test_nvfractions_with_num_devices_asks_for_the_memory_on_each_device() -> None:
     share = gpu_share(
         {"nvidia.com/container.gpu-workload.gpu-memory.request": "7680Mi", "gpu-fraction-num-devices": "2"},
         ONE,
@@ -103,26 +103,26 @@ def test_nvfractions_with_num_devices_asks_for_the_memory_on_each_device():
     assert share is not None and (share.devices, share.memory_mib) == (2, 7680)
 
 
-def test_an_nvfractions_request_wins_over_gpu_fraction_as_in_kai():
+def test_an_nvfractions_request_wins_over_gpu_fraction_as_in_kai() -> None:
     share = gpu_share(
         {"nvidia.com/container.gpu-workload.gpu-memory.request": "1Gi", "gpu-fraction": "0.25"}, ONE
     )
     assert share is not None and share.source == ShareSource.NVFRACTIONS and share.portion is None
 
 
-def test_gpu_memory_beside_an_equal_nvfractions_request_is_accepted():
+def test_gpu_memory_beside_an_equal_nvfractions_request_is_accepted() -> None:
     share = gpu_share(
         {"nvidia.com/container.gpu-workload.gpu-memory.request": "2Gi", "gpu-memory": "2048"}, ONE
     )
     assert share is not None and share.memory_mib == 2048
 
 
-def test_the_compute_mode_defaults_to_time_slicing():
+def test_the_compute_mode_defaults_to_time_slicing() -> None:
     share = gpu_share({"gpu-fraction": "0.5"}, ONE)
     assert share is not None and share.compute_mode == ComputeMode.TIME_SLICING
 
 
-def test_the_per_container_compute_mode_is_read():
+def test_the_per_container_compute_mode_is_read() -> None:
     share = gpu_share(
         {
             "nvidia.com/container.gpu-workload.gpu-memory.request": "4Gi",
@@ -133,12 +133,12 @@ def test_the_per_container_compute_mode_is_read():
     assert share is not None and share.compute_mode == ComputeMode.SM_SHARING
 
 
-def test_the_pod_wide_compute_mode_of_kais_guide_is_read_too():
+def test_the_pod_wide_compute_mode_of_kais_guide_is_read_too() -> None:
     share = gpu_share({"gpu-fraction": "0.5", "kai.scheduler/gpu-compute-sharing-mode": "sm-sharing"}, ONE)
     assert share is not None and share.compute_mode == ComputeMode.SM_SHARING
 
 
-def test_the_devices_annotation_kais_binder_writes_on_a_bound_pod_is_not_a_request():
+def test_the_devices_annotation_kais_binder_writes_on_a_bound_pod_is_not_a_request() -> None:
     share = gpu_share(
         {
             "nvidia.com/container.gpu-workload.gpu-memory.request": "4Gi",
@@ -149,7 +149,7 @@ def test_the_devices_annotation_kais_binder_writes_on_a_bound_pod_is_not_a_reque
     assert share is not None and share.ignored == ()
 
 
-def test_an_nvfractions_annotation_tidal_does_not_know_is_reported_not_read():
+def test_an_nvfractions_annotation_tidal_does_not_know_is_reported_not_read() -> None:
     share = gpu_share(
         {
             "nvidia.com/container.gpu-workload.gpu-memory.request": "4Gi",
@@ -160,11 +160,11 @@ def test_an_nvfractions_annotation_tidal_does_not_know_is_reported_not_read():
     assert share is not None and share.ignored == ("nvidia.com/container.gpu-workload.gpu-compute.request",)
 
 
-def test_a_compute_mode_alone_asks_for_no_share():
+def test_a_compute_mode_alone_asks_for_no_share() -> None:
     assert gpu_share({"nvidia.com/container.gpu-workload.gpu-compute.mode": "sm-sharing"}, ONE) is None
 
 
-def test_an_empty_gpu_fraction_is_absent_as_in_kai():
+def test_an_empty_gpu_fraction_is_absent_as_in_kai() -> None:
     assert gpu_share({"gpu-fraction": ""}, ONE) is None
 
 
@@ -312,14 +312,14 @@ def test_an_empty_gpu_fraction_is_absent_as_in_kai():
         ),
     ],
 )
-def test_a_share_kai_would_refuse_is_one_line_naming_the_annotation_and_value(annotations, message):
+def test_a_share_kai_would_refuse_is_one_line_naming_the_annotation_and_value(annotations, message) -> None:
     with pytest.raises(GpuShareError) as raised:
         gpu_share(annotations, ONE)
     assert str(raised.value) == message
     assert "\n" not in str(raised.value)
 
 
-def test_two_containers_with_nvfractions_requests_are_refused():
+def test_two_containers_with_nvfractions_requests_are_refused() -> None:
     with pytest.raises(GpuShareError, match="only one container of a pod may ask for a GPU share"):
         gpu_share(
             {
@@ -330,14 +330,14 @@ def test_two_containers_with_nvfractions_requests_are_refused():
         )
 
 
-def test_a_share_beside_a_whole_gpu_request_is_refused():
+def test_a_share_beside_a_whole_gpu_request_is_refused() -> None:
     with pytest.raises(
         GpuShareError, match="annotation gpu-fraction: a GPU share cannot be combined with a whole"
     ):
         gpu_share({"gpu-fraction": "0.5"}, ONE, requests_whole_gpu=True)
 
 
-def test_gpu_fraction_container_name_must_match_the_nvfractions_container():
+def test_gpu_fraction_container_name_must_match_the_nvfractions_container() -> None:
     with pytest.raises(GpuShareError, match="'sidecar' is not 'gpu-workload', the container the NvFractions"):
         gpu_share(
             {
@@ -348,18 +348,18 @@ def test_gpu_fraction_container_name_must_match_the_nvfractions_container():
         )
 
 
-def test_a_memory_share_needs_the_device_memory_to_count_against_a_quota():
+def test_a_memory_share_needs_the_device_memory_to_count_against_a_quota() -> None:
     share = gpu_share({"gpu-memory": "2000"}, ONE)
     assert share is not None
     with pytest.raises(ValueError, match="device of known memory"):
         share.gpus()
 
 
-def test_a_node_is_ready_for_nvfractions_only_when_its_sharing_condition_is_true():
+def test_a_node_is_ready_for_nvfractions_only_when_its_sharing_condition_is_true() -> None:
     assert sharing_ready({"Ready": "True", "gpu-sharing.nvidia.com/Ready": "True"})
     assert not sharing_ready({"Ready": "True", "gpu-sharing.nvidia.com/Ready": "False"})
     assert not sharing_ready({"Ready": "True"})
 
 
-def test_the_older_gpu_fractioning_condition_name_is_read_too():
+def test_the_older_gpu_fractioning_condition_name_is_read_too() -> None:
     assert sharing_ready({"gpu-fractioning.nvidia.com/Ready": "True"})

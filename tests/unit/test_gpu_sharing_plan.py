@@ -1,7 +1,10 @@
 """KAI GPU sharing in plans: a pod asking for part of a GPU gets part of a GPU, planned as KAI's binpack
 places shares (shares of one device add up to at most a whole one; compute modes never mix)."""
 
+from __future__ import annotations
+
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +15,12 @@ from autoscaler.planning import plan
 from providers.simulated import SimulatedProvider
 from tests.builders import aws_offerings, node, offering, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0
 KAI_NO_GPU = "No node in the default node-pool has GPU resources"
@@ -75,14 +84,16 @@ def run(make_config, *objs, offerings=None, **cfg):
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 
-def test_eight_quarter_gpu_pods_get_two_gpus_not_eight(make_config):
+def test_eight_quarter_gpu_pods_get_two_gpus_not_eight(make_config: Callable[..., Config]) -> None:
     result = run(make_config, *[share(f"infer-{i}") for i in range(8)])
     assert sum(la.offering.gpu_count for la in result.launch.launches) == 2
     assert sum(len(la.pods) for la in result.launch.launches) == 8
     assert result.launch.unplaced == ()
 
 
-def test_a_half_gpu_pod_takes_the_free_half_of_a_shared_gpu_instead_of_a_new_node(make_config):
+def test_a_half_gpu_pod_takes_the_free_half_of_a_shared_gpu_instead_of_a_new_node(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         gpu_node("gpu-a"),
         reservation("gpu-a", "g1"),
@@ -93,7 +104,9 @@ def test_a_half_gpu_pod_takes_the_free_half_of_a_shared_gpu_instead_of_a_new_nod
     assert [(a.pod, a.node) for a in result.launch.absorbed] == [("default/train-1", "gpu-a")]
 
 
-def test_a_share_that_does_not_fit_the_rest_of_a_shared_gpu_gets_a_new_node(make_config):
+def test_a_share_that_does_not_fit_the_rest_of_a_shared_gpu_gets_a_new_node(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         gpu_node("gpu-a"),
         reservation("gpu-a", "g1"),
@@ -104,7 +117,7 @@ def test_a_share_that_does_not_fit_the_rest_of_a_shared_gpu_gets_a_new_node(make
     assert len(result.launch.launches) == 1
 
 
-def test_pods_of_different_compute_modes_never_share_a_gpu(make_config):
+def test_pods_of_different_compute_modes_never_share_a_gpu(make_config: Callable[..., Config]) -> None:
     objs = [
         gpu_node("gpu-a"),
         reservation("gpu-a", "g1"),
@@ -115,7 +128,9 @@ def test_pods_of_different_compute_modes_never_share_a_gpu(make_config):
     assert len(result.launch.launches) == 1
 
 
-def test_a_shared_gpu_is_no_longer_a_whole_gpu_for_a_whole_gpu_pod(make_config):
+def test_a_shared_gpu_is_no_longer_a_whole_gpu_for_a_whole_gpu_pod(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         gpu_node("gpu-a"),
         reservation("gpu-a", "g1"),
@@ -126,7 +141,7 @@ def test_a_shared_gpu_is_no_longer_a_whole_gpu_for_a_whole_gpu_pod(make_config):
     assert result.launch.absorbed == ()
 
 
-def test_a_share_on_two_devices_needs_two_gpus_with_room(make_config):
+def test_a_share_on_two_devices_needs_two_gpus_with_room(make_config: Callable[..., Config]) -> None:
     two = share("dist-0", "0.5")
     two["metadata"]["annotations"]["gpu-fraction-num-devices"] = "2"
     result = run(make_config, two)
@@ -134,26 +149,26 @@ def test_a_share_on_two_devices_needs_two_gpus_with_room(make_config):
     assert launch.offering.gpu_count >= 2
 
 
-def test_a_memory_share_gets_a_gpu_with_that_much_memory(make_config):
+def test_a_memory_share_gets_a_gpu_with_that_much_memory(make_config: Callable[..., Config]) -> None:
     big = share("llm-0")
     big["metadata"]["annotations"] = {"gpu-memory": "20000"}
     [launch] = run(make_config, big).launch.launches
     assert launch.offering.gpu_memory_mib >= 20000  # a T4's 16 GiB would not hold it
 
 
-def test_a_small_share_goes_to_a_partial_gpu_size_that_covers_it(make_config):
+def test_a_small_share_goes_to_a_partial_gpu_size_that_covers_it(make_config: Callable[..., Config]) -> None:
     partial = offering("g6f.large", 2, 8, 0.2, gpus=1, gpu_model="L4", gpu_memory_gib=3, fraction=0.125)
     result = run(make_config, share("tiny-0", "0.1"), offerings=[*aws_offerings(), partial])
     assert [la.offering.instance_type for la in result.launch.launches] == ["g6f.large"]
 
 
-def test_a_share_larger_than_a_partial_gpu_size_is_not_put_there(make_config):
+def test_a_share_larger_than_a_partial_gpu_size_is_not_put_there(make_config: Callable[..., Config]) -> None:
     partial = offering("g6f.large", 2, 8, 0.2, gpus=1, gpu_model="L4", gpu_memory_gib=3, fraction=0.125)
     result = run(make_config, share("half-0", "0.5"), offerings=[*aws_offerings(), partial])
     assert [la.offering.instance_type for la in result.launch.launches] == ["g4dn.xlarge"]
 
 
-def test_background_pods_never_cause_a_launch(make_config):
+def test_background_pods_never_cause_a_launch(make_config: Callable[..., Config]) -> None:
     background = share("filler-0")
     background["metadata"]["labels"]["kai.scheduler/background"] = "true"
     result = run(make_config, background)
@@ -161,7 +176,9 @@ def test_background_pods_never_cause_a_launch(make_config):
     assert [i.reason for i in result.demand.ignored] == [Reason.BACKGROUND]
 
 
-def test_a_scale_adjuster_pod_is_not_counted_beside_the_pod_it_stands_for(make_config):
+def test_a_scale_adjuster_pod_is_not_counted_beside_the_pod_it_stands_for(
+    make_config: Callable[..., Config],
+) -> None:
     proxy = pod(
         "scaling-pod-abc",
         namespace="kai-scale-adjust",
@@ -189,7 +206,9 @@ def test_a_scale_adjuster_pod_is_not_counted_beside_the_pod_it_stands_for(make_c
     ],
     ids=["fraction-above-one", "fraction-not-a-number", "negative-memory"],
 )
-def test_a_bad_share_annotation_is_one_reason_and_never_a_launch(make_config, annotations, message):
+def test_a_bad_share_annotation_is_one_reason_and_never_a_launch(
+    make_config: Callable[..., Config], annotations, message
+) -> None:
     bad = pod("bad-0", scheduler="kai-scheduler", message=KAI_NO_GPU, annotations=annotations)
     result = run(make_config, bad)
     assert result.launch.launches == ()
@@ -198,7 +217,9 @@ def test_a_bad_share_annotation_is_one_reason_and_never_a_launch(make_config, an
     assert ignored.detail.startswith(message)
 
 
-def test_the_daemon_tells_the_pod_with_a_bad_share_annotation_why_it_gets_no_node(tmp_path, make_config):
+def test_the_daemon_tells_the_pod_with_a_bad_share_annotation_why_it_gets_no_node(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_vendor,gpu_model,gpu_memory_mib,arch,"
@@ -223,7 +244,9 @@ def test_the_daemon_tells_the_pod_with_a_bad_share_annotation_why_it_gets_no_nod
     assert "gpu-fraction: '1.5'" in events.named("pod")[0][2]
 
 
-def test_a_whole_gpu_pod_and_a_share_pod_share_nothing_on_a_new_node_they_do_not_both_fit(make_config):
+def test_a_whole_gpu_pod_and_a_share_pod_share_nothing_on_a_new_node_they_do_not_both_fit(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(
         make_config, pod("big-0", cpu="1", memory="2Gi", gpu=1, message=KAI_NO_GPU), share("infer-0", "0.5")
     )
@@ -231,7 +254,7 @@ def test_a_whole_gpu_pod_and_a_share_pod_share_nothing_on_a_new_node_they_do_not
     assert sum(g for g, _ in per_launch) == 2
 
 
-def test_the_filter_that_removes_every_gpu_for_a_share_is_named(make_config):
+def test_the_filter_that_removes_every_gpu_for_a_share_is_named(make_config: Callable[..., Config]) -> None:
     huge = share("llm-0")
     huge["metadata"]["annotations"] = {"gpu-memory": "900000"}
     [unplaced] = run(make_config, huge).launch.unplaced
@@ -239,7 +262,9 @@ def test_the_filter_that_removes_every_gpu_for_a_share_is_named(make_config):
     assert unplaced.reason == "no offering's GPU holds this GPU share"
 
 
-def test_a_memory_share_is_held_to_the_gpu_memory_kai_counts_in_whole_hundreds_of_mib(make_config):
+def test_a_memory_share_is_held_to_the_gpu_memory_kai_counts_in_whole_hundreds_of_mib(
+    make_config: Callable[..., Config],
+) -> None:
     # The label says 15,360 MiB; KAI counts 15,300, so a 15,330 MiB share does not fit this T4.
     pending = share("embed-0")
     pending["metadata"]["annotations"] = {"gpu-memory": "15330"}

@@ -1,11 +1,20 @@
 """What people read says durations as durations (``3d22h``, never ``338794s``) and counts GPUs both ways."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.planning import plan
 from autoscaler.quantity import format_duration
 from autoscaler.render import plan_to_table
 from tests.builders import aws_offerings, node, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when the test nodes were created
 
@@ -25,7 +34,7 @@ NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when the test nodes were created
         (-3, "0s"),
     ],
 )
-def test_a_duration_is_its_two_largest_whole_units(seconds, text):
+def test_a_duration_is_its_two_largest_whole_units(seconds, text) -> None:
     assert format_duration(seconds) == text
 
 
@@ -41,19 +50,21 @@ def _idle_gpu_node(name, unneeded_since):
     )
 
 
-def test_a_node_unneeded_for_days_says_so_in_days_and_hours(make_config):
+def test_a_node_unneeded_for_days_says_so_in_days_and_hours(make_config: Callable[..., Config]) -> None:
     snap = snapshot(_idle_gpu_node("gpu-a", "2026-11-20T10:00:00Z"))
     result = plan(snap, aws_offerings(), make_config(), NOW + 338794)
     assert [r.reason for r in result.removal.removals] == ["empty; unneeded for 3d22h"]
 
 
-def test_a_node_not_yet_unneeded_long_enough_says_both_durations_in_minutes(make_config):
+def test_a_node_not_yet_unneeded_long_enough_says_both_durations_in_minutes(
+    make_config: Callable[..., Config],
+) -> None:
     snap = snapshot(_idle_gpu_node("gpu-a", "2026-11-20T10:08:00Z"))
     result = plan(snap, aws_offerings(), make_config(), NOW + 600)
     assert [b.reason for b in result.removal.blocked] == ["unneeded for 2m of 5m"]
 
 
-def test_gpus_after_the_plan_count_the_nodes_it_removes(make_config):
+def test_gpus_after_the_plan_count_the_nodes_it_removes(make_config: Callable[..., Config]) -> None:
     snap = snapshot(
         _idle_gpu_node("gpu-a", "2026-11-20T10:00:00Z"),
         _idle_gpu_node("gpu-b", "2026-11-20T10:00:00Z"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +17,10 @@ from autoscaler.sim.lower_bound import lower_bound, moment_bound, share_need
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import offering, pod, snapshot
+
+if TYPE_CHECKING:
+    from autoscaler.config import Config
+    from autoscaler.model import Offering
 
 pytest.importorskip("scipy")
 
@@ -35,7 +40,7 @@ SCENARIO = parse_scenario(
 
 
 @pytest.fixture(scope="module")
-def world():
+def world() -> tuple[Config, list[Offering]]:
     config = build_config(SCENARIO, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
     offerings = _provider(config, clock=lambda: 0.0, kube=None).offerings()
     return config, [o for o in offerings if o.instance_type.split(".")[0] in ("g4dn", "m6i")]
@@ -46,7 +51,9 @@ def _runs(n: int, start: float, end: float, **kwargs) -> list[SimPod]:
     return [SimPod(p, "infer", "", "", end - start, True, start, started=start, ended=end) for p in pods]
 
 
-def test_steady_demand_costs_exactly_the_cheapest_fractional_packing(world):
+def test_steady_demand_costs_exactly_the_cheapest_fractional_packing(
+    world: tuple[Config, list[Offering]],
+) -> None:
     config, offerings = world
     runs = _runs(6, 0.0, 7200.0, gpu=1, cpu="3", memory="12Gi")
     # A g4dn.xlarge (1 GPU, $0.526/h on demand) holds one such pod; no g4dn is cheaper per GPU.
@@ -56,7 +63,9 @@ def test_steady_demand_costs_exactly_the_cheapest_fractional_packing(world):
     assert bound["cost"] == pytest.approx(6 * per_pod * 2, rel=1e-6)
 
 
-def test_demand_that_changes_is_integrated_between_starts_and_ends(world):
+def test_demand_that_changes_is_integrated_between_starts_and_ends(
+    world: tuple[Config, list[Offering]],
+) -> None:
     config, offerings = world
     one_gpu = {"gpu": 1, "cpu": "3", "memory": "12Gi"}
     runs = _runs(2, 0.0, 3600.0, **one_gpu) + _runs(1, 1800.0, 5400.0, **one_gpu)
@@ -64,7 +73,9 @@ def test_demand_that_changes_is_integrated_between_starts_and_ends(world):
     assert bound["cost"] == pytest.approx(0.526 * (2 * 1.0 + 1 * 1.0), rel=1e-6)
 
 
-def test_a_run_started_during_an_outage_of_the_cheapest_offering_is_bounded_by_the_next(world):
+def test_a_run_started_during_an_outage_of_the_cheapest_offering_is_bounded_by_the_next(
+    world: tuple[Config, list[Offering]],
+) -> None:
     config, offerings = world
     runs = _runs(1, 600.0, 4200.0, gpu=1, cpu="3", memory="12Gi")
     free = lower_bound(runs, offerings, config, end=7200.0)["cost"]
@@ -76,7 +87,7 @@ def test_a_run_started_during_an_outage_of_the_cheapest_offering_is_bounded_by_t
 
 @pytest.mark.parametrize("name", ["kai-day", "spot-storm"])
 @pytest.mark.parametrize("policy", ["tidal", "karpenter-like"])
-def test_no_policy_pays_less_than_the_bound(name, policy):
+def test_no_policy_pays_less_than_the_bound(name, policy) -> None:
     doc = simulate(load_scenario(name), policy=policy).summary
     assert 0 < doc["lowerBound"]["cost"] <= doc["cost"]["total"]
 
@@ -85,7 +96,7 @@ SHARED_CATALOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "cata
 
 
 @pytest.mark.skipif(not SHARED_CATALOG.exists(), reason="needs the shared instance catalog")
-def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound():
+def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound() -> None:
     """Six GPU pods from the Alibaba trace over us-east-1's whole catalog: the LP in raw units (bytes next to
     cores) was one that HiGHS called unbounded, which left this moment without a bound."""
     config = build_config(
@@ -109,7 +120,7 @@ def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound():
     assert 0 < bound["cost"] <= planned
 
 
-def test_a_pod_is_never_split_across_nodes_too_small_to_hold_it(world):
+def test_a_pod_is_never_split_across_nodes_too_small_to_hold_it(world: tuple[Config, list[Offering]]) -> None:
     config, offerings = world
     # Four g4dn.xlarge would hold four GPUs for $2.104/h, but one pod asking for four needs one node that
     # has them: a g4dn.12xlarge, or half of a g4dn.metal, $3.912/h either way.
@@ -118,7 +129,7 @@ def test_a_pod_is_never_split_across_nodes_too_small_to_hold_it(world):
     assert bound["cost"] == pytest.approx(3.912)
 
 
-def test_one_moment_is_bounded_like_a_run_of_an_hour(world):
+def test_one_moment_is_bounded_like_a_run_of_an_hour(world: tuple[Config, list[Offering]]) -> None:
     config, offerings = world
     runs = _runs(3, 0.0, 3600.0, gpu=1, cpu="3", memory="12Gi")
     demand = {(pod_constraints(runs[0].pod, config), runs[0].pod.requests): 3}
@@ -137,7 +148,7 @@ def _share_runs(n: int, annotations: dict[str, str]) -> list[SimPod]:
     )
 
 
-def test_four_quarter_gpu_pods_are_bounded_by_one_gpu_not_four(world):
+def test_four_quarter_gpu_pods_are_bounded_by_one_gpu_not_four(world: tuple[Config, list[Offering]]) -> None:
     config, offerings = world
     runs = _share_runs(4, QUARTER)
     assert runs[0].pod.gpu_share is not None and not runs[0].pod.requests.gpus
@@ -145,13 +156,15 @@ def test_four_quarter_gpu_pods_are_bounded_by_one_gpu_not_four(world):
     assert bound["cost"] == pytest.approx(0.526)  # one g4dn.xlarge holds all four quarters
 
 
-def test_a_quarter_gpu_pod_is_worth_a_quarter_of_the_gpu_it_needs(world):
+def test_a_quarter_gpu_pod_is_worth_a_quarter_of_the_gpu_it_needs(
+    world: tuple[Config, list[Offering]],
+) -> None:
     config, offerings = world
     one = lower_bound(_share_runs(1, QUARTER), offerings, config, end=3600.0)["cost"]
     assert one == pytest.approx(0.526 / 4, rel=1e-6)  # nodes come in fractions, so does the GPU
 
 
-def test_a_memory_share_needs_its_memory_over_the_gpus(world):
+def test_a_memory_share_needs_its_memory_over_the_gpus(world: tuple[Config, list[Offering]]) -> None:
     config, offerings = world
     t4 = next(o for o in offerings if o.instance_type == "g4dn.xlarge")
     half = {"gpu-memory": str(t4.gpu_memory_mib // 2)}
@@ -159,7 +172,7 @@ def test_a_memory_share_needs_its_memory_over_the_gpus(world):
     assert bound["cost"] == pytest.approx(0.526)
 
 
-def test_a_share_on_a_partial_gpu_size_needs_its_part_of_a_whole_gpu_over_the_part_the_size_is():
+def test_a_share_on_a_partial_gpu_size_needs_its_part_of_a_whole_gpu_over_the_part_the_size_is() -> None:
     eighth_l4 = offering("g6f.large", 2, 8, 0.202, gpus=1, gpu_model="L4", gpu_memory_gib=3, fraction=0.125)
     assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.1), eighth_l4) == pytest.approx(0.8)
     assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.25), eighth_l4) is None

@@ -36,7 +36,7 @@ MISSPELT = "Insuficient"  # matches no scheduler's message
         ("azure", "eastus", "westus2-1", "westus2"),
     ],
 )
-def test_a_zone_of_another_region_is_a_configuration_error(cloud, region, zone, named):
+def test_a_zone_of_another_region_is_a_configuration_error(cloud, region, zone, named) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"cloud": cloud, "region": region, "zones": [zone]})
     assert caught.value.errors == [
@@ -52,18 +52,20 @@ def test_a_zone_of_another_region_is_a_configuration_error(cloud, region, zone, 
         ("azure", "eastus", ["eastus-1", "eastus-3"]),
     ],
 )
-def test_zones_of_the_configured_region_are_accepted(cloud, region, zones):
+def test_zones_of_the_configured_region_are_accepted(cloud, region, zones) -> None:
     assert config_from_mapping({"cloud": cloud, "region": region, "zones": zones}).zones == tuple(zones)
 
 
 @pytest.mark.parametrize(
     ("cloud", "zone"), [("aws", "use1-az1"), ("azure", "1"), ("simulated", "us-west-2a")]
 )
-def test_a_zone_whose_name_does_not_say_its_region_is_left_to_the_provider(cloud, zone):
+def test_a_zone_whose_name_does_not_say_its_region_is_left_to_the_provider(cloud, zone) -> None:
     assert config_from_mapping({"cloud": cloud, "region": "us-east-1", "zones": [zone]}).zones == (zone,)
 
 
-def test_plan_with_a_zone_of_another_region_exits_2_with_one_line(tmp_path, capsys):
+def test_plan_with_a_zone_of_another_region_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"cloud": "aws", "region": "us-east-1", "zones": ["us-west-2a"]}))
     argv = ["plan", "--snapshot", "config/examples/snapshot-kai.yaml", "--catalog", str(CATALOG)]
@@ -92,7 +94,9 @@ def write_plan_inputs(tmp_path: Path, regexp: str) -> list[str]:
     return ["plan", "--snapshot", str(snap), "--catalog", str(CATALOG), "--config", str(config)]
 
 
-def test_plan_warns_when_the_regexp_matches_none_of_the_unschedulable_pods(tmp_path, capsys):
+def test_plan_warns_when_the_regexp_matches_none_of_the_unschedulable_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*write_plan_inputs(tmp_path, MISSPELT), "--output", "json"]) == 0
     out, err = capsys.readouterr()
     warning = "pendingPodReasonRegexp matched 0 of 2 unschedulable pods in the snapshot"
@@ -103,7 +107,9 @@ def test_plan_warns_when_the_regexp_matches_none_of_the_unschedulable_pods(tmp_p
     assert json.loads(out)["warnings"][0].startswith(warning)
 
 
-def test_plan_does_not_warn_when_the_regexp_matches_one_pod(tmp_path, capsys):
+def test_plan_does_not_warn_when_the_regexp_matches_one_pod(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(write_plan_inputs(tmp_path, "Insufficient nvidia")) == 0
     assert "warning" not in capsys.readouterr().err
 
@@ -135,7 +141,9 @@ def status_warnings(actions: CallRecorder) -> list[str]:
     return json.loads(data["status"])["warnings"]
 
 
-def test_the_daemon_logs_writes_to_status_and_exports_a_regexp_that_matches_no_unschedulable_pod(config):
+def test_the_daemon_logs_writes_to_status_and_exports_a_regexp_that_matches_no_unschedulable_pod(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(pendingPodReasonRegexp=MISSPELT)
     controller, metrics, actions, _ = reconcile_with(
         cfg, pod("web-1", message=INSUFFICIENT_CPU), pod("infer-1", gpu=1, message=INSUFFICIENT_GPU)
@@ -153,7 +161,9 @@ def test_the_daemon_logs_writes_to_status_and_exports_a_regexp_that_matches_no_u
     assert 'tidal_pending_reason_regexp_pods{result="unmatched"} 2.0' in exported
 
 
-def test_the_daemons_warning_looks_back_ten_minutes_not_at_one_reconcile(config):
+def test_the_daemons_warning_looks_back_ten_minutes_not_at_one_reconcile(
+    config: Callable[..., Config],
+) -> None:
     # A pod the regexp matched five minutes ago still shows the regexp works; after ten, it no longer does.
     cfg = config(pendingPodReasonRegexp="Insufficient nvidia")
     controller, _, actions, clock = reconcile_with(cfg, pod("infer-1", gpu=1, message=INSUFFICIENT_GPU))
@@ -172,7 +182,9 @@ def test_the_daemons_warning_looks_back_ten_minutes_not_at_one_reconcile(config)
 # --- simulations that serve nothing, and options that do nothing ----------------------------------------
 
 
-def test_a_simulation_that_serves_no_pod_exits_nonzero_and_says_why(capsys):
+def test_a_simulation_that_serves_no_pod_exits_nonzero_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # kai-day allows only AWS instance families: a GCP catalog has none of them.
     argv = ["simulate", "--scenario", "kai-day", "--no-bound", "--cloud", "gcp", "--region", "us-central1"]
     assert main([*argv, "--catalog", str(REPO / "config" / "catalogs" / "gcp-us-central1.csv")]) == 1
@@ -186,7 +198,7 @@ def test_a_simulation_that_serves_no_pod_exits_nonzero_and_says_why(capsys):
     "option",
     [["--compression", "10"], ["--sample", "0.5"], ["--window", "24h"], ["--start", "1h"], ["--seed", "3"]],
 )
-def test_a_trace_option_without_a_trace_is_a_usage_error(option, capsys):
+def test_a_trace_option_without_a_trace_is_a_usage_error(option, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--scenario", "kai-day", *option]) == 2
     out, err = capsys.readouterr()
     assert out == ""

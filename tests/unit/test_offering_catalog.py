@@ -11,7 +11,7 @@ from tests.builders import aws_offerings
 T0 = 1_795_168_800.0
 
 
-def test_the_offerings_are_fetched_again_only_after_the_refresh_interval():
+def test_the_offerings_are_fetched_again_only_after_the_refresh_interval() -> None:
     fetched = []
 
     def fetch():
@@ -26,7 +26,7 @@ def test_the_offerings_are_fetched_again_only_after_the_refresh_interval():
     assert len(fetched) == 2
 
 
-def test_a_failed_refresh_keeps_the_last_good_list_and_says_why():
+def test_a_failed_refresh_keeps_the_last_good_list_and_says_why() -> None:
     answers: list[object] = [aws_offerings(), ProviderError("DescribeInstanceTypes: HTTP 503")]
 
     def fetch():
@@ -41,7 +41,7 @@ def test_a_failed_refresh_keeps_the_last_good_list_and_says_why():
     assert c.last_error == "ProviderError: DescribeInstanceTypes: HTTP 503"
 
 
-def test_the_first_fetch_failing_raises_as_there_is_nothing_to_plan_with():
+def test_the_first_fetch_failing_raises_as_there_is_nothing_to_plan_with() -> None:
     def fetch():
         raise ProviderError("no credentials")
 

@@ -76,7 +76,7 @@ def guide_messages(kind: str) -> list[str]:
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_message_kube_scheduler_recorded_counts(which):
+def test_every_message_kube_scheduler_recorded_counts(which) -> None:
     messages = recorded_messages()
     assert len(messages) >= 80
     regexp = REGEXPS[which]()
@@ -84,7 +84,7 @@ def test_every_message_kube_scheduler_recorded_counts(which):
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(which):
+def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(which) -> None:
     reasons = sorted({own_reasons(m, filled) for m, filled in recorded()})
     assert not any(r.endswith(": .") for r in reasons)
     assert any("didn't match pod topology spread constraints" in r for r in reasons)
@@ -93,7 +93,7 @@ def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(w
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_no_queue_hold_kai_writes_counts(which):
+def test_no_queue_hold_kai_writes_counts(which) -> None:
     holds = guide_messages("Queue holds")
     assert len(holds) >= 6
     regexp = REGEXPS[which]()
@@ -101,24 +101,26 @@ def test_no_queue_hold_kai_writes_counts(which):
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_capacity_message_kai_writes_counts(which):
+def test_every_capacity_message_kai_writes_counts(which) -> None:
     shortages = guide_messages("Capacity shortfalls")
     assert len(shortages) >= 5
     regexp = REGEXPS[which]()
     assert [m for m in shortages if not regexp.search(m)] == []
 
 
-def test_the_simulator_applies_the_kai_presets_regexp_to_kai_scenarios():
+def test_the_simulator_applies_the_kai_presets_regexp_to_kai_scenarios() -> None:
     assert yaml.safe_load(PRESET.read_text(encoding="utf-8"))["pendingPodReasonRegexp"] == KAI_PENDING_REGEXP
 
 
-def test_the_preset_sets_only_the_keys_about_kai():
+def test_the_preset_sets_only_the_keys_about_kai() -> None:
     # Laid over a cloud overlay's config.yaml, anything else here would silently replace the user's value.
     preset = yaml.safe_load(PRESET.read_text(encoding="utf-8"))
     assert sorted(preset) == ["pendingPodReasonRegexp", "schedulerNames"]
 
 
-def test_a_plan_with_no_configuration_buys_nothing_for_pods_kai_holds_over_their_queue_limit(capsys):
+def test_a_plan_with_no_configuration_buys_nothing_for_pods_kai_holds_over_their_queue_limit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     argv = ["plan", "--snapshot", "config/examples/snapshot-kai.yaml"]
     argv += [
         "--catalog",

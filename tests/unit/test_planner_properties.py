@@ -97,7 +97,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @SETTINGS
 @given(scenario)
-def test_every_planned_pod_fits_its_node(case):
+def test_every_planned_pod_fits_its_node(case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)
@@ -120,7 +120,7 @@ def node_gpus(obj):
 
 @SETTINGS
 @given(scenario)
-def test_gpus_after_the_plan_never_exceed_the_limit(case):
+def test_gpus_after_the_plan_never_exceed_the_limit(case) -> None:
     objs, config = build(*case)
     result = plan(snapshot(*objs), OFFERINGS, config, NOW)
     # Counted from the objects themselves, not from the plan's own gpus_before/gpus_after.
@@ -136,7 +136,7 @@ def test_gpus_after_the_plan_never_exceed_the_limit(case):
 
 @SETTINGS
 @given(scenario)
-def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods(case):
+def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods(case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)
@@ -165,7 +165,7 @@ def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods
 
 @SETTINGS
 @given(scenario, st.randoms(use_true_random=False))
-def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Random):
+def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Random) -> None:
     objs, config = build(*case)
     first = plan(snapshot(*objs), OFFERINGS, config, NOW)
     shuffled = list(objs)
@@ -178,7 +178,7 @@ def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Ra
 
 @SETTINGS
 @given(scenario)
-def test_counted_ignored_and_unplaced_account_for_every_pending_pod_once(case):
+def test_counted_ignored_and_unplaced_account_for_every_pending_pod_once(case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)

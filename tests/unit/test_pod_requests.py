@@ -11,7 +11,7 @@ def _requests(**kw):
     return pod_from_dict(pod("web-1", **kw)).requests
 
 
-def test_sum_of_containers_is_the_request():
+def test_sum_of_containers_is_the_request() -> None:
     obj = pod("web-1", cpu="500m", memory="1Gi")
     obj["spec"]["containers"].append(
         {"name": "proxy", "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}}
@@ -19,14 +19,14 @@ def test_sum_of_containers_is_the_request():
     assert pod_from_dict(obj).requests == Resources.parse({"cpu": "750m", "memory": "1152Mi"})
 
 
-def test_a_large_init_container_sets_the_request_when_it_exceeds_the_containers():
+def test_a_large_init_container_sets_the_request_when_it_exceeds_the_containers() -> None:
     init = [{"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}]
     assert _requests(cpu="500m", memory="1Gi", init_containers=init) == Resources.parse(
         {"cpu": "2", "memory": "1Gi"}
     )
 
 
-def test_restartable_init_containers_are_added_like_containers():
+def test_restartable_init_containers_are_added_like_containers() -> None:
     init = [
         {"name": "log-shipper", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
         {"name": "setup", "resources": {"requests": {"cpu": "1"}}},
@@ -35,23 +35,23 @@ def test_restartable_init_containers_are_added_like_containers():
     assert _requests(cpu="500m", memory=None, init_containers=init) == Resources.parse({"cpu": "1100m"})
 
 
-def test_pod_overhead_is_added():
+def test_pod_overhead_is_added() -> None:
     obj = pod("kata-1", cpu="1", memory="1Gi")
     obj["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
     assert pod_from_dict(obj).requests == Resources.parse({"cpu": "1250m", "memory": "1144Mi"})
 
 
-def test_a_limit_without_a_request_counts_as_the_request():
+def test_a_limit_without_a_request_counts_as_the_request() -> None:
     assert _requests(cpu="1", memory="1Gi", gpu=2).gpus == 2
 
 
-def test_extended_resources_are_kept():
+def test_extended_resources_are_kept() -> None:
     r = _requests(extra_requests={"amd.com/gpu": "1", "hugepages-2Mi": "512Mi"})
     assert r["amd.com/gpu"] == 1000
     assert r["hugepages-2Mi"] == 512 * 2**20 * 1000
 
 
-def test_a_negative_request_is_an_error_naming_the_field():
+def test_a_negative_request_is_an_error_naming_the_field() -> None:
     obj = pod("bad-1", cpu="-1")
     with pytest.raises(
         ConversionError,
@@ -60,6 +60,6 @@ def test_a_negative_request_is_an_error_naming_the_field():
         pod_from_dict(obj)
 
 
-def test_an_absurd_request_is_an_error_naming_the_field():
+def test_an_absurd_request_is_an_error_naming_the_field() -> None:
     with pytest.raises(ConversionError, match=r"requests.cpu: '1e30' is out of range"):
         pod_from_dict(pod("bad-1", cpu="1e30"))

@@ -32,36 +32,36 @@ from autoscaler.quantity import (
         (0.25, Fraction(1, 4)),
     ],
 )
-def test_every_kubernetes_quantity_form_parses_exactly(text, expected):
+def test_every_kubernetes_quantity_form_parses_exactly(text, expected) -> None:
     assert parse_quantity(text) == expected
 
 
-def test_decimal_quantities_do_not_drift_like_floats():
+def test_decimal_quantities_do_not_drift_like_floats() -> None:
     assert to_milli("0.1") + to_milli("0.2") == to_milli("0.3") == 300
 
 
 @pytest.mark.parametrize("garbage", ["", "abc", "1.2.3", "5 Gi", "Gi", "1GiB", "--1", "1e", "nan", "0x10"])
-def test_garbage_is_rejected_with_the_value_in_the_message(garbage):
+def test_garbage_is_rejected_with_the_value_in_the_message(garbage) -> None:
     with pytest.raises(QuantityError, match="is not a quantity"):
         parse_quantity(garbage)
 
 
-def test_a_quantity_larger_than_the_api_server_can_store_is_out_of_range():
+def test_a_quantity_larger_than_the_api_server_can_store_is_out_of_range() -> None:
     with pytest.raises(QuantityError, match=r"resources.requests.cpu: '1e30' is out of range"):
         to_milli("1e30", field="resources.requests.cpu")
 
 
-def test_sub_milli_amounts_round_up_like_the_api_server():
+def test_sub_milli_amounts_round_up_like_the_api_server() -> None:
     assert to_milli("1u") == 1
     assert to_milli("1500u") == 2
 
 
-def test_booleans_are_not_quantities():
+def test_booleans_are_not_quantities() -> None:
     with pytest.raises(QuantityError):
         parse_quantity(True)
 
 
-def test_formatting_round_trips_whole_and_milli_values():
+def test_formatting_round_trips_whole_and_milli_values() -> None:
     assert format_quantity(1500) == "1500m"
     assert format_quantity(2000) == "2"
     assert format_memory(to_milli("16Gi")) == "16Gi"
@@ -69,7 +69,7 @@ def test_formatting_round_trips_whole_and_milli_values():
 
 
 @pytest.mark.parametrize("spaced", [" 1", "1 ", "500m\n", "\t2Gi"])
-def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does(spaced):
+def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does(spaced) -> None:
     with pytest.raises(QuantityError, match=r"is not a quantity \(remove the spaces\)"):
         to_milli(spaced, field="resources.requests.cpu")
 
@@ -83,19 +83,19 @@ def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does
         ("9223372036854775807", 2**63 - 1),  # the largest quantity Kubernetes represents
     ],
 )
-def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text, units):
+def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text, units) -> None:
     assert to_milli(text) == units * 1000
 
 
 @pytest.mark.parametrize("too_big", ["8Ei", "9223372036854775808", "1e19"])
-def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big):
+def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big) -> None:
     with pytest.raises(QuantityError, match=rf"^status.capacity.memory: '{too_big}' is out of range"):
         to_milli(too_big, field="status.capacity.memory")
 
 
-def test_a_decoders_memo_reads_every_quantity_as_parsing_does_past_its_bound_and_after_an_error():
+def test_a_decoders_memo_reads_every_quantity_as_parsing_does_past_its_bound_and_after_an_error() -> None:
     memo = QuantityMemo(max_entries=2)
-    values = ["500m", "1Gi", "500m", 2, 2.5, "1Gi", "100Mi"]
+    values: list[str | int | float] = ["500m", "1Gi", "500m", 2, 2.5, "1Gi", "100Mi"]
 
     with pytest.raises(QuantityError, match=r"resources.requests.cpu: '1e30' is out of range"):
         to_milli("1e30", field="resources.requests.cpu", memo=memo)

@@ -1,6 +1,10 @@
 """Per KAI queue: the GPUs it holds, waits for and has launching, what the nodes serving it cost, and a $/h
 budget (queueBudgets) enforced on new nodes like the GPU limit."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.observability.metrics import Metrics
@@ -9,6 +13,11 @@ from autoscaler.planning import plan
 from autoscaler.planning.decisions import Launching
 from autoscaler.status import status_summary, unplaced_kind
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 KAI = "kai-scheduler"
@@ -45,7 +54,9 @@ def views(result):
     return {q.queue: q for q in result.queues}
 
 
-def test_a_node_serving_two_queues_costs_each_its_share_of_the_gpus_requested_there(make_config):
+def test_a_node_serving_two_queues_costs_each_its_share_of_the_gpus_requested_there(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         queue("research", quota=4, limit=8),
         queue("production", quota=8, limit=16),
@@ -60,7 +71,9 @@ def test_a_node_serving_two_queues_costs_each_its_share_of_the_gpus_requested_th
     assert (research.gpus_allocated, production.gpus_allocated) == (1, 3)
 
 
-def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(make_config):
+def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(
+    make_config: Callable[..., Config],
+) -> None:
     def cpu_pod(name, q, cpu):
         return pod(name, cpu=cpu, node_name="cpu-a", phase="Running", labels={"kai.scheduler/queue": q})
 
@@ -74,7 +87,7 @@ def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(make_
     assert views(result)["research"].cost_per_hour == pytest.approx(0.288)
 
 
-def test_pending_and_launching_gpus_are_counted_per_queue(make_config):
+def test_pending_and_launching_gpus_are_counted_per_queue(make_config: Callable[..., Config]) -> None:
     objs = [queue("research", quota=4, limit=8), *[job(f"sweep-{i}", "research") for i in range(3)]]
     launching = [Launching("launching-1", offering("g4dn.xlarge", 4, 16, 0.526, gpus=1, gpu_model="T4"))]
     result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW, launching=launching)
@@ -85,7 +98,9 @@ def test_pending_and_launching_gpus_are_counted_per_queue(make_config):
     assert research.cost_per_hour == pytest.approx(3 * 0.526)
 
 
-def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_and_the_budget(make_config):
+def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_and_the_budget(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         queue("research", quota=4, limit=8),
         shared_gpu_node(),
@@ -105,7 +120,7 @@ def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_
     assert unplaced_kind(unplaced.reason) == "queueBudget"
 
 
-def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config):
+def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config: Callable[..., Config]) -> None:
     objs = [queue("research", quota=8, limit=8), *[job(f"sweep-{i}", "research") for i in range(3)]]
     result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.2}), NOW)
     # Two g4dn.xlarge ($1.052/h) fit the $1.20/h budget; a third would not.
@@ -114,14 +129,16 @@ def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config):
     assert "$1.05/h planned" in result.launch.unplaced[0].reason
 
 
-def test_a_budget_never_holds_back_another_queues_pods(make_config):
+def test_a_budget_never_holds_back_another_queues_pods(make_config: Callable[..., Config]) -> None:
     objs = [job("sweep-0", "research"), job("serve-0", "production")]
     result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.1}), NOW)
     assert [la.pods for la in result.launch.launches] == [("default/serve-0",)]
     assert [u.pod for u in result.launch.unplaced] == ["default/sweep-0"]
 
 
-def test_a_budget_takes_a_cheaper_node_when_the_cheapest_per_pod_is_beyond_it(make_config):
+def test_a_budget_takes_a_cheaper_node_when_the_cheapest_per_pod_is_beyond_it(
+    make_config: Callable[..., Config],
+) -> None:
     # Four 1-GPU pods: a g5.12xlarge ($5.672/h) or g6.12xlarge ($4.60/h) would hold them all, but the cheapest
     # per pod is four g4dn.xlarge; with $1.10/h left only two of those fit, and no 4-GPU node does.
     objs = [*[job(f"sweep-{i}", "research") for i in range(4)]]
@@ -130,7 +147,9 @@ def test_a_budget_takes_a_cheaper_node_when_the_cheapest_per_pod_is_beyond_it(ma
     assert len(result.launch.unplaced) == 2
 
 
-def test_a_gang_whose_queue_budget_cannot_hold_all_of_it_gets_nothing(make_config):
+def test_a_gang_whose_queue_budget_cannot_hold_all_of_it_gets_nothing(
+    make_config: Callable[..., Config],
+) -> None:
     group = {"pod-group-name": "pg-train"}
     objs = [
         podgroup("pg-train", min_member=3, queue="research"),
@@ -142,7 +161,7 @@ def test_a_gang_whose_queue_budget_cannot_hold_all_of_it_gets_nothing(make_confi
     assert all("queue research would exceed its budget" in u.reason for u in result.launch.unplaced)
 
 
-def test_queues_without_budgets_are_planned_as_before(make_config):
+def test_queues_without_budgets_are_planned_as_before(make_config: Callable[..., Config]) -> None:
     objs = [job(f"sweep-{i}", "research") for i in range(3)]
     with_budget_elsewhere = plan(
         snapshot(*objs), aws_offerings(), make_config(queueBudgets={"other": 1.0}), NOW
@@ -153,7 +172,9 @@ def test_queues_without_budgets_are_planned_as_before(make_config):
     ]
 
 
-def test_the_metrics_carry_each_queue_and_drop_the_queues_that_went(make_config):
+def test_the_metrics_carry_each_queue_and_drop_the_queues_that_went(
+    make_config: Callable[..., Config],
+) -> None:
     objs = [
         queue("research", quota=4, limit=8),
         shared_gpu_node(),
@@ -171,7 +192,7 @@ def test_the_metrics_carry_each_queue_and_drop_the_queues_that_went(make_config)
     assert 'queue="research"' not in text
 
 
-def test_the_status_configmap_carries_each_queue_with_its_budget(make_config):
+def test_the_status_configmap_carries_each_queue_with_its_budget(make_config: Callable[..., Config]) -> None:
     objs = [
         queue("research", quota=4, limit=8),
         shared_gpu_node(),
@@ -189,7 +210,9 @@ def test_the_status_configmap_carries_each_queue_with_its_budget(make_config):
     }
 
 
-def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(make_config):
+def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(
+    make_config: Callable[..., Config],
+) -> None:
     result = plan(
         snapshot(job("sweep-0", "research")),
         aws_offerings(),
@@ -205,7 +228,9 @@ def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(make_config):
     assert launch.why.capped_by == "queueBudgets.research"
 
 
-def test_a_node_waiting_for_its_gpus_counts_against_the_queue_whose_pod_waits_for_it(make_config):
+def test_a_node_waiting_for_its_gpus_counts_against_the_queue_whose_pod_waits_for_it(
+    make_config: Callable[..., Config],
+) -> None:
     # tidal launched a g4dn.xlarge ($0.526/h) for sweep-0: it registered, its GPU is not allocatable yet, so
     # nothing is bound to it. It is already bought: the second pod may not have another node on a $0.60 budget.
     waiting_for_gpus = node(

@@ -70,14 +70,14 @@ CONCRETE = [c for c in commands() if not is_synopsis(c)]
 SYNOPSES = [c for c in commands() if is_synopsis(c)]
 
 
-def test_the_readme_shows_commands_of_every_subcommand():
+def test_the_readme_shows_commands_of_every_subcommand() -> None:
     shown = {c.split()[1] for c in commands()}
     assert {"plan", "simulate", "run"} <= shown
     assert len(CONCRETE) >= 5 and len(SYNOPSES) >= 3
 
 
 @pytest.mark.parametrize("synopsis", SYNOPSES)
-def test_every_flag_combination_of_a_synopsis_parses(synopsis):
+def test_every_flag_combination_of_a_synopsis_parses(synopsis) -> None:
     parser = cli.build_parser()
     for argv in expansions(synopsis):
         argv = [FROM_THE_CLUSTER.get(w, w) for w in argv]
@@ -88,7 +88,9 @@ def test_every_flag_combination_of_a_synopsis_parses(synopsis):
 
 
 @pytest.mark.parametrize("command", CONCRETE)
-def test_a_concrete_command_runs_as_printed(command, monkeypatch, capsys):
+def test_a_concrete_command_runs_as_printed(
+    command, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = runnable(command)
     monkeypatch.chdir(REPO)
     if argv[0] == "run":
@@ -104,12 +106,12 @@ def test_a_concrete_command_runs_as_printed(command, monkeypatch, capsys):
     assert cli.main(argv) == 0, capsys.readouterr().err
 
 
-def test_the_synopsis_expansion_takes_every_alternative_and_group():
+def test_the_synopsis_expansion_takes_every_alternative_and_group() -> None:
     argv = expansions("tidal plan --output table|json [--now T]")
     assert ["plan", "--output", "json"] in argv and ["plan", "--output", "table", "--now", "T"] in argv
 
 
-def test_trace_options_in_the_readme_are_given_with_a_trace():
+def test_trace_options_in_the_readme_are_given_with_a_trace() -> None:
     for command in commands():
         words = command.split()
         if any(w in words for w in ("--window", "--sample", "--compression", "--start")):

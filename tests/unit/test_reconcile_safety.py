@@ -67,7 +67,9 @@ def gpu_job(name: str) -> dict[str, object]:
     return pod(name, cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
 
 
-def test_the_fallback_plan_after_a_capacity_error_counts_the_launches_that_just_succeeded(config):
+def test_the_fallback_plan_after_a_capacity_error_counts_the_launches_that_just_succeeded(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(clusterGPULimit=4, maxParallelLaunches=1)
     clock = Clock()
     provider = RunsOutAfter(cfg, clock=clock, instance_type="g4dn.xlarge", n=2)
@@ -87,7 +89,9 @@ def test_the_fallback_plan_after_a_capacity_error_counts_the_launches_that_just_
     ]
 
 
-def test_the_fallback_plan_puts_pods_on_the_room_of_launches_that_just_succeeded(config):
+def test_the_fallback_plan_puts_pods_on_the_room_of_launches_that_just_succeeded(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(maxParallelLaunches=1)
     clock = Clock()
     provider = RunsOutAfter(cfg, clock=clock, instance_type="g4dn.xlarge", n=2)
@@ -105,7 +109,9 @@ def test_the_fallback_plan_puts_pods_on_the_room_of_launches_that_just_succeeded
     assert launched_for == [f"default/job-{i}" for i in range(4)]  # every pod bought for exactly once
 
 
-def test_the_fallback_plan_leaves_out_offerings_benched_while_others_already_were(tmp_path, make_config):
+def test_the_fallback_plan_leaves_out_offerings_benched_while_others_already_were(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
     catalog = tmp_path / "two-t4-sizes.csv"
     catalog.write_text(CATALOG + "aws,us-east-1,g4dn.2xlarge,8,32768,1,1,NVIDIA,T4,16384,x86_64,0.752,,\n")
     cfg = make_config(simulated={"catalog": str(catalog)})
@@ -128,7 +134,9 @@ def test_the_fallback_plan_leaves_out_offerings_benched_while_others_already_wer
     assert launched == ["g4dn.12xlarge"]
 
 
-def test_a_failed_label_patch_does_not_stop_the_launches_of_the_same_reconcile(config):
+def test_a_failed_label_patch_does_not_stop_the_launches_of_the_same_reconcile(
+    config: Callable[..., Config],
+) -> None:
     cfg = config()
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -164,7 +172,9 @@ class BindsAfterSnapshot(StaticCluster):
         return self.views.pop(0) if len(self.views) > 1 else self.views[0]
 
 
-def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_deleted(config):
+def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_deleted(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -189,7 +199,9 @@ def test_an_empty_node_that_got_a_pod_after_the_snapshot_is_uncordoned_not_delet
     assert actions.named("delete_node") == []
 
 
-def test_a_pod_the_api_server_bound_but_the_cache_has_not_seen_keeps_its_node(config):
+def test_a_pod_the_api_server_bound_but_the_cache_has_not_seen_keeps_its_node(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     provider = SimulatedProvider(cfg, clock=Clock())
     idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
@@ -204,7 +216,9 @@ def test_a_pod_the_api_server_bound_but_the_cache_has_not_seen_keeps_its_node(co
     assert actions.named("uncordon") == [("ip-10-0-0-9",)]
 
 
-def test_an_empty_node_is_kept_when_the_api_server_cannot_say_what_runs_on_it(config):
+def test_an_empty_node_is_kept_when_the_api_server_cannot_say_what_runs_on_it(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     provider = SimulatedProvider(cfg, clock=Clock())
     idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
@@ -220,7 +234,7 @@ def test_an_empty_node_is_kept_when_the_api_server_cannot_say_what_runs_on_it(co
     assert actions.named("uncordon") == [("ip-10-0-0-9",)]
 
 
-def test_an_empty_node_the_api_server_also_sees_empty_is_removed(config):
+def test_an_empty_node_the_api_server_also_sees_empty_is_removed(config: Callable[..., Config]) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     provider = SimulatedProvider(cfg, clock=Clock())
     idle = node("ip-10-0-0-9", instance_type="m6i.2xlarge", managed=True)
@@ -232,7 +246,7 @@ def test_an_empty_node_the_api_server_also_sees_empty_is_removed(config):
     assert actions.named("delete_node") == [("ip-10-0-0-9",)]
 
 
-def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config):
+def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config: Callable[..., Config]) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "0s"}, newNodeGracePeriod="0s")
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -249,7 +263,9 @@ def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config):
 
 
 @pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", ""])
-def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finish(config, mangled):
+def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finish(
+    config: Callable[..., Config], mangled
+) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)

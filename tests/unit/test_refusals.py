@@ -130,7 +130,9 @@ def launch_calls(provider: SimulatedProvider) -> int:
     return sum(1 for method, _ in provider.calls if method == "launch")
 
 
-def test_a_family_quota_refusal_falls_back_to_another_family_in_the_same_reconcile(config):
+def test_a_family_quota_refusal_falls_back_to_another_family_in_the_same_reconcile(
+    config: Callable[..., Config],
+) -> None:
     """The reproduction: a g4dn VcpuLimitExceeded was only logged, and retried reconcile after reconcile."""
     cfg = config()
     clock = Clock()
@@ -146,7 +148,9 @@ def test_a_family_quota_refusal_falls_back_to_another_family_in_the_same_reconci
     assert launched_types(provider) == ["g5.xlarge"]
 
 
-def test_a_quota_scope_keeps_its_whole_family_out_of_the_next_reconciles(config):
+def test_a_quota_scope_keeps_its_whole_family_out_of_the_next_reconciles(
+    config: Callable[..., Config],
+) -> None:
     cfg = config()
     clock = Clock()
     provider = FamilyQuota(cfg, clock=clock, family="g4dn")
@@ -165,7 +169,9 @@ def test_a_quota_scope_keeps_its_whole_family_out_of_the_next_reconciles(config)
     assert launch_calls(provider) == calls + 1
 
 
-def test_throttling_holds_every_launch_back_until_the_clouds_retry_after(config):
+def test_throttling_holds_every_launch_back_until_the_clouds_retry_after(
+    config: Callable[..., Config],
+) -> None:
     cfg = config()
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -189,7 +195,9 @@ def test_throttling_holds_every_launch_back_until_the_clouds_retry_after(config)
     assert launched_types(provider) == ["g4dn.xlarge", "g4dn.xlarge"]
 
 
-def test_a_failure_reported_after_the_launch_benches_the_offering_before_the_next_plan(config):
+def test_a_failure_reported_after_the_launch_benches_the_offering_before_the_next_plan(
+    config: Callable[..., Config],
+) -> None:
     cfg = config()
     clock = Clock()
     provider = FailsLater(cfg, clock=clock, instance_type="g4dn.xlarge")
@@ -217,8 +225,8 @@ def gang(name: str, members: int, gpus: int) -> list[dict[str, object]]:
 
 
 def test_a_gang_with_one_members_offering_out_of_capacity_is_rolled_back_after_the_gang_launch_timeout(
-    config,
-):
+    config: Callable[..., Config],
+) -> None:
     cfg = config(maxParallelLaunches=1, gangLaunchTimeout="5m")
     clock = Clock()
     # One g4dn.12xlarge is left; nothing else has four T4s, and the gang asks for T4s.
@@ -247,7 +255,9 @@ def test_a_gang_with_one_members_offering_out_of_capacity_is_rolled_back_after_t
     assert "tidal_gang_rollbacks_total 1.0" in metrics.render().decode()
 
 
-def test_a_gang_whose_refused_member_falls_back_in_the_same_reconcile_is_complete_and_kept(config):
+def test_a_gang_whose_refused_member_falls_back_in_the_same_reconcile_is_complete_and_kept(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(maxParallelLaunches=1, gangLaunchTimeout="5m")
     clock = Clock()
     provider = RunsOutAfter(cfg, clock=clock, instance_type="g4dn.12xlarge", n=1)
@@ -262,7 +272,7 @@ def test_a_gang_whose_refused_member_falls_back_in_the_same_reconcile_is_complet
     assert launched_types(provider) == ["g4dn.12xlarge", "g5.12xlarge"]
 
 
-def test_the_status_configmap_names_the_benched_quota_scope(config):
+def test_the_status_configmap_names_the_benched_quota_scope(config: Callable[..., Config]) -> None:
     cfg = config()
     clock = Clock()
     provider = FamilyQuota(cfg, clock=clock, family="g4dn")
@@ -272,7 +282,9 @@ def test_the_status_configmap_names_the_benched_quota_scope(config):
     assert '"quota family/g4dn/us-east-1/on-demand"' in data["status"]
 
 
-def test_a_launch_refused_without_per_offering_detail_still_benches_its_candidates(config):
+def test_a_launch_refused_without_per_offering_detail_still_benches_its_candidates(
+    config: Callable[..., Config],
+) -> None:
     """A provider that raises the contract's errors without attempts is read by their type."""
     cfg = config()
     clock = Clock()

@@ -21,7 +21,7 @@ def compatibility_table() -> str:
     return section
 
 
-def test_the_license_is_the_full_apache_2_text_and_ships_with_the_package():
+def test_the_license_is_the_full_apache_2_text_and_ships_with_the_package() -> None:
     text = (REPO / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
@@ -32,12 +32,12 @@ def test_the_license_is_the_full_apache_2_text_and_ships_with_the_package():
     assert importlib.metadata.metadata("tidal-autoscaler")["License-Expression"] == "Apache-2.0"
 
 
-def test_the_changelog_has_a_section_for_the_version_tidal_reports():
+def test_the_changelog_has_a_section_for_the_version_tidal_reports() -> None:
     changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     assert re.search(rf"^## {re.escape(__version__)}\b", changelog, flags=re.M)
 
 
-def test_the_security_policy_says_how_to_report_privately_and_which_versions_get_fixes():
+def test_the_security_policy_says_how_to_report_privately_and_which_versions_get_fixes() -> None:
     policy = (REPO / "SECURITY.md").read_text(encoding="utf-8")
     assert "## Reporting a vulnerability" in policy and "Report a vulnerability" in policy
     assert "Do not open a public issue" in policy
@@ -45,7 +45,7 @@ def test_the_security_policy_says_how_to_report_privately_and_which_versions_get
     assert f"| {minor}.x | yes" in policy
 
 
-def test_the_compatibility_table_names_the_kubernetes_client_range_pyproject_pins():
+def test_the_compatibility_table_names_the_kubernetes_client_range_pyproject_pins() -> None:
     dependencies = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "dependencies"
     ]
@@ -57,13 +57,13 @@ def test_the_compatibility_table_names_the_kubernetes_client_range_pyproject_pin
     assert f"client {installed}" in compatibility_table()
 
 
-def test_the_compatibility_table_names_the_kai_api_groups_tidal_reads():
+def test_the_compatibility_table_names_the_kai_api_groups_tidal_reads() -> None:
     table = compatibility_table()
     for kind, name in ((KAI_PODGROUPS, "PodGroups"), (KAI_QUEUES, "Queues")):
         assert f"`{kind.group}/{kind.version}` {name}" in table
 
 
-def test_the_compatibility_table_names_the_recorded_scheduler_version_and_python():
+def test_the_compatibility_table_names_the_recorded_scheduler_version_and_python() -> None:
     table = compatibility_table()
     assert "kube-scheduler v1.36.2" in table
     python = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][

@@ -12,7 +12,7 @@ from tests.builders import node, pod, snapshot
 GIB = 1024**3 * 1000
 
 
-def test_a_node_whose_instance_terminated_holds_no_gpus_and_its_pods_are_pending_again():
+def test_a_node_whose_instance_terminated_holds_no_gpus_and_its_pods_are_pending_again() -> None:
     view = snapshot(
         node("ip-10-0-0-1", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True),
         node("ip-10-0-0-2", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True),
@@ -34,7 +34,7 @@ def _one_gpu_job(name: str, at: float, priority: int = 0) -> JobSpec:
     return JobSpec(at, name, 1, 1, 3000, 12 * GIB, 3600.0, priority=priority)
 
 
-def test_a_pod_whose_new_node_another_pod_took_gets_a_new_launch_not_the_same_one_again():
+def test_a_pod_whose_new_node_another_pod_took_gets_a_new_launch_not_the_same_one_again() -> None:
     scenario = parse_scenario(
         {
             "name": "race",

@@ -1,9 +1,12 @@
 """Reserved capacity in a plan: used first, never past its free count, targeted only on request, Capacity
 Blocks only inside their window."""
 
+from __future__ import annotations
+
 import csv
 import io
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from autoscaler.catalog import offerings_from_rows, write_catalog_csv
 from autoscaler.demand import Reason
@@ -14,6 +17,11 @@ from autoscaler.planning import plan
 from autoscaler.planning.reserved import InFlight
 from autoscaler.render import plan_to_json, plan_to_table
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, reserved, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 HOUR = 3600.0
@@ -49,14 +57,16 @@ def reasons(result):
     return {u.pod: u.reason for u in result.launch.unplaced}
 
 
-def test_reserved_capacity_that_fits_is_used_before_cheaper_on_demand(make_config):
+def test_reserved_capacity_that_fits_is_used_before_cheaper_on_demand(
+    make_config: Callable[..., Config],
+) -> None:
     # g4dn.xlarge is the cheapest on-demand GPU node, but the g5.xlarge reservation is already paid for.
     result = run(make_config, gpu_pod("infer-1"), extra=[g5_reservation(available=2)])
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
     assert result.launch.cost_per_hour == 0.0
 
 
-def test_a_reservation_is_never_planned_past_its_free_count(make_config):
+def test_a_reservation_is_never_planned_past_its_free_count(make_config: Callable[..., Config]) -> None:
     pods = [gpu_pod(f"infer-{i}") for i in range(5)]
     result = run(make_config, *pods, extra=[g5_reservation(available=2, total=4)])
     assert launched(result) == {
@@ -65,7 +75,9 @@ def test_a_reservation_is_never_planned_past_its_free_count(make_config):
     }
 
 
-def test_a_node_planned_into_a_reservation_falls_back_to_on_demand_never_to_another_reservation(make_config):
+def test_a_node_planned_into_a_reservation_falls_back_to_on_demand_never_to_another_reservation(
+    make_config: Callable[..., Config],
+) -> None:
     other = reserved(base("g5.xlarge", "us-east-1b"), "cr-0a1b2c3d4e5f60002", available=1)
     result = run(make_config, gpu_pod("infer-1"), extra=[g5_reservation(available=1), other])
     (la,) = result.launch.launches
@@ -74,7 +86,9 @@ def test_a_node_planned_into_a_reservation_falls_back_to_on_demand_never_to_anot
     assert all(o.reservation is None for o in la.alternatives)
 
 
-def test_nodes_planned_as_on_demand_never_fall_back_into_a_reservation(make_config):
+def test_nodes_planned_as_on_demand_never_fall_back_into_a_reservation(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [gpu_pod(f"infer-{i}") for i in range(2)]
     result = run(make_config, *pods, extra=[g5_reservation(available=1)])
     on_demand = [la for la in result.launch.launches if la.offering.reservation is None]
@@ -82,7 +96,9 @@ def test_nodes_planned_as_on_demand_never_fall_back_into_a_reservation(make_conf
     assert all(o.reservation is None for o in on_demand[0].alternatives)
 
 
-def test_two_reservations_of_one_type_in_one_zone_are_counted_apart(make_config):
+def test_two_reservations_of_one_type_in_one_zone_are_counted_apart(
+    make_config: Callable[..., Config],
+) -> None:
     first = g5_reservation("cr-0a1b2c3d4e5f60001", available=1)
     second = g5_reservation("cr-0a1b2c3d4e5f60002", available=1)
     assert first.key != second.key
@@ -94,7 +110,7 @@ def test_two_reservations_of_one_type_in_one_zone_are_counted_apart(make_config)
     }
 
 
-def test_reserved_nodes_still_count_toward_the_cluster_gpu_limit(make_config):
+def test_reserved_nodes_still_count_toward_the_cluster_gpu_limit(make_config: Callable[..., Config]) -> None:
     pods = [gpu_pod(f"infer-{i}") for i in range(2)]
     result = run(make_config, *pods, extra=[g5_reservation(available=4)], clusterGPULimit=1)
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
@@ -103,26 +119,30 @@ def test_reserved_nodes_still_count_toward_the_cluster_gpu_limit(make_config):
     assert waiting.reason.startswith("clusterGPULimit 1 reached")
 
 
-def test_a_small_pod_takes_the_smallest_free_reservation(make_config):
+def test_a_small_pod_takes_the_smallest_free_reservation(make_config: Callable[..., Config]) -> None:
     p5 = reserved(base("p5.48xlarge"), "cr-0a1b2c3d4e5f60009", available=2)
     result = run(make_config, gpu_pod("infer-1"), extra=[p5, g5_reservation(available=2)])
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
 
 
-def test_reserved_capacity_is_not_used_unless_the_pod_may_get_it(make_config):
+def test_reserved_capacity_is_not_used_unless_the_pod_may_get_it(make_config: Callable[..., Config]) -> None:
     result = run(
         make_config, gpu_pod("infer-1"), extra=[g5_reservation(available=2)], capacityTypes=["on-demand"]
     )
     assert launched(result) == {"g4dn.xlarge/us-east-1a/on-demand": 1}
 
 
-def test_a_pod_opts_out_of_reserved_capacity_with_its_offerings_annotation(make_config):
+def test_a_pod_opts_out_of_reserved_capacity_with_its_offerings_annotation(
+    make_config: Callable[..., Config],
+) -> None:
     opted_out = gpu_pod("infer-1", annotations={"node.elotl.co/instance-offerings": "on-demand"})
     result = run(make_config, opted_out, extra=[g5_reservation(available=2)])
     assert launched(result) == {"g4dn.xlarge/us-east-1a/on-demand": 1}
 
 
-def test_a_pod_that_requires_reserved_capacity_waits_when_every_reservation_is_full(make_config):
+def test_a_pod_that_requires_reserved_capacity_waits_when_every_reservation_is_full(
+    make_config: Callable[..., Config],
+) -> None:
     required = gpu_pod("train-1", annotations={"tidal.dev/instance-offerings": "reserved"})
     result = run(make_config, required, extra=[g5_reservation(available=0, total=4)])
     assert launched(result) == {}
@@ -132,7 +152,9 @@ def test_a_pod_that_requires_reserved_capacity_waits_when_every_reservation_is_f
     assert not result.launch.unplaced[0].limited
 
 
-def test_a_targeted_reservation_is_never_used_by_pods_that_did_not_ask_for_it(make_config):
+def test_a_targeted_reservation_is_never_used_by_pods_that_did_not_ask_for_it(
+    make_config: Callable[..., Config],
+) -> None:
     targeted = g5_reservation(available=3, kind=ReservationKind.TARGETED)
     anyone = gpu_pod("infer-1")
     requires = gpu_pod("infer-2", annotations={"tidal.dev/instance-offerings": "reserved"})
@@ -145,21 +167,23 @@ def test_a_targeted_reservation_is_never_used_by_pods_that_did_not_ask_for_it(ma
     }
 
 
-def test_a_pod_that_names_a_targeted_reservation_gets_it(make_config):
+def test_a_pod_that_names_a_targeted_reservation_gets_it(make_config: Callable[..., Config]) -> None:
     targeted = g5_reservation(available=3, kind=ReservationKind.TARGETED)
     named = gpu_pod("infer-1", annotations={"tidal.dev/capacity-reservation": "cr-0a1b2c3d4e5f60001"})
     result = run(make_config, named, extra=[targeted], capacityTypes=["on-demand"])
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
 
 
-def test_a_pod_that_selects_the_reservation_label_may_use_a_targeted_reservation(make_config):
+def test_a_pod_that_selects_the_reservation_label_may_use_a_targeted_reservation(
+    make_config: Callable[..., Config],
+) -> None:
     targeted = g5_reservation(available=3, kind=ReservationKind.TARGETED)
     selecting = gpu_pod("infer-1", node_selector={"tidal.dev/reservation-id": "cr-0a1b2c3d4e5f60001"})
     result = run(make_config, selecting, extra=[targeted])
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
 
 
-def test_a_pod_that_names_one_reservation_uses_no_other(make_config):
+def test_a_pod_that_names_one_reservation_uses_no_other(make_config: Callable[..., Config]) -> None:
     mine = g5_reservation("cr-0a1b2c3d4e5f60001", available=0)
     theirs = g5_reservation("cr-0a1b2c3d4e5f60002", available=5)
     named = gpu_pod(
@@ -174,7 +198,9 @@ def test_a_pod_that_names_one_reservation_uses_no_other(make_config):
     assert "cr-0a1b2c3d4e5f60001" in reasons(result)["default/train-1"]
 
 
-def test_a_capacity_block_not_yet_started_makes_pods_that_only_it_holds_wait_naming_its_start(make_config):
+def test_a_capacity_block_not_yet_started_makes_pods_that_only_it_holds_wait_naming_its_start(
+    make_config: Callable[..., Config],
+) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW + 2 * HOUR, end=NOW + 26 * HOUR
     )
@@ -186,7 +212,9 @@ def test_a_capacity_block_not_yet_started_makes_pods_that_only_it_holds_wait_nam
     }
 
 
-def test_pods_that_may_buy_on_demand_do_not_wait_for_a_capacity_block(make_config):
+def test_pods_that_may_buy_on_demand_do_not_wait_for_a_capacity_block(
+    make_config: Callable[..., Config],
+) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW + 2 * HOUR, end=NOW + 26 * HOUR
     )
@@ -194,7 +222,7 @@ def test_pods_that_may_buy_on_demand_do_not_wait_for_a_capacity_block(make_confi
     assert launched(result) == {"g4dn.xlarge/us-east-1a/on-demand": 1}
 
 
-def test_before_block_start_on_demand_buys_on_demand_meanwhile(make_config):
+def test_before_block_start_on_demand_buys_on_demand_meanwhile(make_config: Callable[..., Config]) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW + 2 * HOUR, end=NOW + 26 * HOUR
     )
@@ -203,7 +231,7 @@ def test_before_block_start_on_demand_buys_on_demand_meanwhile(make_config):
     assert launched(result) == {"g4dn.xlarge/us-east-1a/on-demand": 1}
 
 
-def test_a_capacity_block_is_used_once_it_has_started(make_config):
+def test_a_capacity_block_is_used_once_it_has_started(make_config: Callable[..., Config]) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW - HOUR, end=NOW + 23 * HOUR
     )
@@ -211,7 +239,9 @@ def test_a_capacity_block_is_used_once_it_has_started(make_config):
     assert launched(result) == {"g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1}
 
 
-def test_no_node_goes_into_a_capacity_block_within_the_drain_lead_of_its_end(make_config):
+def test_no_node_goes_into_a_capacity_block_within_the_drain_lead_of_its_end(
+    make_config: Callable[..., Config],
+) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW - 23 * HOUR, end=NOW + 30 * 60
     )
@@ -219,7 +249,9 @@ def test_no_node_goes_into_a_capacity_block_within_the_drain_lead_of_its_end(mak
     assert launched(result) == {"g4dn.xlarge/us-east-1a/on-demand": 1}
 
 
-def test_a_gang_larger_than_the_reservation_it_requires_is_not_placed_at_all(make_config):
+def test_a_gang_larger_than_the_reservation_it_requires_is_not_placed_at_all(
+    make_config: Callable[..., Config],
+) -> None:
     members = [
         gpu_pod(
             f"train-{i}",
@@ -238,7 +270,9 @@ def test_a_gang_larger_than_the_reservation_it_requires_is_not_placed_at_all(mak
     }
 
 
-def test_a_bad_capacity_type_in_the_offerings_annotation_is_one_clear_line(make_config):
+def test_a_bad_capacity_type_in_the_offerings_annotation_is_one_clear_line(
+    make_config: Callable[..., Config],
+) -> None:
     bad = gpu_pod("infer-1", annotations={"tidal.dev/instance-offerings": "reserved,cheap"})
     result = run(make_config, bad, extra=[g5_reservation(available=2)])
     (ignored,) = [i for i in result.demand.ignored if i.pod == "default/infer-1"]
@@ -249,7 +283,7 @@ def test_a_bad_capacity_type_in_the_offerings_annotation_is_one_clear_line(make_
     )
 
 
-def test_a_reserved_node_is_labelled_with_its_reservation(make_config):
+def test_a_reserved_node_is_labelled_with_its_reservation(make_config: Callable[..., Config]) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW - HOUR, end=NOW + 23 * HOUR
     )
@@ -264,7 +298,9 @@ def test_a_reserved_node_is_labelled_with_its_reservation(make_config):
     assert labels["eks.amazonaws.com/capacityType"] == "CAPACITY_BLOCK"
 
 
-def test_nodes_launched_into_a_reservation_since_it_was_counted_are_taken_off_its_free_count(make_config):
+def test_nodes_launched_into_a_reservation_since_it_was_counted_are_taken_off_its_free_count(
+    make_config: Callable[..., Config],
+) -> None:
     cfg = make_config(**RESERVED_FIRST)
     offerings = [*aws_offerings(), g5_reservation(available=2)]
     fleet = Fleet(cfg)
@@ -281,7 +317,7 @@ def test_nodes_launched_into_a_reservation_since_it_was_counted_are_taken_off_it
     }
 
 
-def test_offerings_are_the_very_same_list_while_nothing_was_launched_into_a_reservation_since():
+def test_offerings_are_the_very_same_list_while_nothing_was_launched_into_a_reservation_since() -> None:
     offerings = [*aws_offerings(), g5_reservation(available=2)]
     in_flight = InFlight()
     assert in_flight.apply(offerings, {}) is offerings
@@ -290,7 +326,7 @@ def test_offerings_are_the_very_same_list_while_nothing_was_launched_into_a_rese
     assert in_flight.apply(offerings, {"cr-0a1b2c3d4e5f60001": 1}) is spent
 
 
-def test_the_plan_output_names_the_reservation_a_node_goes_into(make_config):
+def test_the_plan_output_names_the_reservation_a_node_goes_into(make_config: Callable[..., Config]) -> None:
     block = g5_reservation(
         available=4, kind=ReservationKind.CAPACITY_BLOCK, start=NOW - HOUR, end=NOW + 23 * HOUR
     )
@@ -306,7 +342,7 @@ def test_the_plan_output_names_the_reservation_a_node_goes_into(make_config):
     assert "reserved cr-0a1b2c3d4e5f60001" in plan_to_table(result, make_config(**RESERVED_FIRST))
 
 
-def test_a_catalog_file_written_from_offerings_leaves_reservations_out():
+def test_a_catalog_file_written_from_offerings_leaves_reservations_out() -> None:
     offerings = [*aws_offerings(), g5_reservation(available=2)]
     out = io.StringIO()
     write_catalog_csv(offerings, out, cloud="aws", region="us-east-1")

@@ -100,7 +100,9 @@ def node_of(instance: Instance, ctl: Controller, cfg: Config) -> dict[str, objec
     return found
 
 
-def test_a_reservation_is_not_launched_into_past_its_count_while_its_listing_is_not_read_again(config):
+def test_a_reservation_is_not_launched_into_past_its_count_while_its_listing_is_not_read_again(
+    config: Callable[..., Config],
+) -> None:
     cfg = config({"id": "cr-ml", "instanceType": "g5.xlarge", "zone": "us-east-1a", "count": 1})
     clock = Clock(START)
     provider = SimulatedProvider(cfg, clock=clock)
@@ -117,7 +119,9 @@ def test_a_reservation_is_not_launched_into_past_its_count_while_its_listing_is_
     assert ctl.last is not None and not [o for o in ctl.last.launched if o.refusals]
 
 
-def test_a_capacity_blocks_nodes_are_drained_before_it_ends_and_their_pods_planned_again_at_once(config):
+def test_a_capacity_blocks_nodes_are_drained_before_it_ends_and_their_pods_planned_again_at_once(
+    config: Callable[..., Config],
+) -> None:
     block = {
         "id": BLOCK,
         "instanceType": "g5.xlarge",
@@ -159,7 +163,7 @@ def test_a_capacity_blocks_nodes_are_drained_before_it_ends_and_their_pods_plann
     assert ctl.last is not None and ctl.last.drains_started == [instance.id]
 
 
-def test_no_drain_is_started_for_a_block_in_a_dry_run(config):
+def test_no_drain_is_started_for_a_block_in_a_dry_run(config: Callable[..., Config]) -> None:
     block = {
         "id": BLOCK,
         "instanceType": "g5.xlarge",
@@ -181,7 +185,9 @@ def test_no_drain_is_started_for_a_block_in_a_dry_run(config):
     assert drainer.jobs == []
 
 
-def test_a_reservation_that_disappears_mid_run_is_no_longer_planned_into_nor_kept(config):
+def test_a_reservation_that_disappears_mid_run_is_no_longer_planned_into_nor_kept(
+    config: Callable[..., Config],
+) -> None:
     cfg = config(
         {"id": "cr-ml", "instanceType": "g5.xlarge", "zone": "us-east-1a", "count": 2, "end": START + HOUR}
     )

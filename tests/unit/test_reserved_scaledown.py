@@ -1,10 +1,19 @@
 """Scale-down and reserved nodes: a node in a reservation that lasts is kept (removing it saves nothing),
 unless ``reservations.reservedNodes`` is release; a node whose reservation is gone is a node like any other."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from autoscaler.fit import node_labels
 from autoscaler.model import ReservationKind
 from autoscaler.planning import plan
 from tests.builders import aws_offerings, node, reserved, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 T0 = 1_795_168_800.0  # when the test nodes were created
 NOW = T0 + 6 * 3600
@@ -33,7 +42,7 @@ def removals(make_config, *objs, offerings, **cfg):
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 
 
-def test_an_empty_node_in_a_reservation_that_lasts_is_kept(make_config):
+def test_an_empty_node_in_a_reservation_that_lasts_is_kept(make_config: Callable[..., Config]) -> None:
     offering = reserved(g5(), RID, available=1, total=2)
     removed, blocked = removals(
         make_config, reserved_node(make_config, "gpu-1", offering), offerings=[*aws_offerings(), offering]
@@ -45,7 +54,9 @@ def test_an_empty_node_in_a_reservation_that_lasts_is_kept(make_config):
     )
 
 
-def test_reserved_nodes_release_removes_an_empty_reserved_node_like_any_other(make_config):
+def test_reserved_nodes_release_removes_an_empty_reserved_node_like_any_other(
+    make_config: Callable[..., Config],
+) -> None:
     offering = reserved(g5(), RID, available=1, total=2)
     removed, _ = removals(
         make_config,
@@ -56,7 +67,9 @@ def test_reserved_nodes_release_removes_an_empty_reserved_node_like_any_other(ma
     assert removed == ["gpu-1"]
 
 
-def test_a_node_whose_reservation_is_gone_is_removed_like_any_other(make_config):
+def test_a_node_whose_reservation_is_gone_is_removed_like_any_other(
+    make_config: Callable[..., Config],
+) -> None:
     offering = reserved(g5(), RID, available=1, total=2)
     # The provider no longer lists the reservation (cancelled, or expired): the node costs what any node does.
     removed, _ = removals(
@@ -65,7 +78,9 @@ def test_a_node_whose_reservation_is_gone_is_removed_like_any_other(make_config)
     assert removed == ["gpu-1"]
 
 
-def test_a_node_on_a_capacity_block_that_is_ending_is_not_kept_for_it(make_config):
+def test_a_node_on_a_capacity_block_that_is_ending_is_not_kept_for_it(
+    make_config: Callable[..., Config],
+) -> None:
     block = reserved(
         g5(),
         RID,

@@ -85,20 +85,20 @@ def pending_messages():
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_a_catalog_has_the_shared_header_plus_a_trailing_zone_column(name):
+def test_a_catalog_has_the_shared_header_plus_a_trailing_zone_column(name) -> None:
     header, rows = catalog_rows(name)
     assert header == [*SHARED_HEADER, "zone"]
     assert len(rows) >= 20
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_row_is_of_the_files_cloud_and_region(name):
+def test_every_catalog_row_is_of_the_files_cloud_and_region(name) -> None:
     _, rows = catalog_rows(name)
     assert {(r["cloud"], r["region"]) for r in rows} == {CATALOG_FILES[name]}
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_price_is_positive_and_spot_is_cheaper(name):
+def test_every_catalog_price_is_positive_and_spot_is_cheaper(name) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
         on_demand = float(row["on_demand_usd_per_hour"])
@@ -108,7 +108,7 @@ def test_every_catalog_price_is_positive_and_spot_is_cheaper(name):
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_gpu_row_names_its_model_vendor_and_memory(name):
+def test_every_gpu_row_names_its_model_vendor_and_memory(name) -> None:
     _, rows = catalog_rows(name)
     gpu_rows = [r for r in rows if int(r["gpu_count"]) > 0]
     assert gpu_rows
@@ -119,7 +119,7 @@ def test_every_gpu_row_names_its_model_vendor_and_memory(name):
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_a_type_appears_once_unless_it_is_listed_per_zone(name):
+def test_a_type_appears_once_unless_it_is_listed_per_zone(name) -> None:
     _, rows = catalog_rows(name)
     seen = [(r["instance_type"], r["zone"]) for r in rows]
     assert len(seen) == len(set(seen))
@@ -127,13 +127,13 @@ def test_a_type_appears_once_unless_it_is_listed_per_zone(name):
         assert [z for t, z in seen if t == instance_type] == [""], instance_type
 
 
-def test_some_scarce_gpu_types_are_restricted_to_explicit_zones():
+def test_some_scarce_gpu_types_are_restricted_to_explicit_zones() -> None:
     _, rows = catalog_rows("aws-us-east-1.csv")
     assert [r["zone"] for r in rows if r["instance_type"] == "p5.48xlarge"] == ["us-east-1a"]
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_tidal_reads_every_catalog_row_as_offerings(name):
+def test_tidal_reads_every_catalog_row_as_offerings(name) -> None:
     cloud, region = CATALOG_FILES[name]
     _, rows = catalog_rows(name)
     offerings = read_catalog_csv(CATALOGS / name, cloud=cloud, region=region, zones=["zone-x"])
@@ -141,7 +141,7 @@ def test_tidal_reads_every_catalog_row_as_offerings(name):
 
 
 @pytest.fixture(scope="module")
-def shared_catalog():
+def shared_catalog() -> dict[tuple[str, str, str], dict[str, str]]:
     if not SHARED_CATALOG.is_file():
         pytest.skip(f"shared catalog {SHARED_CATALOG} is not present")
     with SHARED_CATALOG.open(newline="", encoding="utf-8") as fh:
@@ -149,7 +149,9 @@ def shared_catalog():
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_price_equals_the_shared_catalogs_price(name, shared_catalog):
+def test_every_catalog_price_equals_the_shared_catalogs_price(
+    name, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
+) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
         shared = shared_catalog[(row["cloud"], row["region"], row["instance_type"])]
@@ -158,7 +160,9 @@ def test_every_catalog_price_equals_the_shared_catalogs_price(name, shared_catal
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_row_except_its_zone_is_copied_from_the_shared_catalog(name, shared_catalog):
+def test_every_catalog_row_except_its_zone_is_copied_from_the_shared_catalog(
+    name, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
+) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
         shared = shared_catalog[(row["cloud"], row["region"], row["instance_type"])]
@@ -261,21 +265,21 @@ OTHER_MESSAGES = {
 
 
 @pytest.mark.parametrize("message", CAPACITY_MESSAGES.values(), ids=CAPACITY_MESSAGES.keys())
-def test_the_kai_regexp_matches_capacity_messages(message):
+def test_the_kai_regexp_matches_capacity_messages(message) -> None:
     assert kai_regexp().search(message)
 
 
 @pytest.mark.parametrize("message", QUEUE_MESSAGES.values(), ids=QUEUE_MESSAGES.keys())
-def test_the_kai_regexp_never_matches_a_kai_queue_message(message):
+def test_the_kai_regexp_never_matches_a_kai_queue_message(message) -> None:
     assert not kai_regexp().search(message)
 
 
 @pytest.mark.parametrize("message", OTHER_MESSAGES.values(), ids=OTHER_MESSAGES.keys())
-def test_the_kai_regexp_ignores_messages_a_new_node_would_not_fix(message):
+def test_the_kai_regexp_ignores_messages_a_new_node_would_not_fix(message) -> None:
     assert not kai_regexp().search(message)
 
 
-def test_the_kai_regexp_matches_every_capacity_message_in_the_snapshots():
+def test_the_kai_regexp_matches_every_capacity_message_in_the_snapshots() -> None:
     capacity = [
         (pod, m)
         for pod, reason, m in pending_messages()
@@ -285,25 +289,25 @@ def test_the_kai_regexp_matches_every_capacity_message_in_the_snapshots():
     assert [pod for pod, m in capacity if not kai_regexp().search(m)] == []
 
 
-def test_the_kai_regexp_rejects_the_queue_holds_in_the_snapshots():
+def test_the_kai_regexp_rejects_the_queue_holds_in_the_snapshots() -> None:
     held = [(pod, m) for pod, _, m in pending_messages() if m.startswith("OverLimit")]
     assert len(held) == 2
     assert [pod for pod, m in held if kai_regexp().search(m)] == []
 
 
-def test_the_demo_config_and_the_kai_preset_set_no_option_in_common():
+def test_the_demo_config_and_the_kai_preset_set_no_option_in_common() -> None:
     # So that `--config demo.yaml --config kai.yaml` overrides nothing: the preset only adds.
     preset = yaml.safe_load((EXAMPLES / "kai.yaml").read_text(encoding="utf-8"))
     demo = yaml.safe_load((EXAMPLES / "demo.yaml").read_text(encoding="utf-8"))
     assert set(preset) & set(demo) == set()
 
 
-def test_the_kai_preset_loads_as_tidal_configuration():
+def test_the_kai_preset_loads_as_tidal_configuration() -> None:
     config = load_config(EXAMPLES / "kai.yaml")
     assert config.scheduler_names == ("kai-scheduler", "default-scheduler")
 
 
-def test_the_demo_config_loads_as_a_complete_configuration():
+def test_the_demo_config_loads_as_a_complete_configuration() -> None:
     config = load_config(EXAMPLES / "demo.yaml")
     assert (config.cloud, config.region, config.cluster_name) == ("aws", "us-east-1", "demo")
     assert config.capacity_types == ("spot", "on-demand")
@@ -314,7 +318,7 @@ def test_the_demo_config_loads_as_a_complete_configuration():
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_a_snapshot_is_a_kubernetes_list(name):
+def test_a_snapshot_is_a_kubernetes_list(name) -> None:
     doc = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
     assert (doc["apiVersion"], doc["kind"]) == ("v1", "List")
     assert isinstance(doc["items"], list)
@@ -322,14 +326,14 @@ def test_a_snapshot_is_a_kubernetes_list(name):
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_every_snapshot_item_has_api_version_kind_and_name(name):
+def test_every_snapshot_item_has_api_version_kind_and_name(name) -> None:
     for i, item in enumerate(snapshot_items(name)):
         assert item.get("apiVersion") and item.get("kind"), i
         assert item.get("metadata", {}).get("name"), i
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name):
+def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name) -> None:
     cluster_scoped = {"Node", "Queue"}
     for item in snapshot_items(name):
         meta = item["metadata"]
@@ -338,7 +342,7 @@ def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name):
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_tidal_loads_every_snapshot_object_without_skipping_any(name):
+def test_tidal_loads_every_snapshot_object_without_skipping_any(name) -> None:
     snapshot, skipped = load_snapshot([EXAMPLES / name])
     assert not skipped
     assert len(snapshot.pods) + len(snapshot.nodes) + len(snapshot.pdbs) + len(snapshot.daemonsets) + len(
@@ -346,7 +350,7 @@ def test_tidal_loads_every_snapshot_object_without_skipping_any(name):
     ) + len(snapshot.queues) == len(snapshot_items(name))
 
 
-def test_the_kai_snapshot_has_a_four_pod_gang_with_its_podgroup():
+def test_the_kai_snapshot_has_a_four_pod_gang_with_its_podgroup() -> None:
     items = snapshot_items("snapshot-kai.yaml")
     group = next(i for i in items if i["kind"] == "PodGroup" and i["metadata"]["name"] == "pg-train-llama")
     members = [
@@ -358,7 +362,7 @@ def test_the_kai_snapshot_has_a_four_pod_gang_with_its_podgroup():
     assert (group["spec"]["minMember"], group["spec"]["queue"], len(members)) == (4, "production", 4)
 
 
-def test_the_kai_snapshot_queues_have_the_documented_gpu_quota_and_limit():
+def test_the_kai_snapshot_queues_have_the_documented_gpu_quota_and_limit() -> None:
     queues = {
         i["metadata"]["name"]: i["spec"] for i in snapshot_items("snapshot-kai.yaml") if i["kind"] == "Queue"
     }
@@ -370,7 +374,7 @@ def test_the_kai_snapshot_queues_have_the_documented_gpu_quota_and_limit():
     assert queues["research"]["parentQueue"] == queues["production"]["parentQueue"] == "ml"
 
 
-def test_the_empty_cluster_snapshot_has_no_nodes_and_only_no_nodes_messages():
+def test_the_empty_cluster_snapshot_has_no_nodes_and_only_no_nodes_messages() -> None:
     items = snapshot_items("snapshot-empty-cluster.yaml")
     assert not [i for i in items if i["kind"] == "Node"]
     pods = [i for i in items if i["kind"] == "Pod"]
@@ -378,7 +382,7 @@ def test_the_empty_cluster_snapshot_has_no_nodes_and_only_no_nodes_messages():
     assert {p["status"]["conditions"][0]["message"] for p in pods} == {"no nodes available to schedule pods"}
 
 
-def test_the_idle_gpu_snapshot_nodes_are_tidal_managed_and_unneeded_since_nine():
+def test_the_idle_gpu_snapshot_nodes_are_tidal_managed_and_unneeded_since_nine() -> None:
     nodes = [
         i
         for i in snapshot_items("snapshot-idle-gpu-nodes.yaml")

@@ -5,6 +5,7 @@ removal; the baselines buy GPUs for those scaling pods and see the sharing pods 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,11 @@ from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scale_adjuster import COOL_DOWN, ScaleAdjuster, batch_gpus, scaling_pod
 from autoscaler.sim.scenario import parse_scenario
 from tests.builders import aws_offerings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0
 
@@ -57,11 +63,11 @@ def pending_share(name: str, portion: float = 0.5, *, cpu: int = 2000) -> Pod:
         ([], 0),
     ],
 )
-def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares, gpus):
+def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares, gpus) -> None:
     assert batch_gpus(shares) == gpus
 
 
-def test_two_pending_half_gpu_pods_make_one_scaling_pod_of_one_whole_gpu():
+def test_two_pending_half_gpu_pods_make_one_scaling_pod_of_one_whole_gpu() -> None:
     pods = [pending_share("a"), pending_share("b")]
     scaling: dict[str, Pod] = {}
     assert ScaleAdjuster().adjust(pods, scaling, 0.0)
@@ -72,14 +78,14 @@ def test_two_pending_half_gpu_pods_make_one_scaling_pod_of_one_whole_gpu():
     assert proxy.labels["shared-gpu-pod-name"] == "a" and proxy.pending
 
 
-def test_three_half_gpu_pods_get_two_scaling_pods_the_first_two_in_order():
+def test_three_half_gpu_pods_get_two_scaling_pods_the_first_two_in_order() -> None:
     pods = [pending_share("a"), pending_share("b"), pending_share("c")]
     scaling: dict[str, Pod] = {}
     ScaleAdjuster().adjust(pods, scaling, 0.0)
     assert sorted(p.name for p in scaling.values()) == ["team-a", "team-b"]  # 1.5 GPUs -> 2, first come
 
 
-def test_a_scaling_pod_goes_once_its_pod_is_placed_and_none_is_made_during_the_cool_down():
+def test_a_scaling_pod_goes_once_its_pod_is_placed_and_none_is_made_during_the_cool_down() -> None:
     a, b = pending_share("a", 0.75), pending_share("b", 0.75)
     scaling: dict[str, Pod] = {}
     adjuster = ScaleAdjuster()
@@ -93,7 +99,7 @@ def test_a_scaling_pod_goes_once_its_pod_is_placed_and_none_is_made_during_the_c
     assert f"{SCALE_ADJUST_NAMESPACE}/team-c" in scaling
 
 
-def test_a_scaling_pod_that_ran_is_deleted():
+def test_a_scaling_pod_that_ran_is_deleted() -> None:
     a = pending_share("a")
     scaling = {scaling_pod(a, 0.0).key: replace(scaling_pod(a, 0.0), phase="Succeeded", node_name="gpu-1")}
     adjuster = ScaleAdjuster()
@@ -102,7 +108,9 @@ def test_a_scaling_pod_that_ran_is_deleted():
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_a_baseline_sees_share_pods_as_cpu_pods_and_buys_a_gpu_only_for_a_scaling_pod(make_config, policy):
+def test_a_baseline_sees_share_pods_as_cpu_pods_and_buys_a_gpu_only_for_a_scaling_pod(
+    make_config: Callable[..., Config], policy
+) -> None:
     pods = [pending_share("a", cpu=500), pending_share("b", cpu=500)]
     planner = planner_for(policy)
     alone = planner(Snapshot(pods=tuple(pods)), aws_offerings(), make_config(), NOW)
@@ -116,7 +124,9 @@ def test_a_baseline_sees_share_pods_as_cpu_pods_and_buys_a_gpu_only_for_a_scalin
     assert proxy in gpu_node.pods and gpu_node.offering.gpu_count == 1
 
 
-def test_tidal_plans_the_shares_itself_and_never_for_the_scaling_pod(make_config):
+def test_tidal_plans_the_shares_itself_and_never_for_the_scaling_pod(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [pending_share("a"), pending_share("b"), pending_share("c")]
     scaling: dict[str, Pod] = {}
     ScaleAdjuster().adjust(pods, scaling, 0.0)
@@ -150,7 +160,7 @@ SHARE_DAY = {
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_a_baseline_serves_share_pods_through_the_scale_adjusters_scaling_pods(policy):
+def test_a_baseline_serves_share_pods_through_the_scale_adjusters_scaling_pods(policy) -> None:
     scenario = parse_scenario(SHARE_DAY, "share-day.yaml")
     config = build_config(scenario, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy))
@@ -160,7 +170,7 @@ def test_a_baseline_serves_share_pods_through_the_scale_adjusters_scaling_pods(p
     assert not sim.cluster.scaling  # every scaling pod went once its pod was placed
 
 
-def test_tidal_runs_without_a_scale_adjuster():
+def test_tidal_runs_without_a_scale_adjuster() -> None:
     scenario = parse_scenario(SHARE_DAY, "share-day.yaml")
     config = build_config(scenario, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
     sim = Simulation(scenario, config, _provider)

@@ -1,7 +1,16 @@
 """Scale-down: which managed nodes go, and what keeps the others."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from autoscaler.planning import plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -20,27 +29,27 @@ def run(make_config, *objs, **cfg):
     return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
 
 
-def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config):
+def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config: Callable[..., Config]) -> None:
     ds_pod = running("nvidia-device-plugin-x1", "gpu-a", owner_kind="DaemonSet", namespace="kube-system")
     result = run(make_config, gpu_node("gpu-a"), ds_pod)
     assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]
     assert result.removal.removals[0].reason == "empty; unneeded for 2h"
 
 
-def test_an_empty_node_waits_for_node_unneeded_duration(make_config):
+def test_an_empty_node_waits_for_node_unneeded_duration(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_node("gpu-a", annotations={}))
     assert result.removal.removals == ()
     assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 5m")]
     assert result.removal.unneeded_since == {"gpu-a": NOW}
 
 
-def test_nodes_tidal_did_not_launch_are_never_removed(make_config):
+def test_nodes_tidal_did_not_launch_are_never_removed(make_config: Callable[..., Config]) -> None:
     result = run(make_config, node("static-a", annotations=LONG_AGO))
     assert result.removal.removals == ()
     assert result.removal.blocked == ()
 
 
-def test_a_do_not_evict_pod_keeps_its_node(make_config):
+def test_a_do_not_evict_pod_keeps_its_node(make_config: Callable[..., Config]) -> None:
     guarded = running("train-1", "gpu-a", cpu="100m", annotations={"tidal.dev/do-not-evict": "true"})
     result = run(make_config, gpu_node("gpu-a"), gpu_node("gpu-b"), guarded)
     blocked = {b.node: b.reason for b in result.removal.blocked}
@@ -48,7 +57,7 @@ def test_a_do_not_evict_pod_keeps_its_node(make_config):
     assert [r.node for r in result.removal.removals] == ["gpu-b"]
 
 
-def test_luna_and_cluster_autoscaler_annotations_also_protect(make_config):
+def test_luna_and_cluster_autoscaler_annotations_also_protect(make_config: Callable[..., Config]) -> None:
     a = running("a-1", "gpu-a", cpu="100m", annotations={"pod.elotl.co/do-not-evict": "true"})
     b = running(
         "b-1", "gpu-b", cpu="100m", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
@@ -63,7 +72,7 @@ def test_luna_and_cluster_autoscaler_annotations_also_protect(make_config):
     ]
 
 
-def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config):
+def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config: Callable[..., Config]) -> None:
     api = running("api-1", "gpu-a", cpu="100m", labels={"app": "api"})
     result = run(
         make_config,
@@ -77,7 +86,9 @@ def test_a_pod_whose_pdb_allows_no_disruption_keeps_its_node(make_config):
     ]
 
 
-def test_a_pdb_allowing_one_disruption_keeps_a_node_with_two_of_its_pods(make_config):
+def test_a_pdb_allowing_one_disruption_keeps_a_node_with_two_of_its_pods(
+    make_config: Callable[..., Config],
+) -> None:
     # Draining the node evicts both replicas at once: the budget's one disruption covers only the first.
     api = [running(f"api-{i}", "cpu-a", cpu="500m", memory="1Gi", labels={"app": "api"}) for i in (1, 2)]
     result = run(
@@ -93,7 +104,9 @@ def test_a_pdb_allowing_one_disruption_keeps_a_node_with_two_of_its_pods(make_co
     ]
 
 
-def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(make_config):
+def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(
+    make_config: Callable[..., Config],
+) -> None:
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
     cpu_a = node("cpu-a", managed=True, annotations=LONG_AGO)
     result = run(make_config, cpu_a, node("big", cpu="32", memory="128Gi"), small)
@@ -102,7 +115,9 @@ def test_an_underutilised_node_is_drained_when_its_pods_fit_elsewhere(make_confi
     ]
 
 
-def test_an_underutilised_node_stays_when_its_pods_have_nowhere_to_go(make_config):
+def test_an_underutilised_node_stays_when_its_pods_have_nowhere_to_go(
+    make_config: Callable[..., Config],
+) -> None:
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
     result = run(
         make_config, node("cpu-a", managed=True, annotations=LONG_AGO), small, scaleDown={"replaceSavings": 1}
@@ -112,7 +127,9 @@ def test_an_underutilised_node_stays_when_its_pods_have_nowhere_to_go(make_confi
     ]
 
 
-def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save_enough(make_config):
+def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save_enough(
+    make_config: Callable[..., Config],
+) -> None:
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
     result = run(
         make_config, node("cpu-a", instance_type="m6i.2xlarge", managed=True, annotations=LONG_AGO), small
@@ -126,7 +143,9 @@ def test_an_underutilised_node_stays_when_a_new_node_for_its_pods_would_not_save
     ]
 
 
-def test_a_node_is_never_replaced_by_one_that_costs_the_same_even_at_replace_savings_zero(make_config):
+def test_a_node_is_never_replaced_by_one_that_costs_the_same_even_at_replace_savings_zero(
+    make_config: Callable[..., Config],
+) -> None:
     # The replacement would be just as under-used, and replaced in turn: its pods restarted forever.
     small = running("web-1", "cpu-a", cpu="500m", memory="1Gi")
     result = run(
@@ -149,7 +168,9 @@ def big_gpu_node(**kw):
     return node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True, **kw)
 
 
-def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one(make_config):
+def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one(
+    make_config: Callable[..., Config],
+) -> None:
     big = big_gpu_node(annotations=LONG_AGO)
     last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
     result = run(make_config, big, last)
@@ -160,7 +181,9 @@ def test_a_big_gpu_node_left_with_one_small_pod_is_replaced_by_a_right_sized_one
     )
 
 
-def test_a_replacement_counts_the_node_it_replaces_as_gone_against_max_nodes(make_config):
+def test_a_replacement_counts_the_node_it_replaces_as_gone_against_max_nodes(
+    make_config: Callable[..., Config],
+) -> None:
     # One node now, two T4 nodes in its place: maxNodes 2 allows that once the big node is gone.
     big = big_gpu_node(annotations=LONG_AGO)
     pods = [running(f"infer-{i}", "gpu-big", gpu=1, cpu="2", memory="8Gi") for i in (1, 2)]
@@ -168,7 +191,7 @@ def test_a_replacement_counts_the_node_it_replaces_as_gone_against_max_nodes(mak
     assert [r.node for r in result.removal.removals] == ["gpu-big"]
 
 
-def test_a_replacement_that_max_nodes_has_no_room_for_is_refused(make_config):
+def test_a_replacement_that_max_nodes_has_no_room_for_is_refused(make_config: Callable[..., Config]) -> None:
     # Two T4 nodes would hold the pods for far less, but maxNodes allows one node in its place: a plan
     # that counted on two would evict the pods, launch one T4 node and leave the other pod pending.
     big = big_gpu_node(annotations=LONG_AGO)
@@ -180,7 +203,9 @@ def test_a_replacement_that_max_nodes_has_no_room_for_is_refused(make_config):
     ]
 
 
-def test_a_replacement_is_refused_when_this_plans_launches_leave_no_room_under_max_nodes(make_config):
+def test_a_replacement_is_refused_when_this_plans_launches_leave_no_room_under_max_nodes(
+    make_config: Callable[..., Config],
+) -> None:
     # The pending web pod (it asks for an m6i node) takes the second of two nodes: the GPU pods' two T4 nodes
     # no longer fit.
     big = big_gpu_node(annotations=LONG_AGO)
@@ -194,7 +219,9 @@ def test_a_replacement_is_refused_when_this_plans_launches_leave_no_room_under_m
     ]
 
 
-def test_no_node_is_replaced_while_a_cluster_limit_keeps_pending_pods_out(make_config):
+def test_no_node_is_replaced_while_a_cluster_limit_keeps_pending_pods_out(
+    make_config: Callable[..., Config],
+) -> None:
     # The GPUs a replacement frees would go to the waiting pod first, and the moved pod would find its old
     # node's twin again: moved for nothing, and again at the next pass.
     big = big_gpu_node(annotations=LONG_AGO)
@@ -217,7 +244,9 @@ def test_no_node_is_replaced_while_a_cluster_limit_keeps_pending_pods_out(make_c
     )
 
 
-def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config):
+def test_replacing_waits_for_node_unneeded_duration_like_any_removal(
+    make_config: Callable[..., Config],
+) -> None:
     big = big_gpu_node()
     last = running("infer-3", "gpu-big", gpu=1, cpu="2", memory="8Gi")
     result = run(make_config, big, last)
@@ -225,7 +254,7 @@ def test_replacing_waits_for_node_unneeded_duration_like_any_removal(make_config
     assert result.removal.unneeded_since == {"gpu-big": NOW}
 
 
-def test_a_protected_pod_keeps_even_an_expensive_node(make_config):
+def test_a_protected_pod_keeps_even_an_expensive_node(make_config: Callable[..., Config]) -> None:
     big = big_gpu_node(annotations=LONG_AGO)
     last = running(
         "train-3", "gpu-big", gpu=1, cpu="2", memory="8Gi", annotations={"tidal.dev/do-not-evict": "true"}
@@ -237,7 +266,7 @@ def test_a_protected_pod_keeps_even_an_expensive_node(make_config):
     ]
 
 
-def test_a_busy_node_is_kept_with_its_utilization(make_config):
+def test_a_busy_node_is_kept_with_its_utilization(make_config: Callable[..., Config]) -> None:
     busy = running("train-1", "gpu-a", gpu=1, cpu="2", memory="8Gi")
     result = run(make_config, gpu_node("gpu-a"), busy)
     assert [(b.node, b.reason) for b in result.removal.blocked] == [
@@ -245,7 +274,9 @@ def test_a_busy_node_is_kept_with_its_utilization(make_config):
     ]
 
 
-def test_pods_without_a_controller_or_with_local_storage_are_not_evicted(make_config):
+def test_pods_without_a_controller_or_with_local_storage_are_not_evicted(
+    make_config: Callable[..., Config],
+) -> None:
     bare = running("bare-1", "cpu-a", cpu="100m", owner_kind=None)
     scratch = running("etl-1", "cpu-b", cpu="100m", volumes=[{"name": "s", "emptyDir": {}}])
     objs = [
@@ -262,12 +293,12 @@ def test_pods_without_a_controller_or_with_local_storage_are_not_evicted(make_co
     }
 
 
-def test_a_node_pending_pods_will_use_is_kept(make_config):
+def test_a_node_pending_pods_will_use_is_kept(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_node("gpu-a"), pod("infer-1", cpu="1", memory="1Gi", gpu=1))
     assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "pending pods will run here")]
 
 
-def test_scale_down_can_be_disabled(make_config):
+def test_scale_down_can_be_disabled(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_node("gpu-a"), scaleDown={"enabled": False})
     assert result.removal.removals == ()
 
@@ -277,7 +308,9 @@ def created_at(obj, timestamp):
     return obj
 
 
-def test_a_node_younger_than_new_node_grace_period_is_kept_even_when_empty(make_config):
+def test_a_node_younger_than_new_node_grace_period_is_kept_even_when_empty(
+    make_config: Callable[..., Config],
+) -> None:
     # Its pod was cancelled while it launched; the next one often follows within minutes.
     young = created_at(gpu_node("gpu-a", annotations={}), "2026-11-20T10:59:00Z")
     result = run(make_config, young, scaleDown={"nodeUnneededDuration": "0s"})
@@ -288,7 +321,7 @@ def test_a_node_younger_than_new_node_grace_period_is_kept_even_when_empty(make_
     assert result.removal.unneeded_since == {"gpu-a": NOW}  # the unneeded clock runs all the same
 
 
-def test_a_node_as_old_as_new_node_grace_period_can_go(make_config):
+def test_a_node_as_old_as_new_node_grace_period_can_go(make_config: Callable[..., Config]) -> None:
     old_enough = created_at(gpu_node("gpu-a", annotations={}), "2026-11-20T10:58:00Z")
     result = run(make_config, old_enough, scaleDown={"nodeUnneededDuration": "0s"})
     assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]

@@ -1,10 +1,18 @@
 """Scale-up: exact plans for small, realistic cases."""
 
+from __future__ import annotations
+
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from autoscaler.demand import Reason
 from autoscaler.planning import plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, daemonset, node, offering, pod, podgroup, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
@@ -23,26 +31,26 @@ def run(make_config, *objs, offerings=None, **cfg):
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 
-def test_one_gpu_pod_gets_the_cheapest_gpu_node(make_config):
+def test_one_gpu_pod_gets_the_cheapest_gpu_node(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_pod("infer-1"))
     assert launched(result) == {"g4dn.xlarge/on-demand": 1}
     assert result.launch.launches[0].pods == ("default/infer-1",)
     assert result.launch.cost_per_hour == 0.526
 
 
-def test_a_pod_that_allows_spot_gets_spot(make_config):
+def test_a_pod_that_allows_spot_gets_spot(make_config: Callable[..., Config]) -> None:
     result = run(
         make_config, gpu_pod("infer-1", annotations={"tidal.dev/instance-offerings": "spot,on-demand"})
     )
     assert launched(result) == {"g4dn.xlarge/spot": 1}
 
 
-def test_luna_annotation_spellings_are_honoured(make_config):
+def test_luna_annotation_spellings_are_honoured(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_pod("infer-1", annotations={"node.elotl.co/instance-gpu-skus": "L4"}))
     assert launched(result) == {"g6.xlarge/on-demand": 1}
 
 
-def test_spot_falls_back_to_on_demand_only_when_the_pod_allows_it(make_config):
+def test_spot_falls_back_to_on_demand_only_when_the_pod_allows_it(make_config: Callable[..., Config]) -> None:
     od_only = [o for o in aws_offerings() if o.capacity_type == "on-demand"]
     both = gpu_pod("a-1", annotations={"tidal.dev/instance-offerings": "spot,on-demand"})
     spot_only = gpu_pod("b-1", annotations={"tidal.dev/instance-offerings": "spot"})
@@ -53,19 +61,25 @@ def test_spot_falls_back_to_on_demand_only_when_the_pod_allows_it(make_config):
     ]
 
 
-def test_identical_gpu_pods_share_a_node_when_only_large_nodes_have_that_gpu(make_config):
+def test_identical_gpu_pods_share_a_node_when_only_large_nodes_have_that_gpu(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [gpu_pod(f"train-{i}", annotations={"tidal.dev/instance-gpu-skus": "H100"}) for i in range(8)]
     result = run(make_config, *pods)
     assert launched(result) == {"p5.48xlarge/on-demand": 1}
     assert len(result.launch.launches[0].pods) == 8
 
 
-def test_gpu_pods_get_dedicated_right_sized_nodes_when_that_is_cheapest(make_config):
+def test_gpu_pods_get_dedicated_right_sized_nodes_when_that_is_cheapest(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, *[gpu_pod(f"infer-{i}") for i in range(3)])
     assert launched(result) == {"g4dn.xlarge/on-demand": 3}
 
 
-def test_small_pods_are_bin_packed_onto_nodes_of_the_configured_size(make_config):
+def test_small_pods_are_bin_packed_onto_nodes_of_the_configured_size(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(20)]
     result = run(make_config, *pods)
     # binPackingNodeCpu 6 / binPackingNodeMemory 24Gi: m6i.2xlarge is the cheapest; 15 pods of 500m fit one.
@@ -74,7 +88,9 @@ def test_small_pods_are_bin_packed_onto_nodes_of_the_configured_size(make_config
     assert {la.mode for la in result.launch.launches} == {"bin-packing"}
 
 
-def test_many_small_pods_go_to_the_packing_size_with_the_lowest_price_per_pod(make_config):
+def test_many_small_pods_go_to_the_packing_size_with_the_lowest_price_per_pod(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [pod(f"web-{i}", cpu="1", memory="2Gi") for i in range(60)]
     result = run(make_config, *pods)
     # Kubelet and system reservations take a fixed share of every node, so one m6i.4xlarge holds 15 of
@@ -83,7 +99,9 @@ def test_many_small_pods_go_to_the_packing_size_with_the_lowest_price_per_pod(ma
     assert result.launch.cost_per_hour == 3.072
 
 
-def test_the_gpu_limit_counts_existing_nodes_and_is_never_exceeded(make_config):
+def test_the_gpu_limit_counts_existing_nodes_and_is_never_exceeded(
+    make_config: Callable[..., Config],
+) -> None:
     existing = node("gpu-a", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", gpu=1)
     busy = pod("old-1", gpu=1, cpu="2", memory="8Gi", node_name="gpu-a", phase="Running", message=None)
     pods = [gpu_pod(f"infer-{i}", created=f"2026-11-20T10:0{i}:00Z") for i in range(3)]
@@ -96,7 +114,7 @@ def test_the_gpu_limit_counts_existing_nodes_and_is_never_exceeded(make_config):
     )
 
 
-def test_a_gang_that_does_not_fit_the_limit_gets_nothing(make_config):
+def test_a_gang_that_does_not_fit_the_limit_gets_nothing(make_config: Callable[..., Config]) -> None:
     members = [gpu_pod(f"llama-{i}", annotations={"pod-group-name": "pg-llama"}) for i in range(4)]
     result = run(make_config, podgroup("pg-llama", min_member=4, queue="prod"), *members, clusterGPULimit=3)
     assert result.launch.launches == ()
@@ -106,7 +124,7 @@ def test_a_gang_that_does_not_fit_the_limit_gets_nothing(make_config):
     )
 
 
-def test_a_gang_that_fits_gets_all_its_nodes(make_config):
+def test_a_gang_that_fits_gets_all_its_nodes(make_config: Callable[..., Config]) -> None:
     members = [gpu_pod(f"llama-{i}", annotations={"pod-group-name": "pg-llama"}) for i in range(4)]
     result = run(make_config, podgroup("pg-llama", min_member=4, queue="prod"), *members, clusterGPULimit=4)
     assert sum(len(la.pods) for la in result.launch.launches) == 4
@@ -114,19 +132,21 @@ def test_a_gang_that_fits_gets_all_its_nodes(make_config):
     assert result.launch.gpus_after == 4
 
 
-def test_no_offering_big_enough_is_named_with_the_resource(make_config):
+def test_no_offering_big_enough_is_named_with_the_resource(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_pod("huge-1", gpus=12))
     assert [(u.pod, u.reason) for u in result.launch.unplaced] == [
         ("default/huge-1", "no offering fits 12 nvidia.com/gpu")
     ]
 
 
-def test_a_gpu_model_nobody_offers_is_named(make_config):
+def test_a_gpu_model_nobody_offers_is_named(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_pod("x-1", annotations={"tidal.dev/instance-gpu-skus": "B200"}))
     assert result.launch.unplaced[0].reason == "no offering with GPU model B200"
 
 
-def test_a_pending_pod_that_fits_free_room_on_a_node_causes_no_launch(make_config):
+def test_a_pending_pod_that_fits_free_room_on_a_node_causes_no_launch(
+    make_config: Callable[..., Config],
+) -> None:
     existing = node("cpu-a", cpu="8", memory="32Gi")
     result = run(make_config, existing, pod("web-1"))
     assert result.launch.launches == ()
@@ -135,7 +155,9 @@ def test_a_pending_pod_that_fits_free_room_on_a_node_causes_no_launch(make_confi
     ]
 
 
-def test_a_managed_node_still_starting_absorbs_the_pods_it_was_launched_for(make_config):
+def test_a_managed_node_still_starting_absorbs_the_pods_it_was_launched_for(
+    make_config: Callable[..., Config],
+) -> None:
     starting = node(
         "gpu-new", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", managed=True, ready=False, gpu_label=1
     )
@@ -144,18 +166,18 @@ def test_a_managed_node_still_starting_absorbs_the_pods_it_was_launched_for(make
     assert result.launch.absorbed[0].detail == "fits free capacity on launching node gpu-new"
 
 
-def test_a_cordoned_node_absorbs_nothing(make_config):
+def test_a_cordoned_node_absorbs_nothing(make_config: Callable[..., Config]) -> None:
     result = run(make_config, node("cpu-a", unschedulable=True), pod("web-1"))
     assert len(result.launch.launches) == 1
 
 
-def test_max_nodes_caps_the_number_of_launches(make_config):
+def test_max_nodes_caps_the_number_of_launches(make_config: Callable[..., Config]) -> None:
     result = run(make_config, *[gpu_pod(f"infer-{i}") for i in range(3)], maxNodes=2)
     assert len(result.launch.launches) == 2
     assert result.launch.unplaced[0].reason == "maxNodes 2 reached"
 
 
-def test_a_node_selector_picks_the_zone(make_config):
+def test_a_node_selector_picks_the_zone(make_config: Callable[..., Config]) -> None:
     pinned = gpu_pod("infer-1", node_selector={"topology.kubernetes.io/zone": "us-east-1b"})
     result = run(
         make_config,
@@ -166,7 +188,7 @@ def test_a_node_selector_picks_the_zone(make_config):
     assert [la.offering.zone for la in result.launch.launches] == ["us-east-1b"]
 
 
-def test_required_affinity_on_instance_family_is_respected(make_config):
+def test_required_affinity_on_instance_family_is_respected(make_config: Callable[..., Config]) -> None:
     terms = [
         [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6.xlarge", "g5.xlarge"]}]
     ]
@@ -174,7 +196,7 @@ def test_required_affinity_on_instance_family_is_respected(make_config):
     assert launched(result) == {"g6.xlarge/on-demand": 1}
 
 
-def test_configured_node_taints_require_a_toleration(make_config):
+def test_configured_node_taints_require_a_toleration(make_config: Callable[..., Config]) -> None:
     taint = ["dedicated=gpu:NoSchedule"]
     tolerated = gpu_pod(
         "a-1", tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
@@ -184,7 +206,7 @@ def test_configured_node_taints_require_a_toleration(make_config):
     assert result.launch.unplaced[0].reason == "no offering whose node taints the pod tolerates"
 
 
-def test_partial_gpu_sizes_go_only_to_pods_that_ask_for_them(make_config):
+def test_partial_gpu_sizes_go_only_to_pods_that_ask_for_them(make_config: Callable[..., Config]) -> None:
     offerings = [*aws_offerings(), offering("g6f.large", 2, 8, 0.2, gpus=1, gpu_model="L4", fraction=0.125)]
     plain = pod("a-1", cpu="1", memory="2Gi", gpu=1)
     asks = pod("b-1", cpu="1", memory="2Gi", gpu=1, annotations={"tidal.dev/instance-partial-gpu": "true"})
@@ -193,7 +215,7 @@ def test_partial_gpu_sizes_go_only_to_pods_that_ask_for_them(make_config):
     assert by_pod == {"default/a-1": "g4dn.xlarge", "default/b-1": "g6f.large"}
 
 
-def test_daemonset_overhead_is_subtracted_from_new_nodes(make_config):
+def test_daemonset_overhead_is_subtracted_from_new_nodes(make_config: Callable[..., Config]) -> None:
     pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(15)]
     without = run(make_config, *pods)
     with_ds = run(make_config, daemonset("node-exporter", cpu="500m", memory="256Mi"), *pods)
@@ -201,7 +223,7 @@ def test_daemonset_overhead_is_subtracted_from_new_nodes(make_config):
     assert len(with_ds.launch.launches) == 2
 
 
-def test_configured_daemonset_overhead_replaces_the_derived_one(make_config):
+def test_configured_daemonset_overhead_replaces_the_derived_one(make_config: Callable[..., Config]) -> None:
     pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(15)]
     exporter = daemonset("node-exporter", cpu="500m", memory="256Mi")
     derived = run(make_config, exporter, *pods)
@@ -210,7 +232,9 @@ def test_configured_daemonset_overhead_replaces_the_derived_one(make_config):
     assert len(configured.launch.launches) == 1
 
 
-def test_each_launch_carries_fallbacks_for_capacity_errors_cheapest_first(make_config):
+def test_each_launch_carries_fallbacks_for_capacity_errors_cheapest_first(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(
         make_config,
         gpu_pod("infer-1"),
@@ -227,12 +251,14 @@ def test_each_launch_carries_fallbacks_for_capacity_errors_cheapest_first(make_c
     assert all(o.gpu_count <= launch.offering.gpu_count for o in launch.alternatives)
 
 
-def test_max_node_cost_per_hour_removes_expensive_offerings(make_config):
+def test_max_node_cost_per_hour_removes_expensive_offerings(make_config: Callable[..., Config]) -> None:
     result = run(make_config, gpu_pod("big-1", gpus=8), maxNodeCostPerHour=30)
     assert launched(result) == {"p4d.24xlarge/on-demand": 1}
 
 
-def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(make_config):
+def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(
+    make_config: Callable[..., Config],
+) -> None:
     pods = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(6)]
     result = run(make_config, *pods, instanceFamilyExclusions=["t2"])
     assert launched(result) == {"m6i.2xlarge/on-demand": 1}
@@ -245,7 +271,9 @@ def _aws_catalog(config):
     return read_catalog_csv("config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1")
 
 
-def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chosen_offering(make_config):
+def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chosen_offering(
+    make_config: Callable[..., Config],
+) -> None:
     config = make_config(zones=[])
     result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
     launch = result.launch.launches[0]
@@ -255,14 +283,18 @@ def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chose
     assert "p5.4xlarge" not in {o.instance_type for o in launch.alternatives}
 
 
-def test_without_a_fallback_price_ratio_a_t4_pod_may_fall_back_to_an_h100(make_config):
+def test_without_a_fallback_price_ratio_a_t4_pod_may_fall_back_to_an_h100(
+    make_config: Callable[..., Config],
+) -> None:
     config = make_config(zones=[], maxFallbackPriceRatio=None)
     result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
     launch = result.launch.launches[0]
     assert "p5.4xlarge" in {o.instance_type for o in launch.alternatives}
 
 
-def test_a_lower_fallback_price_ratio_keeps_only_the_near_priced_fallbacks(make_config):
+def test_a_lower_fallback_price_ratio_keeps_only_the_near_priced_fallbacks(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(
         make_config,
         gpu_pod("infer-1"),

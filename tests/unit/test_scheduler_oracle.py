@@ -66,18 +66,20 @@ def _decode(case: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
     return nodes, existing, pod_from_dict(case["pod"])
 
 
-def test_the_cases_and_their_namespaces_are_read():
+def test_the_cases_and_their_namespaces_are_read() -> None:
     assert len(CASES) >= 400
     assert set(_namespaces()) == {"default", "team-a", "team-b", "batch"}
     assert _namespaces()["team-a"] == {"team": "a", "env": "prod", "kubernetes.io/metadata.name": "team-a"}
 
 
-def test_no_case_is_left_out_as_not_modelled():
+def test_no_case_is_left_out_as_not_modelled() -> None:
     assert NOT_MODELLED == {}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_the_engine_gives_the_real_schedulers_verdict_on_every_node(case, namespaces):
+def test_the_engine_gives_the_real_schedulers_verdict_on_every_node(
+    case, namespaces: dict[str, dict[str, str]]
+) -> None:
     nodes, existing, pod = _decode(case)
     scheduler = ClusterScheduler(nodes, existing, namespaces=namespaces)
     verdicts = {n.name: scheduler.rejection(pod, n.name) is None for n in nodes}
@@ -91,7 +93,9 @@ def _summary(message: str) -> str:
 @pytest.mark.parametrize(
     "case", [c for c in CASES if c["messages"]], ids=[c["id"] for c in CASES if c["messages"]]
 )
-def test_the_engine_names_the_filter_the_real_scheduler_names(case, namespaces):
+def test_the_engine_names_the_filter_the_real_scheduler_names(
+    case, namespaces: dict[str, dict[str, str]]
+) -> None:
     """For a node the scheduler refused, the engine's reason is among those the scheduler's message counts
     (the message also counts the other nodes, which were cordoned, so only presence is compared)."""
     nodes, existing, pod = _decode(case)
@@ -125,7 +129,9 @@ def _isolated(cluster: EmulatedCluster, case: dict[str, Any], only: str) -> None
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_the_simulators_scheduler_binds_where_the_real_scheduler_did(case, namespaces):
+def test_the_simulators_scheduler_binds_where_the_real_scheduler_did(
+    case, namespaces: dict[str, dict[str, str]]
+) -> None:
     """The simulator's scheduler, given each case isolated to one node as it was recorded, binds the pod
     exactly where the real scheduler did."""
     nodes, existing, pod = _decode(case)

@@ -1,6 +1,10 @@
 """Inter-pod affinity, topology spread and host ports as read from a pod: what the API server would refuse is
 one line naming the object and the field, and what it accepts is read the way kube-scheduler reads it."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 import yaml
 
@@ -8,6 +12,9 @@ from autoscaler.cli import main
 from autoscaler.kube.convert import ConversionError, pod_from_dict
 from autoscaler.model import HostPort, Requirement
 from tests.builders import anti_affinity, pod, zone_spread
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
 SPREAD = "spec.topologySpreadConstraints[0]"
@@ -105,14 +112,16 @@ BAD = [
 
 
 @pytest.mark.parametrize(("obj", "message"), BAD)
-def test_a_constraint_the_api_server_would_refuse_names_the_pod_and_field(obj, message):
+def test_a_constraint_the_api_server_would_refuse_names_the_pod_and_field(obj, message) -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(obj)
     assert str(err.value) == f"Pod default/web-0: {message}"
 
 
 @pytest.mark.parametrize(("obj", "message"), BAD[:1] + BAD[5:6] + BAD[6:7])
-def test_tidal_plan_gives_one_line_for_such_a_constraint(tmp_path, capsys, obj, message):
+def test_tidal_plan_gives_one_line_for_such_a_constraint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], obj, message
+) -> None:
     snap = tmp_path / "snap.yaml"
     snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [obj]}))
     catalog = tmp_path / "catalog.csv"
@@ -125,7 +134,7 @@ def test_tidal_plan_gives_one_line_for_such_a_constraint(tmp_path, capsys, obj, 
     assert err == f"tidal: error: {snap}: items[0]: Pod default/web-0: {message}\n"
 
 
-def test_match_label_keys_become_part_of_the_selector_as_the_api_server_stores_them():
+def test_match_label_keys_become_part_of_the_selector_as_the_api_server_stores_them() -> None:
     term = {
         "labelSelector": {"matchLabels": {"app": "web"}},
         "topologyKey": "kubernetes.io/hostname",
@@ -140,12 +149,12 @@ def test_match_label_keys_become_part_of_the_selector_as_the_api_server_stores_t
     assert read.pod_anti_affinity[0].owner_namespace == "default"
 
 
-def test_schedule_anyway_spread_is_read_and_left_out_of_feasibility():
+def test_schedule_anyway_spread_is_read_and_left_out_of_feasibility() -> None:
     read = pod_from_dict(web(spread=[{**zone_spread({"app": "web"}), "whenUnsatisfiable": "ScheduleAnyway"}]))
     assert read.spread == ()
 
 
-def test_host_network_makes_every_container_port_a_host_port():
+def test_host_network_makes_every_container_port_a_host_port() -> None:
     obj = web()
     obj["spec"]["hostNetwork"] = True
     obj["spec"]["containers"][0]["ports"] = [
@@ -155,7 +164,7 @@ def test_host_network_makes_every_container_port_a_host_port():
     assert pod_from_dict(obj).host_ports == (HostPort(9100), HostPort(53, "UDP"))
 
 
-def test_a_sidecars_host_port_counts_and_a_plain_init_containers_does_not():
+def test_a_sidecars_host_port_counts_and_a_plain_init_containers_does_not() -> None:
     obj = web()
     obj["spec"]["initContainers"] = [
         {"name": "setup", "ports": [{"containerPort": 1, "hostPort": 8080}]},
@@ -164,7 +173,7 @@ def test_a_sidecars_host_port_counts_and_a_plain_init_containers_does_not():
     assert pod_from_dict(obj).host_ports == (HostPort(15001),)
 
 
-def test_pod_level_requests_replace_the_containers_cpu_and_memory_but_not_their_gpus():
+def test_pod_level_requests_replace_the_containers_cpu_and_memory_but_not_their_gpus() -> None:
     obj = pod("train-0", cpu="1", memory="1Gi", gpu=1)
     obj["spec"]["resources"] = {"requests": {"cpu": "4"}, "limits": {"memory": "16Gi"}}
     read = pod_from_dict(obj)

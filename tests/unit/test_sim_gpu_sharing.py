@@ -64,7 +64,7 @@ def groups(cluster: EmulatedCluster, job: str) -> set[str]:
     return {sp.pod.labels.get(GPU_GROUP_LABEL, "") for sp in cluster.pods.values() if sp.job == job}
 
 
-def test_four_quarter_gpu_pods_share_one_gpu_held_by_one_reservation_pod():
+def test_four_quarter_gpu_pods_share_one_gpu_held_by_one_reservation_pod() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("infer", 4), 0.0)
     cluster.schedule(0.0)
@@ -75,7 +75,7 @@ def test_four_quarter_gpu_pods_share_one_gpu_held_by_one_reservation_pod():
     assert groups(cluster, "infer") == {reservation.labels[GPU_GROUP_LABEL]}
 
 
-def test_a_fifth_quarter_gpu_pod_waits_when_the_only_gpu_is_shared_out():
+def test_a_fifth_quarter_gpu_pod_waits_when_the_only_gpu_is_shared_out() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("infer", 5), 0.0)
     cluster.schedule(0.0)
@@ -85,7 +85,7 @@ def test_a_fifth_quarter_gpu_pod_waits_when_the_only_gpu_is_shared_out():
     assert waiting.pod.scheduled is not None and waiting.pod.scheduled.status == "False"
 
 
-def test_pods_of_different_compute_modes_never_share_a_gpu():
+def test_pods_of_different_compute_modes_never_share_a_gpu() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("train", 1), 0.0)
     cluster.schedule(0.0)
@@ -95,7 +95,7 @@ def test_pods_of_different_compute_modes_never_share_a_gpu():
     assert bound(cluster, "sim") == {"sim-0": ""}  # the GPU has room, but for time-slicing pods only
 
 
-def test_pods_of_different_compute_modes_take_different_gpus_of_one_node():
+def test_pods_of_different_compute_modes_take_different_gpus_of_one_node() -> None:
     cluster = cluster_with(t4_node("gpu-a", gpus=4))
     cluster.submit(share_job("train", 1), 0.0)
     cluster.submit(share_job("sim", 1, compute_mode="sm-sharing"), 0.0)
@@ -105,7 +105,7 @@ def test_pods_of_different_compute_modes_take_different_gpus_of_one_node():
     assert len(cluster.sharing.reservations) == 2
 
 
-def test_a_share_goes_to_the_fullest_gpu_it_fits_before_opening_another():
+def test_a_share_goes_to_the_fullest_gpu_it_fits_before_opening_another() -> None:
     cluster = cluster_with(t4_node("gpu-a", gpus=4))
     cluster.submit(share_job("half", 1, fraction=0.5), 0.0)
     cluster.submit(share_job("big", 1, fraction=0.75), 0.0)
@@ -115,7 +115,7 @@ def test_a_share_goes_to_the_fullest_gpu_it_fits_before_opening_another():
     assert groups(cluster, "small") == groups(cluster, "big")  # 0.75 + 0.25 fills a device exactly
 
 
-def test_eight_eighth_gpu_pods_fit_one_gpu_as_kai_accounts_memory():
+def test_eight_eighth_gpu_pods_fit_one_gpu_as_kai_accounts_memory() -> None:
     # KAI gives a fraction int(0.125 x 15300) MiB of a 15,360 MiB T4 (floored to 15,300): eight fit.
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("tiny", 8, fraction=0.125), 0.0)
@@ -124,7 +124,7 @@ def test_eight_eighth_gpu_pods_fit_one_gpu_as_kai_accounts_memory():
     assert len(cluster.sharing.reservations) == 1
 
 
-def test_a_memory_share_larger_than_the_gpus_memory_never_lands():
+def test_a_memory_share_larger_than_the_gpus_memory_never_lands() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     big = share_job("llm", 1, fraction=0.0, gpu_memory_mib=20000)
     cluster.submit(big, 0.0)
@@ -132,7 +132,7 @@ def test_a_memory_share_larger_than_the_gpus_memory_never_lands():
     assert bound(cluster, "llm") == {"llm-0": ""}
 
 
-def test_memory_shares_fill_a_gpu_up_to_its_memory():
+def test_memory_shares_fill_a_gpu_up_to_its_memory() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("embed", 3, fraction=0.0, gpu_memory_mib=5000), 0.0)
     cluster.submit(share_job("more", 1, fraction=0.0, gpu_memory_mib=1000), 0.0)
@@ -141,7 +141,7 @@ def test_memory_shares_fill_a_gpu_up_to_its_memory():
     assert bound(cluster, "more") == {"more-0": ""}  # 3 x 5000 + 1000 MiB > 15,300
 
 
-def test_share_pods_tolerate_the_gpu_taint_and_go_to_kai():
+def test_share_pods_tolerate_the_gpu_taint_and_go_to_kai() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     [key] = cluster.submit(share_job("infer", 1), 0.0)
     pod = cluster.pods[key].pod
@@ -150,14 +150,14 @@ def test_share_pods_tolerate_the_gpu_taint_and_go_to_kai():
     assert pod.annotations["gpu-fraction"] == "0.25" and pod.gpu_share is not None
 
 
-def test_a_share_pod_never_lands_on_a_node_without_gpus():
+def test_a_share_pod_never_lands_on_a_node_without_gpus() -> None:
     cluster = cluster_with(node("cpu-a", cpu="16", memory="64Gi"))
     cluster.submit(share_job("infer", 1), 0.0)
     cluster.schedule(0.0)
     assert bound(cluster, "infer") == {"infer-0": ""}
 
 
-def test_a_shared_gpu_is_not_a_whole_gpu_for_a_whole_gpu_pod():
+def test_a_shared_gpu_is_not_a_whole_gpu_for_a_whole_gpu_pod() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("infer", 1), 0.0)
     cluster.schedule(0.0)
@@ -167,7 +167,7 @@ def test_a_shared_gpu_is_not_a_whole_gpu_for_a_whole_gpu_pod():
     assert bound(cluster, "train") == {"train-0": ""}
 
 
-def test_the_reservation_pod_goes_with_the_last_pod_of_its_gpu():
+def test_the_reservation_pod_goes_with_the_last_pod_of_its_gpu() -> None:
     cluster = cluster_with(t4_node("gpu-a"))
     cluster.submit(share_job("infer", 2), 0.0)
     cluster.schedule(0.0)
@@ -177,7 +177,7 @@ def test_the_reservation_pod_goes_with_the_last_pod_of_its_gpu():
     assert not [p for p in cluster.snapshot().pods if p.namespace == RESERVATION_NAMESPACE]
 
 
-def test_gpu_feature_discovery_labels_a_node_with_its_gpu_memory_once_its_gpus_work():
+def test_gpu_feature_discovery_labels_a_node_with_its_gpu_memory_once_its_gpus_work() -> None:
     cluster = cluster_with(node("gpu-b", instance_type="g5.xlarge", taints=[GPU_TAINT_SPEC]))
     cluster.gpu_memory = {"g5.xlarge": 22888}
     cluster.patch_status(
@@ -210,7 +210,7 @@ SHARE_DAY = {
 }
 
 
-def test_eight_quarter_gpu_pods_run_on_two_gpus_in_a_simulated_day():
+def test_eight_quarter_gpu_pods_run_on_two_gpus_in_a_simulated_day() -> None:
     out = simulate(parse_scenario(SHARE_DAY, "share-day.yaml"), bound=False)
     assert out.summary["pods"]["ran"] == 8 and out.summary["podsNeverServed"] == 0
     assert max(s.gpus_up for s in out.record.samples) == 2
@@ -226,7 +226,7 @@ def test_eight_quarter_gpu_pods_run_on_two_gpus_in_a_simulated_day():
         ({"gpuFraction": 0.5, "computeMode": "mps"}, "jobs[0].computeMode: 'mps' is not time-slicing"),
     ],
 )
-def test_a_bad_share_in_a_scenario_is_one_line_naming_the_field(job, message):
+def test_a_bad_share_in_a_scenario_is_one_line_naming_the_field(job, message) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario({"jobs": [{"at": "01:00", "name": "x", **job}]}, "s.yaml")
     assert message in str(err.value) and "\n" not in str(err.value)
@@ -248,7 +248,7 @@ def _emulated_free(cluster: EmulatedCluster, name: str) -> list[tuple[int, str]]
     return sorted((round(100 * d.free / d.memory), d.mode.value) for d in book.by_node.get(name, ()))
 
 
-def test_the_planner_reads_the_free_shares_the_emulated_kai_left():
+def test_the_planner_reads_the_free_shares_the_emulated_kai_left() -> None:
     cluster = cluster_with(t4_node("gpu-a", gpus=4), t4_node("gpu-b"))
     cluster.submit(share_job("a", 3, fraction=0.3), 0.0)
     cluster.submit(share_job("b", 2, fraction=0.45), 0.0)
@@ -259,7 +259,7 @@ def test_the_planner_reads_the_free_shares_the_emulated_kai_left():
         assert _planner_free(cluster, name) == _emulated_free(cluster, name)
 
 
-def test_the_planner_never_sees_more_room_than_kai_left_beside_memory_shares():
+def test_the_planner_never_sees_more_room_than_kai_left_beside_memory_shares() -> None:
     # KAI accounts a gpu-memory share in MiB of the labelled memory floored to 100 MiB; the planner in
     # hundredths of the label, rounded up: it may see a little less room, never more.
     cluster = cluster_with(t4_node("gpu-a"))
@@ -270,7 +270,7 @@ def test_the_planner_never_sees_more_room_than_kai_left_beside_memory_shares():
     assert planned <= emulated
 
 
-def test_the_planner_reads_a_share_on_two_devices_as_the_emulated_kai_placed_it():
+def test_the_planner_reads_a_share_on_two_devices_as_the_emulated_kai_placed_it() -> None:
     cluster = cluster_with(t4_node("gpu-a", gpus=4))
     two = replace(share_job("dist", 1, fraction=0.5), name="dist")
     [key] = cluster.submit(two, 0.0)

@@ -1,8 +1,11 @@
 """The simulator: its invariants, the kai-day story, determinism, and clear errors for bad input."""
 
+from __future__ import annotations
+
 import itertools
 import json
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,13 +16,18 @@ from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from autoscaler.sim.trace import load_trace
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from autoscaler.sim.run import Outcome
+
 
 @pytest.fixture(scope="module")
-def kai_day():
+def kai_day() -> Outcome:
     return simulate(load_scenario("kai-day"), bound=False)
 
 
-def test_pods_never_run_on_a_node_without_room(kai_day):
+def test_pods_never_run_on_a_node_without_room(kai_day: Outcome) -> None:
     # Replay the record: at every start, the node's running pods must fit its allocatable.
     rec = kai_day.record
     assert rec.pods and all(sp.started is None or sp.started >= sp.submitted for sp in rec.pods)
@@ -35,12 +43,12 @@ def test_pods_never_run_on_a_node_without_room(kai_day):
         assert sum(o.gpus for o in same_node) <= 1  # every kai-day GPU node is a 1-GPU g4dn.xlarge
 
 
-def test_the_clock_never_goes_back(kai_day):
+def test_the_clock_never_goes_back(kai_day: Outcome) -> None:
     times = [s.t for s in kai_day.record.samples]
     assert times == sorted(times)
 
 
-def test_queues_never_exceed_their_limits(kai_day):
+def test_queues_never_exceed_their_limits(kai_day: Outcome) -> None:
     rec = kai_day.record
     limits = {"research": 8, "production": 12}
     for s in rec.samples:
@@ -53,7 +61,9 @@ def test_queues_never_exceed_their_limits(kai_day):
             assert running <= limit
 
 
-def test_kai_day_never_launches_for_held_pods_nor_above_the_gpu_limit_and_ends_at_zero(kai_day):
+def test_kai_day_never_launches_for_held_pods_nor_above_the_gpu_limit_and_ends_at_zero(
+    kai_day: Outcome,
+) -> None:
     s = kai_day.summary
     assert s["overLimitLaunches"] == 0
     assert s["gpuLimitViolations"] == 0
@@ -64,12 +74,12 @@ def test_kai_day_never_launches_for_held_pods_nor_above_the_gpu_limit_and_ends_a
     assert held == 2  # research's 9th and 10th pods wait over the queue limit
 
 
-def test_a_queue_blind_baseline_launches_for_held_pods():
+def test_a_queue_blind_baseline_launches_for_held_pods() -> None:
     out = simulate(load_scenario("kai-day"), policy="karpenter-like", bound=False)
     assert out.summary["overLimitLaunches"] >= 1
 
 
-def test_the_same_scenario_gives_the_same_result():
+def test_the_same_scenario_gives_the_same_result() -> None:
     a = simulate(load_scenario("kai-day"), bound=False).summary
     b = simulate(load_scenario("kai-day"), bound=False).summary
     for doc in (a, b):
@@ -77,7 +87,7 @@ def test_the_same_scenario_gives_the_same_result():
     assert a == b
 
 
-def test_a_slow_first_launch_does_not_reorder_the_instances_the_cloud_creates():
+def test_a_slow_first_launch_does_not_reorder_the_instances_the_cloud_creates() -> None:
     # The cloud numbers instances in the order launches reach it, and spot waves reclaim by that order: a
     # launch that happens to be slow must not let thread timing change the run.
     scenario = parse_scenario(
@@ -109,7 +119,7 @@ def test_a_slow_first_launch_does_not_reorder_the_instances_the_cloud_creates():
     assert reached == [o.token for o in launched]
 
 
-def test_trace_sampling_is_deterministic_with_a_seed(tmp_path):
+def test_trace_sampling_is_deterministic_with_a_seed(tmp_path: Path) -> None:
     path = tmp_path / "trace.csv"
     rows = ["pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec"]
     rows += [
@@ -125,7 +135,7 @@ def test_trace_sampling_is_deterministic_with_a_seed(tmp_path):
     assert {j.gpu_skus for j in a} <= {"T4", ""}  # undisclosed model codes constrain nothing
 
 
-def test_a_report_is_written(tmp_path):
+def test_a_report_is_written(tmp_path: Path) -> None:
     out = simulate(load_scenario("kai-day"), bound=False, report_dir=str(tmp_path))
     assert {"summary.json", "report.md"} <= set(out.files)
     doc = json.loads((tmp_path / "summary.json").read_text())
@@ -143,12 +153,12 @@ def test_a_report_is_written(tmp_path):
     assert "## Timeline" in (tmp_path / "report.md").read_text()
 
 
-def test_an_unknown_scenario_key_is_one_clear_error():
+def test_an_unknown_scenario_key_is_one_clear_error() -> None:
     with pytest.raises(ScenarioError, match=r"bad.yaml: unknown key 'jbos'"):
         parse_scenario({"jbos": []}, "bad.yaml")
 
 
-def test_a_job_in_an_undefined_queue_is_an_error():
+def test_a_job_in_an_undefined_queue_is_an_error() -> None:
     with pytest.raises(ScenarioError, match="queue 'nope' is not defined"):
         parse_scenario(
             {
@@ -159,7 +169,9 @@ def test_a_job_in_an_undefined_queue_is_an_error():
         )
 
 
-def test_bad_scenario_and_trace_files_exit_2_with_one_line(tmp_path, capsys):
+def test_bad_scenario_and_trace_files_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("jobs:\n  - {at: 'soon', name: x}\n")
     assert main(["simulate", "--scenario", str(bad)]) == 2
@@ -172,7 +184,7 @@ def test_bad_scenario_and_trace_files_exit_2_with_one_line(tmp_path, capsys):
     assert "missing columns duration_s, cpu_milli, memory_mib" in err
 
 
-def test_a_pod_asking_for_a_gpu_model_runs_only_on_nodes_with_that_model():
+def test_a_pod_asking_for_a_gpu_model_runs_only_on_nodes_with_that_model() -> None:
     scenario = parse_scenario(
         {
             "name": "models",
@@ -208,14 +220,14 @@ def test_a_pod_asking_for_a_gpu_model_runs_only_on_nodes_with_that_model():
     assert len(ran_on) == 3 and all(t.startswith("g6.") for t in ran_on.values())  # g6 = NVIDIA L4
 
 
-def test_every_pod_of_the_spot_storm_is_served_despite_reclaimed_nodes_and_gang_restarts():
+def test_every_pod_of_the_spot_storm_is_served_despite_reclaimed_nodes_and_gang_restarts() -> None:
     out = simulate(load_scenario("spot-storm"), bound=False)
     assert out.summary["podsNeverServed"] == 0
     assert out.record.cut_runs  # interruptions did cut runs short, and those pods ran again
     assert out.summary["gpuLimitViolations"] == 0
 
 
-def test_non_preemptible_pods_over_their_queue_quota_cause_no_launch():
+def test_non_preemptible_pods_over_their_queue_quota_cause_no_launch() -> None:
     # Quota 1, limit 2: KAI runs one of the five non-preemptible pods, so tidal buys one GPU, not two.
     scenario = parse_scenario(
         {
@@ -250,78 +262,80 @@ def _scenario_error(doc):
     return str(caught.value)
 
 
-def test_a_jobs_entry_that_is_not_a_list_is_one_clear_error():
+def test_a_jobs_entry_that_is_not_a_list_is_one_clear_error() -> None:
     assert _scenario_error({"jobs": 5}) == "s.yaml: jobs: 5 is not a list"
 
 
-def test_a_jobs_map_is_not_read_as_a_list_of_its_keys():
+def test_a_jobs_map_is_not_read_as_a_list_of_its_keys() -> None:
     assert _scenario_error({"jobs": {"at": "08:00", "name": "x"}}).startswith("s.yaml: jobs: {")
 
 
-def test_a_quoted_false_is_not_read_as_true():
+def test_a_quoted_false_is_not_read_as_true() -> None:
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "gang": "false"}]})
     assert err == "s.yaml: jobs[0].gang: 'false' is not true or false"
 
 
-def test_a_negative_gpu_count_is_an_error_not_zero_gpus():
+def test_a_negative_gpu_count_is_an_error_not_zero_gpus() -> None:
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "gpus": -1}]})
     assert err == "s.yaml: jobs[0].gpus: -1 is below 0"
 
 
-def test_a_negative_job_memory_is_an_error():
+def test_a_negative_job_memory_is_an_error() -> None:
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "memory": "-3Gi"}]})
     assert err == "s.yaml: jobs[0].memory: '-3Gi' is below 0"
 
 
-def test_job_offerings_that_are_not_capacity_types_are_an_error():
+def test_job_offerings_that_are_not_capacity_types_are_an_error() -> None:
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x", "offerings": "cheap"}]})
     assert err == "s.yaml: jobs[0].offerings: 'cheap' is not a list of spot, on-demand and reserved"
 
 
-def test_two_jobs_of_one_name_are_an_error():
+def test_two_jobs_of_one_name_are_an_error() -> None:
     err = _scenario_error({"jobs": [{"at": "08:00", "name": "x"}, {"at": "09:00", "name": "x"}]})
     assert err == "s.yaml: jobs[1].name: 'x' is already the name of jobs[0]"
 
 
-def test_two_queues_of_one_name_are_an_error():
+def test_two_queues_of_one_name_are_an_error() -> None:
     err = _scenario_error({"queues": [{"name": "q"}, {"name": "q"}]})
     assert err == "s.yaml: queues[1].name: 'q' is already the name of queues[0]"
 
 
-def test_a_queue_parent_that_is_not_a_queue_of_the_scenario_is_an_error():
+def test_a_queue_parent_that_is_not_a_queue_of_the_scenario_is_an_error() -> None:
     err = _scenario_error({"queues": [{"name": "q", "parent": "nope"}]})
     assert err == "s.yaml: queues[0].parent: 'nope' is not another queue of the scenario"
 
 
-def test_a_spot_interruption_fraction_that_is_not_a_number_is_one_clear_error():
+def test_a_spot_interruption_fraction_that_is_not_a_number_is_one_clear_error() -> None:
     err = _scenario_error({"spotInterruptions": [{"at": "10:00", "fraction": "half"}]})
     assert err == "s.yaml: spotInterruptions[0].fraction: 'half' is not a number from 0 to 1"
 
 
-def test_a_spot_interruption_that_is_not_a_map_is_one_clear_error():
+def test_a_spot_interruption_that_is_not_a_map_is_one_clear_error() -> None:
     assert _scenario_error({"spotInterruptions": [5]}) == "s.yaml: spotInterruptions[0]: 5 is not a map"
 
 
-def test_an_unknown_capacity_outage_key_is_an_error():
+def test_an_unknown_capacity_outage_key_is_an_error() -> None:
     err = _scenario_error(
         {"capacityOutages": [{"at": "10:00", "until": "11:00", "instancetype": "g5.xlarge"}]}
     )
     assert err.startswith("s.yaml: capacityOutages[0]: unknown key 'instancetype'")
 
 
-def test_a_capacity_outage_that_ends_before_it_starts_is_an_error():
+def test_a_capacity_outage_that_ends_before_it_starts_is_an_error() -> None:
     err = _scenario_error({"capacityOutages": [{"at": "10:00", "until": "09:00"}]})
     assert err == "s.yaml: capacityOutages[0].until: '09:00' is not after at ('10:00')"
 
 
-def test_a_key_given_twice_in_a_scenario_file_is_an_error(tmp_path):
+def test_a_key_given_twice_in_a_scenario_file_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text("jobs: []\njobs: [{at: '08:00', name: x}]\n")
     with pytest.raises(ScenarioError, match=r"s.yaml:2:1: invalid YAML: duplicate key 'jobs'"):
         load_scenario(path)
 
 
-def test_a_scenario_file_that_is_not_utf8_exits_2_with_one_line(tmp_path, capsys):
+def test_a_scenario_file_that_is_not_utf8_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "s.yaml"
     path.write_bytes(b"\xff\xfe garbage")
     assert main(["simulate", "--scenario", str(path)]) == 2
@@ -331,28 +345,30 @@ def test_a_scenario_file_that_is_not_utf8_exits_2_with_one_line(tmp_path, capsys
 TRACE_HEADER = "pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec\n"
 
 
-def test_a_trace_memory_too_large_for_a_quantity_is_one_clear_error(tmp_path):
+def test_a_trace_memory_too_large_for_a_quantity_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text(TRACE_HEADER + "p1,0,60,1,1000,4000,1e300,T4\n")
     with pytest.raises(ScenarioError, match=r"t.csv:2: memory_mib: '1e300' is out of range"):
         load_trace(path)
 
 
-def test_a_trace_value_that_is_not_finite_is_called_that(tmp_path):
+def test_a_trace_value_that_is_not_finite_is_called_that(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text(TRACE_HEADER + "p1,0,inf,1,1000,4000,8192,T4\n")
     with pytest.raises(ScenarioError, match=r"t.csv:2: duration_s: 'inf' is not a finite number"):
         load_trace(path)
 
 
-def test_a_trace_pod_id_on_two_rows_is_an_error(tmp_path):
+def test_a_trace_pod_id_on_two_rows_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text(TRACE_HEADER + "p1,0,60,1,1000,4000,8192,T4\np1,10,60,1,1000,4000,8192,T4\n")
     with pytest.raises(ScenarioError, match=r"t.csv:3: pod_id 'p1' is already on line 2"):
         load_trace(path)
 
 
-def test_a_report_path_that_is_a_file_exits_2_before_the_run(tmp_path, capsys):
+def test_a_report_path_that_is_a_file_exits_2_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = tmp_path / "report"
     report.write_text("")
     assert main(["simulate", "--scenario", "kai-day", "--no-bound", "--report", str(report)]) == 2
@@ -360,14 +376,18 @@ def test_a_report_path_that_is_a_file_exits_2_before_the_run(tmp_path, capsys):
     assert (out, err.strip()) == ("", f"tidal: error: --report: {report} is a file, not a directory")
 
 
-def test_a_simulate_config_file_that_is_not_utf8_exits_2_with_one_line(tmp_path, capsys):
+def test_a_simulate_config_file_that_is_not_utf8_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"\xff\xfe")
     assert main(["simulate", "--scenario", "kai-day", "--no-bound", "--config", str(path)]) == 2
     assert capsys.readouterr().err.strip() == f"tidal: error: {path}: is not UTF-8 text"
 
 
-def test_a_compression_that_is_not_a_finite_number_is_a_usage_error(capsys):
+def test_a_compression_that_is_not_a_finite_number_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["simulate", "--scenario", "kai-day", "--compression", "nan"]) == 2
     assert "argument --compression: 'nan' is not a finite number" in capsys.readouterr().err
 
@@ -381,21 +401,23 @@ def _config_error(config, overrides, **kwargs):
     return str(caught.value)
 
 
-def test_a_bad_key_in_a_scenario_config_block_is_named_under_config():
+def test_a_bad_key_in_a_scenario_config_block_is_named_under_config() -> None:
     assert _config_error({"bogus": 1}, {}) == "scenario s: config.bogus: unknown key"
 
 
-def test_a_bad_key_in_a_simulate_config_file_names_the_file():
+def test_a_bad_key_in_a_simulate_config_file_names_the_file() -> None:
     err = _config_error({"clusterGPULimit": 8}, {"clusterGPULimit": "lots"}, overrides_source="c.yaml")
     assert err.startswith("c.yaml: clusterGPULimit: ")
 
 
-def test_bad_keys_in_both_the_scenario_and_the_config_file_each_name_their_place():
+def test_bad_keys_in_both_the_scenario_and_the_config_file_each_name_their_place() -> None:
     err = _config_error({"bogus": 1}, {"other": 2}, overrides_source="c.yaml")
     assert err == "scenario s: config.bogus: unknown key; c.yaml: other: unknown key"
 
 
-def test_simulate_names_the_config_file_that_has_a_bad_key(tmp_path, capsys):
+def test_simulate_names_the_config_file_that_has_a_bad_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "tuning.yaml"
     config.write_text("bogus: 1\n")
     assert main(["simulate", "--scenario", "kai-day", "--config", str(config)]) == 2

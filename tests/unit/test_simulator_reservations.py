@@ -2,12 +2,18 @@
 with the pods' replacement Ready before the end; reservations paid for whether used or not; baselines that
 use them as Karpenter and cluster-autoscaler users do."""
 
+from __future__ import annotations
+
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 
 from autoscaler.sim.run import simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
+
+if TYPE_CHECKING:
+    from autoscaler.sim.run import Outcome
 
 HOUR = 3600.0
 BLOCK_END = 6 * HOUR
@@ -53,11 +59,11 @@ def block_scenario(**jobs_extra):
 
 
 @pytest.fixture(scope="module")
-def block_end():
+def block_end() -> Outcome:
     return simulate(block_scenario(), bound=False)
 
 
-def test_a_pod_runs_in_the_capacity_block_while_it_lasts(block_end):
+def test_a_pod_runs_in_the_capacity_block_while_it_lasts(block_end: Outcome) -> None:
     rec = block_end.record
     first = min(rec.started.values(), key=lambda x: x[1])
     assert (first[0].instance_type, first[0].capacity_type, first[0].reservation_id) == (
@@ -68,8 +74,8 @@ def test_a_pod_runs_in_the_capacity_block_while_it_lasts(block_end):
 
 
 def test_a_block_node_is_drained_before_the_cloud_ends_it_and_its_replacement_is_ready_before_the_end(
-    block_end,
-):
+    block_end: Outcome,
+) -> None:
     rec = block_end.record
     [(block, _)] = [v for v in rec.started.values() if v[0].reservation_id == "cb-train"]
     # Drained 40 minutes before the end: ten minutes before EC2 starts terminating (30 minutes before).
@@ -83,7 +89,7 @@ def test_a_block_node_is_drained_before_the_cloud_ends_it_and_its_replacement_is
     assert [cut.ended for cut in rec.cut_runs] == [BLOCK_END - 40 * 60]  # the one run the drain moved
 
 
-def test_reservations_are_paid_for_whether_used_or_not(block_end):
+def test_reservations_are_paid_for_whether_used_or_not(block_end: Outcome) -> None:
     fee = round(1 * 1.006 * 6, 4)  # one g5.xlarge at the on-demand price for the block's six hours
     cost = block_end.summary["cost"]
     assert cost["reservations"] == fee
@@ -92,7 +98,7 @@ def test_reservations_are_paid_for_whether_used_or_not(block_end):
     assert (unused["reservations"], unused["instances"]) == (fee, 0.0)
 
 
-def test_kai_day_reserved_fills_the_reservation_before_buying_and_counts_its_fee():
+def test_kai_day_reserved_fills_the_reservation_before_buying_and_counts_its_fee() -> None:
     out = simulate(load_scenario("kai-day-reserved"), bound=False)
     reserved_launches = [v for v in out.record.started.values() if v[0].reservation_id == "cr-kai-day-t4"]
     assert len(reserved_launches) == 4  # never more than the reservation holds
@@ -100,7 +106,7 @@ def test_kai_day_reserved_fills_the_reservation_before_buying_and_counts_its_fee
     assert out.summary["gpuLimitViolations"] == 0
 
 
-def test_ca_like_keeps_the_reservations_node_group_full_and_karpenter_like_caps_at_its_count():
+def test_ca_like_keeps_the_reservations_node_group_full_and_karpenter_like_caps_at_its_count() -> None:
     ca = simulate(load_scenario("kai-day-reserved"), policy="ca-like", bound=False).record
     karpenter = simulate(load_scenario("kai-day-reserved"), policy="karpenter-like", bound=False).record
     in_reservation = [v for v in ca.started.values() if v[0].reservation_id == "cr-kai-day-t4"]
@@ -111,7 +117,7 @@ def test_ca_like_keeps_the_reservations_node_group_full_and_karpenter_like_caps_
     assert len([v for v in karpenter.started.values() if v[0].reservation_id == "cr-kai-day-t4"]) <= 4
 
 
-def test_a_capacity_block_without_its_window_is_one_clear_line():
+def test_a_capacity_block_without_its_window_is_one_clear_line() -> None:
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(
             {

@@ -3,12 +3,17 @@ resourceclaimtemplates -A -o yaml`): they are decoded and kept beside the snapsh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 import yaml
 
 from autoscaler.cli import main
 from autoscaler.snapshot import SnapshotError, read_snapshots
 from tests.builders import INSUFFICIENT_GPU, pod
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEVICE_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
@@ -70,7 +75,7 @@ def write(tmp_path, name: str, content: dict) -> str:
     return str(path)
 
 
-def test_dra_objects_in_a_snapshot_are_decoded_beside_it(tmp_path):
+def test_dra_objects_in_a_snapshot_are_decoded_beside_it(tmp_path: Path) -> None:
     path = write(tmp_path, "snap.yaml", kubectl_list(trainer(), DEVICE_CLASS, TEMPLATE, claim(1)))
     loaded = read_snapshots([path])
     assert [p.name for p in loaded.snapshot.pods] == ["trainer-0"]
@@ -81,12 +86,12 @@ def test_dra_objects_in_a_snapshot_are_decoded_beside_it(tmp_path):
     assert loaded.skipped == {} and loaded.objects == 4
 
 
-def test_a_snapshot_without_dra_objects_says_dra_was_not_seen(tmp_path):
+def test_a_snapshot_without_dra_objects_says_dra_was_not_seen(tmp_path: Path) -> None:
     loaded = read_snapshots([write(tmp_path, "snap.yaml", kubectl_list(trainer()))])
     assert not loaded.dra.served and loaded.dra.claims == ()
 
 
-def test_a_resource_slice_is_skipped_and_counted(tmp_path):
+def test_a_resource_slice_is_skipped_and_counted(tmp_path: Path) -> None:
     slice_ = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -96,7 +101,7 @@ def test_a_resource_slice_is_skipped_and_counted(tmp_path):
     assert loaded.skipped == {"ResourceSlice": 1}
 
 
-def test_a_claim_given_in_two_files_is_taken_from_the_later_one(tmp_path):
+def test_a_claim_given_in_two_files_is_taken_from_the_later_one(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", claim(1))
     second = write(tmp_path, "b.yaml", claim(4))
     loaded = read_snapshots([first, second])
@@ -104,7 +109,7 @@ def test_a_claim_given_in_two_files_is_taken_from_the_later_one(tmp_path):
     assert loaded.duplicates == {"ResourceClaim": 1}
 
 
-def test_a_malformed_claim_names_file_item_object_and_field(tmp_path):
+def test_a_malformed_claim_names_file_item_object_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "snap.yaml", kubectl_list(DEVICE_CLASS, claim(0)))
     with pytest.raises(SnapshotError) as raised:
         read_snapshots([path])
@@ -114,7 +119,7 @@ def test_a_malformed_claim_names_file_item_object_and_field(tmp_path):
     )
 
 
-def test_a_dra_object_of_an_earlier_api_version_is_refused_by_name(tmp_path):
+def test_a_dra_object_of_an_earlier_api_version_is_refused_by_name(tmp_path: Path) -> None:
     old = {**DEVICE_CLASS, "apiVersion": "resource.k8s.io/v1beta1"}
     path = write(tmp_path, "snap.yaml", old)
     with pytest.raises(SnapshotError) as raised:
@@ -125,7 +130,9 @@ def test_a_dra_object_of_an_earlier_api_version_is_refused_by_name(tmp_path):
     )
 
 
-def test_tidal_plan_reads_a_snapshot_with_dra_objects(tmp_path, capsys):
+def test_tidal_plan_reads_a_snapshot_with_dra_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = write(tmp_path, "snap.yaml", kubectl_list(trainer(), DEVICE_CLASS, TEMPLATE))
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(
@@ -137,7 +144,9 @@ def test_tidal_plan_reads_a_snapshot_with_dra_objects(tmp_path, capsys):
     assert "error" not in err and "skipped" not in out
 
 
-def test_tidal_plan_reports_a_malformed_dra_object_in_one_line_with_exit_2(tmp_path, capsys):
+def test_tidal_plan_reports_a_malformed_dra_object_in_one_line_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = write(tmp_path, "snap.yaml", claim(0))
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(

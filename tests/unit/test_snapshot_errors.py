@@ -4,6 +4,10 @@ The same decoders serve `tidal plan` and the daemon's informers: for the daemon,
 the informer skip that one object with a logged error and keep watching.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 import yaml
 
@@ -20,6 +24,12 @@ from autoscaler.kube.convert import (
 from autoscaler.planning import plan
 from autoscaler.snapshot import SnapshotError, read_snapshots
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, queue, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from autoscaler.config import Config
 
 REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -169,19 +179,19 @@ POD_CASES = [
 
 
 @pytest.mark.parametrize(("changes", "message"), POD_CASES)
-def test_a_malformed_pod_names_the_field_path_and_value(changes, message):
+def test_a_malformed_pod_names_the_field_path_and_value(changes, message) -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(p1(**changes))
     assert str(err.value).startswith(f"Pod default/p1: {message}")
 
 
-def test_a_namespace_that_is_not_a_string_names_it():
+def test_a_namespace_that_is_not_a_string_names_it() -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(p1(**{"metadata.namespace": 7}))
     assert str(err.value) == "Pod p1: metadata.namespace: expected a string, got 7"
 
 
-def test_a_fractional_gpu_request_is_rejected_as_the_api_server_does():
+def test_a_fractional_gpu_request_is_rejected_as_the_api_server_does() -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(pod("p1", extra_requests={"nvidia.com/gpu": "0.5"}))
     assert str(err.value) == (
@@ -190,7 +200,7 @@ def test_a_fractional_gpu_request_is_rejected_as_the_api_server_does():
     )
 
 
-def test_a_node_taint_without_a_key_names_the_taint():
+def test_a_node_taint_without_a_key_names_the_taint() -> None:
     obj = node("gpu-a", taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"effect": "NoSchedule"}])
     with pytest.raises(ConversionError, match=r"^Node gpu-a: spec\.taints\[1\]\.key: missing$"):
         node_from_dict(obj)
@@ -208,7 +218,7 @@ def test_a_node_taint_without_a_key_names_the_taint():
         ),
     ],
 )
-def test_a_node_taint_needs_a_known_effect(effect, problem):
+def test_a_node_taint_needs_a_known_effect(effect, problem) -> None:
     taint = {"key": "dedicated", "value": "batch"}
     if effect is not None:
         taint["effect"] = effect
@@ -231,7 +241,7 @@ def test_a_node_taint_needs_a_known_effect(effect, problem):
         ),
     ],
 )
-def test_a_node_spec_field_of_the_wrong_type_names_it(field, value, message):
+def test_a_node_spec_field_of_the_wrong_type_names_it(field, value, message) -> None:
     obj = node("cpu-a")
     obj["spec"][field] = value
     with pytest.raises(ConversionError) as err:
@@ -239,7 +249,7 @@ def test_a_node_spec_field_of_the_wrong_type_names_it(field, value, message):
     assert str(err.value) == f"Node cpu-a: {message}"
 
 
-def test_a_node_with_a_bad_ready_time_names_the_condition():
+def test_a_node_with_a_bad_ready_time_names_the_condition() -> None:
     obj = node("cpu-a")
     obj["status"]["conditions"][0]["lastTransitionTime"] = 1795168800
     with pytest.raises(ConversionError) as err:
@@ -249,7 +259,7 @@ def test_a_node_with_a_bad_ready_time_names_the_condition():
     )
 
 
-def test_a_pdb_whose_selector_is_not_a_map_names_it():
+def test_a_pdb_whose_selector_is_not_a_map_names_it() -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"]["selector"] = 5
     with pytest.raises(
@@ -271,7 +281,7 @@ def test_a_pdb_whose_selector_is_not_a_map_names_it():
         pytest.param("minAvailable", "150%", "'150%' is more than 100%", id="over-100-percent"),
     ],
 )
-def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem):
+def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem) -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"].pop("minAvailable")
     obj["spec"][field] = value
@@ -281,20 +291,20 @@ def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem
 
 
 @pytest.mark.parametrize("value", [0, 3, "0%", "100%", "05%"])
-def test_a_pdb_budget_of_a_count_or_a_percentage_up_to_100_is_accepted(value):
+def test_a_pdb_budget_of_a_count_or_a_percentage_up_to_100_is_accepted(value) -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"]["minAvailable"] = value
     assert pdb_from_dict(obj).disruptions_allowed == 1
 
 
-def test_a_podgroup_min_member_beyond_int32_names_it():
+def test_a_podgroup_min_member_beyond_int32_names_it() -> None:
     obj = podgroup("train", min_member=2**31, queue="research")
     with pytest.raises(ConversionError) as err:
         podgroup_from_dict(obj)
     assert str(err.value) == "PodGroup default/train: spec.minMember: 2147483648 is above 2147483647"
 
 
-def test_a_podgroup_min_member_that_is_not_a_number_names_it():
+def test_a_podgroup_min_member_that_is_not_a_number_names_it() -> None:
     obj = podgroup("train", min_member=4, queue="research")
     obj["spec"]["minMember"] = "abc"
     with pytest.raises(
@@ -303,7 +313,7 @@ def test_a_podgroup_min_member_that_is_not_a_number_names_it():
         podgroup_from_dict(obj)
 
 
-def test_a_queue_gpu_limit_that_is_not_a_number_names_it():
+def test_a_queue_gpu_limit_that_is_not_a_number_names_it() -> None:
     obj = queue("research", quota=8, limit=16)
     obj["spec"]["resources"]["gpu"]["limit"] = "abc"
     with pytest.raises(
@@ -313,7 +323,7 @@ def test_a_queue_gpu_limit_that_is_not_a_number_names_it():
         queue_from_dict(obj)
 
 
-def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers():
+def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers() -> None:
     obj = queue("research", quota=8, limit=-1)
     obj["spec"]["resources"]["gpu"]["quota"] = "8"
     decoded = queue_from_dict(obj)
@@ -327,7 +337,7 @@ def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers():
         pytest.param("quota", "-0.5", id="quota-negative"),
     ],
 )
-def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field, value):
+def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field, value) -> None:
     obj = queue("research", quota=8, limit=16)
     obj["spec"]["resources"]["gpu"][field] = value
     with pytest.raises(ConversionError) as err:
@@ -337,12 +347,12 @@ def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field, va
     )
 
 
-def test_an_object_that_is_not_a_map_is_a_conversion_error():
+def test_an_object_that_is_not_a_map_is_a_conversion_error() -> None:
     with pytest.raises(ConversionError, match="expected a Kubernetes object"):
         pod_from_dict(["not", "a", "pod"])  # type: ignore[arg-type]
 
 
-def test_a_garbage_unneeded_since_annotation_reads_as_absent():
+def test_a_garbage_unneeded_since_annotation_reads_as_absent() -> None:
     """Scale-down reads tidal.dev/unneeded-since back with parse_time: garbage means "start counting now"."""
     assert parse_time("2026-11-20T09:00:00Z") == 1795165200.0
     assert parse_time("2026-11-20T10:00:00+01:00") == 1795165200.0
@@ -350,7 +360,7 @@ def test_a_garbage_unneeded_since_annotation_reads_as_absent():
         assert parse_time(garbage) is None
 
 
-def test_the_snapshot_error_names_the_file_and_item(tmp_path):
+def test_the_snapshot_error_names_the_file_and_item(tmp_path: Path) -> None:
     path = tmp_path / "snapshot.yaml"
     bad = p1(**{"spec.tolerations": ["x"]})
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [pod("p0"), bad]}))
@@ -359,7 +369,9 @@ def test_the_snapshot_error_names_the_file_and_item(tmp_path):
     assert str(err.value) == f"{path}: items[1]: Pod default/p1: spec.tolerations[0]: expected a map, got 'x'"
 
 
-def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(tmp_path, capsys):
+def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = tmp_path / "snapshot.yaml"
     snap.write_text(yaml.safe_dump(p1(**{"spec.priority": "high"})))
     catalog = tmp_path / "catalog.csv"
@@ -374,7 +386,9 @@ def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(tmp_path, ca
 
 
 @pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", "2026-11-20T09:00:00", ""])
-def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_failing(make_config, mangled):
+def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_failing(
+    make_config: Callable[..., Config], mangled
+) -> None:
     now = 1_795_172_400.0  # 2026-11-20T11:00:00Z
     empty = node(
         "gpu-a",
@@ -391,7 +405,7 @@ def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_faili
     assert result.removal.unneeded_since == {"gpu-a": now}
 
 
-def test_an_unquoted_creation_timestamp_reads_as_the_time_it_is(tmp_path):
+def test_an_unquoted_creation_timestamp_reads_as_the_time_it_is(tmp_path: Path) -> None:
     path = tmp_path / "snap.yaml"
     text = yaml.safe_dump(pod("p1", created="2026-11-20T09:00:00Z"))
     path.write_text(text.replace("'2026-11-20T09:00:00Z'", "2026-11-20T09:00:00Z"))
@@ -400,21 +414,21 @@ def test_an_unquoted_creation_timestamp_reads_as_the_time_it_is(tmp_path):
     assert p.created == parse_time("2026-11-20T09:00:00Z")
 
 
-def test_a_key_given_twice_in_a_snapshot_is_an_error_naming_the_line(tmp_path):
+def test_a_key_given_twice_in_a_snapshot_is_an_error_naming_the_line(tmp_path: Path) -> None:
     path = tmp_path / "snap.yaml"
     path.write_text("kind: Pod\nmetadata: {name: a}\nmetadata: {name: b}\n")
     with pytest.raises(SnapshotError, match=r"snap.yaml:3:1: invalid YAML: duplicate key 'metadata'"):
         read_snapshots([path])
 
 
-def test_a_snapshot_nested_too_deeply_is_one_clear_error(tmp_path):
+def test_a_snapshot_nested_too_deeply_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "snap.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(SnapshotError, match=r"snap.json: invalid JSON: nested too deeply"):
         read_snapshots([path])
 
 
-def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path):
+def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "snap.yaml"
     path.write_text("kind: Pod\nmetadata: {name: \x01}\n")
     with pytest.raises(SnapshotError) as caught:
@@ -430,7 +444,7 @@ def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path):
         pytest.param(None, "missing (must be Exists when key is empty)", id="defaulted-to-equal"),
     ],
 )
-def test_a_toleration_without_a_key_must_use_operator_exists(operator, problem):
+def test_a_toleration_without_a_key_must_use_operator_exists(operator, problem) -> None:
     toleration = {"value": "batch", "effect": "NoSchedule"}
     if operator is not None:
         toleration["operator"] = operator
@@ -439,7 +453,7 @@ def test_a_toleration_without_a_key_must_use_operator_exists(operator, problem):
     assert str(err.value) == f"Pod default/p1: spec.tolerations[1].operator: {problem}"
 
 
-def test_a_toleration_with_operator_exists_must_have_no_value():
+def test_a_toleration_with_operator_exists_must_have_no_value() -> None:
     toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "value": "present"}
     with pytest.raises(ConversionError) as err:
         pod_from_dict(p1(**{"spec.tolerations": [toleration]}))
@@ -456,7 +470,7 @@ def test_a_toleration_with_operator_exists_must_have_no_value():
         pytest.param(None, "missing (must be NoExecute", id="every-effect"),
     ],
 )
-def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect, problem):
+def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect, problem) -> None:
     toleration = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}
     if effect is not None:
         toleration["effect"] = effect
@@ -468,7 +482,7 @@ def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect, probl
     assert pod_from_dict(p1(**{"spec.tolerations": [toleration]})).tolerations[0].effect == "NoExecute"
 
 
-def test_a_pdb_with_both_min_available_and_max_unavailable_is_rejected():
+def test_a_pdb_with_both_min_available_and_max_unavailable_is_rejected() -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"]["maxUnavailable"] = 0
     with pytest.raises(ConversionError) as err:
@@ -478,7 +492,7 @@ def test_a_pdb_with_both_min_available_and_max_unavailable_is_rejected():
     )
 
 
-def test_a_node_with_two_taints_of_the_same_key_and_effect_is_rejected():
+def test_a_node_with_two_taints_of_the_same_key_and_effect_is_rejected() -> None:
     taints = [
         {"key": "dedicated", "value": "batch", "effect": "NoSchedule"},
         {"key": "dedicated", "value": "batch", "effect": "NoExecute"},

@@ -25,7 +25,7 @@ class Captured(Exception):
 
 
 @pytest.fixture
-def captured(monkeypatch) -> dict[str, Any]:
+def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def record(scenario, layers, policy, catalog, cloud, region, *rest):
@@ -56,7 +56,9 @@ def small_trace(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_a_trace_without_a_scenario_is_replayed_in_the_trace_frame(tmp_path, captured):
+def test_a_trace_without_a_scenario_is_replayed_in_the_trace_frame(
+    tmp_path: Path, captured: dict[str, Any]
+) -> None:
     with pytest.raises(Captured):
         main(["simulate", "--trace", small_trace(tmp_path)])
     scenario = captured["scenario"]
@@ -65,22 +67,22 @@ def test_a_trace_without_a_scenario_is_replayed_in_the_trace_frame(tmp_path, cap
     assert [j.name for j in scenario.jobs] == ["t-p1", "t-p2"]
 
 
-def test_simulate_without_a_scenario_or_a_trace_is_a_usage_error(capsys):
+def test_simulate_without_a_scenario_or_a_trace_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate"]) == 2
     assert "give --scenario NAME|FILE, or --trace CSV" in capsys.readouterr().err
 
 
-def test_the_trace_frame_alone_has_nothing_to_replay_and_says_so(capsys):
+def test_the_trace_frame_alone_has_nothing_to_replay_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--scenario", "trace"]) == 2
     assert "scenario trace has no jobs: give --trace CSV" in capsys.readouterr().err
 
 
-def test_a_replayed_trace_says_how_many_pods_ran(tmp_path, capsys):
+def test_a_replayed_trace_says_how_many_pods_ran(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--trace", small_trace(tmp_path), "--no-bound"]) == 0
     assert "pods ran 2 of 2, never served 0" in capsys.readouterr().out
 
 
-def test_a_trace_window_runs_for_the_window_and_an_hour(tmp_path, captured):
+def test_a_trace_window_runs_for_the_window_and_an_hour(tmp_path: Path, captured: dict[str, Any]) -> None:
     with pytest.raises(Captured):
         main(["simulate", "--trace", small_trace(tmp_path), "--window", "2h", "--compression", "2"])
     assert captured["scenario"].duration == 2 * 3600 / 2 + 3600
@@ -90,7 +92,7 @@ def test_a_trace_window_runs_for_the_window_and_an_hour(tmp_path, captured):
     not (data_directory() / "traces" / "alibaba_gpu_v2023_openb_pods.csv").is_file(),
     reason="the Alibaba GPU trace is not in the data directory",
 )
-def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
+def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured: dict[str, Any]) -> None:
     with pytest.raises(Captured):
         main(["simulate", "--scenario", "alibaba-week"])
     (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-kai"]
@@ -109,7 +111,7 @@ def test_simulate_alibaba_week_runs_exactly_what_the_benchmark_runs(captured):
     not (data_directory() / "traces" / "alibaba_gpu_v2023_openb_pods.csv").is_file(),
     reason="the Alibaba GPU trace is not in the data directory",
 )
-def test_the_benchmarks_whole_gpu_week_is_simulate_with_gpu_sharing_whole(captured):
+def test_the_benchmarks_whole_gpu_week_is_simulate_with_gpu_sharing_whole(captured: dict[str, Any]) -> None:
     with pytest.raises(Captured):
         main(["simulate", "--scenario", "alibaba-week", "--gpu-sharing", "whole"])
     (bench,) = [run for name, run in bench_suite().scenarios() if name == "alibaba-week-whole"]
@@ -117,7 +119,9 @@ def test_the_benchmarks_whole_gpu_week_is_simulate_with_gpu_sharing_whole(captur
     assert not any(j.gpu_fraction for j in bench.scenario.jobs)
 
 
-def test_a_built_in_scenario_whose_trace_is_missing_names_where_it_looked(monkeypatch, tmp_path, capsys):
+def test_a_built_in_scenario_whose_trace_is_missing_names_where_it_looked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("TIDAL_DATA", str(tmp_path))
     assert main(["simulate", "--scenario", "alibaba-week"]) == 2
     err = capsys.readouterr().err
@@ -136,14 +140,14 @@ def shared_trace(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_trace_pod_that_used_part_of_a_gpu_asks_kai_for_that_share_by_default(tmp_path):
+def test_a_trace_pod_that_used_part_of_a_gpu_asks_kai_for_that_share_by_default(tmp_path: Path) -> None:
     half, whole, eight = load_trace(shared_trace(tmp_path))
     assert (half.gpus, half.gpu_fraction, half.partial_gpu, half.gpu_skus) == (0, 0.46, False, "T4")
     assert (whole.gpus, whole.gpu_fraction) == (1, 0.0)
     assert (eight.gpus, eight.gpu_fraction) == (8, 0.0)
 
 
-def test_a_replayed_share_becomes_a_kai_gpu_fraction_pod_in_the_cluster(tmp_path):
+def test_a_replayed_share_becomes_a_kai_gpu_fraction_pod_in_the_cluster(tmp_path: Path) -> None:
     half = load_trace(shared_trace(tmp_path), gpu_sharing="kai")[0]
     cluster = EmulatedCluster(lambda: 0.0)
     [key] = cluster.submit(half, 0.0)
@@ -152,30 +156,32 @@ def test_a_replayed_share_becomes_a_kai_gpu_fraction_pod_in_the_cluster(tmp_path
     assert pod.gpu_share is not None and pod.gpu_share.portion == 0.46
 
 
-def test_whole_gpu_sharing_replays_a_share_as_one_whole_gpu_that_may_be_a_partial_size(tmp_path):
+def test_whole_gpu_sharing_replays_a_share_as_one_whole_gpu_that_may_be_a_partial_size(
+    tmp_path: Path,
+) -> None:
     half, whole, _ = load_trace(shared_trace(tmp_path), gpu_sharing="whole")
     assert (half.gpus, half.gpu_fraction, half.partial_gpu) == (1, 0.0, True)
     assert (whole.gpus, whole.partial_gpu) == (1, False)
 
 
-def test_the_gpu_sharing_flag_reaches_the_replayed_trace(tmp_path, captured):
+def test_the_gpu_sharing_flag_reaches_the_replayed_trace(tmp_path: Path, captured: dict[str, Any]) -> None:
     with pytest.raises(Captured):
         main(["simulate", "--trace", str(shared_trace(tmp_path)), "--gpu-sharing", "whole"])
     assert [j.gpus for j in captured["scenario"].jobs] == [1, 1, 8]
 
 
-def test_an_unknown_gpu_sharing_mode_is_one_line(tmp_path, capsys):
+def test_an_unknown_gpu_sharing_mode_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--trace", str(shared_trace(tmp_path)), "--gpu-sharing", "mig"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--gpu-sharing: invalid choice: 'mig' (choose from" in err and "\n" not in err
 
 
-def test_gpu_sharing_without_a_trace_is_refused(capsys):
+def test_gpu_sharing_without_a_trace_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--scenario", "kai-day", "--gpu-sharing", "kai"]) == 2
     assert "--gpu-sharing only apply to a trace" in capsys.readouterr().err
 
 
-def test_a_scenario_names_its_trace_gpu_sharing_or_is_told_which_are_known(tmp_path):
+def test_a_scenario_names_its_trace_gpu_sharing_or_is_told_which_are_known(tmp_path: Path) -> None:
     trace = {"file": "t.csv", "gpuSharing": "halves"}
     with pytest.raises(ScenarioError, match=r"trace.gpuSharing: 'halves' is not kai or whole"):
         parse_scenario({"trace": trace}, "s.yaml")

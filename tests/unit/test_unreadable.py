@@ -1,11 +1,20 @@
 """An object the API server accepted is never dropped: what tidal cannot fully read is kept, marked, and left
 alone by every decision (never demand, never moved, its node never empty, never removed)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from autoscaler.demand import Reason
 from autoscaler.kube.convert import node_from_api, pod_from_api
 from autoscaler.planning import plan
 from autoscaler.snapshot import SnapshotBuilder
 from tests.builders import aws_offerings, node, pod
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
 LONG_UNNEEDED = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -30,14 +39,16 @@ def from_api(*objects):
     return builder.build()
 
 
-def test_a_pod_with_a_field_tidal_does_not_know_is_kept_and_marked():
+def test_a_pod_with_a_field_tidal_does_not_know_is_kept_and_marked() -> None:
     running = pod_from_api(newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None)))
     assert running.key == "default/batch-0"
     assert running.node_name == "gpu-a"
     assert running.unreadable.startswith("spec.tolerations[0].operator: 'Lt'")
 
 
-def test_a_pending_pod_tidal_cannot_read_is_never_demand_and_says_why(make_config):
+def test_a_pending_pod_tidal_cannot_read_is_never_demand_and_says_why(
+    make_config: Callable[..., Config],
+) -> None:
     snap = from_api(newer_toleration(pod("batch-0")))
     result = plan(snap, aws_offerings(), make_config(), NOW)
     assert result.launch.launches == ()
@@ -46,7 +57,9 @@ def test_a_pending_pod_tidal_cannot_read_is_never_demand_and_says_why(make_confi
     assert "spec.tolerations[0].operator" in ignored.detail
 
 
-def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(make_config):
+def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(
+    make_config: Callable[..., Config],
+) -> None:
     managed = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
     running = newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None))
     result = plan(from_api(managed, running), aws_offerings(), make_config(), NOW)
@@ -55,14 +68,16 @@ def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(make_confi
     assert "cannot read all of pod default/batch-0" in blocked.reason
 
 
-def test_the_same_node_without_that_pod_would_be_removed(make_config):
+def test_the_same_node_without_that_pod_would_be_removed(make_config: Callable[..., Config]) -> None:
     result = plan(
         from_api(node("gpu-a", managed=True, annotations=LONG_UNNEEDED)), aws_offerings(), make_config(), NOW
     )
     assert [r.node for r in result.removal.removals] == ["gpu-a"]
 
 
-def test_pending_pods_are_not_planned_onto_a_node_whose_pods_tidal_cannot_read(make_config):
+def test_pending_pods_are_not_planned_onto_a_node_whose_pods_tidal_cannot_read(
+    make_config: Callable[..., Config],
+) -> None:
     existing = node("cpu-a", cpu="8", memory="32Gi")
     unread = newer_toleration(pod("batch-0", node_name="cpu-a", phase="Running", message=None))
     result = plan(from_api(existing, unread, pod("web-0")), aws_offerings(), make_config(), NOW)
@@ -70,7 +85,7 @@ def test_pending_pods_are_not_planned_onto_a_node_whose_pods_tidal_cannot_read(m
     assert len(result.launch.launches) == 1
 
 
-def test_a_node_tidal_cannot_read_is_kept_and_never_removed(make_config):
+def test_a_node_tidal_cannot_read_is_kept_and_never_removed(make_config: Callable[..., Config]) -> None:
     obj = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
     obj["spec"]["taints"] = [{"key": "example.com/maintenance", "effect": "Drain"}]
     read = node_from_api(obj)

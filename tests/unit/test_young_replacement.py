@@ -4,10 +4,19 @@ The scheduler binds a new pod to any idle node that fits it, so a pod can start 
 one and hold it for its whole run. Moving a pod that started minutes ago loses minutes of work.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.planning import plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -33,7 +42,9 @@ def run(make_config, *objs):
     return plan(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW)
 
 
-def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_saves_a_fifth(make_config):
+def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_saves_a_fifth(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     [removal] = result.removal.removals
     assert (removal.node, removal.empty, removal.pods) == ("gpu-a", False, ("default/infer-1",))
@@ -42,7 +53,7 @@ def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_
     )
 
 
-def test_a_busy_node_whose_pod_has_run_for_hours_is_kept(make_config):
+def test_a_busy_node_whose_pod_has_run_for_hours_is_kept(make_config: Callable[..., Config]) -> None:
     result = run(make_config, l4_node("gpu-a"), running_since("infer-1", "gpu-a", TWO_HOURS_AGO))
     assert result.removal.removals == ()
     assert [(b.node, b.reason) for b in result.removal.blocked] == [
@@ -50,7 +61,9 @@ def test_a_busy_node_whose_pod_has_run_for_hours_is_kept(make_config):
     ]
 
 
-def test_a_busy_node_of_young_pods_is_kept_when_right_sized_nodes_save_too_little(make_config):
+def test_a_busy_node_of_young_pods_is_kept_when_right_sized_nodes_save_too_little(
+    make_config: Callable[..., Config],
+) -> None:
     # Asking for an L4, the pod has no cheaper node to go to.
     young = running_since(
         "infer-1",
@@ -65,7 +78,7 @@ def test_a_busy_node_of_young_pods_is_kept_when_right_sized_nodes_save_too_littl
     ]
 
 
-def test_a_young_pod_that_must_not_be_evicted_keeps_its_busy_node(make_config):
+def test_a_young_pod_that_must_not_be_evicted_keeps_its_busy_node(make_config: Callable[..., Config]) -> None:
     guarded = running_since(
         "train-1", "gpu-a", FIVE_MINUTES_AGO, annotations={"tidal.dev/do-not-evict": "true"}
     )
@@ -76,14 +89,18 @@ def test_a_young_pod_that_must_not_be_evicted_keeps_its_busy_node(make_config):
     ]
 
 
-def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(make_config):
+def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(
+    make_config: Callable[..., Config],
+) -> None:
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 1})
     result = plan(snapshot(*objs), aws_offerings(), config, NOW)
     assert result.removal.removals == ()
 
 
-def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(make_config):
+def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(
+    make_config: Callable[..., Config],
+) -> None:
     guarded = running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO, labels={"app": "infer"})
     budget = pdb("infer", match={"app": "infer"}, allowed=0)
     result = run(make_config, l4_node("gpu-a"), guarded, budget)
@@ -91,7 +108,9 @@ def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(
 
 
 @pytest.mark.parametrize("within", ["0s", "2m"])
-def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(make_config, within):
+def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(
+    make_config: Callable[..., Config], within
+) -> None:
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceYoungPodsWithin": within})
     result = plan(snapshot(*objs), aws_offerings(), config, NOW)
@@ -101,7 +120,9 @@ def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(make_con
     ]
 
 
-def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_does(make_config):
+def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_does(
+    make_config: Callable[..., Config],
+) -> None:
     """cluster-autoscaler only removes nodes whose pods fit elsewhere; Karpenter's consolidation replaces."""
     from autoscaler.sim.baselines import planner_for
 
