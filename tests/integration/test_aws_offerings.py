@@ -123,7 +123,7 @@ def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(netw
     [(0.40, SPOT), (1.20, ON_DEMAND)],
     ids=["spot-cheaper", "spot-dearer-than-on-demand"],
 )
-def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price, chosen) -> None:
+def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price: float, chosen) -> None:
     spot = {("g6.xlarge", z): spot_price for z in ("us-east-1a", "us-east-1b")}
     provider = gpu_provider(network, spot_price_hook(spot), families=["g6"])
     stub_prices(provider, {"g6.xlarge": 0.8048})

@@ -142,7 +142,7 @@ def test_a_flexible_launch_retried_with_the_same_token_makes_no_second_vm(arm: F
 
 @pytest.mark.parametrize(("create", "delete"), [("async", "location"), ("location", "async")])
 def test_a_flexible_vm_is_found_after_a_restart_and_deleted_by_terminate(
-    arm: FakeArm, create, delete
+    arm: FakeArm, create: str, delete: str
 ) -> None:
     arm.state.styles.update(create=create, delete=delete)
     config = azure_config(arm, azure=FLEX_CONFIG)

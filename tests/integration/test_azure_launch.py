@@ -69,7 +69,7 @@ def tidal_vms(arm, pool):
 
 @pytest.mark.parametrize("style", ["async", "location"])
 def test_a_launch_raises_the_node_pool_by_one_and_reports_the_new_instance_running(
-    arm: FakeArm, style
+    arm: FakeArm, style: str
 ) -> None:
     arm.state.styles["scale"] = style
     provider = azure_provider(arm)
@@ -110,7 +110,9 @@ def test_a_retry_after_a_restart_finds_the_node_on_another_pool_than_its_first_c
 @pytest.mark.parametrize(
     "code", ["AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest"]
 )
-def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidate(arm: FakeArm, code) -> None:
+def test_a_capacity_failure_inside_the_operation_falls_back_to_the_next_candidate(
+    arm: FakeArm, code: str
+) -> None:
     provider = azure_provider(arm)
     arm.state.fail_allocation(T4, code=code)
     instance = provider.launch(request("tok-a", offering(provider, T4), offering(provider, T4_BIG)))
@@ -164,7 +166,7 @@ def test_a_sku_not_available_answer_is_a_restriction_of_that_size_in_the_zones_n
         ("QuotaExceeded", "Quota exceeded for standardNCASv3_T4Family Cores in eastus."),
     ],
 )
-def test_a_cores_quota_error_is_quota_exceeded(arm: FakeArm, code, message) -> None:
+def test_a_cores_quota_error_is_quota_exceeded(arm: FakeArm, code: str, message: str) -> None:
     provider = azure_provider(arm)
     arm.fail_request("PATCH", POOL_T4, ArmError(409, code, message))
     with pytest.raises(QuotaExceeded, match="standardNCASv3_T4Family Cores"):

@@ -260,7 +260,7 @@ def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(ar
     ],
 )
 def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(
-    arm: FakeArm, model, reason
+    arm: FakeArm, model: dict[str, str] | dict[str, None] | dict[str, dict[str, float]], reason: str
 ) -> None:
     profile = arm.state.scale_sets[POOL_T4_SPOT].profile
     for key, value in model.items():

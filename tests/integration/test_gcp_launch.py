@@ -143,7 +143,9 @@ def test_a_stockout_inside_the_operation_falls_back_to_the_next_candidate(gcp: F
 @pytest.mark.parametrize(
     "code", ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"]
 )
-def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all(gcp: FakeGcp, code) -> None:
+def test_when_every_candidate_is_stocked_out_capacity_unavailable_names_them_all(
+    gcp: FakeGcp, code: str
+) -> None:
     provider = make_provider(gcp)
     candidates = [offering(provider, "n2-standard-4", z) for z in (ZONE_A, ZONE_B)]
     gcp.stockout(machine_type="n2-standard-4", code=code)

@@ -107,7 +107,7 @@ def test_arm_machine_types_are_offered_as_arm64(offerings: dict[tuple[str, str, 
     "name", ["e2-standard-4", "n1-standard-8", "n2-standard-8", "g2-standard-4", "a2-highgpu-1g"]
 )
 def test_spot_and_on_demand_prices_are_the_list_prices_built_from_the_regions_skus(
-    offerings: dict[tuple[str, str, str], Offering], name
+    offerings: dict[tuple[str, str, str], Offering], name: str
 ) -> None:
     on_demand = offerings[(name, "us-central1-a", "on-demand")]
     spot = offerings[(name, "us-central1-a", "spot")]

@@ -62,7 +62,9 @@ CUSTOM = kubernetes.client.CustomObjectsApi
         ),
     ],
 )
-def test_a_generated_api_method_is_described_by_its_verb_and_resource(call, expected) -> None:
+def test_a_generated_api_method_is_described_by_its_verb_and_resource(
+    call, expected: tuple[str, ...]
+) -> None:
     fn, args = call
     if isinstance(fn, functools.partial):  # bound methods take self first; drop the placeholder
         fn = functools.partial(fn.func, *fn.args[1:])

@@ -104,5 +104,7 @@ def test_credentials_never_show_in_their_repr() -> None:
         ),
     ],
 )
-def test_the_eks_optimized_ami_is_found_by_its_public_ssm_parameter(family, arch, nvidia, parameter) -> None:
+def test_the_eks_optimized_ami_is_found_by_its_public_ssm_parameter(
+    family: str, arch, nvidia: bool, parameter: str
+) -> None:
     assert default_ami_parameter(family, "1.31", arch, nvidia) == parameter

@@ -103,7 +103,7 @@ def resource_type(arn: str) -> str:
 
 
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
-def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(action) -> None:
+def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(action: str) -> None:
     tagged = {
         resource_type(resource)
         for resource, condition in resources_for(action)
@@ -113,7 +113,9 @@ def test_instances_volumes_and_fleets_are_created_only_with_this_clusters_tag(ac
 
 
 @pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances"])
-def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not_tag_them(action) -> None:
+def test_interfaces_and_spot_requests_need_no_tag_since_a_named_template_may_not_tag_them(
+    action: str,
+) -> None:
     untagged = {resource_type(r) for r, condition in resources_for(action) if not condition}
     assert {"network-interface", "spot-instances-request"} <= untagged
     # Only launch actions reach them: creating a bare interface is another action the policy does not grant.

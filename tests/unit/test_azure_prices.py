@@ -43,7 +43,9 @@ def test_a_spot_row_is_recognised_by_its_suffix() -> None:
         {"retailPrice": 0},
     ],
 )
-def test_rows_that_do_not_price_a_linux_hourly_vm_of_the_region_are_left_out(other) -> None:
+def test_rows_that_do_not_price_a_linux_hourly_vm_of_the_region_are_left_out(
+    other: dict[str, str] | dict[str, int],
+) -> None:
     assert classify_item(row(**other), "eastus") is None
 
 

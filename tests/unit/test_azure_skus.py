@@ -27,7 +27,7 @@ from tests.fakes.azure_catalog import SIZES_BY_NAME, disk_sku, sku_resource
         ("Standard_ND96isr_MI300X_v5", 0, ("MI300X", "AMD", 8, 196608, 8.0)),
     ],
 )
-def test_the_gpu_model_comes_from_the_size_name(size, sku_gpus, expected) -> None:
+def test_the_gpu_model_comes_from_the_size_name(size: str, sku_gpus: int, expected) -> None:
     spec = gpu_spec(size, sku_gpus)
     assert spec is not None
     assert (spec.model, spec.vendor, spec.count, spec.memory_mib, spec.fraction) == expected

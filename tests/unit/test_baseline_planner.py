@@ -28,7 +28,7 @@ def pending_gpu_pods():
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_a_new_gpu_limit_applies_on_the_next_plan(make_config: Callable[..., Config], policy) -> None:
+def test_a_new_gpu_limit_applies_on_the_next_plan(make_config: Callable[..., Config], policy: str) -> None:
     planner = planner_for(policy)
     offerings = aws_offerings()
     first = planner(pending_gpu_pods(), offerings, make_config(), NOW)
@@ -42,7 +42,7 @@ def test_a_new_gpu_limit_applies_on_the_next_plan(make_config: Callable[..., Con
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
 def test_offerings_that_went_away_are_not_planned_on_the_next_plan(
-    make_config: Callable[..., Config], policy
+    make_config: Callable[..., Config], policy: str
 ) -> None:
     planner = planner_for(policy)
     config = make_config()

@@ -348,7 +348,10 @@ def test_a_catalog_saved_by_a_spreadsheet_with_a_byte_order_mark_loads(
     ids=["short-row", "no-prices", "duplicate"],
 )
 def test_a_bad_catalog_row_of_the_configured_region_is_reported_with_its_line(
-    files: tuple[Callable[[str, Any], str], str, str], capsys: pytest.CaptureFixture[str], row, message
+    files: tuple[Callable[[str, Any], str], str, str],
+    capsys: pytest.CaptureFixture[str],
+    row: str,
+    message: str,
 ) -> None:
     write, _, config = files
     catalog = write(

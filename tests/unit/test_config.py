@@ -1,6 +1,7 @@
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -469,7 +470,20 @@ def test_the_config_and_its_maps_cannot_be_modified() -> None:
         ({"kubeReserved": {"memory": "-1Gi"}}, "kubeReserved.memory: '-1Gi' is negative"),
     ],
 )
-def test_a_wrong_value_is_reported_with_its_key_path_and_the_value(data, error) -> None:
+def test_a_wrong_value_is_reported_with_its_key_path_and_the_value(
+    data: dict[str, str]
+    | dict[str, float]
+    | dict[str, bool]
+    | dict[str, int]
+    | dict[str, list[str]]
+    | dict[str, dict[str, int]]
+    | dict[str, dict[str, str]]
+    | dict[str, dict[str, float]]
+    | dict[str, list[str | int]]
+    | dict[str, None]
+    | dict[str, Any],
+    error: str,
+) -> None:
     errors = errors_of(data)
     assert len(errors) == 1
     assert errors[0].startswith(error)
@@ -520,19 +534,19 @@ def test_node_tags_are_not_held_to_label_syntax() -> None:
         ("0s", 0.0),
     ],
 )
-def test_durations_use_go_style_units_and_bare_numbers_are_seconds(text, seconds) -> None:
+def test_durations_use_go_style_units_and_bare_numbers_are_seconds(text: str | float, seconds: float) -> None:
     assert parse_duration(text, field="d") == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("garbage", ["5x", "", "m", "5 m", "1d", "5m3", "1h-30m", "ten seconds", "nan"])
-def test_a_malformed_duration_names_the_field_and_the_value(garbage) -> None:
+def test_a_malformed_duration_names_the_field_and_the_value(garbage: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_duration(garbage, field="scanInterval")
     assert str(caught.value) == f"scanInterval: {garbage!r} is not a duration (e.g. 30s, 5m, 1h30m)"
 
 
 @pytest.mark.parametrize("negative", ["-5s", -5])
-def test_a_negative_duration_is_rejected(negative) -> None:
+def test_a_negative_duration_is_rejected(negative: str | int) -> None:
     with pytest.raises(ConfigError, match="is below 0"):
         parse_duration(negative, field="scanInterval")
 
@@ -581,7 +595,7 @@ def test_leader_election_timings_must_be_consistent() -> None:
 @pytest.mark.parametrize(
     ("value", "milli"), [("512", 512_000), ("1000m", 1000), (64, 64_000), ("1.5", 1500), ("0", 0)]
 )
-def test_the_cluster_cpu_limit_is_a_cpu_quantity_kept_in_milli_units(value, milli) -> None:
+def test_the_cluster_cpu_limit_is_a_cpu_quantity_kept_in_milli_units(value: str | int, milli: int) -> None:
     assert config_from_mapping({"clusterCPULimit": value}).cluster_cpu_limit == milli
 
 
@@ -600,7 +614,7 @@ def test_memory_quantities_are_kept_in_milli_bytes() -> None:
         (True, "binPackingNodeCpu: true is not a quantity"),
     ],
 )
-def test_a_bad_quantity_names_the_key_and_value(value, error) -> None:
+def test_a_bad_quantity_names_the_key_and_value(value: str | bool | None, error: str) -> None:
     [message] = errors_of({"binPackingNodeCpu": value})
     assert message.startswith(error)
 
@@ -682,7 +696,7 @@ def test_node_taints_accept_the_kubernetes_map_form() -> None:
         ({"key": "gpu", "efect": "NoSchedule"}, "nodeTaints[0].efect: unknown key (did you mean 'effect'?)"),
     ],
 )
-def test_a_malformed_taint_is_reported_by_position(taint, error) -> None:
+def test_a_malformed_taint_is_reported_by_position(taint: str | int | dict[str, str], error: str) -> None:
     [message] = errors_of({"nodeTaints": [taint]})
     assert message.startswith(error)
 
@@ -712,7 +726,7 @@ def test_capacity_types_keep_their_order_as_the_preference() -> None:
         ("spot", "capacityTypes: 'spot' is not a list (e.g. [a, b])"),
     ],
 )
-def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error) -> None:
+def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error: str) -> None:
     assert errors_of({"capacityTypes": value}) == [error]
 
 
@@ -851,7 +865,7 @@ def test_errors_in_a_file_are_prefixed_with_its_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("key", ["config.yaml", "config.yml"])
-def test_a_configmap_may_hold_the_whole_document_under_one_key(key) -> None:
+def test_a_configmap_may_hold_the_whole_document_under_one_key(key: str) -> None:
     config = config_from_configmap({key: "clusterGPULimit: 16\ncapacityTypes: [spot]\n"})
     assert config.cluster_gpu_limit == 16
     assert config.capacity_types == ("spot",)

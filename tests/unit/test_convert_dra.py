@@ -312,7 +312,7 @@ REQUEST = ("spec", "spec", "devices", "requests", 0)
         ),
     ],
 )
-def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(obj, decode, message) -> None:
+def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(obj, decode, message: str) -> None:
     with pytest.raises(ConversionError) as raised:
         decode(obj)
     assert str(raised.value) == message

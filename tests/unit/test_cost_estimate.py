@@ -37,7 +37,7 @@ def waiting(name, gpus=1):
 @pytest.mark.parametrize(
     "gate", ["tidal.dev/cost-estimate", "nodecostestimate", "node.elotl.co/nodecostestimate"]
 )
-def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config: Callable[..., Config], gate) -> None:
+def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config: Callable[..., Config], gate: str) -> None:
     result = plan(snapshot(gated("llm-0", gate=gate)), aws_offerings(), make_config(), NOW)
     assert result.launch.launches == ()
     assert [(i.pod, i.reason) for i in result.ignored] == [("default/llm-0", Reason.COST_ESTIMATE)]

@@ -55,7 +55,9 @@ def test_a_pod_the_scheduler_could_not_place_counts(make_config: Callable[..., C
     ],
 )
 def test_each_pod_that_does_not_count_gets_its_reason(
-    make_config: Callable[..., Config], kwargs, reason
+    make_config: Callable[..., Config],
+    kwargs: dict[str, str] | dict[str, list[str]] | dict[str, dict[str, str]] | dict[str, None],
+    reason,
 ) -> None:
     demand = select(snapshot(pod("web-1", **kwargs)), make_config())
     assert demand.counted == []
@@ -71,7 +73,7 @@ def test_each_pod_that_does_not_count_gets_its_reason(
     ],
 )
 def test_an_ignored_pod_is_reported_with_the_annotation_spelling_it_carries(
-    make_config: Callable[..., Config], annotations, detail
+    make_config: Callable[..., Config], annotations: dict[str, str], detail: str
 ) -> None:
     demand = select(snapshot(pod("batch-1", annotations=annotations)), make_config())
     assert [(i.reason, i.detail) for i in demand.ignored] == [(Reason.IGNORED, detail)]

@@ -178,7 +178,7 @@ def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
         "docs/install.md",
     ],
 )
-def test_the_build_context_leaves_out_what_the_image_does_not_need(path) -> None:
+def test_the_build_context_leaves_out_what_the_image_does_not_need(path: str) -> None:
     assert dockerignore_excludes(path)
 
 
@@ -206,7 +206,7 @@ def _image_tag(directory: str) -> str:
         ("deploy/overlays/simulated", ""),
     ],
 )
-def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory, extras) -> None:
+def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory: str, extras) -> None:
     # The base has no cloud of its own: it names what a build with the Dockerfile's default EXTRAS makes.
     assert _image_tag(directory) == _tag_for(extras)
 

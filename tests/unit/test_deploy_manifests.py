@@ -133,7 +133,7 @@ def test_the_kai_preset_on_a_cloud_overlay_keeps_the_clouds_settings_and_adds_th
     ],
 )
 def test_each_cloud_overlay_annotates_the_service_account_for_workload_identity(
-    overlay, annotation, pattern
+    overlay: str, annotation: str, pattern: str
 ) -> None:
     objects = render(f"deploy/overlays/{overlay}")
     account = find(objects, "ServiceAccount", pod_spec(objects)["serviceAccountName"])
@@ -165,7 +165,7 @@ def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configurati
 
 
 @pytest.mark.parametrize(("overlay", "extra"), [("eks", "aws"), ("gke", "gcp"), ("aks", "azure")])
-def test_each_cloud_overlay_runs_the_image_built_with_only_its_extra(overlay, extra) -> None:
+def test_each_cloud_overlay_runs_the_image_built_with_only_its_extra(overlay: str, extra: str) -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     image = pod_spec(render(f"deploy/overlays/{overlay}"))["containers"][0]["image"]
     assert extra in extras
@@ -247,7 +247,7 @@ def test_the_simulated_overlay_reads_a_catalog_the_image_ships() -> None:
     ("overlay", "catalog"), [("eks", "aws-us-east-1"), ("gke", "gcp-us-central1"), ("aks", "azure-eastus")]
 )
 def test_each_cloud_overlay_plans_the_example_cluster_on_its_cloud_and_still_packs_small_pods(
-    overlay, catalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    overlay: str, catalog: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(

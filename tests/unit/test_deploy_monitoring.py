@@ -88,7 +88,7 @@ def test_the_dashboard_shows_every_metric_family_tidal_exports() -> None:
         ("Share of each queue's budget in use", "tidal_queue_cost_per_hour"),
     ],
 )
-def test_the_dashboard_has_the_panels_operators_need(title, metric) -> None:
+def test_the_dashboard_has_the_panels_operators_need(title: str, metric: str) -> None:
     panel = next(p for p in dashboard()["panels"] if p["title"] == title)
     assert any(metric in t["expr"] for t in panel["targets"])
 
@@ -123,7 +123,7 @@ def test_dashboard_panels_do_not_overlap() -> None:
         ("TidalReconcileStalled", "time() - tidal_last_successful_reconcile_timestamp_seconds > 300", "1m"),
     ],
 )
-def test_the_required_alerts_exist(alert, needle, duration) -> None:
+def test_the_required_alerts_exist(alert: str, needle: str, duration: str) -> None:
     rule = next(r for r in rules() if r.get("alert") == alert)
     assert needle in rule["expr"]
     assert rule["for"] == duration

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -107,7 +107,9 @@ def test_spot_interruptions_are_never_held_back() -> None:
         ("0 0 13 * fri", "2026-11-20T01:00:00", 2 * 3600, True),  # day of month OR day of week, as cron
     ],
 )
-def test_a_schedule_holds_for_its_duration_from_each_time_it_names(schedule, when, duration, holds) -> None:
+def test_a_schedule_holds_for_its_duration_from_each_time_it_names(
+    schedule: str, when: str, duration: int, holds: bool
+) -> None:
     assert parse_cron(schedule).fired_within(at(when), duration) is holds
 
 
@@ -126,7 +128,9 @@ def test_a_schedule_holds_for_its_duration_from_each_time_it_names(schedule, whe
         ({"nodes": 1}, "disruption.budgets: {'nodes': 1} is not a list of budgets"),
     ],
 )
-def test_a_bad_budget_is_one_line_naming_the_field_and_value(budgets, message) -> None:
+def test_a_bad_budget_is_one_line_naming_the_field_and_value(
+    budgets: list[dict[str, str]] | list[dict[str, Any]] | list[dict[str, int]] | dict[str, int], message: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"disruption": {"budgets": budgets}})
     assert any(e.startswith(message) for e in caught.value.errors), caught.value.errors

@@ -66,7 +66,7 @@ def matches(expr: str) -> bool | Unsupported:
         ('"productName" in device.attributes["gpu.nvidia.com"]', True),
     ],
 )
-def test_a_selector_in_the_subset_is_evaluated(expr, expected) -> None:
+def test_a_selector_in_the_subset_is_evaluated(expr: str, expected: bool) -> None:
     assert matches(expr) is expected
 
 
@@ -92,7 +92,7 @@ def test_a_selector_in_the_subset_is_evaluated(expr, expected) -> None:
         (f'{MEMORY}.compareTo(quantity("1Gi"), quantity("2Gi")) > 0', "compareTo() with 2 argument(s)"),
     ],
 )
-def test_a_selector_outside_the_subset_is_unsupported_with_the_reason(expr, reason) -> None:
+def test_a_selector_outside_the_subset_is_unsupported_with_the_reason(expr: str, reason: str) -> None:
     result = matches(expr)
     assert isinstance(result, Unsupported)
     assert expr in result.reason

@@ -310,7 +310,7 @@ def test_explain_with_json_output_adds_the_story_to_the_document(
     ],
 )
 def test_explain_names_a_pod_that_is_not_there_in_one_line(
-    kai_example: list[str], capsys: pytest.CaptureFixture[str], pod_name, error
+    kai_example: list[str], capsys: pytest.CaptureFixture[str], pod_name: str, error: str
 ) -> None:
     assert main([*kai_example, "--explain", pod_name]) == 2
     assert capsys.readouterr().err.endswith(f"tidal: error: {error}\n")

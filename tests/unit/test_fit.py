@@ -79,7 +79,7 @@ def g5_12xlarge_labels(make_config: Callable[..., Config]) -> dict[str, str]:
     ids=lambda v: f"{v.key} {v.operator} {','.join(v.values)}" if isinstance(v, Requirement) else str(v),
 )
 def test_each_node_selector_operator_has_kubernetes_semantics(
-    g5_12xlarge_labels: dict[str, str], requirement, matches
+    g5_12xlarge_labels: dict[str, str], requirement, matches: bool
 ) -> None:
     assert requirement_matches(requirement, g5_12xlarge_labels) is matches
 
@@ -200,7 +200,7 @@ def test_cluster_cpu_limit_counts_every_node_and_stops_launches_at_the_limit(
     ],
 )
 def test_instance_annotations_narrow_the_offerings_a_pod_gets(
-    make_config: Callable[..., Config], annotations, instance_type
+    make_config: Callable[..., Config], annotations: dict[str, str], instance_type: str
 ) -> None:
     result = run(make_config, gpu_pod("infer-1", annotations=annotations))
     assert launched(result) == [f"{instance_type}/on-demand"]
@@ -215,7 +215,7 @@ def test_instance_annotations_narrow_the_offerings_a_pod_gets(
     ],
 )
 def test_an_annotation_that_excludes_everything_is_the_reason_given(
-    make_config: Callable[..., Config], annotations, reason
+    make_config: Callable[..., Config], annotations: dict[str, str], reason: str
 ) -> None:
     result = run(make_config, gpu_pod("infer-1", annotations=annotations))
     assert unplaced(result) == {"default/infer-1": reason}

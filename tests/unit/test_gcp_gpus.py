@@ -23,7 +23,7 @@ from providers.gcp.gpus import accelerator, attached_name, split_attached_name
     ],
 )
 def test_accelerator_types_become_the_planners_model_names_with_memory(
-    accelerator_type, model, memory_gib
+    accelerator_type: str, model: str, memory_gib: int
 ) -> None:
     found = accelerator(f"projects/p/zones/z/acceleratorTypes/{accelerator_type}")
     assert found is not None

@@ -85,7 +85,7 @@ N1 = [
     ],
 )
 def test_a_sku_tidal_prices_with_is_classified_by_part_family_and_capacity_type(
-    description, usage, unit, key
+    description: str, usage: str, unit: str, key: tuple[str, ...]
 ) -> None:
     assert classify_sku(sku(description, 0.5, usage=usage, unit=unit), REGION) == (key, 0.5)
 
@@ -130,7 +130,9 @@ C2 = [
         (C2[3], ("ram", "c2", "spot")),
     ],
 )
-def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(fixture, key) -> None:
+def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(
+    fixture, key: tuple[str, ...]
+) -> None:
     assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))
 
 

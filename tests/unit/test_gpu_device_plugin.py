@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 
@@ -111,7 +113,14 @@ def test_a_resource_that_is_not_shared_is_one_per_device() -> None:
         ),
     ],
 )
-def test_a_config_the_device_plugin_refuses_is_one_line_naming_it(raw, message) -> None:
+def test_a_config_the_device_plugin_refuses_is_one_line_naming_it(
+    raw: dict[str, dict[str, dict[str, list[dict[str, Any]]]]]
+    | dict[str, dict[str, dict[str, list[dict[str, str]]]]]
+    | dict[str, dict[str, dict[str, bool]]]
+    | dict[str, dict[str, dict[str, list[dict[str, int]]]]]
+    | dict[str, dict[str, dict[str, Any]]],
+    message: str,
+) -> None:
     with pytest.raises(SharingConfigError) as raised:
         sharing_config(raw, "ts")
     assert str(raised.value) == message

@@ -3,7 +3,7 @@ layout, labelled so the GPU operator cuts them; a time-sliced GPU model's nodes 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -184,7 +184,11 @@ def test_a_time_sliced_node_counts_its_physical_gpus_against_the_cluster_limit(
     ],
 )
 def test_a_bad_gpu_sharing_setting_is_one_line_naming_it(
-    make_config: Callable[..., Config], section, message
+    make_config: Callable[..., Config],
+    section: dict[str, dict[str, str]]
+    | dict[str, str]
+    | dict[str, dict[str, dict[str, dict[str, dict[str, list[dict[str, Any]]]]]]],
+    message: str,
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         make_config(gpuSharing=section)

@@ -35,7 +35,7 @@ H100 = MIG_GPUS["H100-80GB"]
         ("1c.3g.40gb", MigProfile(3, 40, "", 1)),
     ],
 )
-def test_a_mig_profile_is_read_from_its_name_or_resource(text, profile) -> None:
+def test_a_mig_profile_is_read_from_its_name_or_resource(text: str, profile) -> None:
     assert parse_profile(text) == profile
 
 
@@ -50,7 +50,7 @@ def test_the_resource_name_writes_plus_as_a_dot_as_the_device_plugin_does() -> N
 
 
 @pytest.mark.parametrize("text", ["3g", "mig-3g.40", "mig-0g.5gb", "nvidia.com/gpu", "8c.3g.40gb"])
-def test_a_name_that_is_no_profile_is_refused_with_its_value(text) -> None:
+def test_a_name_that_is_no_profile_is_refused_with_its_value(text: str) -> None:
     with pytest.raises(MigError, match=repr(text)):
         parse_profile(text)
 

@@ -312,7 +312,9 @@ def test_an_empty_gpu_fraction_is_absent_as_in_kai() -> None:
         ),
     ],
 )
-def test_a_share_kai_would_refuse_is_one_line_naming_the_annotation_and_value(annotations, message) -> None:
+def test_a_share_kai_would_refuse_is_one_line_naming_the_annotation_and_value(
+    annotations: dict[str, str], message: str
+) -> None:
     with pytest.raises(GpuShareError) as raised:
         gpu_share(annotations, ONE)
     assert str(raised.value) == message

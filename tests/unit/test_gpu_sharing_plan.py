@@ -207,7 +207,7 @@ def test_a_scale_adjuster_pod_is_not_counted_beside_the_pod_it_stands_for(
     ids=["fraction-above-one", "fraction-not-a-number", "negative-memory"],
 )
 def test_a_bad_share_annotation_is_one_reason_and_never_a_launch(
-    make_config: Callable[..., Config], annotations, message
+    make_config: Callable[..., Config], annotations: dict[str, str], message: str
 ) -> None:
     bad = pod("bad-0", scheduler="kai-scheduler", message=KAI_NO_GPU, annotations=annotations)
     result = run(make_config, bad)

@@ -34,7 +34,7 @@ NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when the test nodes were created
         (-3, "0s"),
     ],
 )
-def test_a_duration_is_its_two_largest_whole_units(seconds, text) -> None:
+def test_a_duration_is_its_two_largest_whole_units(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
 

@@ -87,7 +87,7 @@ def test_a_run_started_during_an_outage_of_the_cheapest_offering_is_bounded_by_t
 
 @pytest.mark.parametrize("name", ["kai-day", "spot-storm"])
 @pytest.mark.parametrize("policy", ["tidal", "karpenter-like"])
-def test_no_policy_pays_less_than_the_bound(name, policy) -> None:
+def test_no_policy_pays_less_than_the_bound(name: str, policy: str) -> None:
     doc = simulate(load_scenario(name), policy=policy).summary
     assert 0 < doc["lowerBound"]["cost"] <= doc["cost"]["total"]
 

@@ -36,7 +36,9 @@ MISSPELT = "Insuficient"  # matches no scheduler's message
         ("azure", "eastus", "westus2-1", "westus2"),
     ],
 )
-def test_a_zone_of_another_region_is_a_configuration_error(cloud, region, zone, named) -> None:
+def test_a_zone_of_another_region_is_a_configuration_error(
+    cloud: str, region: str, zone: str, named: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"cloud": cloud, "region": region, "zones": [zone]})
     assert caught.value.errors == [
@@ -52,14 +54,14 @@ def test_a_zone_of_another_region_is_a_configuration_error(cloud, region, zone, 
         ("azure", "eastus", ["eastus-1", "eastus-3"]),
     ],
 )
-def test_zones_of_the_configured_region_are_accepted(cloud, region, zones) -> None:
+def test_zones_of_the_configured_region_are_accepted(cloud: str, region: str, zones: list[str]) -> None:
     assert config_from_mapping({"cloud": cloud, "region": region, "zones": zones}).zones == tuple(zones)
 
 
 @pytest.mark.parametrize(
     ("cloud", "zone"), [("aws", "use1-az1"), ("azure", "1"), ("simulated", "us-west-2a")]
 )
-def test_a_zone_whose_name_does_not_say_its_region_is_left_to_the_provider(cloud, zone) -> None:
+def test_a_zone_whose_name_does_not_say_its_region_is_left_to_the_provider(cloud: str, zone: str) -> None:
     assert config_from_mapping({"cloud": cloud, "region": "us-east-1", "zones": [zone]}).zones == (zone,)
 
 
@@ -198,7 +200,9 @@ def test_a_simulation_that_serves_no_pod_exits_nonzero_and_says_why(
     "option",
     [["--compression", "10"], ["--sample", "0.5"], ["--window", "24h"], ["--start", "1h"], ["--seed", "3"]],
 )
-def test_a_trace_option_without_a_trace_is_a_usage_error(option, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_trace_option_without_a_trace_is_a_usage_error(
+    option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["simulate", "--scenario", "kai-day", *option]) == 2
     out, err = capsys.readouterr()
     assert out == ""

@@ -32,7 +32,7 @@ from autoscaler.quantity import (
         (0.25, Fraction(1, 4)),
     ],
 )
-def test_every_kubernetes_quantity_form_parses_exactly(text, expected) -> None:
+def test_every_kubernetes_quantity_form_parses_exactly(text: str | float, expected) -> None:
     assert parse_quantity(text) == expected
 
 
@@ -41,7 +41,7 @@ def test_decimal_quantities_do_not_drift_like_floats() -> None:
 
 
 @pytest.mark.parametrize("garbage", ["", "abc", "1.2.3", "5 Gi", "Gi", "1GiB", "--1", "1e", "nan", "0x10"])
-def test_garbage_is_rejected_with_the_value_in_the_message(garbage) -> None:
+def test_garbage_is_rejected_with_the_value_in_the_message(garbage: str) -> None:
     with pytest.raises(QuantityError, match="is not a quantity"):
         parse_quantity(garbage)
 
@@ -69,7 +69,7 @@ def test_formatting_round_trips_whole_and_milli_values() -> None:
 
 
 @pytest.mark.parametrize("spaced", [" 1", "1 ", "500m\n", "\t2Gi"])
-def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does(spaced) -> None:
+def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does(spaced: str) -> None:
     with pytest.raises(QuantityError, match=r"is not a quantity \(remove the spaces\)"):
         to_milli(spaced, field="resources.requests.cpu")
 
@@ -83,12 +83,12 @@ def test_spaces_around_a_quantity_are_rejected_as_kubernetes_parse_quantity_does
         ("9223372036854775807", 2**63 - 1),  # the largest quantity Kubernetes represents
     ],
 )
-def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text, units) -> None:
+def test_quantities_up_to_the_kubernetes_maximum_are_held_exactly(text: str, units: int) -> None:
     assert to_milli(text) == units * 1000
 
 
 @pytest.mark.parametrize("too_big", ["8Ei", "9223372036854775808", "1e19"])
-def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big) -> None:
+def test_beyond_two_to_the_63_is_out_of_range_naming_the_field(too_big: str) -> None:
     with pytest.raises(QuantityError, match=rf"^status.capacity.memory: '{too_big}' is out of range"):
         to_milli(too_big, field="status.capacity.memory")
 

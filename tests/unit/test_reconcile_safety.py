@@ -264,7 +264,7 @@ def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config: Calla
 
 @pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", ""])
 def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finish(
-    config: Callable[..., Config], mangled
+    config: Callable[..., Config], mangled: str
 ) -> None:
     cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
     clock = Clock()

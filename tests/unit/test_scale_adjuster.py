@@ -63,7 +63,7 @@ def pending_share(name: str, portion: float = 0.5, *, cpu: int = 2000) -> Pod:
         ([], 0),
     ],
 )
-def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares, gpus) -> None:
+def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares, gpus: int) -> None:
     assert batch_gpus(shares) == gpus
 
 
@@ -109,7 +109,7 @@ def test_a_scaling_pod_that_ran_is_deleted() -> None:
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
 def test_a_baseline_sees_share_pods_as_cpu_pods_and_buys_a_gpu_only_for_a_scaling_pod(
-    make_config: Callable[..., Config], policy
+    make_config: Callable[..., Config], policy: str
 ) -> None:
     pods = [pending_share("a", cpu=500), pending_share("b", cpu=500)]
     planner = planner_for(policy)
@@ -160,7 +160,7 @@ SHARE_DAY = {
 
 
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
-def test_a_baseline_serves_share_pods_through_the_scale_adjusters_scaling_pods(policy) -> None:
+def test_a_baseline_serves_share_pods_through_the_scale_adjusters_scaling_pods(policy: str) -> None:
     scenario = parse_scenario(SHARE_DAY, "share-day.yaml")
     config = build_config(scenario, {}, catalog=str(DEFAULT_CATALOG), cloud="", region="")
     sim = Simulation(scenario, config, _provider, policy=policy, planner=planner_for(policy))

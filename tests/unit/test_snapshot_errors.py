@@ -218,7 +218,7 @@ def test_a_node_taint_without_a_key_names_the_taint() -> None:
         ),
     ],
 )
-def test_a_node_taint_needs_a_known_effect(effect, problem) -> None:
+def test_a_node_taint_needs_a_known_effect(effect: str | None, problem: str) -> None:
     taint = {"key": "dedicated", "value": "batch"}
     if effect is not None:
         taint["effect"] = effect
@@ -241,7 +241,7 @@ def test_a_node_taint_needs_a_known_effect(effect, problem) -> None:
         ),
     ],
 )
-def test_a_node_spec_field_of_the_wrong_type_names_it(field, value, message) -> None:
+def test_a_node_spec_field_of_the_wrong_type_names_it(field: str, value: int | str, message: str) -> None:
     obj = node("cpu-a")
     obj["spec"][field] = value
     with pytest.raises(ConversionError) as err:
@@ -281,7 +281,9 @@ def test_a_pdb_whose_selector_is_not_a_map_names_it() -> None:
         pytest.param("minAvailable", "150%", "'150%' is more than 100%", id="over-100-percent"),
     ],
 )
-def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem) -> None:
+def test_a_pdb_budget_the_api_server_would_refuse_names_it(
+    field: str, value: str | int, problem: str
+) -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"].pop("minAvailable")
     obj["spec"][field] = value
@@ -291,7 +293,7 @@ def test_a_pdb_budget_the_api_server_would_refuse_names_it(field, value, problem
 
 
 @pytest.mark.parametrize("value", [0, 3, "0%", "100%", "05%"])
-def test_a_pdb_budget_of_a_count_or_a_percentage_up_to_100_is_accepted(value) -> None:
+def test_a_pdb_budget_of_a_count_or_a_percentage_up_to_100_is_accepted(value: int | str) -> None:
     obj = pdb("web", match={"app": "web"}, allowed=1)
     obj["spec"]["minAvailable"] = value
     assert pdb_from_dict(obj).disruptions_allowed == 1
@@ -337,7 +339,7 @@ def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers() -> N
         pytest.param("quota", "-0.5", id="quota-negative"),
     ],
 )
-def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field, value) -> None:
+def test_a_queue_gpu_limit_that_is_negative_but_not_minus_one_names_it(field: str, value: int | str) -> None:
     obj = queue("research", quota=8, limit=16)
     obj["spec"]["resources"]["gpu"][field] = value
     with pytest.raises(ConversionError) as err:
@@ -387,7 +389,7 @@ def test_tidal_plan_reports_a_malformed_pod_in_one_line_with_exit_2(
 
 @pytest.mark.parametrize("mangled", ["yesterday", "2026-11-20 09:00", "2026-11-20T09:00:00", ""])
 def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_failing(
-    make_config: Callable[..., Config], mangled
+    make_config: Callable[..., Config], mangled: str
 ) -> None:
     now = 1_795_172_400.0  # 2026-11-20T11:00:00Z
     empty = node(
@@ -444,7 +446,7 @@ def test_a_control_character_in_a_snapshot_is_a_one_line_error(tmp_path: Path) -
         pytest.param(None, "missing (must be Exists when key is empty)", id="defaulted-to-equal"),
     ],
 )
-def test_a_toleration_without_a_key_must_use_operator_exists(operator, problem) -> None:
+def test_a_toleration_without_a_key_must_use_operator_exists(operator: str | None, problem: str) -> None:
     toleration = {"value": "batch", "effect": "NoSchedule"}
     if operator is not None:
         toleration["operator"] = operator
@@ -470,7 +472,7 @@ def test_a_toleration_with_operator_exists_must_have_no_value() -> None:
         pytest.param(None, "missing (must be NoExecute", id="every-effect"),
     ],
 )
-def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect, problem) -> None:
+def test_toleration_seconds_is_only_allowed_with_effect_no_execute(effect: str | None, problem: str) -> None:
     toleration = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}
     if effect is not None:
         toleration["effect"] = effect

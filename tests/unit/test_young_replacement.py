@@ -109,7 +109,7 @@ def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(
 
 @pytest.mark.parametrize("within", ["0s", "2m"])
 def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(
-    make_config: Callable[..., Config], within
+    make_config: Callable[..., Config], within: str
 ) -> None:
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceYoungPodsWithin": within})
