@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -34,6 +35,9 @@ from tests.fakes.aws_cloud import (
 from tests.fakes.aws_kubelet import AwsKubelet
 from tests.fakes.kube_apiserver import FakeApiServer
 from tests.fakes.scheduler import SchedulerStandIn
+
+if TYPE_CHECKING:
+    from typing import Any
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +70,7 @@ class EksCluster:
     def running_pods(self) -> int:
         return sum(1 for p in self.api.list("pods") if p["status"].get("phase") == "Running")
 
-    def live_instances(self) -> list:
+    def live_instances(self) -> list[Any]:
         return [i for i in self.provider.instances() if i.state != "terminated"]
 
 

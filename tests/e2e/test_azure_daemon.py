@@ -4,11 +4,14 @@ The provider is found through the ``tidal.providers`` entry point and talks to t
 unmodified Azure SDK; only the endpoint, the credential and the TLS trust differ from production.
 """
 
+from __future__ import annotations
+
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -36,6 +39,9 @@ from tests.fakes.azure_setup import (
 )
 from tests.fakes.kube_apiserver import FakeApiServer
 from tests.fakes.scheduler import SchedulerStandIn
+
+if TYPE_CHECKING:
+    from typing import Any
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +71,7 @@ class AksCluster:
             f"not reached in {timeout}s; nodes={[n['metadata']['name'] for n in self.nodes()]}"
         )
 
-    def nodes(self) -> list[dict]:
+    def nodes(self) -> list[dict[str, Any]]:
         return self.api.list("nodes")
 
     def running(self) -> int:
@@ -179,7 +185,7 @@ def test_a_family_cores_quota_on_the_cheapest_pool_falls_back_to_another_family_
         assert "quota family/standardNCASv3_T4Family/eastus/on-demand" in benched
 
 
-def spot_tolerant(pod: dict) -> dict:
+def spot_tolerant(pod: dict[str, Any]) -> dict[str, Any]:
     """A pod that may run on AKS Spot nodes (AKS taints them kubernetes.azure.com/scalesetpriority=spot)."""
     pod["spec"]["tolerations"] = [
         *pod["spec"].get("tolerations", []),
@@ -202,6 +208,7 @@ def test_an_evicted_spot_node_is_replaced_and_its_workload_runs_again(tmp_path: 
 
         c.run_until(lambda: c.running() == 1)
         pod = c.api.get("pods", "default", "train-1")
+        assert pod is not None
         [node] = [n for n in c.nodes() if n["metadata"]["name"] == pod["spec"]["nodeName"]]
         evicted = f"{POOL_T4_SPOT}/virtualMachines/0"
         assert not node["spec"]["providerID"].endswith(evicted)  # new capacity, not the evicted VM

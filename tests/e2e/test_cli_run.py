@@ -17,9 +17,10 @@ from tests.fakes.kube_apiserver import FakeApiServer
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 
-def kubeconfig(url, path):
+def kubeconfig(url: str, path: Path) -> str:
     path.write_text(
         yaml.safe_dump(
             {
@@ -139,7 +140,7 @@ def test_run_without_the_clouds_sdk_says_which_extra_to_install_in_one_line(tmp_
 
 
 def test_a_provider_that_cannot_import_its_sdk_is_named_with_the_missing_module() -> None:
-    def needs_oci(*args, **kwargs):
+    def needs_oci(*args: Any, **kwargs: Any) -> Any:
         raise ModuleNotFoundError("No module named 'oci'", name="oci")
 
     with pytest.raises(ProviderNotFound) as raised:

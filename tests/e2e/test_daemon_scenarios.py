@@ -14,7 +14,14 @@ from tests.builders import pdb
 from tests.e2e.harness import cluster, gpu_pod, podgroup, queue
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
+
+    from autoscaler.cloud import CloudProvider
+    from autoscaler.daemon import Daemon
+    from autoscaler.model import Instance
+    from tests.e2e.harness import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -266,7 +273,7 @@ def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path: Path) -> N
         assert "g4dn.xlarge" in status["data"]["status"]
 
 
-def cpu_pod(name, cpu, **labels):
+def cpu_pod(name: str, cpu: str, **labels: str) -> dict[str, Any]:
     obj = gpu_pod(name)
     obj["metadata"]["labels"].update(labels)
     obj["metadata"]["ownerReferences"][0].update({"kind": "ReplicaSet", "apiVersion": "apps/v1"})
@@ -405,21 +412,21 @@ def test_an_unschedulable_pod_wakes_the_loop_and_is_reconciled_within_the_batch_
         assert not loop.is_alive()
 
 
-def lease_time(value):
+def lease_time(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
 
 class Recorded:
     """A provider seen through one replica's drainer: records what that replica asks the cloud to do."""
 
-    def __init__(self, inner, acted) -> None:
+    def __init__(self, inner: CloudProvider, acted: list[tuple[float, str]]) -> None:
         self._inner, self._acted = inner, acted
 
-    def terminate(self, instance):
+    def terminate(self, instance: Instance) -> None:
         self._acted.append((time.monotonic(), "terminate"))
         return self._inner.terminate(instance)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
@@ -438,7 +445,9 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
         for verb in ("cordon", "uncordon", "evict", "delete_node"):
             original = getattr(leader.actions, verb)
 
-            def record(*args, _verb=verb, _original=original, **kwargs):
+            def record(
+                *args: Any, _verb: str = verb, _original: Callable[..., Any] = original, **kwargs: Any
+            ) -> Any:
                 acted.append((time.monotonic(), _verb))
                 return _original(*args, **kwargs)
 
@@ -493,7 +502,7 @@ def test_spot_interruptions_configured_for_the_simulated_cloud_reach_the_daemon(
         c.wait_for(lambda: 'reason="spot_interruption"' in d.metrics.render().decode())
 
 
-def _gated(name, gate, **kw):
+def _gated(name: str, gate: str, **kw: Any) -> dict[str, Any]:
     pod = gpu_pod(name, **kw)
     pod["spec"]["schedulingGates"] = [{"name": gate}]
     return pod
@@ -507,7 +516,7 @@ def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_p
         for i in (1, 0):
             c.api.create(_gated(f"sweep-{i}", "nodecostestimate", gpus=4, group="pg-sweep"))
 
-        def annotation(name):
+        def annotation(name: str) -> str | None:
             pod = c.api.get("pods", "default", name)
             return pod["metadata"].get("annotations", {}).get("tidal.dev/cost-estimate")
 
@@ -547,7 +556,7 @@ def _bound_pod(name: str, node_name: str, **spec: object) -> dict:
     return obj
 
 
-def _one_idle_node(c, d) -> str:
+def _one_idle_node(c: Cluster, d: Daemon) -> str:
     """Launch a node for a job, let the job finish, and wait until the daemon's cache sees it finished."""
     c.api.create(gpu_pod("infer-0"))
     c.run_until(lambda: c.running() == 1)

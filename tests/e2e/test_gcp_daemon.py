@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -24,6 +25,9 @@ from tests.fakes.gcp_fixtures import attachable_gpu_prices
 from tests.fakes.gcp_kubelet import GkeKubelet
 from tests.fakes.kube_apiserver import FakeApiServer
 from tests.fakes.scheduler import SchedulerStandIn
+
+if TYPE_CHECKING:
+    from typing import Any
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +61,7 @@ class GkeCluster:
 
 
 @contextmanager
-def gke_cluster(tmp_path: Path, **config: object) -> Iterator[GkeCluster]:
+def gke_cluster(tmp_path: Path, **config: Any) -> Iterator[GkeCluster]:
     with FakeGcp() as gcp, FakeApiServer(bookmark_interval=0.5) as api:
         document = gcp.config(
             template=gcp.add_node_pool("e2e", "tidal"),
@@ -183,4 +187,6 @@ def test_a_preempted_spot_vm_is_replaced_and_its_workload_runs_again(tmp_path: P
         assert replacement["labels"]["tidal-launch-token"] != preempted["labels"]["tidal-launch-token"]
         [node] = [node_from_dict(n) for n in c.api.list("nodes")]
         assert node.name == replacement["name"]
-        assert c.api.get("pods", "default", "train-1")["spec"]["nodeName"] == replacement["name"]
+        train = c.api.get("pods", "default", "train-1")
+        assert train is not None
+        assert train["spec"]["nodeName"] == replacement["name"]

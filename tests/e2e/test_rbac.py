@@ -155,7 +155,7 @@ def test_the_rbac_proof_covers_every_daemon_scenario() -> None:
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_the_daemon_scenario_passes_with_only_the_base_rbac_rules(
-    scenario, scenario_runs: dict[str, ScenarioRun]
+    scenario: str, scenario_runs: dict[str, ScenarioRun]
 ) -> None:
     run = scenario_runs[scenario]
     assert run.denied == []

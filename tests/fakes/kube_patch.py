@@ -60,7 +60,8 @@ def apply_patch(target: dict[str, Any], patch: Any, content_type: str, custom: b
         return result
     if media == MERGE_PATCH:
         _require_object(patch)
-        return merge_patch(target, patch)
+        merged: dict[str, Any] = merge_patch(target, patch)
+        return merged
     if media == STRATEGIC_MERGE_PATCH:
         if custom:
             # Custom resources have no Go struct tags to drive a strategic merge; upstream refuses it.
@@ -70,7 +71,8 @@ def apply_patch(target: dict[str, Any], patch: Any, content_type: str, custom: b
                 "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             )
         _require_object(patch)
-        return strategic_merge_patch(target, patch)
+        patched: dict[str, Any] = strategic_merge_patch(target, patch)
+        return patched
     if media == APPLY_PATCH:
         raise ApiError(415, "server-side apply is not supported by the fake API server")
     raise ApiError(415, f"the body of the request was in an unknown format - {media!r}")
@@ -136,11 +138,12 @@ def _merge_list(current: Any, patch: list[Any], field: str) -> list[Any]:
     if not isinstance(current, list):
         current = []
     if field in MERGED_SCALAR_LISTS:
-        return copy.deepcopy(current) + [v for v in patch if v not in current]
+        appended: list[Any] = copy.deepcopy(current) + [v for v in patch if v not in current]
+        return appended
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(item, dict) and key in item for item in patch):
         return [_strip_directives(item) for item in patch if not _is_delete(item)]
-    result = copy.deepcopy(current)
+    result: list[Any] = copy.deepcopy(current)
     for item in patch:
         index = next(
             (

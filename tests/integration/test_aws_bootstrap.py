@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -29,11 +29,14 @@ from tests.fakes.aws_cloud import (
     make_provider,
 )
 
+if TYPE_CHECKING:
+    from providers.aws import AwsProvider
+
 PARAMETER = "/tidal/test/eks-gpu-ami"
 NEWER_AMI = "ami-1812c061"  # another image moto knows
 
 
-def client(service: str):
+def client(service: str) -> Any:
     return boto3.client(
         service,
         region_name=REGION,
@@ -93,7 +96,7 @@ def test_the_ami_comes_from_ssm_and_the_cluster_from_eks(network: Network) -> No
     assert tags["kubernetes.io/cluster/prod-eks"] == "owned"
 
 
-def launch(provider, token: str) -> Any:
+def launch(provider: AwsProvider, token: str) -> Any:
     return provider.launch(
         LaunchRequest(token, (Offering("g5.xlarge", "us-east-1a", "on-demand", 4, 16384, 1.0, gpu_count=1),))
     )
@@ -120,7 +123,7 @@ def public_parameters(values: dict[str, str], asked: list[str]) -> tuple[str, Ca
     return ("before-call.ssm.GetParameter", answer)
 
 
-def create_eks_cluster(network: Network, version: str = "1.31") -> dict:
+def create_eks_cluster(network: Network, version: str = "1.31") -> dict[str, Any]:
     eks = client("eks")
     eks.create_cluster(
         name="prod-eks",
@@ -128,7 +131,8 @@ def create_eks_cluster(network: Network, version: str = "1.31") -> dict:
         roleArn="arn:aws:iam::123456789012:role/eks",
         resourcesVpcConfig={"subnetIds": list(network.subnets.values())},
     )
-    return eks.describe_cluster(name="prod-eks")["cluster"]
+    cluster: dict[str, Any] = eks.describe_cluster(name="prod-eks")["cluster"]
+    return cluster
 
 
 def test_by_default_the_ami_is_the_eks_optimized_one_for_the_clusters_version_and_node_kind(

@@ -3,6 +3,8 @@ launched in the same reconcile (against a moto server, the capacity error inject
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from botocore.awsrequest import AWSResponse
 
 from autoscaler.controller import Controller
@@ -21,6 +23,13 @@ from tests.fakes.aws_cloud import (
     reset_moto_server,
 )
 from tests.fakes.reconcile import CallRecorder, StaticCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from autoscaler.config import Config
+    from providers.aws import AwsProvider
 
 
 def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_same_reconcile(
@@ -68,7 +77,7 @@ def test_no_capacity_for_the_cheapest_offering_falls_back_to_the_next_in_the_sam
     assert controller.availability.benched(clock()) == ["g4dn.xlarge/us-east-1a/on-demand"]
 
 
-def aws_controller(config, provider, clock, *pods) -> Controller:
+def aws_controller(config: Config, provider: AwsProvider, clock: Clock, *pods: dict[str, Any]) -> Controller:
     return Controller(
         config=lambda: config,
         cluster=StaticCluster(snapshot(*pods)),
@@ -152,7 +161,7 @@ def test_a_vcpu_quota_inside_the_fleets_errors_falls_back_in_the_same_reconcile(
     }
     answered: list[str] = []
 
-    def answer_first_as_ec2(params, **_):
+    def answer_first_as_ec2(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
         if answered:
             return None  # the fallback request goes to moto
         answered.append("CreateFleet")
@@ -194,7 +203,7 @@ def test_a_gang_whose_second_node_ec2_has_no_capacity_for_is_terminated_after_th
     )
     fleets = {"sent": 0}
 
-    def after_the_first(params) -> bool:
+    def after_the_first(params: Mapping[str, list[str]]) -> bool:
         fleets["sent"] += 1
         return fleets["sent"] > 1  # EC2 had room for one g4dn, then none
 

@@ -101,10 +101,11 @@ def request(*offerings: Offering, token: str = TOKEN) -> LaunchRequest:
     )
 
 
-def described(instance_id: str) -> dict:
-    return ec2_client(moto_server_url()).describe_instances(InstanceIds=[instance_id])["Reservations"][0][
-        "Instances"
-    ][0]
+def described(instance_id: str) -> dict[str, Any]:
+    instance: dict[str, Any] = ec2_client(moto_server_url()).describe_instances(InstanceIds=[instance_id])[
+        "Reservations"
+    ][0]["Instances"][0]
+    return instance
 
 
 def running() -> list[str]:
@@ -438,7 +439,7 @@ def test_a_launch_with_no_candidate_in_a_subnets_zone_is_an_error_not_a_capacity
     assert fleets.seen == 0
 
 
-def fleet_error_answer(network: Network, code: str, lifecycle: str = "on-demand") -> dict:
+def fleet_error_answer(network: Network, code: str, lifecycle: str = "on-demand") -> dict[str, Any]:
     return {
         "FleetId": "fleet-0123456789abcdef0",
         "Instances": [],

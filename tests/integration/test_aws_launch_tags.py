@@ -118,7 +118,7 @@ def named_template_config(network: Network) -> Config:
 @pytest.mark.parametrize("capacity_type", [ON_DEMAND, SPOT])
 @pytest.mark.parametrize("template", ["managed", "named"])
 def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_the_requests(
-    network: Network, make: Callable[..., AwsProvider], template: str, capacity_type
+    network: Network, make: Callable[..., AwsProvider], template: str, capacity_type: str
 ) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     templates = spy("before-send.ec2.CreateLaunchTemplate")
@@ -144,7 +144,7 @@ def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_th
     ],
 )
 def test_a_managed_template_tags_a_spot_request_only_for_spot_launches(
-    network: Network, make: Callable[..., AwsProvider], capacity_type, resources: list[str]
+    network: Network, make: Callable[..., AwsProvider], capacity_type: str, resources: list[str]
 ) -> None:
     # EC2 refuses a launch whose template tags a spot request when it makes none.
     templates = spy("before-send.ec2.CreateLaunchTemplate")

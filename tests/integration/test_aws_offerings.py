@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -31,6 +32,12 @@ from tests.fakes.aws_cloud import (
     stub_prices,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from autoscaler.model import Offering
+
 ON_DEMAND_PRICES = {"g5.xlarge": 1.006, "g6.xlarge": 0.8048, "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04}
 
 
@@ -40,12 +47,19 @@ def network() -> Iterator[Network]:
         yield make_network(ec2_client())
 
 
-def gpu_provider(network: Network, *hooks, clock=None, **aws) -> AwsProvider:
+def gpu_provider(
+    network: Network,
+    *hooks: tuple[str, Callable[..., Any]],
+    clock: Callable[[], float] | None = None,
+    **aws: Any,
+) -> AwsProvider:
     config = aws_config(network, aws={"families": ["g5", "g6", "p4d", "p5"], **aws})
     return make_provider(config, *hooks, clock=clock)
 
 
-def find(offerings, instance_type, zone="us-east-1a", capacity_type=ON_DEMAND):
+def find(
+    offerings: list[Offering], instance_type: str, zone: str = "us-east-1a", capacity_type: str = ON_DEMAND
+) -> Offering:
     return next(
         o
         for o in offerings
@@ -123,7 +137,7 @@ def test_a_subnet_selector_finds_the_tagged_subnets_in_the_configured_zones(netw
     [(0.40, SPOT), (1.20, ON_DEMAND)],
     ids=["spot-cheaper", "spot-dearer-than-on-demand"],
 )
-def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price: float, chosen) -> None:
+def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price: float, chosen: str) -> None:
     spot = {("g6.xlarge", z): spot_price for z in ("us-east-1a", "us-east-1b")}
     provider = gpu_provider(network, spot_price_hook(spot), families=["g6"])
     stub_prices(provider, {"g6.xlarge": 0.8048})

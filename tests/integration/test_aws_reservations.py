@@ -71,7 +71,7 @@ def make(server: str, reservations: CapacityReservations) -> Callable[..., AwsPr
     return build
 
 
-def chosen(network, **aws: Any) -> Config:
+def chosen(network: Network, **aws: Any) -> Config:
     section = {
         "families": ["g5", "g6", "p5"],
         "capacityReservationIds": [BLOCK],
@@ -119,8 +119,9 @@ def test_reservations_chosen_by_id_or_tag_become_reserved_offerings(
     r = open_.reservation
     assert r is not None
     assert (r.kind, r.available, r.total, r.on_demand_price) == (ReservationKind.OPEN, 2, 2, 1.006)
-    assert found[TARGETED].reservation.kind == ReservationKind.TARGETED
-    block = found[BLOCK].reservation
+    targeted, block = found[TARGETED].reservation, found[BLOCK].reservation
+    assert targeted is not None and block is not None
+    assert targeted.kind == ReservationKind.TARGETED
     assert (block.kind, block.start, block.end) == (
         ReservationKind.CAPACITY_BLOCK,
         NOW - HOUR,
@@ -196,7 +197,9 @@ def test_a_node_goes_into_its_reservation_by_run_instances_targeting_it(
         for t in i["Tags"]
     }
     assert (tags["tidal.dev/cluster"], tags["tidal.dev/launch-token"]) == ("prod", TOKEN)
-    assert reserved_offerings(make(chosen(network)))[OPEN].reservation.available == 1
+    left = reserved_offerings(make(chosen(network)))[OPEN].reservation
+    assert left is not None
+    assert left.available == 1
 
 
 def test_a_node_goes_into_a_capacity_block_with_the_capacity_block_market_type(

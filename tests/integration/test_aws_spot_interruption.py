@@ -118,6 +118,7 @@ def test_an_interruption_warning_drains_the_node_and_launches_for_its_pods_in_on
     ) in events.calls
     [replacement] = [o for o in result.launched if o.instance is not None]
     assert replacement.launch.pods == ("default/train-0",)
+    assert replacement.instance is not None
     assert replacement.instance.id != doomed.id
     assert replacement.token != "aaaaaaaa-0000-4000-8000-000000000000"  # a new launch, not the doomed one
     live = {i.id for i in provider.instances() if i.state in ("pending", "running")}

@@ -16,6 +16,7 @@ from tests.fakes.azure_setup import T4, azure_section, running_arm
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+    from typing import Any
 
     from tests.fakes.azure_arm import FakeArm
 
@@ -30,13 +31,15 @@ def arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArm]:
         yield fake
 
 
-def write_config(tmp_path, azure):
+def write_config(tmp_path: Path, azure: dict[str, Any]) -> str:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"cloud": "simulated", "region": "eastus", "azure": azure}))
     return str(path)
 
 
-def catalog_json(tmp_path, capsys, azure):
+def catalog_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], azure: dict[str, Any]
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     code = main(
         ["catalog", "--config", write_config(tmp_path, azure), "--cloud", "azure", "--output", "json"]
     )

@@ -27,10 +27,13 @@ from tests.fakes.azure_setup import (
 from tests.fakes.azure_shapes import PAGE_KEYS, ROUTE_MODELS, problems
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
+    from autoscaler.model import Offering
+    from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
+    from tests.fakes.azure_http import Exchange
 
 
 @pytest.fixture
@@ -38,17 +41,17 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
-def offering(provider, size, capacity_type="on-demand"):
+def offering(provider: AzureProvider, size: str, capacity_type: str = "on-demand") -> Offering:
     return next(
         o for o in provider.offerings() if o.instance_type == size and o.capacity_type == capacity_type
     )
 
 
-def request(token, *offerings):
+def request(token: str, *offerings: Offering) -> LaunchRequest:
     return LaunchRequest(token, tuple(offerings), {}, (), {"tidal.dev/cluster": "e2e"})
 
 
-def shape_problems(exchanges) -> list[str]:
+def shape_problems(exchanges: Iterable[Exchange]) -> list[str]:
     found: list[str] = []
     for x in exchanges:
         if x.handler not in ROUTE_MODELS:

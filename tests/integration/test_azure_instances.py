@@ -22,9 +22,11 @@ from tests.fakes.azure_setup import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from autoscaler.model import Instance
+    from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 
 TAGS = {"tidal.dev/cluster": "aks-test", "tidal.dev/managed": "true", "team": "ml"}
@@ -37,14 +39,16 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
-def eventually(condition, timeout=5.0) -> None:
+def eventually(condition: Callable[[], object], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
 
 
-def launch(provider, token, size, capacity_type="on-demand", zone=None):
+def launch(
+    provider: AzureProvider, token: str, size: str, capacity_type: str = "on-demand", zone: str | None = None
+) -> Instance:
     candidates = [
         o
         for o in provider.offerings()
@@ -105,7 +109,7 @@ class Clock:
     def __init__(self) -> None:
         self.now = 1_800_000_000.0
 
-    def __call__(self):
+    def __call__(self) -> float:
         return self.now
 
 

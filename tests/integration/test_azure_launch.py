@@ -32,9 +32,11 @@ from tests.fakes.azure_setup import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from autoscaler.model import Offering
+    from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 
 
@@ -46,24 +48,24 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
 TAGS = {"tidal.dev/cluster": "aks-test", "tidal.dev/managed": "true"}
 
 
-def offering(provider, size, capacity_type="on-demand"):
+def offering(provider: AzureProvider, size: str, capacity_type: str = "on-demand") -> Offering:
     return next(
         o for o in provider.offerings() if o.instance_type == size and o.capacity_type == capacity_type
     )
 
 
-def request(token, *offerings):
+def request(token: str, *offerings: Offering) -> LaunchRequest:
     return LaunchRequest(token, tuple(offerings), {}, (), {**TAGS, "tidal.dev/launch-token": token})
 
 
-def eventually(condition, timeout=5.0) -> None:
+def eventually(condition: Callable[[], object], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
 
 
-def tidal_vms(arm, pool):
+def tidal_vms(arm: FakeArm, pool: str) -> list[int]:
     return sorted(int(i) for i in arm.state.scale_sets[pool].vms)
 
 
@@ -235,7 +237,7 @@ def test_a_launch_still_running_answers_pending_and_the_next_listing_completes_i
     assert instance.state == "pending"
     arm.state.release()
 
-    def listing_recorded_the_instance():
+    def listing_recorded_the_instance() -> bool:
         provider.instances()
         return arm.state.scale_sets[POOL_T4].tags["tidal.dev.token.tok-a"].startswith("vm:0:")
 

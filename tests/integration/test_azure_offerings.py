@@ -26,9 +26,11 @@ from tests.fakes.azure_setup import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
+    from typing import Any
 
+    from autoscaler.model import Offering
     from tests.fakes.azure_arm import FakeArm
 
 API = "Azure Retail Prices API"
@@ -39,11 +41,11 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
-def by_key(offerings):
+def by_key(offerings: Iterable[Offering]) -> dict[str, Offering]:
     return {o.key: o for o in offerings}
 
 
-def write_catalog(tmp_path, rows):
+def write_catalog(tmp_path: Path, rows: list[str]) -> Path:
     path = tmp_path / "azure-eastus.csv"
     header = (
         "cloud,region,instance_type,vcpu,memory_mib,gpu_count,gpu_model,arch,"
@@ -57,7 +59,7 @@ class Clock:
     def __init__(self) -> None:
         self.now = 1_800_000_000.0
 
-    def __call__(self):
+    def __call__(self) -> float:
         return self.now
 
 
@@ -260,7 +262,7 @@ def test_spot_scale_sets_remains_the_explicit_way_and_gives_a_size_both_pools(ar
     ],
 )
 def test_a_spot_pool_that_would_deallocate_or_bid_is_refused_with_the_reason(
-    arm: FakeArm, model: dict[str, str] | dict[str, None] | dict[str, dict[str, float]], reason: str
+    arm: FakeArm, model: dict[str, Any], reason: str
 ) -> None:
     profile = arm.state.scale_sets[POOL_T4_SPOT].profile
     for key, value in model.items():

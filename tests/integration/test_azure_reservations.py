@@ -16,7 +16,10 @@ from tests.fakes.azure_setup import FLEX, T4_FLEX, azure_config, azure_provider,
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+    from typing import Any
 
+    from autoscaler.model import Offering
+    from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 
 GROUP = "ml-crg"
@@ -46,16 +49,16 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
         yield fake
 
 
-def provider_for(arm, **azure):
+def provider_for(arm: FakeArm, **azure: Any) -> AzureProvider:
     section = {"scaleSets": {T4_FLEX: FLEX}, "capacityReservationGroups": [GROUP, BLOCK_GROUP], **azure}
     return azure_provider(arm, azure_config(arm, azure=section, capacityTypes=["reserved", "on-demand"]))
 
 
-def reserved(provider):
+def reserved(provider: AzureProvider) -> dict[str, Offering]:
     return {o.reservation.id: o for o in provider.offerings() if o.reservation is not None}
 
 
-def request(*offerings, token="7d3e9b1c-2f4a-4e6b-8c0d-1a2b3c4d5e6f"):
+def request(*offerings: Offering, token: str = "7d3e9b1c-2f4a-4e6b-8c0d-1a2b3c4d5e6f") -> LaunchRequest:
     return LaunchRequest(
         token, tuple(offerings), {"tidal.dev/managed": "true"}, (), {"tidal.dev/cluster": "aks-test"}
     )
@@ -67,9 +70,11 @@ def test_each_reservation_of_a_listed_group_is_a_reserved_offering(arm: FakeArm)
     one = found["t4-zone1"]
     assert (one.instance_type, one.zone, one.capacity_type, one.price) == (T4_FLEX, "eastus-1", RESERVED, 0.0)
     r = one.reservation
+    assert r is not None
     assert (r.kind, r.available, r.total, r.name) == (ReservationKind.OPEN, 2, 2, GROUP)
     assert r.on_demand_price > 0
     window = found["t4-window"].reservation
+    assert window is not None
     assert (window.kind, window.start, window.end) == (
         ReservationKind.CAPACITY_BLOCK,
         1795161600.0,
@@ -89,7 +94,9 @@ def test_a_vm_goes_into_a_reservation_associated_with_its_group(arm: FakeArm) ->
     assert instance.capacity_type == RESERVED
     [listed] = [i for i in provider.instances() if i.state != "terminated"]
     assert (listed.capacity_type, listed.reservation_id, listed.price) == (RESERVED, "t4-zone1", 0.0)
-    assert reserved(provider)["t4-zone1"].reservation.available == 1
+    left = reserved(provider)["t4-zone1"].reservation
+    assert left is not None
+    assert left.available == 1
 
 
 def test_a_group_arm_does_not_have_is_one_warning_line(arm: FakeArm) -> None:

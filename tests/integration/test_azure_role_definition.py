@@ -32,6 +32,7 @@ from tests.fakes.azure_setup import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
     from tests.fakes.azure_arm import FakeArm
 
@@ -44,11 +45,12 @@ def arm(tmp_path: Path) -> Iterator[FakeArm]:
     yield from running_arm(tmp_path)
 
 
-def role(name):
-    return json.loads((DEPLOY / name).read_text())
+def role(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((DEPLOY / name).read_text())
+    return document
 
 
-def exercise_every_call(arm) -> None:
+def exercise_every_call(arm: FakeArm) -> None:
     """Offerings, launches and terminations on a node pool, a Flexible scale set and a template copy."""
     arm.state.add_capacity_reservation_group("ml-crg", FakeCapacityReservation("t4", T4_FLEX, "1", 1))
     config = azure_config(
@@ -84,7 +86,7 @@ def test_the_role_definitions_grant_exactly_the_actions_used_and_their_linked_ch
     assert not [a for a in granted if "*" in a]
 
 
-def granted_actions():
+def granted_actions() -> set[str]:
     return set(role("role-definition.json")["Actions"]) | set(role("role-definition-skus.json")["Actions"])
 
 
@@ -120,10 +122,12 @@ def test_a_flexible_vm_links_to_what_its_scale_set_links_to_and_carries_the_kube
     provider.launch(LaunchRequest("f", (offer,), {}, (), {}))
     [vm] = arm.state.vms.values()
     sent, unknown = linked_actions(vm.body)
-    model, _ = linked_actions(provider.arm.scale_set(FLEX).raw)
+    scale_set = provider.arm.scale_set(FLEX)
+    assert scale_set is not None
+    model, _ = linked_actions(scale_set.raw)
     assert unknown == [] and sent == model
     assert list(vm.body["identity"]["userAssignedIdentities"]) == list(
-        provider.arm.scale_set(FLEX).raw["identity"]["userAssignedIdentities"]
+        scale_set.raw["identity"]["userAssignedIdentities"]
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 import structlog
@@ -17,6 +17,7 @@ from tests.fakes.gcp_fixtures import SAMPLE, machines
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+    from typing import Any, TextIO
 
 
 @pytest.fixture
@@ -38,18 +39,20 @@ class _Stderr:
 @pytest.fixture(autouse=True)
 def logs_on_stderr(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
     """The command's output is stdout; log lines (a billing outage is warned about) go to stderr."""
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(_Stderr()))
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(cast("TextIO", _Stderr()))
+    )  # only written to
     yield
     structlog.reset_defaults()
 
 
-def write(tmp_path, document):
+def write(tmp_path: Path, document: dict[str, Any]) -> str:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({**document, "cloud": "aws", "logLevel": "warning"}))
     return str(path)
 
 
-def rows(capsys):
+def rows(capsys: pytest.CaptureFixture[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(r["instanceType"], r["zone"], r["capacityType"]): r for r in json.loads(capsys.readouterr().out)}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,13 @@ from autoscaler.cloud import CapacityUnavailable, LateFailure, QuotaExceeded
 from autoscaler.model import LaunchRequest
 from tests.fakes.discovery_shapes import Discovery, load_discovery
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from autoscaler.model import Offering
+    from providers.gcp import GcpProvider
+    from tests.fakes.gcp_http import Exchange
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 
@@ -26,7 +34,7 @@ def discovery(name: str) -> Discovery:
     return found
 
 
-def request(*offerings):
+def request(*offerings: Offering) -> LaunchRequest:
     return LaunchRequest(
         str(uuid.uuid4()),
         tuple(offerings),
@@ -36,7 +44,9 @@ def request(*offerings):
     )
 
 
-def offering(provider, instance_type, zone=ZONE_A, capacity_type="on-demand"):
+def offering(
+    provider: GcpProvider, instance_type: str, zone: str = ZONE_A, capacity_type: str = "on-demand"
+) -> Offering:
     return next(
         o
         for o in provider.offerings()
@@ -44,7 +54,7 @@ def offering(provider, instance_type, zone=ZONE_A, capacity_type="on-demand"):
     )
 
 
-def shape_problems(doc: Discovery, exchanges) -> list[str]:
+def shape_problems(doc: Discovery, exchanges: Iterable[Exchange]) -> list[str]:
     found = []
     for x in exchanges:
         assert x.method in doc.methods, f"{x.method} is not a method of {doc.doc['name']}"

@@ -16,6 +16,8 @@ from tests.fakes.gcp_cloud import FakeGcp, make_provider
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from providers.gcp import GcpProvider
+
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 
 
@@ -25,7 +27,12 @@ def gcp() -> Iterator[FakeGcp]:
         yield fake
 
 
-def launch(provider, instance_type="e2-standard-2", zone=ZONE_A, capacity_type="on-demand"):
+def launch(
+    provider: GcpProvider,
+    instance_type: str = "e2-standard-2",
+    zone: str = ZONE_A,
+    capacity_type: str = "on-demand",
+) -> Instance:
     chosen = next(
         o
         for o in provider.offerings()

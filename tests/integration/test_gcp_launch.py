@@ -18,7 +18,11 @@ from tests.fakes.gcp_cloud import FakeGcp, make_provider
 from tests.fakes.gcp_fixtures import attachable_gpu_prices
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    from autoscaler.model import Offering
+    from providers.gcp import GcpProvider
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 
@@ -29,7 +33,9 @@ def gcp() -> Iterator[FakeGcp]:
         yield fake
 
 
-def offering(provider, instance_type, zone=ZONE_A, capacity_type="on-demand"):
+def offering(
+    provider: GcpProvider, instance_type: str, zone: str = ZONE_A, capacity_type: str = "on-demand"
+) -> Offering:
     return next(
         o
         for o in provider.offerings()
@@ -37,7 +43,12 @@ def offering(provider, instance_type, zone=ZONE_A, capacity_type="on-demand"):
     )
 
 
-def request(*offerings, token=None, taints=(), labels=None):
+def request(
+    *offerings: Offering,
+    token: str | None = None,
+    taints: Iterable[Taint] = (),
+    labels: dict[str, str] | None = None,
+) -> LaunchRequest:
     return LaunchRequest(
         token or str(uuid.uuid4()),
         tuple(offerings),
@@ -47,11 +58,12 @@ def request(*offerings, token=None, taints=(), labels=None):
     )
 
 
-def metadata(vm, key):
-    return next(i["value"] for i in vm["metadata"]["items"] if i["key"] == key)
+def metadata(vm: dict[str, Any], key: str) -> str:
+    value: str = next(i["value"] for i in vm["metadata"]["items"] if i["key"] == key)
+    return value
 
 
-def kube_labels(vm):
+def kube_labels(vm: dict[str, Any]) -> dict[str, str]:
     return dict(part.split("=", 1) for part in metadata(vm, "kube-labels").split(","))
 
 
@@ -187,7 +199,7 @@ def test_an_insert_whose_answer_was_lost_is_retried_with_the_same_request_id_and
 
 def test_gce_answers_a_repeated_request_id_with_the_same_operation_and_makes_one_vm(gcp: FakeGcp) -> None:
     client = compute_v1.InstancesClient(
-        credentials=AnonymousCredentials(),
+        credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
         transport="rest",
         client_options=ClientOptions(api_endpoint=gcp.compute_server.url),
     )
@@ -327,6 +339,7 @@ def test_a_quota_refusal_inside_the_operation_names_its_scope_from_the_quota_inf
         provider.launch(request(n2))
     [attempt] = err.value.attempts
     assert attempt.refusal == Refusal.QUOTA
+    assert attempt.scope is not None
     assert (attempt.scope.kind, attempt.scope.name, attempt.scope.region) == (
         "family",
         "N2_CPUS",

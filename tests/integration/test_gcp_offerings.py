@@ -123,6 +123,7 @@ def test_an_attached_gpu_adds_its_own_sku_price_to_the_machine_price(
 ) -> None:
     on_demand_gpu, spot_gpu = GPU_PRICES["nvidia-tesla-t4"]
     machine = LIST["n1-standard-8"]
+    assert machine.spot is not None
     assert offerings[
         ("n1-standard-8_nvidia-tesla-t4x2", "us-central1-b", "on-demand")
     ].price == pytest.approx(machine.on_demand + 2 * on_demand_gpu, rel=1e-4)

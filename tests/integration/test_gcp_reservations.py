@@ -16,6 +16,10 @@ from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
+
+    from autoscaler.model import Offering
+    from providers.gcp import GcpProvider
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"
 ENDS = "2026-12-01T16:00:00.000-08:00"
@@ -31,14 +35,14 @@ def gcp() -> Iterator[FakeGcp]:
         yield fake
 
 
-NAMED = {"gcp": {"reservations": ["ml-n2", "batch-only", "training-window"]}}
+NAMED: dict[str, Any] = {"gcp": {"reservations": ["ml-n2", "batch-only", "training-window"]}}
 
 
-def reserved(provider):
+def reserved(provider: GcpProvider) -> dict[str, Offering]:
     return {o.reservation.id: o for o in provider.offerings() if o.reservation is not None}
 
 
-def on_demand(provider, instance_type, zone=ZONE_A):
+def on_demand(provider: GcpProvider, instance_type: str, zone: str = ZONE_A) -> Offering:
     return next(
         o
         for o in provider.offerings()
@@ -46,7 +50,7 @@ def on_demand(provider, instance_type, zone=ZONE_A):
     )
 
 
-def request(*offerings, token=None):
+def request(*offerings: Offering, token: str | None = None) -> LaunchRequest:
     return LaunchRequest(
         token or str(uuid.uuid4()),
         tuple(offerings),
@@ -62,11 +66,14 @@ def test_named_reservations_become_reserved_offerings(gcp: FakeGcp) -> None:
     ml = found["ml-n2"]
     assert (ml.instance_type, ml.zone, ml.capacity_type, ml.price) == ("n2-standard-4", ZONE_A, RESERVED, 0.0)
     r = ml.reservation
+    assert r is not None
     assert (r.kind, r.available, r.total) == (ReservationKind.OPEN, 2, 2)
     assert r.on_demand_price == on_demand(make_provider(gcp), "n2-standard-4").price
-    assert found["batch-only"].reservation.kind == ReservationKind.TARGETED
+    batch, window_reservation = found["batch-only"].reservation, found["training-window"].reservation
+    assert batch is not None and window_reservation is not None
+    assert batch.kind == ReservationKind.TARGETED
     window = found["training-window"]
-    assert (window.reservation.kind, window.reservation.end) == (ReservationKind.CAPACITY_BLOCK, 1796169600.0)
+    assert (window_reservation.kind, window_reservation.end) == (ReservationKind.CAPACITY_BLOCK, 1796169600.0)
     assert window.gpu_count == 1
 
 

@@ -56,11 +56,13 @@ def importable(python: Path, module: str) -> bool:
 
 @pytest.mark.slow
 def test_a_fresh_virtualenv_gets_a_working_tidal_plain_and_with_each_cloud_extra(tmp_path: Path) -> None:
-    version = re.search(r'__version__ = "(.+)"', (REPO / "autoscaler" / "version.py").read_text()).group(1)
+    found = re.search(r'__version__ = "(.+)"', (REPO / "autoscaler" / "version.py").read_text())
+    assert found is not None
+    version = found.group(1)
     context = build_context(tmp_path / "src")
     venv.create(tmp_path / "venv", with_pip=True, symlinks=True)
     python, tidal = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin" / "tidal"
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip: list[str | Path] = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
 
     run(*pip, context)
     assert run(tidal, "--version").stdout.strip() == f"tidal {version}"

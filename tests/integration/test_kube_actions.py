@@ -245,7 +245,9 @@ def test_dry_run_mutates_nothing_but_still_writes_events_and_the_status(
 
     assert {"node": api.get("nodes", None, "cpu-a"), "pod": api.get("pods", "default", "web-0")} == before
     # tidal's own informational objects are written, the status marked as a dry run's.
-    assert api.get("configmaps", "tidal-system", "tidal-status")["data"] == {"k": "v", "dryRun": "true"}
+    status = api.get("configmaps", "tidal-system", "tidal-status")
+    assert status is not None
+    assert status["data"] == {"k": "v", "dryRun": "true"}
     writes = [(r.method, r.path, r.query.get("dryRun")) for r in mutations(api)]
     assert writes == [
         ("POST", "/api/v1/namespaces/default/pods/web-0/eviction", "All"),

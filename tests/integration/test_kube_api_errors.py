@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 import kubernetes.client
 import pytest
@@ -19,6 +20,18 @@ from autoscaler.kube.leader import LeaderElector
 from autoscaler.observability.metrics import Metrics
 from tests.builders import node, pod
 from tests.fakes.kube_apiserver import FakeApiServer
+
+if TYPE_CHECKING:
+
+    class _RecordingClient(KubeClient):
+        """A client the fixture gives a list of the failures it reports."""
+
+        errors: list[tuple[str, str, str]]
+
+    from collections.abc import Callable
+    from typing import Any
+
+    from autoscaler.model import Pod
 
 CORE = kubernetes.client.CoreV1Api
 CUSTOM = kubernetes.client.CustomObjectsApi
@@ -63,7 +76,7 @@ CUSTOM = kubernetes.client.CustomObjectsApi
     ],
 )
 def test_a_generated_api_method_is_described_by_its_verb_and_resource(
-    call, expected: tuple[str, ...]
+    call: tuple[Callable[..., Any], tuple[Any, ...]], expected: tuple[str, ...]
 ) -> None:
     fn, args = call
     if isinstance(fn, functools.partial):  # bound methods take self first; drop the placeholder
@@ -78,15 +91,15 @@ def api() -> Iterator[FakeApiServer]:
 
 
 @pytest.fixture
-def client(api: FakeApiServer) -> Iterator[KubeClient]:
-    kube = make_api_client(host=api.url, qps=0)
+def client(api: FakeApiServer) -> Iterator[_RecordingClient]:
+    kube = cast("_RecordingClient", make_api_client(host=api.url, qps=0))
     kube.errors = []
     kube.on_error = lambda verb, resource, code: kube.errors.append((verb, resource, code))
     yield kube
     kube.close()
 
 
-def test_a_failed_action_is_reported_with_its_status(api: FakeApiServer, client: KubeClient) -> None:
+def test_a_failed_action_is_reported_with_its_status(api: FakeApiServer, client: _RecordingClient) -> None:
     api.create(node("gpu-a"))
     api.faults.push(500, verbs={"patch"}, resource="nodes")
     with pytest.raises(KubeApiError):
@@ -94,7 +107,9 @@ def test_a_failed_action_is_reported_with_its_status(api: FakeApiServer, client:
     assert client.errors == [("patch", "nodes", "500")]
 
 
-def test_expected_refusals_count_too_told_apart_by_their_code(api: FakeApiServer, client: KubeClient) -> None:
+def test_expected_refusals_count_too_told_apart_by_their_code(
+    api: FakeApiServer, client: _RecordingClient
+) -> None:
     actions = ClusterActions(client)
     api.faults.push(
         429,
@@ -107,19 +122,19 @@ def test_expected_refusals_count_too_told_apart_by_their_code(api: FakeApiServer
     assert client.errors == [("create", "pods/eviction", "429"), ("delete", "nodes", "404")]
 
 
-def test_a_lost_event_is_reported(api: FakeApiServer, client: KubeClient) -> None:
+def test_a_lost_event_is_reported(api: FakeApiServer, client: _RecordingClient) -> None:
     api.faults.push(503, verbs={"create"}, resource="events")
     ClusterActions(client).node_event("gpu-a", reason="ScaleDown", message="m")
     assert client.errors == [("create", "events", "503")]
 
 
 def test_an_informer_reports_failed_lists_and_watches_and_recovers(
-    api: FakeApiServer, client: KubeClient
+    api: FakeApiServer, client: _RecordingClient
 ) -> None:
     api.create(pod("web-0"))
     list_fault = api.faults.push(500, verbs={"list"}, resource="pods")
     watch_fault = api.faults.push(500, count=2, verbs={"watch"}, resource="pods")
-    informer: Informer = Informer(
+    informer: Informer[Pod] = Informer(
         "pods",
         client,
         client.core.list_pod_for_all_namespaces,
@@ -142,10 +157,10 @@ def test_an_informer_reports_failed_lists_and_watches_and_recovers(
 
 
 def test_a_dropped_watch_that_fell_behind_a_compaction_relists_and_reports_the_410(
-    api: FakeApiServer, client: KubeClient
+    api: FakeApiServer, client: _RecordingClient
 ) -> None:
     api.create(pod("db-0"))
-    informer: Informer = Informer(
+    informer: Informer[Pod] = Informer(
         "pods",
         client,
         client.core.list_pod_for_all_namespaces,
@@ -173,7 +188,7 @@ def test_a_dropped_watch_that_fell_behind_a_compaction_relists_and_reports_the_4
     assert client.errors == [("watch", "pods", "500"), ("watch", "pods", "410")]
 
 
-def test_leader_election_reports_failed_lease_requests(api: FakeApiServer, client: KubeClient) -> None:
+def test_leader_election_reports_failed_lease_requests(api: FakeApiServer, client: _RecordingClient) -> None:
     elector = LeaderElector(
         client,
         namespace="tidal-system",

@@ -112,9 +112,11 @@ def test_dra_objects_are_decoded_while_resource_k8s_io_v1_is_served(
     assert dra.served
     assert [c.name for c in dra.device_classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
     assert [(t.namespace, t.name) for t in dra.claim_templates] == [("research", "two-gpus")]
-    assert dra.claim_templates[0].spec.requests[0].exactly.count == 2
+    template_request, claim_request = dra.claim_templates[0].spec.requests[0], dra.claims[0].spec.requests[0]
+    assert template_request.exactly is not None and claim_request.exactly is not None
+    assert template_request.exactly.count == 2
     assert [c.name for c in dra.claims] == ["team-gpu"]
-    assert dra.claims[0].spec.requests[0].exactly.allocation_mode == AllocationMode.ALL
+    assert claim_request.exactly.allocation_mode == AllocationMode.ALL
 
 
 def test_a_new_claim_reaches_the_cache_through_the_watch(

@@ -56,7 +56,8 @@ def test_each_object_is_looked_at_once_however_many_pages_it_takes(api: FakeApiS
     def match(obj: dict[str, Any]) -> bool:
         nonlocal looked_at
         looked_at += 1
-        return obj["metadata"]["labels"]["tier"] == "a"
+        wanted: bool = obj["metadata"]["labels"]["tier"] == "a"
+        return wanted
 
     found, token, pages = 0, None, 0
     while True:

@@ -8,7 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -19,6 +19,9 @@ from autoscaler.kube.informer import Informer, collector_paused
 from autoscaler.model import Node, Pod
 from tests.builders import INSUFFICIENT_GPU, node, pod
 from tests.fakes.kube_apiserver import FakeApiServer, RecordedRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PODS = "/api/v1/pods"
 
@@ -412,7 +415,7 @@ def test_the_garbage_collector_is_paused_while_a_list_is_decoded_and_resumed_aft
 ) -> None:
     collector_on_while_decoding: list[bool] = []
 
-    def decode(obj: dict[str, Any]) -> Pod:
+    def decode(obj: Mapping[str, Any]) -> Pod:
         collector_on_while_decoding.append(gc.isenabled())
         return pod_from_dict(obj)
 

@@ -62,7 +62,8 @@ def elector(client: KubeClient, clock: FakeClock) -> Callable[..., LeaderElector
 def lease(api: FakeApiServer) -> dict[str, Any]:
     found = api.get("leases", NAMESPACE, LEASE)
     assert found is not None
-    return found["spec"]
+    spec: dict[str, Any] = found["spec"]
+    return spec
 
 
 def test_only_one_of_two_replicas_leads(

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from autoscaler.availability import Availability
 from autoscaler.cloud import Attempt, QuotaScope, Refusal
 from tests.builders import aws_offerings
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from autoscaler.model import Offering
+
 T0 = 1_795_168_800.0
 
 
-def offerings_by_key():
+def offerings_by_key() -> dict[str, Offering]:
     return {o.key: o for o in aws_offerings(zones=("us-east-1a", "us-east-1b"))}
 
 
-def store(**kw) -> Availability:
+def store(**kw: Any) -> Availability:
     return Availability(unavailable_for=180.0, rng=random.Random(7), **kw)
 
 
-def unavailable(view):
+def unavailable(view: Iterable[Offering]) -> list[str]:
     return sorted(o.key for o in view if not o.available)
 
 
@@ -134,7 +141,7 @@ def test_repeated_throttling_backs_off_exponentially_when_the_cloud_names_no_ret
 def test_the_same_seed_gives_the_same_delays() -> None:
     t4 = offerings_by_key()["g4dn.xlarge/us-east-1a/on-demand"]
 
-    def delays(seed):
+    def delays(seed: int) -> list[float]:
         a = Availability(unavailable_for=180.0, rng=random.Random(seed))
         return [b.until for b in a.refused([Attempt(t4, Refusal.OTHER)], T0)]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import boto3
 import pytest
 from botocore.exceptions import ClientError
@@ -11,11 +13,18 @@ from providers.aws import ClientFactory, ClientOptions, Credentials
 from providers.aws.launch_template import default_ami_parameter
 from tests.fakes.aws_cloud import ec2_error
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from botocore.awsrequest import AWSResponse
+
 SESSION = boto3.session.Session()
 CREDS = Credentials("AKIDEXAMPLE", "secret")
 
 
-def factory(region: str = "eu-west-1", options: ClientOptions | None = None, endpoint: str | None = None):
+def factory(
+    region: str = "eu-west-1", options: ClientOptions | None = None, endpoint: str | None = None
+) -> ClientFactory:
     return ClientFactory(
         region,
         options or ClientOptions(credentials=CREDS),
@@ -24,7 +33,7 @@ def factory(region: str = "eu-west-1", options: ClientOptions | None = None, end
     )
 
 
-def attempts(client) -> int:
+def attempts(client: Any) -> int:
     return client.meta.config.retries["total_max_attempts"]
 
 
@@ -67,7 +76,7 @@ def test_endpoints_follow_options_then_per_service_variable_then_config_then_glo
 def test_event_hooks_are_registered_on_every_client() -> None:
     seen = []
 
-    def refuse(request, **_):
+    def refuse(request: Any, **_: Any) -> AWSResponse:
         seen.append(request.url)
         return ec2_error("UnauthorizedOperation", "not here", 403)
 
@@ -105,6 +114,6 @@ def test_credentials_never_show_in_their_repr() -> None:
     ],
 )
 def test_the_eks_optimized_ami_is_found_by_its_public_ssm_parameter(
-    family: str, arch, nvidia: bool, parameter: str
+    family: str, arch: Arch, nvidia: bool, parameter: str
 ) -> None:
     assert default_ami_parameter(family, "1.31", arch, nvidia) == parameter

@@ -3,7 +3,7 @@
 from providers.azure.ledger import PENDING, VM, TokenRecord, parse_records, prune, resolve, token_key
 
 
-def pending(token, highest_before, since):
+def pending(token: str, highest_before: int, since: float) -> TokenRecord:
     return TokenRecord.pending(token, highest_before, since)
 
 

@@ -1,14 +1,21 @@
 """Which Retail Prices rows price an offering, and how the price book is kept fresh."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from providers.azure.prices import API_SOURCE, PriceBook, Prices, classify_item, prices_from_items
 from tests.fakes.azure_catalog import price_items
 
+if TYPE_CHECKING:
+    from typing import Any
+
 T4 = "Standard_NC4as_T4_v3"
 
 
-def row(**overrides):
+def row(**overrides: Any) -> dict[str, Any]:
     base = {
         "armSkuName": T4,
         "armRegionName": "eastus",
@@ -44,7 +51,7 @@ def test_a_spot_row_is_recognised_by_its_suffix() -> None:
     ],
 )
 def test_rows_that_do_not_price_a_linux_hourly_vm_of_the_region_are_left_out(
-    other: dict[str, str] | dict[str, int],
+    other: dict[str, Any],
 ) -> None:
     assert classify_item(row(**other), "eastus") is None
 
@@ -76,7 +83,7 @@ class Sheet:
     def __init__(self) -> None:
         self.calls, self.fail = 0, False
 
-    def __call__(self):
+    def __call__(self) -> dict[tuple[str, str], float]:
         self.calls += 1
         if self.fail:
             raise ConnectionError("prices.azure.com unreachable")

@@ -1,25 +1,34 @@
 """The ``azure:`` section: what a good one means, and one line naming every problem of a bad one."""
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from autoscaler.config import ConfigError, config_from_mapping
 from providers.azure import ProviderConfigError, parse_settings
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from autoscaler.config import Config
+    from providers.azure import AzureSettings
+
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 
 
-def config(azure, **top):
+def config(azure: dict[str, Any], **top: Any) -> Config:
     return config_from_mapping({"cloud": "azure", "region": "eastus", "azure": azure, **top}, source="test")
 
 
-def settings(azure, **top):
+def settings(azure: dict[str, Any], **top: Any) -> AzureSettings:
     cfg = config(azure, **top)
     return parse_settings(cfg.providers["azure"], cfg)
 
 
-def problems(azure, **top):
+def problems(azure: dict[str, Any], **top: Any) -> ProviderConfigError:
     with pytest.raises(ProviderConfigError) as failure:
         settings(azure, **top)
     return failure.value

@@ -1,10 +1,17 @@
 """VM shapes from Resource SKUs, and the GPU each size name stands for."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.model import Arch
 from providers.azure.skus import gpu_spec, shapes_from_skus
 from tests.fakes.azure_catalog import SIZES_BY_NAME, disk_sku, sku_resource
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @pytest.mark.parametrize(
@@ -27,7 +34,9 @@ from tests.fakes.azure_catalog import SIZES_BY_NAME, disk_sku, sku_resource
         ("Standard_ND96isr_MI300X_v5", 0, ("MI300X", "AMD", 8, 196608, 8.0)),
     ],
 )
-def test_the_gpu_model_comes_from_the_size_name(size: str, sku_gpus: int, expected) -> None:
+def test_the_gpu_model_comes_from_the_size_name(
+    size: str, sku_gpus: int, expected: tuple[object, ...]
+) -> None:
     spec = gpu_spec(size, sku_gpus)
     assert spec is not None
     assert (spec.model, spec.vendor, spec.count, spec.memory_mib, spec.fraction) == expected
@@ -42,7 +51,7 @@ def test_a_gpu_size_the_table_does_not_know_keeps_the_count_resource_skus_give()
     assert spec is not None and (spec.model, spec.count) == ("", 4)
 
 
-def sku(name, **kw):
+def sku(name: str, **kw: Any) -> dict[str, Any]:
     return sku_resource(SIZES_BY_NAME[name], "eastus", **kw)
 
 

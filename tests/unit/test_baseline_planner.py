@@ -17,11 +17,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from autoscaler.config import Config
+    from autoscaler.model import Snapshot
 
 NOW = 1_795_168_800.0
 
 
-def pending_gpu_pods():
+def pending_gpu_pods() -> Snapshot:
     return snapshot(
         pod("train-0", gpu=1, cpu="2", memory="8Gi"), pod("train-1", gpu=1, cpu="2", memory="8Gi")
     )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
 
 
-def write_config(tmp_path):
+def write_config(tmp_path: Path) -> str:
     path = tmp_path / "config.yaml"
     path.write_text(
         yaml.safe_dump(

@@ -32,7 +32,7 @@ CATALOG = CATALOG_HEADER + (
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Callable[[str, Any], str], str, str]:
-    def write(name, content):
+    def write(name: str, content: Any) -> str:
         path = tmp_path / name
         path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
         return str(path)
@@ -42,18 +42,18 @@ def files(tmp_path: Path) -> tuple[Callable[[str, Any], str], str, str]:
     return write, catalog, config
 
 
-def run_plan(capsys, *args):
+def run_plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["plan", *args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def only_what_was_read(config, catalog) -> str:
+def only_what_was_read(config: str, catalog: str) -> str:
     """stderr of a plan with nothing to warn about: the one line naming the files it read."""
     return f"tidal: configuration: {config}; catalog: {catalog}, rows of aws us-east-1\n"
 
 
-def items(*objs):
+def items(*objs: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
 
 
@@ -152,7 +152,7 @@ def test_unknown_kinds_are_skipped_and_counted(
     assert json.loads(out)["skippedObjects"] == {"Deployment": 1}
 
 
-def _error(capsys, *args):
+def _error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     code, out, err = run_plan(capsys, *args)
     assert code == 2
     assert out == ""
@@ -311,7 +311,7 @@ def test_now_without_a_time_zone_asks_for_an_offset(
 def test_a_bug_is_not_reported_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
     import autoscaler.cli as cli
 
-    def broken(args):
+    def broken(args: Any) -> int:
         raise ValueError("internal invariant broken")
 
     monkeypatch.setitem(cli.COMMANDS, "plan", broken)

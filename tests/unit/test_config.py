@@ -139,7 +139,7 @@ def every_documented_key() -> list[str]:
     return keys
 
 
-def errors_of(data: dict, **kwargs) -> list[str]:
+def errors_of(data: dict[str, Any], **kwargs: Any) -> list[str]:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(data, **kwargs)
     return caught.value.errors
@@ -303,14 +303,16 @@ def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml() -> N
 @pytest.mark.parametrize(
     ("key", "attr", "value", "expected"), TOP_LEVEL_KEYS, ids=[k[0] for k in TOP_LEVEL_KEYS]
 )
-def test_each_top_level_key_fills_its_snake_case_attribute(key, attr, value, expected) -> None:
+def test_each_top_level_key_fills_its_snake_case_attribute(
+    key: str, attr: str, value: Any, expected: Any
+) -> None:
     config = config_from_mapping({key: value})
     assert getattr(config, attr) == expected
     assert getattr(default_config(), attr) != expected
 
 
 @pytest.mark.parametrize(("key", "attr"), REGEXP_KEYS)
-def test_regexp_keys_are_compiled(key, attr) -> None:
+def test_regexp_keys_are_compiled(key: str, attr: str) -> None:
     config = config_from_mapping({key: r"^g[56]\.[0-9]*xlarge$"})
     assert getattr(config, attr).search("g5.12xlarge")
     assert not getattr(config, attr).search("m5.large")
@@ -320,7 +322,7 @@ def test_regexp_keys_are_compiled(key, attr) -> None:
     ("key", "attr", "value", "expected"), SCALE_DOWN_KEYS, ids=[k[0] for k in SCALE_DOWN_KEYS]
 )
 def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(
-    key, attr, value, expected
+    key: str, attr: str, value: Any, expected: Any
 ) -> None:
     config = config_from_mapping({"scaleDown": {key: value}})
     assert getattr(config.scale_down, attr) == expected
@@ -331,7 +333,7 @@ def test_each_scale_down_key_fills_its_attribute_and_keeps_the_other_defaults(
     ("key", "attr", "value", "expected"), DISRUPTION_KEYS, ids=[k[0] for k in DISRUPTION_KEYS]
 )
 def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(
-    key, attr, value, expected
+    key: str, attr: str, value: Any, expected: Any
 ) -> None:
     config = config_from_mapping({"disruption": {key: value}})
     assert getattr(config.disruption, attr) == expected
@@ -342,7 +344,7 @@ def test_each_disruption_key_fills_its_attribute_and_keeps_the_other_defaults(
     ("key", "attr", "value", "expected"), LEADER_ELECTION_KEYS, ids=[k[0] for k in LEADER_ELECTION_KEYS]
 )
 def test_each_leader_election_key_fills_its_attribute_and_keeps_the_other_defaults(
-    key, attr, value, expected
+    key: str, attr: str, value: Any, expected: Any
 ) -> None:
     config = config_from_mapping({"leaderElection": {key: value}})
     assert getattr(config.leader_election, attr) == expected
@@ -353,7 +355,7 @@ def test_each_leader_election_key_fills_its_attribute_and_keeps_the_other_defaul
     ("key", "attr", "value", "expected"), KUBE_CLIENT_KEYS, ids=[k[0] for k in KUBE_CLIENT_KEYS]
 )
 def test_each_kube_client_key_fills_its_attribute_and_keeps_the_other_defaults(
-    key, attr, value, expected
+    key: str, attr: str, value: Any, expected: Any
 ) -> None:
     config = config_from_mapping({"kubeClient": {key: value}})
     assert getattr(config.kube_client, attr) == expected
@@ -552,7 +554,7 @@ def test_a_negative_duration_is_rejected(negative: str | int) -> None:
 
 
 @pytest.mark.parametrize("not_text", [True, None, [5], float("inf")])
-def test_a_duration_must_be_text_or_a_number(not_text) -> None:
+def test_a_duration_must_be_text_or_a_number(not_text: object) -> None:
     with pytest.raises(ConfigError, match="is not a duration"):
         parse_duration(not_text, field="scanInterval")  # type: ignore[arg-type]
 
@@ -726,7 +728,9 @@ def test_capacity_types_keep_their_order_as_the_preference() -> None:
         ("spot", "capacityTypes: 'spot' is not a list (e.g. [a, b])"),
     ],
 )
-def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(value, error: str) -> None:
+def test_capacity_types_must_be_a_non_empty_list_of_spot_on_demand_and_reserved(
+    value: object, error: str
+) -> None:
     assert errors_of({"capacityTypes": value}) == [error]
 
 
@@ -789,7 +793,7 @@ def test_config_error_is_a_value_error() -> None:
 
 
 @pytest.mark.parametrize(("key", "_attr"), REGEXP_KEYS)
-def test_an_invalid_regexp_is_reported_with_the_pattern(key, _attr) -> None:
+def test_an_invalid_regexp_is_reported_with_the_pattern(key: str, _attr: str) -> None:
     [message] = errors_of({key: "[a-"})
     assert message.startswith(f"{key}: invalid regexp '[a-': ")
 

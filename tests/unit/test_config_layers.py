@@ -27,7 +27,7 @@ CLOUD = {"cloud": "aws", "region": "us-east-1", "zones": ["us-east-1a"]}
 
 @pytest.fixture
 def write(tmp_path: Path) -> Callable[[str, Any], str]:
-    def write(name, content):
+    def write(name: str, content: Any) -> str:
         path = tmp_path / name
         path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
         return str(path)

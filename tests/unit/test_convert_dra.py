@@ -4,6 +4,7 @@ one line naming the object, the field path and the value."""
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -24,6 +25,10 @@ from autoscaler.kube.convert_dra import (
     resourceclaim_from_dict,
     resourceclaimtemplate_from_dict,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 DEVICE_CLASS = yaml.safe_load(
     """
@@ -209,7 +214,7 @@ def test_a_pod_without_claims_has_none() -> None:
     assert pod_claims({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {}}) == ()
 
 
-def _with(obj, path, value):
+def _with(obj: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
     target = obj
     *parents, last = path
@@ -312,7 +317,9 @@ REQUEST = ("spec", "spec", "devices", "requests", 0)
         ),
     ],
 )
-def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(obj, decode, message: str) -> None:
+def test_a_malformed_dra_object_is_one_line_naming_object_field_and_value(
+    obj: dict[str, Any], decode: Callable[[dict[str, Any]], object], message: str
+) -> None:
     with pytest.raises(ConversionError) as raised:
         decode(obj)
     assert str(raised.value) == message

@@ -19,18 +19,19 @@ from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
 
     from autoscaler.config import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
 
-def gated(name, gate="tidal.dev/cost-estimate", gpus=1, **kw):
+def gated(name: str, gate: str = "tidal.dev/cost-estimate", gpus: int = 1, **kw: Any) -> dict[str, Any]:
     """A pod as a Job creates it with a scheduling gate: the scheduler never looked at it (no condition)."""
     return pod(name, cpu="2", memory="8Gi", gpu=gpus, gates=[gate], message=None, **kw)
 
 
-def waiting(name, gpus=1):
+def waiting(name: str, gpus: int = 1) -> dict[str, Any]:
     return pod(name, cpu="2", memory="8Gi", gpu=gpus, message=INSUFFICIENT_GPU)
 
 

@@ -24,15 +24,17 @@ from tests.builders import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.demand import Demand
 
 KAI_REGEXP = yaml.safe_load((Path(__file__).parents[2] / "config/examples/kai.yaml").read_text())[
     "pendingPodReasonRegexp"
 ]
 
 
-def reasons(demand):
+def reasons(demand: Demand) -> dict[str, str]:
     return {i.pod: i.reason for i in demand.ignored}
 
 
@@ -56,8 +58,8 @@ def test_a_pod_the_scheduler_could_not_place_counts(make_config: Callable[..., C
 )
 def test_each_pod_that_does_not_count_gets_its_reason(
     make_config: Callable[..., Config],
-    kwargs: dict[str, str] | dict[str, list[str]] | dict[str, dict[str, str]] | dict[str, None],
-    reason,
+    kwargs: dict[str, Any],
+    reason: str,
 ) -> None:
     demand = select(snapshot(pod("web-1", **kwargs)), make_config())
     assert demand.counted == []
@@ -161,7 +163,9 @@ def test_a_parent_queue_limit_applies_to_its_children(make_config: Callable[...,
     assert "queue org would exceed" in demand.ignored[0].detail
 
 
-def serving(name, *, gpu=1, node_name=None, queue_name="inference", **kw):
+def serving(
+    name: str, *, gpu: int = 1, node_name: str | None = None, queue_name: str = "inference", **kw: Any
+) -> dict[str, Any]:
     """A KAI pod of the inference queue: running when ``node_name`` is given, else pending for capacity."""
     if node_name:
         kw.update(node_name=node_name, phase="Running")

@@ -20,6 +20,9 @@ from tests.fakes.kustomize import KUBECTL, REPO, find, render
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
+
+    from autoscaler.config import Config
 
 pytestmark = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
@@ -37,7 +40,7 @@ NAMESPACE = "tidal-system"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 
 
-def config_of(objects):
+def config_of(objects: list[dict[str, Any]]) -> Config:
     """The configuration the daemon runs with: the files its --config arguments name, read from the mounted
     tidal-config ConfigMap and laid over each other in order, as ``tidal run`` does."""
     spec = pod_spec(objects)
@@ -58,12 +61,12 @@ def config_of(objects):
     return load_layered(files)
 
 
-def pod_spec(objects):
+def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return find(objects, "Deployment", "tidal")["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory) -> None:
+def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory: str) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     problems = []
     for obj in render(directory):
@@ -75,7 +78,7 @@ def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(directory
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_namespaced_objects_live_in_tidal_system(directory) -> None:
+def test_namespaced_objects_live_in_tidal_system(directory: str) -> None:
     misplaced = [
         f"{o['kind']} {o['metadata']['name']}"
         for o in render(directory)
@@ -92,7 +95,7 @@ def test_the_base_configmap_is_config_default_yaml() -> None:
 
 
 @pytest.mark.parametrize("overlay", list(CLOUDS))
-def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay) -> None:
+def test_each_overlay_configures_its_cloud_with_a_valid_configuration(overlay: str) -> None:
     config = config_of(render(f"deploy/overlays/{overlay}"))
     assert config.cloud == CLOUDS[overlay]
 
@@ -151,7 +154,9 @@ def test_the_base_carries_no_cloud_identity() -> None:
 
 
 @pytest.mark.parametrize("overlay", ["eks", "gke", "aks", KAI_ON_EKS])
-def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configuration_files(overlay) -> None:
+def test_an_overlay_keeps_the_base_pod_apart_from_identity_image_and_configuration_files(
+    overlay: str,
+) -> None:
     base = find(render("deploy/base"), "Deployment", "tidal")
     mine = find(render(f"deploy/overlays/{overlay}"), "Deployment", "tidal")
     for deployment in (base, mine):
@@ -188,7 +193,7 @@ def test_the_role_names_the_lease_and_the_status_configmap_the_daemon_uses() -> 
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_no_rule_grants_secrets_or_wildcards(directory) -> None:
+def test_no_rule_grants_secrets_or_wildcards(directory: str) -> None:
     rules = [r for o in render(directory) if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]]
     granted = {x for r in rules for key in ("apiGroups", "resources", "verbs") for x in r[key]}
     assert rules
@@ -197,7 +202,7 @@ def test_no_rule_grants_secrets_or_wildcards(directory) -> None:
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)
-def test_nothing_mounts_or_reads_a_secret(directory) -> None:
+def test_nothing_mounts_or_reads_a_secret(directory: str) -> None:
     spec = pod_spec(render(directory))
     assert [v["name"] for v in spec["volumes"] if "secret" in v] == []
     env = [e for c in spec["containers"] for e in c.get("env", ())]
@@ -225,7 +230,7 @@ def test_the_service_exposes_the_port_the_daemon_serves_metrics_on() -> None:
 
 
 def test_the_simulated_node_rules_exist_only_in_the_simulated_overlay() -> None:
-    def simulated_roles(directory):
+    def simulated_roles(directory: str) -> list[str]:
         return [o["metadata"]["name"] for o in render(directory) if o["kind"] == "ClusterRole"]
 
     assert simulated_roles("deploy/base") == ["tidal"]

@@ -5,12 +5,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from autoscaler.observability.metrics import METRIC_NAMES, METRIC_SERIES
 from tests.fakes.kustomize import KUBECTL, REPO, find, render
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 MONITORING = REPO / "deploy" / "monitoring"
 DASHBOARD = MONITORING / "tidal-dashboard.json"
@@ -20,30 +25,30 @@ TIDAL_NAME = re.compile(r"\btidal_[a-z0-9_]+")
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$job": "tidal"}
 
 
-def dashboard():
+def dashboard() -> dict[str, Any]:
     return json.loads(DASHBOARD.read_text())
 
 
-def rules():
+def rules() -> list[dict[str, Any]]:
     return yaml.safe_load(RULES.read_text())["spec"]["groups"][0]["rules"]
 
 
-def dashboard_exprs():
+def dashboard_exprs() -> list[str]:
     return [t["expr"] for p in dashboard()["panels"] for t in p.get("targets", ())]
 
 
-def promql(expr):
+def promql(expr: str) -> tuple[Any, Any]:
     parser = pytest.importorskip("promql_parser")
     for variable, value in GRAFANA_VARIABLES.items():
         expr = expr.replace(variable, value)
     return parser, parser.parse(expr)
 
 
-def selected_metrics(expr):
+def selected_metrics(expr: str) -> list[str]:
     parser, tree = promql(expr)
-    names = []
+    names: list[str] = []
 
-    def visit(node) -> None:
+    def visit(node: Any) -> None:
         if isinstance(node, parser.VectorSelector):
             names.append(node.name)
 
@@ -52,7 +57,7 @@ def selected_metrics(expr):
 
 
 @pytest.mark.parametrize("path", [DASHBOARD, RULES], ids=["dashboard", "rules"])
-def test_every_tidal_name_they_mention_is_a_series_tidal_exports(path) -> None:
+def test_every_tidal_name_they_mention_is_a_series_tidal_exports(path: Path) -> None:
     mentioned = set(TIDAL_NAME.findall(path.read_text()))
     assert mentioned
     assert sorted(mentioned - METRIC_SERIES) == []

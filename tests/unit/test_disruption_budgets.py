@@ -25,11 +25,13 @@ def at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
-def empty_nodes(n):
+def empty_nodes(n: int) -> list[dict[str, Any]]:
     return [node(f"cpu-{i}", managed=True, annotations=LONG_AGO) for i in range(n)]
 
 
-def removed(make_config, nodes, **disruption):
+def removed(
+    make_config: Callable[..., Config], nodes: list[dict[str, Any]], **disruption: Any
+) -> tuple[list[str], dict[str, str]]:
     result = plan(snapshot(*nodes), aws_offerings(), make_config(disruption=disruption), NOW)
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 
@@ -129,7 +131,7 @@ def test_a_schedule_holds_for_its_duration_from_each_time_it_names(
     ],
 )
 def test_a_bad_budget_is_one_line_naming_the_field_and_value(
-    budgets: list[dict[str, str]] | list[dict[str, Any]] | list[dict[str, int]] | dict[str, int], message: str
+    budgets: list[dict[str, Any]] | dict[str, int], message: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping({"disruption": {"budgets": budgets}})

@@ -10,8 +10,11 @@ from tests.builders import aws_offerings, node, pdb, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
+    from autoscaler.planning.decisions import Removal
 
 T0 = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when every test Node was created
 DAY = 86_400.0
@@ -20,26 +23,26 @@ MONTH = {"nodeMaxLifetime": "720h"}  # 30 days: every node below has expired by 
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
 
 
-def gpu_node(name, **kw):
+def gpu_node(name: str, **kw: Any) -> dict[str, Any]:
     return node(name, instance_type="g5.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, **kw)
 
 
-def busy(name, node_name, **kw):
+def busy(name: str, node_name: str, **kw: Any) -> dict[str, Any]:
     """A training pod that fills its one-GPU node: nothing else could take it."""
     kw.setdefault("cpu", "3")
     kw.setdefault("memory", "12Gi")
     return pod(name, node_name=node_name, phase="Running", message=None, gpu=1, **kw)
 
 
-def run(make_config, *objs, now=NOW, **cfg):
+def run(make_config: Callable[..., Config], *objs: dict[str, Any], now: float = NOW, **cfg: Any) -> Plan:
     return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), now)
 
 
-def by_node(result):
+def by_node(result: Plan) -> dict[str, Removal]:
     return {r.node: r for r in result.removal.removals}
 
 
-def blocked(result):
+def blocked(result: Plan) -> dict[str, str]:
     return {b.node: b.reason for b in result.removal.blocked}
 
 
@@ -122,7 +125,7 @@ def test_a_node_whose_replacement_was_given_up_is_not_tried_again_until_its_retr
 # --- drifted ------------------------------------------------------------------------------------------------
 
 
-def drifted_run(make_config, *objs, **cfg):
+def drifted_run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
     return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), NOW, node_template="b2")
 
 
@@ -158,7 +161,7 @@ GPU_LOST = {
 }
 
 
-def sick(name, since="2026-12-21T09:40:00Z", **kw):
+def sick(name: str, since: str = "2026-12-21T09:40:00Z", **kw: Any) -> dict[str, Any]:
     obj = gpu_node(name, **kw)
     obj["status"]["conditions"].append(
         {"type": "AcceleratedHardwareReady", "status": "False", "lastTransitionTime": since}
@@ -212,7 +215,7 @@ def test_an_unhealthy_node_still_never_evicts_a_pod_its_pdb_protects(
 # --- what protects pods from every method -------------------------------------------------------------------
 
 
-def gang_member(name, node_name):
+def gang_member(name: str, node_name: str) -> dict[str, Any]:
     return busy(name, node_name, annotations={"pod-group-name": "pg-train"})
 
 

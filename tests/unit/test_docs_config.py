@@ -6,9 +6,14 @@ import functools
 import importlib.util
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT = REPO / "config" / "default.yaml"
@@ -16,7 +21,7 @@ REFERENCE = REPO / "docs" / "configuration.md"
 
 
 @functools.cache
-def generator():
+def generator() -> Any:
     spec = importlib.util.spec_from_file_location("gen_config_docs", REPO / "scripts" / "gen_config_docs.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -25,7 +30,7 @@ def generator():
     return module
 
 
-def option_paths(mapping, prefix=""):
+def option_paths(mapping: dict[str, Any], prefix: str = "") -> Iterator[str]:
     for key, value in mapping.items():
         yield prefix + key
         if isinstance(value, dict) and value and key not in ("simulated", "aws", "gcp", "azure"):

@@ -28,7 +28,7 @@ def local_links(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_every_local_link_resolves(page) -> None:
+def test_every_local_link_resolves(page: Path) -> None:
     broken = []
     for target in local_links(page):
         path = (page.parent / target.split("#")[0]).resolve()

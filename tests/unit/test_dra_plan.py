@@ -14,8 +14,10 @@ from tests.unit.test_snapshot_dra import DEVICE_CLASS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0
 DRA = {"gpuSharing": {"dra": True}}
@@ -38,7 +40,9 @@ def template(name: str, count: int = 1, *selectors: str, mode: str = "") -> dict
     }
 
 
-def trainer(name: str, claim_template: str, cpu: str = "4", memory: str = "16Gi", **kw) -> dict:
+def trainer(
+    name: str, claim_template: str, cpu: str = "4", memory: str = "16Gi", **kw: Any
+) -> dict[str, Any]:
     obj = pod(
         name,
         namespace="research",
@@ -52,7 +56,7 @@ def trainer(name: str, claim_template: str, cpu: str = "4", memory: str = "16Gi"
     return obj
 
 
-def run(make_config, *objs, **cfg):
+def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
     builder = SnapshotBuilder()
     for i, obj in enumerate(objs):
         builder.add(copy.deepcopy(obj), f"object {i}")

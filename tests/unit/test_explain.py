@@ -22,24 +22,28 @@ from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
+    from autoscaler.planning.decisions import Launch
+    from autoscaler.planning.why import LaunchWhy
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 REPO = Path(__file__).resolve().parents[2]
 
 
-def gpu_pod(name, gpus=1, cpu="2", **kw):
+def gpu_pod(name: str, gpus: int = 1, cpu: str = "2", **kw: Any) -> dict[str, Any]:
     return pod(name, cpu=cpu, memory="8Gi", gpu=gpus, message=INSUFFICIENT_GPU, **kw)
 
 
-def only_launch(result):
+def only_launch(result: Plan) -> tuple[Launch, LaunchWhy]:
     (launch,) = result.launch.launches
     assert launch.why is not None
     return launch, launch.why
 
 
-def ruled_out(why):
+def ruled_out(why: LaunchWhy | None) -> dict[tuple[str, str], tuple[int, str]]:
     return {(r.rejection.filter, r.rejection.key): (r.count, r.cheapest.key) for r in why.ruled_out}
 
 

@@ -18,33 +18,41 @@ from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod,
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def gpu_pod(name, gpus=1, **kw):
+def gpu_pod(name: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
     return pod(name, cpu="2", memory="8Gi", gpu=gpus, message=INSUFFICIENT_GPU, **kw)
 
 
-def expr(key, operator, *values):
-    e = {"key": key, "operator": operator}
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    e: dict[str, Any] = {"key": key, "operator": operator}
     if values:
         e["values"] = list(values)
     return e
 
 
-def run(make_config, *objs, offerings=None, **cfg):
+def run(
+    make_config: Callable[..., Config],
+    *objs: dict[str, Any],
+    offerings: list[Offering] | None = None,
+    **cfg: Any,
+) -> Plan:
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 
-def launched(result):
+def launched(result: Plan) -> list[str]:
     return sorted(f"{la.offering.instance_type}/{la.offering.capacity_type}" for la in result.launch.launches)
 
 
-def unplaced(result):
+def unplaced(result: Plan) -> dict[str, str]:
     return {u.pod: u.reason for u in result.launch.unplaced}
 
 
@@ -79,7 +87,7 @@ def g5_12xlarge_labels(make_config: Callable[..., Config]) -> dict[str, str]:
     ids=lambda v: f"{v.key} {v.operator} {','.join(v.values)}" if isinstance(v, Requirement) else str(v),
 )
 def test_each_node_selector_operator_has_kubernetes_semantics(
-    g5_12xlarge_labels: dict[str, str], requirement, matches: bool
+    g5_12xlarge_labels: dict[str, str], requirement: Requirement, matches: bool
 ) -> None:
     assert requirement_matches(requirement, g5_12xlarge_labels) is matches
 

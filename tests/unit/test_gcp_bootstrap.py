@@ -10,7 +10,7 @@ LABELS = {"cloud.google.com/gke-nodepool": "tidal", "tidal.dev/managed": "true"}
 TAINTS = (Taint("dedicated", "gpu", "NoSchedule"), Taint("tidal.dev/new", "", "NoExecute"))
 
 
-def entries(text):
+def entries(text: str) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 

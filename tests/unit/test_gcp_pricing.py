@@ -11,7 +11,15 @@ from providers.gcp.shapes import Shape
 REGION = "us-central1"
 
 
-def sku(description, price, *, usage="OnDemand", unit="h", region=REGION, family="Compute"):
+def sku(
+    description: str,
+    price: float,
+    *,
+    usage: str = "OnDemand",
+    unit: str = "h",
+    region: str = REGION,
+    family: str = "Compute",
+) -> billing_v1.Sku:
     units, nanos = divmod(round(price * 1e9), 10**9)
     return billing_v1.Sku(
         description=description,
@@ -103,7 +111,7 @@ def test_a_sku_tidal_prices_with_is_classified_by_part_family_and_capacity_type(
     ],
 )
 def test_skus_for_other_regions_commitments_custom_sole_tenant_licences_and_storage_are_ignored(
-    other,
+    other: billing_v1.Sku,
 ) -> None:
     assert classify_sku(other, REGION) is None
 
@@ -131,7 +139,7 @@ C2 = [
     ],
 )
 def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(
-    fixture, key: tuple[str, ...]
+    fixture: billing_v1.Sku, key: tuple[str, ...]
 ) -> None:
     assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))
 
@@ -143,7 +151,7 @@ def test_a_c2_machine_is_priced_from_the_compute_optimized_skus() -> None:
     assert book.price(c2, "spot") == pytest.approx(8 * 0.00971 + 32 * 0.0013, abs=1e-6)
 
 
-def fixture_price(fixture):
+def fixture_price(fixture: billing_v1.Sku) -> float:
     money = fixture.pricing_info[0].pricing_expression.tiered_rates[0].unit_price
     return money.units + money.nanos / 1e9
 

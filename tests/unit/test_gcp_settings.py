@@ -1,6 +1,9 @@
 """The ``gcp:`` section: what it accepts, its defaults, and one-line errors naming every bad key at once."""
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -8,16 +11,22 @@ from autoscaler.cloud import load_provider
 from autoscaler.config import ConfigError, config_from_mapping
 from providers.gcp import NodePoolRef, ProviderConfigError, TemplateRef, parse_settings
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from autoscaler.config import Config
+    from providers.gcp.settings import GcpSettings
+
 TEMPLATE = "projects/my-project/global/instanceTemplates/gke-prod-tidal-4f1d2c3b"
 
 
-def config(**gcp):
+def config(**gcp: Any) -> Config:
     return config_from_mapping(
         {"cloud": "gcp", "region": "us-central1", "zones": ["us-central1-a"], "gcp": gcp}, source="test"
     )
 
 
-def settings(**gcp):
+def settings(**gcp: Any) -> GcpSettings:
     cfg = config(**gcp)
     return parse_settings(cfg.providers["gcp"], cfg)
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -27,7 +28,7 @@ TS4 = {
 }
 
 
-def mig_pod(name, profile=MIG_1G, count="1", **kw):
+def mig_pod(name: str, profile: str = MIG_1G, count: str = "1", **kw: Any) -> dict[str, Any]:
     """A pod asking for a MIG instance; it tolerates the GPU taint itself (the admission plugin would give it
     a toleration for the MIG resource, not for nvidia.com/gpu)."""
     return pod(
@@ -41,7 +42,7 @@ def mig_pod(name, profile=MIG_1G, count="1", **kw):
     )
 
 
-def run(make_config, *objs, **cfg):
+def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
     return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
 
 

@@ -19,8 +19,11 @@ from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0
 KAI_NO_GPU = "No node in the default node-pool has GPU resources"
@@ -29,7 +32,15 @@ KAI_NO_GPU = "No node in the default node-pool has GPU resources"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def share(name, fraction="0.25", *, node_name=None, group="", mode="", **kw):
+def share(
+    name: str,
+    fraction: str = "0.25",
+    *,
+    node_name: str | None = None,
+    group: str = "",
+    mode: str = "",
+    **kw: Any,
+) -> dict[str, Any]:
     """A pod asking KAI for part of a GPU. It requests no nvidia.com/gpu, so no admission plugin gives it the
     GPU taint's toleration: its template carries one, as it must to run on tainted GPU nodes."""
     annotations = {"gpu-fraction": fraction}
@@ -51,7 +62,7 @@ def share(name, fraction="0.25", *, node_name=None, group="", mode="", **kw):
     )
 
 
-def reservation(node_name, group):
+def reservation(node_name: str, group: str) -> dict[str, Any]:
     """KAI's reservation pod, holding the GPU that the pods of ``group`` share."""
     obj = pod(
         f"gpu-reservation-{group}",
@@ -69,7 +80,7 @@ def reservation(node_name, group):
     return obj
 
 
-def gpu_node(name, gpus=1):
+def gpu_node(name: str, gpus: int = 1) -> dict[str, Any]:
     return node(
         name,
         instance_type="g4dn.xlarge",
@@ -80,7 +91,12 @@ def gpu_node(name, gpus=1):
     )
 
 
-def run(make_config, *objs, offerings=None, **cfg):
+def run(
+    make_config: Callable[..., Config],
+    *objs: dict[str, Any],
+    offerings: list[Offering] | None = None,
+    **cfg: Any,
+) -> Plan:
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 

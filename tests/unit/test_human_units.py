@@ -13,6 +13,7 @@ from tests.builders import aws_offerings, node, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
 
@@ -38,7 +39,7 @@ def test_a_duration_is_its_two_largest_whole_units(seconds: float, text: str) ->
     assert format_duration(seconds) == text
 
 
-def _idle_gpu_node(name, unneeded_since):
+def _idle_gpu_node(name: str, unneeded_since: str) -> dict[str, Any]:
     return node(
         name,
         instance_type="g5.12xlarge",

@@ -19,6 +19,8 @@ from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import offering, pod, snapshot
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from autoscaler.config import Config
     from autoscaler.model import Offering
 
@@ -46,7 +48,7 @@ def world() -> tuple[Config, list[Offering]]:
     return config, [o for o in offerings if o.instance_type.split(".")[0] in ("g4dn", "m6i")]
 
 
-def _runs(n: int, start: float, end: float, **kwargs) -> list[SimPod]:
+def _runs(n: int, start: float, end: float, **kwargs: Any) -> list[SimPod]:
     pods = snapshot(*(pod(f"infer-{i}", message=None, **kwargs) for i in range(n))).pods
     return [SimPod(p, "infer", "", "", end - start, True, start, started=start, ended=end) for p in pods]
 

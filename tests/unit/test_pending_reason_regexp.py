@@ -76,7 +76,7 @@ def guide_messages(kind: str) -> list[str]:
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_message_kube_scheduler_recorded_counts(which) -> None:
+def test_every_message_kube_scheduler_recorded_counts(which: str) -> None:
     messages = recorded_messages()
     assert len(messages) >= 80
     regexp = REGEXPS[which]()
@@ -84,7 +84,7 @@ def test_every_message_kube_scheduler_recorded_counts(which) -> None:
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(which) -> None:
+def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(which: str) -> None:
     reasons = sorted({own_reasons(m, filled) for m, filled in recorded()})
     assert not any(r.endswith(": .") for r in reasons)
     assert any("didn't match pod topology spread constraints" in r for r in reasons)
@@ -93,7 +93,7 @@ def test_every_recorded_reason_counts_without_the_recordings_own_cordon_counts(w
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_no_queue_hold_kai_writes_counts(which) -> None:
+def test_no_queue_hold_kai_writes_counts(which: str) -> None:
     holds = guide_messages("Queue holds")
     assert len(holds) >= 6
     regexp = REGEXPS[which]()
@@ -101,7 +101,7 @@ def test_no_queue_hold_kai_writes_counts(which) -> None:
 
 
 @pytest.mark.parametrize("which", REGEXPS)
-def test_every_capacity_message_kai_writes_counts(which) -> None:
+def test_every_capacity_message_kai_writes_counts(which: str) -> None:
     shortages = guide_messages("Capacity shortfalls")
     assert len(shortages) >= 5
     regexp = REGEXPS[which]()

@@ -21,8 +21,11 @@ from tests.builders import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 HOSTNAME = "kubernetes.io/hostname"
@@ -34,11 +37,16 @@ ANTI_AFFINITY_REFUSED = (
 )
 
 
-def run(make_config, *objs, offerings=None, **cfg):
+def run(
+    make_config: Callable[..., Config],
+    *objs: dict[str, Any],
+    offerings: list[Offering] | None = None,
+    **cfg: Any,
+) -> Plan:
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 
-def launched(result):
+def launched(result: Plan) -> Counter[str]:
     return Counter(
         f"{la.offering.instance_type}/{la.offering.capacity_type}" for la in result.launch.launches
     )

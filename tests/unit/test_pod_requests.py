@@ -1,13 +1,20 @@
 """A pod's request = max(sum of containers + sidecars, largest init container) + overhead."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.kube.convert import ConversionError, pod_from_dict
 from autoscaler.resources import Resources
 from tests.builders import pod
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def _requests(**kw):
+
+def _requests(**kw: Any) -> Resources:
     return pod_from_dict(pod("web-1", **kw)).requests
 
 

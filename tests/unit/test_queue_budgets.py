@@ -16,14 +16,17 @@ from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod,
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
+    from autoscaler.planning.queues import QueueView
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 KAI = "kai-scheduler"
 
 
-def job(name, queue_name, gpus=1, cpu="2", **kw):
+def job(name: str, queue_name: str, gpus: int = 1, cpu: str = "2", **kw: Any) -> dict[str, Any]:
     """A pending pod of a KAI queue (the label KAI reads), as KAI reports it when no node has room."""
     labels = {"app": name.rsplit("-", 1)[0], "kai.scheduler/queue": queue_name}
     return pod(
@@ -31,7 +34,7 @@ def job(name, queue_name, gpus=1, cpu="2", **kw):
     )
 
 
-def running(name, queue_name, node_name, gpus=1, cpu="2"):
+def running(name: str, queue_name: str, node_name: str, gpus: int = 1, cpu: str = "2") -> dict[str, Any]:
     labels = {"app": name.rsplit("-", 1)[0], "kai.scheduler/queue": queue_name}
     return pod(
         name,
@@ -45,12 +48,12 @@ def running(name, queue_name, node_name, gpus=1, cpu="2"):
     )
 
 
-def shared_gpu_node(name="gpu-a"):
+def shared_gpu_node(name: str = "gpu-a") -> dict[str, Any]:
     """A g5.12xlarge ($5.672/h, 4 A10G) tidal launched."""
     return node(name, instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True)
 
 
-def views(result):
+def views(result: Plan) -> dict[str, QueueView]:
     return {q.queue: q for q in result.queues}
 
 
@@ -74,7 +77,7 @@ def test_a_node_serving_two_queues_costs_each_its_share_of_the_gpus_requested_th
 def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(
     make_config: Callable[..., Config],
 ) -> None:
-    def cpu_pod(name, q, cpu):
+    def cpu_pod(name: str, q: str, cpu: str) -> dict[str, Any]:
         return pod(name, cpu=cpu, node_name="cpu-a", phase="Running", labels={"kai.scheduler/queue": q})
 
     objs = [

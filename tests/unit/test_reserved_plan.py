@@ -19,16 +19,19 @@ from autoscaler.render import plan_to_json, plan_to_table
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, reserved, snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 HOUR = 3600.0
 RESERVED_FIRST = {"capacityTypes": ["reserved", "on-demand"]}
 
 
-def base(instance_type, zone="us-east-1a"):
+def base(instance_type: str, zone: str = "us-east-1a") -> Offering:
     return next(
         o
         for o in aws_offerings(zones=("us-east-1a", "us-east-1b"))
@@ -36,24 +39,30 @@ def base(instance_type, zone="us-east-1a"):
     )
 
 
-def g5_reservation(rid="cr-0a1b2c3d4e5f60001", **kw):
+def g5_reservation(rid: str = "cr-0a1b2c3d4e5f60001", **kw: Any) -> Offering:
     return reserved(base("g5.xlarge"), rid, **kw)
 
 
-def launched(result):
+def launched(result: Plan) -> Counter[str]:
     return Counter(la.offering.key for la in result.launch.launches)
 
 
-def gpu_pod(name, gpus=1, **kw):
+def gpu_pod(name: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
     return pod(name, cpu="2", memory="8Gi", gpu=gpus, message=INSUFFICIENT_GPU, **kw)
 
 
-def run(make_config, *objs, extra=(), now=NOW, **cfg):
+def run(
+    make_config: Callable[..., Config],
+    *objs: dict[str, Any],
+    extra: Sequence[Offering] = (),
+    now: float = NOW,
+    **cfg: Any,
+) -> Plan:
     offerings = [*aws_offerings(), *extra]
     return plan(snapshot(*objs), offerings, make_config(**{**RESERVED_FIRST, **cfg}), now)
 
 
-def reasons(result):
+def reasons(result: Plan) -> dict[str, str]:
     return {u.pod: u.reason for u in result.launch.unplaced}
 
 

@@ -12,26 +12,30 @@ from tests.builders import aws_offerings, node, reserved, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
 
 T0 = 1_795_168_800.0  # when the test nodes were created
 NOW = T0 + 6 * 3600
 RID = "cr-0a1b2c3d4e5f60001"
 
 
-def g5():
+def g5() -> Offering:
     return next(
         o for o in aws_offerings() if o.instance_type == "g5.xlarge" and o.capacity_type == "on-demand"
     )
 
 
-def reserved_node(make_config, name, offering):
+def reserved_node(make_config: Callable[..., Config], name: str, offering: Offering) -> dict[str, Any]:
     labels = node_labels(offering, make_config())
     return node(name, instance_type="g5.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, labels=labels)
 
 
-def removals(make_config, *objs, offerings, **cfg):
+def removals(
+    make_config: Callable[..., Config], *objs: dict[str, Any], offerings: list[Offering], **cfg: Any
+) -> tuple[list[str], dict[str, str]]:
     result = plan(
         snapshot(*objs),
         offerings,

@@ -9,23 +9,25 @@ from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
 
 
-def gpu_node(name, **kw):
+def gpu_node(name: str, **kw: Any) -> dict[str, Any]:
     kw.setdefault("annotations", LONG_AGO)
     return node(name, instance_type="g5.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, **kw)
 
 
-def running(name, node_name, **kw):
+def running(name: str, node_name: str, **kw: Any) -> dict[str, Any]:
     return pod(name, node_name=node_name, phase="Running", message=None, **kw)
 
 
-def run(make_config, *objs, **cfg):
+def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
     return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
 
 
@@ -163,7 +165,7 @@ def test_a_node_is_never_replaced_by_one_that_costs_the_same_even_at_replace_sav
     ]
 
 
-def big_gpu_node(**kw):
+def big_gpu_node(**kw: Any) -> dict[str, Any]:
     """A 4-GPU g5.12xlarge tidal launched ($5.672/h on demand)."""
     return node("gpu-big", instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True, **kw)
 
@@ -303,7 +305,7 @@ def test_scale_down_can_be_disabled(make_config: Callable[..., Config]) -> None:
     assert result.removal.removals == ()
 
 
-def created_at(obj, timestamp):
+def created_at(obj: dict[str, Any], timestamp: str) -> dict[str, Any]:
     obj["metadata"]["creationTimestamp"] = timestamp
     return obj
 

@@ -11,23 +11,31 @@ from tests.builders import INSUFFICIENT_GPU, aws_offerings, daemonset, node, off
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Offering
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
 
-def launched(result):
+def launched(result: Plan) -> Counter[str]:
     return Counter(
         f"{la.offering.instance_type}/{la.offering.capacity_type}" for la in result.launch.launches
     )
 
 
-def gpu_pod(name, gpus=1, **kw):
+def gpu_pod(name: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
     return pod(name, cpu="2", memory="8Gi", gpu=gpus, message=INSUFFICIENT_GPU, **kw)
 
 
-def run(make_config, *objs, offerings=None, **cfg):
+def run(
+    make_config: Callable[..., Config],
+    *objs: dict[str, Any],
+    offerings: list[Offering] | None = None,
+    **cfg: Any,
+) -> Plan:
     return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
 
 
@@ -265,7 +273,7 @@ def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(
     assert result.launch.launches[0].mode == "bin-packing"
 
 
-def _aws_catalog(config):
+def _aws_catalog(config: Config) -> list[Offering]:
     from autoscaler.catalog import read_catalog_csv
 
     return read_catalog_csv("config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1")

@@ -15,12 +15,13 @@ from tests.builders import anti_affinity, pod, zone_spread
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
 SPREAD = "spec.topologySpreadConstraints[0]"
 
 
-def web(**kw):
+def web(**kw: Any) -> dict[str, Any]:
     return pod("web-0", labels={"app": "web", "pod-template-hash": "5d8f7c9b6"}, **kw)
 
 
@@ -112,7 +113,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("obj", "message"), BAD)
-def test_a_constraint_the_api_server_would_refuse_names_the_pod_and_field(obj, message) -> None:
+def test_a_constraint_the_api_server_would_refuse_names_the_pod_and_field(
+    obj: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(obj)
     assert str(err.value) == f"Pod default/web-0: {message}"
@@ -120,7 +123,7 @@ def test_a_constraint_the_api_server_would_refuse_names_the_pod_and_field(obj, m
 
 @pytest.mark.parametrize(("obj", "message"), BAD[:1] + BAD[5:6] + BAD[6:7])
 def test_tidal_plan_gives_one_line_for_such_a_constraint(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], obj, message
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], obj: dict[str, Any], message: str
 ) -> None:
     snap = tmp_path / "snap.yaml"
     snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [obj]}))

@@ -227,9 +227,7 @@ def test_eight_quarter_gpu_pods_run_on_two_gpus_in_a_simulated_day() -> None:
         ({"gpuFraction": 0.5, "computeMode": "mps"}, "jobs[0].computeMode: 'mps' is not time-slicing"),
     ],
 )
-def test_a_bad_share_in_a_scenario_is_one_line_naming_the_field(
-    job: dict[str, float] | dict[str, Any], message: str
-) -> None:
+def test_a_bad_share_in_a_scenario_is_one_line_naming_the_field(job: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario({"jobs": [{"at": "01:00", "name": "x", **job}]}, "s.yaml")
     assert message in str(err.value) and "\n" not in str(err.value)

@@ -18,6 +18,7 @@ from autoscaler.sim.trace import load_trace
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from autoscaler.sim.run import Outcome
 
@@ -256,7 +257,7 @@ def test_non_preemptible_pods_over_their_queue_quota_cause_no_launch() -> None:
     assert doc["nodes"]["launched"] == 1
 
 
-def _scenario_error(doc):
+def _scenario_error(doc: dict[str, Any]) -> str:
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(doc, "s.yaml")
     return str(caught.value)

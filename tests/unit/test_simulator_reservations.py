@@ -13,13 +13,16 @@ from autoscaler.sim.run import simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from autoscaler.sim.run import Outcome
+    from autoscaler.sim.scenario import Scenario
 
 HOUR = 3600.0
 BLOCK_END = 6 * HOUR
 
 
-def block_scenario(**jobs_extra):
+def block_scenario(**jobs_extra: Any) -> Scenario:
     return parse_scenario(
         {
             "name": "block-end",

@@ -14,6 +14,9 @@ from tests.builders import INSUFFICIENT_GPU, pod
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
+
+    from autoscaler.dra import DeviceRequest
 
 DEVICE_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
@@ -69,7 +72,7 @@ def kubectl_list(*objs: dict) -> dict:
     return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
 
 
-def write(tmp_path, name: str, content: dict) -> str:
+def write(tmp_path: Path, name: str, content: dict[str, Any]) -> str:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(content))
     return str(path)
@@ -81,7 +84,9 @@ def test_dra_objects_in_a_snapshot_are_decoded_beside_it(tmp_path: Path) -> None
     assert [p.name for p in loaded.snapshot.pods] == ["trainer-0"]
     assert loaded.dra.served
     assert [c.name for c in loaded.dra.device_classes] == ["gpu.nvidia.com"]
-    assert loaded.dra.claim_templates[0].spec.requests[0].exactly.count == 2
+    exactly = loaded.dra.claim_templates[0].spec.requests[0].exactly
+    assert exactly is not None
+    assert exactly.count == 2
     assert [c.name for c in loaded.dra.claims] == ["team-gpu"]
     assert loaded.skipped == {} and loaded.objects == 4
 
@@ -101,11 +106,16 @@ def test_a_resource_slice_is_skipped_and_counted(tmp_path: Path) -> None:
     assert loaded.skipped == {"ResourceSlice": 1}
 
 
+def _exact_count(request: DeviceRequest) -> int:
+    assert request.exactly is not None
+    return request.exactly.count
+
+
 def test_a_claim_given_in_two_files_is_taken_from_the_later_one(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", claim(1))
     second = write(tmp_path, "b.yaml", claim(4))
     loaded = read_snapshots([first, second])
-    assert [c.spec.requests[0].exactly.count for c in loaded.dra.claims] == [4]
+    assert [_exact_count(c.spec.requests[0]) for c in loaded.dra.claims] == [4]
     assert loaded.duplicates == {"ResourceClaim": 1}
 
 

@@ -28,19 +28,20 @@ from tests.builders import aws_offerings, node, pdb, pod, podgroup, queue, snaps
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+    from typing import Any
 
     from autoscaler.config import Config
 
 REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def p1(**changes):
+def p1(**changes: Any) -> dict[str, Any]:
     """Pod default/p1 with ``changes`` applied as {"spec.priority": value} style paths."""
     obj = pod("p1", gpu=1, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
     return _apply(obj, changes)
 
 
-def _apply(obj, changes):
+def _apply(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     for path, value in changes.items():
         *parents, last = path.split(".")
         target = obj
@@ -50,7 +51,7 @@ def _apply(obj, changes):
     return obj
 
 
-def affinity(terms):
+def affinity(terms: list[dict[str, Any]]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
@@ -179,7 +180,7 @@ POD_CASES = [
 
 
 @pytest.mark.parametrize(("changes", "message"), POD_CASES)
-def test_a_malformed_pod_names_the_field_path_and_value(changes, message) -> None:
+def test_a_malformed_pod_names_the_field_path_and_value(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ConversionError) as err:
         pod_from_dict(p1(**changes))
     assert str(err.value).startswith(f"Pod default/p1: {message}")

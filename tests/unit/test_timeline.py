@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
+from typing import TYPE_CHECKING
 
 import pytest
 
 from autoscaler.sim.run import simulate
 from autoscaler.sim.scenario import load_scenario
 from autoscaler.sim.timeline_plot import scale
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from autoscaler.sim.engine import Record
 
 pytest.importorskip("matplotlib")
 import matplotlib.pyplot as plt
@@ -19,15 +25,15 @@ from autoscaler.sim.timeline_plot import figure
 
 
 @cache
-def record(name: str):
+def record(name: str) -> Record:
     return simulate(load_scenario(name), bound=False).record
 
 
-def labels(ax) -> list[str]:
+def labels(ax: Any) -> list[str]:
     return ax.get_legend_handles_labels()[1]
 
 
-def drawn(rec):
+def drawn(rec: Record) -> Any:
     fig = figure(rec)
     axes = fig.get_axes()
     plt.close(fig)

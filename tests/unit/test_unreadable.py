@@ -13,14 +13,16 @@ from tests.builders import aws_offerings, node, pod
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Snapshot
 
 NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
 LONG_UNNEEDED = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
 
 
-def newer_toleration(obj):
+def newer_toleration(obj: dict[str, Any]) -> dict[str, Any]:
     """A toleration operator a newer API server accepts (Kubernetes 1.35's Lt/Gt, behind a feature gate)."""
     obj["spec"]["tolerations"] = [
         {"key": "example.com/slots", "operator": "Lt", "value": "4", "effect": "NoSchedule"}
@@ -28,7 +30,7 @@ def newer_toleration(obj):
     return obj
 
 
-def from_api(*objects):
+def from_api(*objects: dict[str, Any]) -> Snapshot:
     builder = SnapshotBuilder()
     for obj in objects:
         kind = obj["kind"]

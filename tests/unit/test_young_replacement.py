@@ -15,8 +15,10 @@ from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.planning import Plan
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
@@ -24,21 +26,21 @@ FIVE_MINUTES_AGO = "2026-11-20T10:55:00Z"
 TWO_HOURS_AGO = "2026-11-20T09:00:00Z"
 
 
-def l4_node(name):
+def l4_node(name: str) -> dict[str, Any]:
     """An on-demand L4 node ($0.8048/h); a T4 node holds the same pod for $0.526/h, 35% less."""
     return node(
         name, instance_type="g6.xlarge", cpu="4", memory="16Gi", gpu=1, managed=True, annotations=LONG_AGO
     )
 
 
-def running_since(name, node_name, bound_at, **kw):
+def running_since(name: str, node_name: str, bound_at: str, **kw: Any) -> dict[str, Any]:
     """A running pod with the PodScheduled condition the scheduler set when it bound the pod."""
     obj = pod(name, node_name=node_name, phase="Running", message=None, gpu=1, cpu="2", memory="8Gi", **kw)
     obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}]
     return obj
 
 
-def run(make_config, *objs):
+def run(make_config: Callable[..., Config], *objs: dict[str, Any]) -> Plan:
     return plan(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW)
 
 
