@@ -34,7 +34,8 @@ def factory(
 
 
 def attempts(client: Any) -> int:
-    return client.meta.config.retries["total_max_attempts"]
+    total: int = client.meta.config.retries["total_max_attempts"]
+    return total
 
 
 def test_launch_calls_are_sent_once_so_capacity_fallback_is_fast(monkeypatch: pytest.MonkeyPatch) -> None:

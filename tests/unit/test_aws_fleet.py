@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
@@ -14,6 +16,9 @@ from providers.aws.fleet import (
 )
 from providers.aws.launch_template import TemplateRef
 
+if TYPE_CHECKING:
+    from typing import Any
+
 TOKEN = "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10"
 G5_A = Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.006, gpu_count=1)
 G5_B = Offering("g5.xlarge", "us-east-1b", ON_DEMAND, 4, 16384, 1.006, gpu_count=1)
@@ -25,7 +30,7 @@ ATTEMPT = FleetAttempt(
 ZONES = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
 
 
-def error(code: str, instance_type: str | None = None, subnet: str | None = None) -> dict:
+def error(code: str, instance_type: str | None = None, subnet: str | None = None) -> dict[str, Any]:
     overrides = {k: v for k, v in (("InstanceType", instance_type), ("SubnetId", subnet)) if v}
     return {
         "LaunchTemplateAndOverrides": {"Overrides": overrides} if overrides else {},

@@ -60,7 +60,8 @@ def code_actions() -> set[str]:
 
 
 def statements() -> list[dict[str, Any]]:
-    return json.loads(POLICY.read_text())["Statement"]
+    statements: list[dict[str, Any]] = json.loads(POLICY.read_text())["Statement"]
+    return statements
 
 
 def listed(value: str | list[str]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import yaml
 
 from autoscaler.model import Taint
@@ -12,6 +14,9 @@ from providers.aws.userdata import (
     bottlerocket_user_data,
     parse_al2023_flags,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
 
 CLUSTER = ClusterInfo("prod", "https://ABC.gr7.us-east-1.eks.amazonaws.com", "Q0VSVA==", "10.100.0.0/16")
 LABELS = {
@@ -26,9 +31,10 @@ LABELS = {
 TAINTS = (Taint("nvidia.com/gpu", "true", "NoSchedule"), Taint("dedicated", "", "NoExecute"))
 
 
-def node_config(user_data: str) -> dict:
+def node_config(user_data: str) -> dict[str, Any]:
     part = next(p for p in user_data.split(f"--{BOUNDARY}") if "application/node.eks.aws" in p)
-    return yaml.safe_load(part.partition("\n\n")[2])
+    config: dict[str, Any] = yaml.safe_load(part.partition("\n\n")[2])
+    return config
 
 
 def test_al2023_user_data_is_a_nodeconfig_that_joins_the_cluster() -> None:

@@ -99,6 +99,7 @@ def test_a_disruption_started_is_not_started_again_while_the_cache_lags(
     assert len([o for o in first.launched if o.instance is not None]) == 1
     assert second.launched == []
     assert len(provider.instances()) == 1
+    assert second.plan is not None
     blocked = {b.node: b.reason for b in second.plan.removal.blocked}
     assert blocked["gpu-a"].startswith("being disrupted (expired): waiting for 1 replacement node(s)")
 

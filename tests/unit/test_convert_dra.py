@@ -216,7 +216,7 @@ def test_a_pod_without_claims_has_none() -> None:
 
 def _with(obj: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
-    target = obj
+    target: Any = obj
     *parents, last = path
     for part in parents:
         target = target[part]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.model import Snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
@@ -109,7 +110,9 @@ def test_an_estimate_ignores_what_other_pods_take(make_config: Callable[..., Con
     assert [o.instance_type for o in result.estimates[0].launches] == ["g4dn.xlarge"]
 
 
-def _controller(cfg, view, *, dry_run=False):
+def _controller(
+    cfg: Config, view: Snapshot, *, dry_run: bool = False
+) -> tuple[Controller, CallRecorder, CallRecorder]:
     events, actions = CallRecorder(), CallRecorder()
     clock = Clock()
     controller = Controller(

@@ -192,7 +192,8 @@ def _image_tag(directory: str) -> str:
     image = find(render(directory), "Deployment", "tidal")["spec"]["template"]["spec"]["containers"][0][
         "image"
     ]
-    return image.rpartition(":")[2]
+    tag: str = image.rpartition(":")[2]
+    return tag
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
@@ -206,7 +207,9 @@ def _image_tag(directory: str) -> str:
         ("deploy/overlays/simulated", ""),
     ],
 )
-def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(directory: str, extras) -> None:
+def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(
+    directory: str, extras: str
+) -> None:
     # The base has no cloud of its own: it names what a build with the Dockerfile's default EXTRAS makes.
     assert _image_tag(directory) == _tag_for(extras)
 

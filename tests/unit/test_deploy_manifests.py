@@ -62,7 +62,8 @@ def config_of(objects: list[dict[str, Any]]) -> Config:
 
 
 def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return find(objects, "Deployment", "tidal")["spec"]["template"]["spec"]
+    spec: dict[str, Any] = find(objects, "Deployment", "tidal")["spec"]["template"]["spec"]
+    return spec
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES)

@@ -26,11 +26,13 @@ GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$job": "tid
 
 
 def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    document: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return document
 
 
 def rules() -> list[dict[str, Any]]:
-    return yaml.safe_load(RULES.read_text())["spec"]["groups"][0]["rules"]
+    found: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["spec"]["groups"][0]["rules"]
+    return found
 
 
 def dashboard_exprs() -> list[str]:

@@ -25,11 +25,13 @@ def objects() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return find(objects, "Deployment", "tidal")["spec"]["template"]
+    template: dict[str, Any] = find(objects, "Deployment", "tidal")["spec"]["template"]
+    return template
 
 
 @pytest.fixture(scope="module")
 def container(pod: dict[str, Any]) -> dict[str, Any]:
+    only: dict[str, Any]
     (only,) = pod["spec"]["containers"]
     return only
 

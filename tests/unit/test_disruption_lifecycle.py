@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from autoscaler.sim.scenario import JobSpec, parse_scenario
 from providers.simulated import SimulatedProvider
 from tests.builders import node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
+
+if TYPE_CHECKING:
+    from autoscaler.controller import ReconcileResult
 
 GIB = 1024**3 * 1000
 HOUR = 3600.0
@@ -37,7 +41,7 @@ def simulation(**config: object) -> Simulation:
     return Simulation(scenario, cfg, _provider, jobs=[])
 
 
-def step(sim: Simulation, t: float):
+def step(sim: Simulation, t: float) -> ReconcileResult:
     """The world moves to ``t`` (the cloud, then the scheduler), then tidal reconciles once."""
     sim.clock.now = t
     sim.provider.advance()
@@ -156,6 +160,7 @@ def test_a_disruption_budget_of_one_drains_one_node_at_a_time(cfg: Config) -> No
 
     assert controller.reconcile_once().drains_started == ["cpu-0"]
     assert controller.reconcile_once().drains_started == []  # cpu-0 still draining: the budget is spent
+    assert controller.last is not None and controller.last.plan is not None
     blocked = {b.node: b.reason for b in controller.last.plan.removal.blocked}
     assert "disruption budget 1 allows no more now (1 of 3 nodes being disrupted)" in blocked["cpu-1"]
     # cpu-0's drain ends: its Node and pod are gone.

@@ -50,7 +50,9 @@ def test_the_kai_guide_shows_the_preset_exactly() -> None:
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
 def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(tmp_path: Path) -> None:
     guide = (DOCS / "install.md").read_text()
-    kustomization = re.search(r"<<'EOF'\n(.*?)\nEOF", guide, flags=re.S).group(1)
+    heredoc = re.search(r"<<'EOF'\n(.*?)\nEOF", guide, flags=re.S)
+    assert heredoc is not None and KUBECTL is not None
+    kustomization = heredoc.group(1)
     dry_run = next(b for lang, b in fenced_blocks(guide) if lang == "yaml" and "--dry-run" in b)
     shutil.copytree(REPO / "deploy", tmp_path / "deploy")
     mine = tmp_path / "deploy" / "overlays" / "my-cluster"

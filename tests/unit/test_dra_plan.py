@@ -24,8 +24,8 @@ DRA = {"gpuSharing": {"dra": True}}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def template(name: str, count: int = 1, *selectors: str, mode: str = "") -> dict:
-    exactly: dict = {"deviceClassName": "gpu.nvidia.com"}
+def template(name: str, count: int = 1, *selectors: str, mode: str = "") -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
     if mode:
         exactly["allocationMode"] = mode
     else:
@@ -71,6 +71,7 @@ def test_a_claim_for_two_h100s_gets_a_node_of_h100s_labelled_for_dra(
     assert result.launch.unplaced == () and result.demand.ignored == []
     [launch] = result.launch.launches
     assert launch.offering.gpu_model == "H100"
+    assert launch.offering.layout is not None
     assert ("tidal.dev/gpu-allocation", "dra") in launch.offering.layout.labels
 
 

@@ -44,6 +44,7 @@ def only_launch(result: Plan) -> tuple[Launch, LaunchWhy]:
 
 
 def ruled_out(why: LaunchWhy | None) -> dict[tuple[str, str], tuple[int, str]]:
+    assert why is not None
     return {(r.rejection.filter, r.rejection.key): (r.count, r.cheapest.key) for r in why.ruled_out}
 
 
@@ -110,7 +111,8 @@ def test_a_pod_too_big_for_the_cheaper_shapes_has_them_ruled_out_for_resources(
 def test_the_mode_says_why_a_pod_got_bin_selection_or_bin_packing(make_config: Callable[..., Config]) -> None:
     web = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(3)]
     result = plan(snapshot(gpu_pod("infer-1"), *web), aws_offerings(), make_config(), NOW)
-    reasons = {la.mode: la.why.mode_reason for la in result.launch.launches}
+    assert all(la.why is not None for la in result.launch.launches)
+    reasons = {la.mode: la.why.mode_reason for la in result.launch.launches if la.why is not None}
     assert reasons == {
         "bin-selection": "it requests GPUs",
         "bin-packing": "cpu 500m and memory 1Gi are below binSelectPodCpuThreshold 2 and "

@@ -153,7 +153,8 @@ def test_a_c2_machine_is_priced_from_the_compute_optimized_skus() -> None:
 
 def fixture_price(fixture: billing_v1.Sku) -> float:
     money = fixture.pricing_info[0].pricing_expression.tiered_rates[0].unit_price
-    return money.units + money.nanos / 1e9
+    price: float = money.units + money.nanos / 1e9
+    return price
 
 
 def test_a_machine_costs_its_vcpus_times_core_plus_gib_times_ram_plus_its_gpus() -> None:

@@ -58,6 +58,7 @@ def test_pods_asking_for_mig_instances_get_one_node_cut_by_the_configured_layout
     [launch] = result.launch.launches
     # 8 A100 40GB x 7 instances of 1g.5gb: one p4d.24xlarge holds all twenty.
     assert launch.offering.instance_type == "p4d.24xlarge"
+    assert launch.offering.layout is not None
     assert dict(launch.offering.layout.resources) == {MIG_1G: 56}
     assert ("nvidia.com/mig.config", "all-1g.5gb") in launch.offering.layout.labels
 
@@ -136,6 +137,7 @@ def test_a_time_sliced_gpu_model_holds_replicas_pods_per_gpu(make_config: Callab
     [launch] = result.launch.launches
     assert launch.offering.instance_type == "g4dn.xlarge"
     assert len(launch.pods) == 4
+    assert launch.offering.layout is not None
     assert dict(launch.offering.layout.labels) == {"nvidia.com/device-plugin.config": "ts4"}
     assert result.launch.gpus_after - result.launch.gpus_before == 1
 

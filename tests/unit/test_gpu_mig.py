@@ -35,7 +35,7 @@ H100 = MIG_GPUS["H100-80GB"]
         ("1c.3g.40gb", MigProfile(3, 40, "", 1)),
     ],
 )
-def test_a_mig_profile_is_read_from_its_name_or_resource(text: str, profile) -> None:
+def test_a_mig_profile_is_read_from_its_name_or_resource(text: str, profile: MigProfile) -> None:
     assert parse_profile(text) == profile
 
 

@@ -106,7 +106,7 @@ def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound() -> None:
     )
     offerings = _provider(config, clock=lambda: 0.0, kube=None).offerings()
     partial = {"tidal.dev/instance-partial-gpu": "true"}
-    mix = [
+    mix: list[tuple[int, dict[str, Any]]] = [
         (2, {"gpu": 1, "cpu": "3152m", "memory": "5600Mi", "annotations": partial}),
         (2, {"gpu": 1, "cpu": "11400m", "memory": "47Gi"}),
         (1, {"gpu": 1, "cpu": "4", "memory": "23999807488", "annotations": partial}),

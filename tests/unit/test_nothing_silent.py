@@ -140,7 +140,8 @@ def reconcile_with(cfg: Config, *pods: dict[str, object]) -> tuple[Controller, M
 
 def status_warnings(actions: CallRecorder) -> list[str]:
     *_, data = actions.named("write_status")[-1]
-    return json.loads(data["status"])["warnings"]
+    warnings: list[str] = json.loads(data["status"])["warnings"]
+    return warnings
 
 
 def test_the_daemon_logs_writes_to_status_and_exports_a_regexp_that_matches_no_unschedulable_pod(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import ProviderError
 from tests.builders import aws_offerings
+
+if TYPE_CHECKING:
+    from autoscaler.model import Offering
 
 T0 = 1_795_168_800.0
 
@@ -14,7 +19,7 @@ T0 = 1_795_168_800.0
 def test_the_offerings_are_fetched_again_only_after_the_refresh_interval() -> None:
     fetched = []
 
-    def fetch():
+    def fetch() -> list[Offering]:
         fetched.append(1)
         return aws_offerings()
 
@@ -27,9 +32,12 @@ def test_the_offerings_are_fetched_again_only_after_the_refresh_interval() -> No
 
 
 def test_a_failed_refresh_keeps_the_last_good_list_and_says_why() -> None:
-    answers: list[object] = [aws_offerings(), ProviderError("DescribeInstanceTypes: HTTP 503")]
+    answers: list[list[Offering] | ProviderError] = [
+        aws_offerings(),
+        ProviderError("DescribeInstanceTypes: HTTP 503"),
+    ]
 
-    def fetch():
+    def fetch() -> list[Offering]:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -42,7 +50,7 @@ def test_a_failed_refresh_keeps_the_last_good_list_and_says_why() -> None:
 
 
 def test_the_first_fetch_failing_raises_as_there_is_nothing_to_plan_with() -> None:
-    def fetch():
+    def fetch() -> list[Offering]:
         raise ProviderError("no credentials")
 
     with pytest.raises(ProviderError):

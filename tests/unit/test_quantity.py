@@ -32,7 +32,7 @@ from autoscaler.quantity import (
         (0.25, Fraction(1, 4)),
     ],
 )
-def test_every_kubernetes_quantity_form_parses_exactly(text: str | float, expected) -> None:
+def test_every_kubernetes_quantity_form_parses_exactly(text: str | float, expected: Fraction) -> None:
     assert parse_quantity(text) == expected
 
 

@@ -77,7 +77,7 @@ def test_the_readme_shows_commands_of_every_subcommand() -> None:
 
 
 @pytest.mark.parametrize("synopsis", SYNOPSES)
-def test_every_flag_combination_of_a_synopsis_parses(synopsis) -> None:
+def test_every_flag_combination_of_a_synopsis_parses(synopsis: str) -> None:
     parser = cli.build_parser()
     for argv in expansions(synopsis):
         argv = [FROM_THE_CLUSTER.get(w, w) for w in argv]
@@ -89,7 +89,7 @@ def test_every_flag_combination_of_a_synopsis_parses(synopsis) -> None:
 
 @pytest.mark.parametrize("command", CONCRETE)
 def test_a_concrete_command_runs_as_printed(
-    command, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = runnable(command)
     monkeypatch.chdir(REPO)

@@ -96,7 +96,7 @@ def node_of(instance: Instance, ctl: Controller, cfg: Config) -> dict[str, objec
         managed=True,
         labels=node_labels(member.offering, cfg),
     )
-    found["spec"]["providerID"] = instance.provider_id  # type: ignore[index]
+    found["spec"]["providerID"] = instance.provider_id
     return found
 
 

@@ -63,7 +63,7 @@ def pending_share(name: str, portion: float = 0.5, *, cpu: int = 2000) -> Pod:
         ([], 0),
     ],
 )
-def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares, gpus: int) -> None:
+def test_a_batch_of_pending_shares_asks_for_their_sum_rounded_up(shares: list[GpuShare], gpus: int) -> None:
     assert batch_gpus(shares) == gpus
 
 

@@ -78,7 +78,7 @@ def test_no_case_is_left_out_as_not_modelled() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_the_engine_gives_the_real_schedulers_verdict_on_every_node(
-    case, namespaces: dict[str, dict[str, str]]
+    case: dict[str, Any], namespaces: dict[str, dict[str, str]]
 ) -> None:
     nodes, existing, pod = _decode(case)
     scheduler = ClusterScheduler(nodes, existing, namespaces=namespaces)
@@ -94,7 +94,7 @@ def _summary(message: str) -> str:
     "case", [c for c in CASES if c["messages"]], ids=[c["id"] for c in CASES if c["messages"]]
 )
 def test_the_engine_names_the_filter_the_real_scheduler_names(
-    case, namespaces: dict[str, dict[str, str]]
+    case: dict[str, Any], namespaces: dict[str, dict[str, str]]
 ) -> None:
     """For a node the scheduler refused, the engine's reason is among those the scheduler's message counts
     (the message also counts the other nodes, which were cordoned, so only presence is compared)."""
@@ -130,7 +130,7 @@ def _isolated(cluster: EmulatedCluster, case: dict[str, Any], only: str) -> None
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_the_simulators_scheduler_binds_where_the_real_scheduler_did(
-    case, namespaces: dict[str, dict[str, str]]
+    case: dict[str, Any], namespaces: dict[str, dict[str, str]]
 ) -> None:
     """The simulator's scheduler, given each case isolated to one node as it was recorded, binds the pod
     exactly where the real scheduler did."""

@@ -23,14 +23,14 @@ T4_MEMORY = "15360"
 GPU_TAINT_SPEC = {"key": GPU_TAINT.key, "value": GPU_TAINT.value, "effect": GPU_TAINT.effect}
 
 
-def cluster_with(*nodes) -> EmulatedCluster:
+def cluster_with(*nodes: dict[str, Any]) -> EmulatedCluster:
     cluster = EmulatedCluster(lambda: 0.0)
     for n in nodes:
         cluster.create(n)
     return cluster
 
 
-def t4_node(name: str, gpus: int = 1, *, memory_label: str | None = T4_MEMORY):
+def t4_node(name: str, gpus: int = 1, *, memory_label: str | None = T4_MEMORY) -> dict[str, Any]:
     labels = {"nvidia.com/gpu.memory": memory_label} if memory_label else {}
     return node(
         name,
@@ -43,7 +43,7 @@ def t4_node(name: str, gpus: int = 1, *, memory_label: str | None = T4_MEMORY):
     )
 
 
-def share_job(name: str, pods: int, fraction: float = 0.25, **kw) -> JobSpec:
+def share_job(name: str, pods: int, fraction: float = 0.25, **kw: Any) -> JobSpec:
     return JobSpec(
         at=0,
         name=name,

@@ -17,9 +17,11 @@ from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from autoscaler.sim.trace import load_trace
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
+    from autoscaler.model import Instance, LaunchRequest
     from autoscaler.sim.run import Outcome
 
 
@@ -104,9 +106,9 @@ def test_a_slow_first_launch_does_not_reorder_the_instances_the_cloud_creates() 
     sim = Simulation(scenario, config, _provider)
     reached: list[str] = []
     calls = itertools.count()
-    launch = sim.provider.launch
+    launch: Callable[[LaunchRequest], Instance] = sim.provider.launch
 
-    def slow_first(request):
+    def slow_first(request: LaunchRequest) -> Instance:
         if next(calls) == 0:
             time.sleep(0.2)
         reached.append(request.token)
@@ -393,7 +395,7 @@ def test_a_compression_that_is_not_a_finite_number_is_a_usage_error(
     assert "argument --compression: 'nan' is not a finite number" in capsys.readouterr().err
 
 
-def _config_error(config, overrides, **kwargs):
+def _config_error(config: dict[str, Any], overrides: dict[str, Any], **kwargs: Any) -> str:
     scenario = parse_scenario({"name": "s", "config": config}, "s.yaml")
     with pytest.raises(ConfigError) as caught:
         build_config(

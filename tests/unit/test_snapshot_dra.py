@@ -47,7 +47,7 @@ TEMPLATE = {
 }
 
 
-def claim(count: int) -> dict:
+def claim(count: int) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -62,13 +62,13 @@ def claim(count: int) -> dict:
     }
 
 
-def trainer() -> dict:
+def trainer() -> dict[str, Any]:
     obj = pod("trainer-0", namespace="research", cpu="8", memory="32Gi", message=INSUFFICIENT_GPU)
     obj["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
     return obj
 
 
-def kubectl_list(*objs: dict) -> dict:
+def kubectl_list(*objs: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": list(objs)}
 
 

@@ -51,7 +51,7 @@ def _apply(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def affinity(terms: list[dict[str, Any]]) -> dict[str, Any]:
+def affinity(terms: list[Any]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 

@@ -30,7 +30,8 @@ def record(name: str) -> Record:
 
 
 def labels(ax: Any) -> list[str]:
-    return ax.get_legend_handles_labels()[1]
+    names: list[str] = ax.get_legend_handles_labels()[1]
+    return names
 
 
 def drawn(rec: Record) -> Any:

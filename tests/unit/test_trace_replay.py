@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +15,9 @@ from autoscaler.sim import run as sim_run
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import ScenarioError, data_directory, parse_scenario
 from autoscaler.sim.trace import load_trace
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE_HEADER = "pod_id,submit_time_s,duration_s,num_gpu,gpu_milli,cpu_milli,memory_mib,gpu_spec\n"
@@ -28,7 +31,9 @@ class Captured(Exception):
 def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    def record(scenario, layers, policy, catalog, cloud, region, *rest):
+    def record(
+        scenario: Any, layers: Any, policy: Any, catalog: Any, cloud: Any, region: Any, *rest: Any
+    ) -> NoReturn:
         seen.update(scenario=scenario, policy=policy, catalog=catalog, cloud=cloud, region=region)
         raise Captured
 
@@ -36,7 +41,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return seen
 
 
-def bench_suite():
+def bench_suite() -> Any:
     spec = importlib.util.spec_from_file_location("bench_suite", REPO / "bench" / "suite.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
