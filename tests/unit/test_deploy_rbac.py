@@ -21,7 +21,17 @@ def policy() -> RbacPolicy:
     return RbacPolicy.from_objects(render("deploy/base"), TIDAL)
 
 
-def allowed(policy, verb, resource, *, group="", sub="", namespace="", name="", user=TIDAL):
+def allowed(
+    policy: RbacPolicy,
+    verb: str,
+    resource: str,
+    *,
+    group: str = "",
+    sub: str = "",
+    namespace: str = "",
+    name: str = "",
+    user: str = TIDAL,
+) -> bool:
     return bool(policy.matching(RbacRequest(user, verb, group, resource, sub, namespace, name)))
 
 

@@ -9,16 +9,26 @@ from autoscaler.model import Instance
 from tests.builders import aws_offerings, node, pod, snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
     from autoscaler.config import Config
+    from autoscaler.fleet import Overdue
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings()
 G4DN = next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "on-demand")
 
 
-def instance(i="i-0a1", *, created=NOW - 60, state="running", token="tok-1", itype="g4dn.xlarge", gpus=1):
+def instance(
+    i: str = "i-0a1",
+    *,
+    created: float = NOW - 60,
+    state: str = "running",
+    token: str = "tok-1",
+    itype: str = "g4dn.xlarge",
+    gpus: int = 1,
+) -> Instance:
     return Instance(
         id=i,
         provider_id=f"aws:///us-east-1a/{i}",
@@ -33,7 +43,14 @@ def instance(i="i-0a1", *, created=NOW - 60, state="running", token="tok-1", ity
     )
 
 
-def gpu_node(name="ip-10-0-1-5", *, provider_id="aws:///us-east-1a/i-0a1", gpu=1, ready=True, **kw):
+def gpu_node(
+    name: str = "ip-10-0-1-5",
+    *,
+    provider_id: str = "aws:///us-east-1a/i-0a1",
+    gpu: int = 1,
+    ready: bool = True,
+    **kw: Any,
+) -> dict[str, Any]:
     obj = node(
         name,
         instance_type="g4dn.xlarge",
@@ -49,7 +66,9 @@ def gpu_node(name="ip-10-0-1-5", *, provider_id="aws:///us-east-1a/i-0a1", gpu=1
     return obj
 
 
-def observe(fleet, instances, *objs, now=NOW):
+def observe(
+    fleet: Fleet, instances: Iterable[Instance], *objs: dict[str, Any], now: float = NOW
+) -> list[Overdue]:
     return fleet.observe(instances, snapshot(*objs), OFFERINGS, now)
 
 

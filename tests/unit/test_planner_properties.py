@@ -1,7 +1,10 @@
 """Properties that hold for every plan, whatever the pods."""
 
+from __future__ import annotations
+
 import random
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,6 +15,9 @@ from autoscaler.planning import plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
 from tests.builders import INSUFFICIENT_GPU, T0, aws_offerings, node, pod, podgroup, snapshot
+
+if TYPE_CHECKING:
+    from autoscaler.config import Config
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings(("us-east-1a", "us-east-1b"))
@@ -29,11 +35,13 @@ pod_spec = st.fixed_dictionaries(
 )
 
 
-def build(specs, existing_gpus, limit, extra=""):
-    objs = []
-    gangs = Counter()
+def build(
+    specs: list[dict[str, Any]], existing_gpus: int, limit: int | None, extra: str = ""
+) -> tuple[list[dict[str, Any]], Config]:
+    objs: list[dict[str, Any]] = []
+    gangs: Counter[str] = Counter()
     for i, s in enumerate(specs):
-        annotations = {}
+        annotations: dict[str, str] = {}
         if s["sku"] and s["gpu"]:
             annotations["tidal.dev/instance-gpu-skus"] = s["sku"]
         if s["offerings"]:
@@ -75,7 +83,7 @@ def build(specs, existing_gpus, limit, extra=""):
         objs.append(
             node("cpu-idle", managed=True, annotations={"tidal.dev/unneeded-since": T0.replace("10:", "09:")})
         )
-    config = {
+    config: dict[str, Any] = {
         "cloud": "aws",
         "region": "us-east-1",
         "zones": ["us-east-1a", "us-east-1b"],
@@ -95,9 +103,13 @@ scenario = st.tuples(
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# What the scenario strategy draws: pod specs, GPUs already running, the cluster GPU limit, extra nodes.
+Case = tuple[list[dict[str, Any]], int, int | None, str]
+
+
 @SETTINGS
 @given(scenario)
-def test_every_planned_pod_fits_its_node(case) -> None:
+def test_every_planned_pod_fits_its_node(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)
@@ -112,7 +124,7 @@ def test_every_planned_pod_fits_its_node(case) -> None:
         assert total.fits_in(index.allocatable(launch.offering))
 
 
-def node_gpus(obj):
+def node_gpus(obj: dict[str, Any]) -> int:
     """GPUs of a Node object as written: its capacity, or the GPU-count label of a node still starting."""
     capacity = int(obj["status"]["capacity"].get("nvidia.com/gpu", "0"))
     return max(capacity, int(obj["metadata"]["labels"].get("tidal.dev/gpu-count", "0")))
@@ -120,7 +132,7 @@ def node_gpus(obj):
 
 @SETTINGS
 @given(scenario)
-def test_gpus_after_the_plan_never_exceed_the_limit(case) -> None:
+def test_gpus_after_the_plan_never_exceed_the_limit(case: Case) -> None:
     objs, config = build(*case)
     result = plan(snapshot(*objs), OFFERINGS, config, NOW)
     # Counted from the objects themselves, not from the plan's own gpus_before/gpus_after.
@@ -136,7 +148,7 @@ def test_gpus_after_the_plan_never_exceed_the_limit(case) -> None:
 
 @SETTINGS
 @given(scenario)
-def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods(case) -> None:
+def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)
@@ -165,7 +177,7 @@ def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods
 
 @SETTINGS
 @given(scenario, st.randoms(use_true_random=False))
-def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Random) -> None:
+def test_the_plan_is_deterministic_whatever_the_input_order(case: Case, rnd: random.Random) -> None:
     objs, config = build(*case)
     first = plan(snapshot(*objs), OFFERINGS, config, NOW)
     shuffled = list(objs)
@@ -178,7 +190,7 @@ def test_the_plan_is_deterministic_whatever_the_input_order(case, rnd: random.Ra
 
 @SETTINGS
 @given(scenario)
-def test_counted_ignored_and_unplaced_account_for_every_pending_pod_once(case) -> None:
+def test_counted_ignored_and_unplaced_account_for_every_pending_pod_once(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
     result = plan(snap, OFFERINGS, config, NOW)

@@ -1,8 +1,11 @@
 """The sample catalogs, example snapshots and example configs under config/ are valid and say what they claim."""
 
+from __future__ import annotations
+
 import csv
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -10,6 +13,10 @@ import yaml
 from autoscaler.catalog import read_catalog_csv
 from autoscaler.config import load_config
 from autoscaler.snapshot import load_snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOGS = REPO / "config" / "catalogs"
@@ -51,25 +58,26 @@ SNAPSHOTS = [
 ]
 
 
-def catalog_rows(name):
+def catalog_rows(name: str) -> tuple[Sequence[str] | None, list[dict[str, str]]]:
     with (CATALOGS / name).open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         return reader.fieldnames, list(reader)
 
 
-def snapshot_items(name):
-    return yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))["items"]
+def snapshot_items(name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))["items"]
+    return items
 
 
-def kai_regexp():
+def kai_regexp() -> re.Pattern[str]:
     return re.compile(
         yaml.safe_load((EXAMPLES / "kai.yaml").read_text(encoding="utf-8"))["pendingPodReasonRegexp"]
     )
 
 
-def pending_messages():
+def pending_messages() -> list[tuple[str, str, str]]:
     """(pod, reason, message) of every PodScheduled=False condition in the example snapshots."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for name in SNAPSHOTS:
         for item in snapshot_items(name):
             if item["kind"] != "Pod":
@@ -85,20 +93,20 @@ def pending_messages():
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_a_catalog_has_the_shared_header_plus_a_trailing_zone_column(name) -> None:
+def test_a_catalog_has_the_shared_header_plus_a_trailing_zone_column(name: str) -> None:
     header, rows = catalog_rows(name)
     assert header == [*SHARED_HEADER, "zone"]
     assert len(rows) >= 20
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_row_is_of_the_files_cloud_and_region(name) -> None:
+def test_every_catalog_row_is_of_the_files_cloud_and_region(name: str) -> None:
     _, rows = catalog_rows(name)
     assert {(r["cloud"], r["region"]) for r in rows} == {CATALOG_FILES[name]}
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_catalog_price_is_positive_and_spot_is_cheaper(name) -> None:
+def test_every_catalog_price_is_positive_and_spot_is_cheaper(name: str) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
         on_demand = float(row["on_demand_usd_per_hour"])
@@ -108,7 +116,7 @@ def test_every_catalog_price_is_positive_and_spot_is_cheaper(name) -> None:
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_every_gpu_row_names_its_model_vendor_and_memory(name) -> None:
+def test_every_gpu_row_names_its_model_vendor_and_memory(name: str) -> None:
     _, rows = catalog_rows(name)
     gpu_rows = [r for r in rows if int(r["gpu_count"]) > 0]
     assert gpu_rows
@@ -119,7 +127,7 @@ def test_every_gpu_row_names_its_model_vendor_and_memory(name) -> None:
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_a_type_appears_once_unless_it_is_listed_per_zone(name) -> None:
+def test_a_type_appears_once_unless_it_is_listed_per_zone(name: str) -> None:
     _, rows = catalog_rows(name)
     seen = [(r["instance_type"], r["zone"]) for r in rows]
     assert len(seen) == len(set(seen))
@@ -133,7 +141,7 @@ def test_some_scarce_gpu_types_are_restricted_to_explicit_zones() -> None:
 
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
-def test_tidal_reads_every_catalog_row_as_offerings(name) -> None:
+def test_tidal_reads_every_catalog_row_as_offerings(name: str) -> None:
     cloud, region = CATALOG_FILES[name]
     _, rows = catalog_rows(name)
     offerings = read_catalog_csv(CATALOGS / name, cloud=cloud, region=region, zones=["zone-x"])
@@ -150,7 +158,7 @@ def shared_catalog() -> dict[tuple[str, str, str], dict[str, str]]:
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
 def test_every_catalog_price_equals_the_shared_catalogs_price(
-    name, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
+    name: str, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
 ) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
@@ -161,7 +169,7 @@ def test_every_catalog_price_equals_the_shared_catalogs_price(
 
 @pytest.mark.parametrize("name", CATALOG_FILES)
 def test_every_catalog_row_except_its_zone_is_copied_from_the_shared_catalog(
-    name, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
+    name: str, shared_catalog: dict[tuple[str, str, str], dict[str, str]]
 ) -> None:
     _, rows = catalog_rows(name)
     for row in rows:
@@ -265,17 +273,17 @@ OTHER_MESSAGES = {
 
 
 @pytest.mark.parametrize("message", CAPACITY_MESSAGES.values(), ids=CAPACITY_MESSAGES.keys())
-def test_the_kai_regexp_matches_capacity_messages(message) -> None:
+def test_the_kai_regexp_matches_capacity_messages(message: str) -> None:
     assert kai_regexp().search(message)
 
 
 @pytest.mark.parametrize("message", QUEUE_MESSAGES.values(), ids=QUEUE_MESSAGES.keys())
-def test_the_kai_regexp_never_matches_a_kai_queue_message(message) -> None:
+def test_the_kai_regexp_never_matches_a_kai_queue_message(message: str) -> None:
     assert not kai_regexp().search(message)
 
 
 @pytest.mark.parametrize("message", OTHER_MESSAGES.values(), ids=OTHER_MESSAGES.keys())
-def test_the_kai_regexp_ignores_messages_a_new_node_would_not_fix(message) -> None:
+def test_the_kai_regexp_ignores_messages_a_new_node_would_not_fix(message: str) -> None:
     assert not kai_regexp().search(message)
 
 
@@ -318,7 +326,7 @@ def test_the_demo_config_loads_as_a_complete_configuration() -> None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_a_snapshot_is_a_kubernetes_list(name) -> None:
+def test_a_snapshot_is_a_kubernetes_list(name: str) -> None:
     doc = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
     assert (doc["apiVersion"], doc["kind"]) == ("v1", "List")
     assert isinstance(doc["items"], list)
@@ -326,14 +334,14 @@ def test_a_snapshot_is_a_kubernetes_list(name) -> None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_every_snapshot_item_has_api_version_kind_and_name(name) -> None:
+def test_every_snapshot_item_has_api_version_kind_and_name(name: str) -> None:
     for i, item in enumerate(snapshot_items(name)):
         assert item.get("apiVersion") and item.get("kind"), i
         assert item.get("metadata", {}).get("name"), i
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name) -> None:
+def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name: str) -> None:
     cluster_scoped = {"Node", "Queue"}
     for item in snapshot_items(name):
         meta = item["metadata"]
@@ -342,7 +350,7 @@ def test_every_namespaced_snapshot_item_has_a_namespace_and_uid(name) -> None:
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
-def test_tidal_loads_every_snapshot_object_without_skipping_any(name) -> None:
+def test_tidal_loads_every_snapshot_object_without_skipping_any(name: str) -> None:
     snapshot, skipped = load_snapshot([EXAMPLES / name])
     assert not skipped
     assert len(snapshot.pods) + len(snapshot.nodes) + len(snapshot.pdbs) + len(snapshot.daemonsets) + len(
