@@ -166,6 +166,7 @@ def test_the_daemon_writes_the_estimate_on_the_pod_once_and_says_so_in_an_event(
         )
     ]
     # Once the pod carries it, it is not written again.
+    assert isinstance(controller.cluster, StaticCluster)
     controller.cluster.view = snapshot(gated("llm-0", annotations={"tidal.dev/cost-estimate": value}))
     controller.reconcile_once()
     assert len(actions.named("annotate_pod")) == 1

@@ -188,10 +188,13 @@ def test_nodes_carry_their_template_and_a_new_image_makes_them_drift_and_be_repl
     sim = Simulation(scenario, cfg, lambda c, *, clock, kube: ImagedCloud(c, clock=clock, kube=kube), jobs=[])
     old = a_node_running_a_day_long_job(sim)
     launched_from = sim.cluster.nodes[old].labels["tidal.dev/node-template"]
-    assert step(sim, 300.0).plan.removal.removals == ()
+    before = step(sim, 300.0).plan
+    assert before is not None
+    assert before.removal.removals == ()
 
     sim.provider.image = "img-2026-12"
     result = step(sim, 360.0)
+    assert result.plan is not None
     [removal] = result.plan.removal.removals
     assert (removal.node, removal.method) == (old, "drifted")
     assert f"launched from node template {launched_from}" in removal.reason

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autoscaler.dra import (
     AllocationMode,
     DeviceClass,
@@ -12,6 +14,9 @@ from autoscaler.dra import (
     offering_devices,
 )
 from autoscaler.dra_selectors import Alternatives, Unsupported, Version
+
+if TYPE_CHECKING:
+    from autoscaler.dra import OfferingDevices
 
 # The DeviceClasses NVIDIA's DRA driver installs (deployments/helm/.../deviceclass-*.yaml).
 CLASSES = {
@@ -74,10 +79,17 @@ def test_allocation_mode_all_takes_every_gpu_of_the_node() -> None:
     assert match_devices(request, CLASSES, P5) == Match(8, request.exactly)
 
 
+def _match(request: DeviceRequest, devices: OfferingDevices) -> Match:
+    """The match of a request whose selectors tidal can evaluate."""
+    result = match_devices(request, CLASSES, devices)
+    assert isinstance(result, Match)
+    return result
+
+
 def test_a_product_name_selector_picks_the_offering_it_names() -> None:
     request = gpus(2, f"{PRODUCT}.matches('H100')")
     assert match_devices(request, CLASSES, P5) == Match(2, request.exactly)
-    assert not match_devices(request, CLASSES, G6_12X).fits
+    assert not _match(request, G6_12X).fits
 
 
 def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported() -> None:
@@ -87,8 +99,8 @@ def test_an_exact_product_name_the_catalog_cannot_confirm_is_unsupported() -> No
 
 def test_a_memory_selector_is_checked_against_the_offerings_gpu_memory() -> None:
     request = gpus(1, "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
-    assert match_devices(request, CLASSES, P4D).fits
-    assert not match_devices(request, CLASSES, G6_12X).fits
+    assert _match(request, P4D).fits
+    assert not _match(request, G6_12X).fits
 
 
 def test_a_selector_on_an_attribute_only_a_running_node_has_is_unsupported() -> None:

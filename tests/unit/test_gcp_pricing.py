@@ -141,7 +141,7 @@ C2 = [
 def test_c2_skus_are_named_compute_optimized_without_instance_and_price_the_c2_family(
     fixture: billing_v1.Sku, key: tuple[str, ...]
 ) -> None:
-    assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))
+    assert classify_sku(fixture, REGION) == (key, pytest.approx(fixture_price(fixture)))  # type: ignore[comparison-overlap]
 
 
 def test_a_c2_machine_is_priced_from_the_compute_optimized_skus() -> None:

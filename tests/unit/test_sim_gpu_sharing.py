@@ -276,6 +276,7 @@ def test_the_planner_reads_a_share_on_two_devices_as_the_emulated_kai_placed_it(
     two = replace(share_job("dist", 1, fraction=0.5), name="dist")
     [key] = cluster.submit(two, 0.0)
     sp = cluster.pods[key]
+    assert sp.pod.gpu_share is not None
     sp.pod = replace(
         sp.pod,
         annotations={**sp.pod.annotations, "gpu-fraction-num-devices": "2"},
