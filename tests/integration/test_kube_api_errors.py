@@ -22,16 +22,16 @@ from tests.builders import node, pod
 from tests.fakes.kube_apiserver import FakeApiServer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from autoscaler.model import Pod
 
     class _RecordingClient(KubeClient):
         """A client the fixture gives a list of the failures it reports."""
 
         errors: list[tuple[str, str, str]]
 
-    from collections.abc import Callable
-    from typing import Any
-
-    from autoscaler.model import Pod
 
 CORE = kubernetes.client.CoreV1Api
 CUSTOM = kubernetes.client.CustomObjectsApi

@@ -12,11 +12,20 @@ import ast
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.session
 import pytest
 from botocore import xform_name
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    class _ClientAttribute(ast.Attribute):
+        """An attribute of a name bound to a client: ``ec2.describe_instances``."""
+
+        value: ast.Name
+
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "aws" / "iam-policy.json"
@@ -45,7 +54,7 @@ def calls_in_source() -> Iterator[tuple[str, str, str]]:
                 yield CLIENTS[node.value.id], node.attr, f"{path.name}:{node.lineno}"
 
 
-def _on_client(node: ast.expr) -> bool:
+def _on_client(node: ast.expr) -> TypeGuard[_ClientAttribute]:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in CLIENTS
 
 
