@@ -87,6 +87,7 @@ def test_a_gang_gets_all_its_capacity_at_once(tmp_path: Path) -> None:
         launched_per_reconcile: list[int] = []  # GPUs; run_until asks after every reconcile
 
         def gang_running() -> bool:
+            assert d.controller.last is not None
             outcomes = d.controller.last.launched
             launched_per_reconcile.append(sum(o.instance.gpu_count for o in outcomes if o.instance))
             return c.running() == 4
@@ -105,6 +106,7 @@ def test_a_gang_larger_than_the_gpu_limit_gets_nothing(tmp_path: Path) -> None:
         for _ in range(6):
             c.step()
         assert c.provider.instances() == []
+        assert d.controller.last is not None and d.controller.last.plan is not None
         unplaced = d.controller.last.plan.launch.unplaced
         assert len(unplaced) == 4 and "clusterGPULimit 3 reached" in unplaced[0].reason
 
@@ -264,7 +266,8 @@ def test_dry_run_launches_nothing_and_says_what_it_would_do(tmp_path: Path) -> N
         for _ in range(4):
             c.step()
         assert c.provider.instances() == []
-        assert d.controller.last is not None and d.controller.last.plan.launch.launches
+        assert d.controller.last is not None and d.controller.last.plan is not None
+        assert d.controller.last.plan.launch.launches
         events = [e for e in c.api.list("events") if e.get("reason") == "TriggeredScaleUp"]
         assert events and events[0]["message"].startswith("would launch g4dn.xlarge")
         # tidal's own status object is written in dry-run too, marked so.
@@ -303,6 +306,7 @@ def test_an_underutilised_node_is_drained_once_its_pdb_allows_and_its_pods_fit_e
         for _ in range(8):
             c.step()
             time.sleep(0.2)
+        assert d.controller.last is not None and d.controller.last.plan is not None
         blocked = {b.node: b.reason for b in d.controller.last.plan.removal.blocked}
         assert blocked[host] == "pod default/small-0 is protected by PodDisruptionBudget default/small"
         assert len(c.nodes()) == 2
@@ -406,6 +410,7 @@ def test_an_unschedulable_pod_wakes_the_loop_and_is_reconciled_within_the_batch_
         waited = time.monotonic() - marked
         # The batch waited out batchIdleDuration, and the pod, not the 5m scan, brought the reconcile about.
         assert 0.3 <= waited < 20
+        assert d.controller.last is not None
         assert [o.instance is not None for o in d.controller.last.launched] == [True]
         d.stop()
         loop.join(timeout=5)
@@ -467,15 +472,19 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
             crashed.set()
             return False
 
+        assert leader.elector is not None and standby.elector is not None
         leader.elector.try_acquire_or_renew = crashed_round
         c.daemons.remove(leader)
         c.stop_at_exit(leader)  # its threads must not outlive the test
         c.wait_for(crashed.is_set)  # rounds run one after another: a renewal under way has been written
         lease_key = (leader.elector.namespace, leader.elector.name)
-        last_renewed = lease_time(c.api.get("leases", *lease_key)["spec"]["renewTime"])
+        renewed = c.api.get("leases", *lease_key)
+        assert renewed is not None
+        last_renewed = lease_time(renewed["spec"]["renewTime"])
         c.run_until(standby.leads, daemons=[standby], timeout=15)
         took_over = time.monotonic()
         lease = c.api.get("leases", *lease_key)
+        assert lease is not None
         assert lease["spec"]["holderIdentity"] == standby.elector.identity
         # The standby waited for the lease to expire: the old leader's last renewal plus leaseDuration.
         assert lease_time(lease["spec"]["acquireTime"]) >= last_renewed + 3
@@ -518,13 +527,17 @@ def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_p
 
         def annotation(name: str) -> str | None:
             pod = c.api.get("pods", "default", name)
-            return pod["metadata"].get("annotations", {}).get("tidal.dev/cost-estimate")
+            assert pod is not None
+            estimate: str | None = pod["metadata"].get("annotations", {}).get("tidal.dev/cost-estimate")
+            return estimate
 
         c.run_until(lambda: annotation("what-if-0") is not None and annotation("sweep-0") is not None)
         for _ in range(3):  # however long they wait, nothing is launched for them
             c.step()
         assert c.provider.instances() == []
-        assert json.loads(annotation("what-if-0")) == {
+        what_if, sweep = annotation("what-if-0"), annotation("sweep-0")
+        assert what_if is not None and sweep is not None
+        assert json.loads(what_if) == {
             "nodes": [
                 {
                     "capacityType": "on-demand",
@@ -535,7 +548,7 @@ def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_p
             ],
             "pricePerHour": 0.526,
         }
-        group = json.loads(annotation("sweep-0"))
+        group = json.loads(sweep)
         assert (group["podGroup"], group["pods"], group["nodes"][0]["count"]) == ("default/pg-sweep", 2, 2)
         assert annotation("sweep-1") is None  # a PodGroup's estimate is on its first pod only
         pods = {p["metadata"]["name"]: p for p in c.pods()}
@@ -546,7 +559,7 @@ def test_pods_gated_for_a_cost_estimate_get_it_on_the_pod_and_never_a_node(tmp_p
         assert any("g4dn.xlarge (on-demand, $0.5260/h)" in e["message"] for e in events)
 
 
-def _bound_pod(name: str, node_name: str, **spec: object) -> dict:
+def _bound_pod(name: str, node_name: str, **spec: object) -> dict[str, Any]:
     """A running pod the API server has bound to ``node_name`` (another scheduler bound it, or the cache has
     not caught up with the binding)."""
     obj = gpu_pod(name, gpus=0)
@@ -563,7 +576,8 @@ def _one_idle_node(c: Cluster, d: Daemon) -> str:
     c.scheduler.finish("default", "infer-0")
     c.wait_for(lambda: all(p.finished for p in d.cache.snapshot().pods))
     [managed] = c.nodes()
-    return managed.name
+    name: str = managed.name
+    return name
 
 
 def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path: Path) -> None:
@@ -603,9 +617,12 @@ def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_kil
         while time.monotonic() < deadline:
             c.step()
         assert [n.name for n in c.nodes()] == [name]
-        assert c.api.get("pods", "default", "batch-0")["status"]["phase"] == "Running"
+        batch = c.api.get("pods", "default", "batch-0")
+        assert batch is not None
+        assert batch["status"]["phase"] == "Running"
         evictions = [r for r in c.api.requests if r.path.endswith("/eviction")]
         assert evictions == []
+        assert d.controller.last is not None and d.controller.last.plan is not None
         [blocked] = [b for b in d.controller.last.plan.removal.blocked if b.node == name]
         assert "cannot read all of pod default/batch-0" in blocked.reason
 

@@ -1,7 +1,9 @@
 """Drains: PDB refusals are retried, never forced; a drain that cannot finish uncordons and says why."""
 
+from __future__ import annotations
+
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autoscaler.drain import Drainer, DrainJob
 from autoscaler.kube.actions import EvictionResult as Result
@@ -9,34 +11,39 @@ from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Instance
 from tests.builders import pod
 
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable
+
+    from autoscaler.model import Pod
+
 
 class FakeActions:
     """Records what the drainer asks of the cluster; evictions answer from a script."""
 
-    def __init__(self, answers) -> None:
+    def __init__(self, answers: Iterable[Result]) -> None:
         self.answers = list(answers)
         self.calls: list[tuple[str, ...]] = []
-        self.on_node: dict[str, Any] = {}
-        self.on_server = None
+        self.on_node: dict[str, Pod] = {}
+        self.on_server: Collection[str] | None = None
 
-    def cordon(self, node_name, *, taint_key="tidal.dev/disrupted") -> None:
+    def cordon(self, node_name: str, *, taint_key: str = "tidal.dev/disrupted") -> None:
         self.calls.append(("cordon", node_name))
 
-    def uncordon(self, node_name, *, taint_key="tidal.dev/disrupted") -> None:
+    def uncordon(self, node_name: str, *, taint_key: str = "tidal.dev/disrupted") -> None:
         self.calls.append(("uncordon", node_name))
 
-    def evict(self, namespace, name, *, grace_period_seconds=None):
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Result:
         answer = self.answers.pop(0) if self.answers else Result.BLOCKED
         self.calls.append(("evict", f"{namespace}/{name}", answer.name))
         if answer in (Result.EVICTED, Result.GONE):
             self.on_node = {k: v for k, v in self.on_node.items() if k != f"{namespace}/{name}"}
         return answer
 
-    def delete_node(self, name) -> bool:
+    def delete_node(self, name: str) -> bool:
         self.calls.append(("delete_node", name))
         return True
 
-    def workload_on(self, node_name):
+    def workload_on(self, node_name: str) -> list[str]:
         """The API server's own answer; by default what the cache says too."""
         return sorted(self.on_server if self.on_server is not None else self.on_node)
 
@@ -47,7 +54,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.terminated: list[str] = []
 
-    def terminate(self, instance) -> None:
+    def terminate(self, instance: Instance) -> None:
         self.terminated.append(instance.id)
 
 
@@ -55,7 +62,7 @@ class Events:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, str, str]] = []
 
-    def node(self, node_name, reason, message, event_type="Normal") -> None:
+    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> None:
         self.sent.append((node_name, reason, message, event_type))
 
 
@@ -63,17 +70,17 @@ class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self):
+    def __call__(self) -> float:
         return self.now
 
-    def sleep(self, seconds) -> None:
+    def sleep(self, seconds: float) -> None:
         self.now += seconds
 
 
 INSTANCE = Instance("i-1", "aws:///us-east-1a/i-1", "m6i.large", "us-east-1a", "on-demand", "running")
 
 
-def make(answers, pods):
+def make(answers: Iterable[Result], pods: Iterable[Pod]) -> tuple[Drainer, FakeActions, FakeProvider, Events]:
     actions = FakeActions(answers)
     actions.on_node = {p.key: p for p in pods}
     clock = Clock()
@@ -145,7 +152,7 @@ def test_the_number_of_parallel_drains_is_bounded() -> None:
         drainer.shutdown()
 
 
-def finished(drainer, done=None):
+def finished(drainer: Drainer, done: list[tuple[str, str, str]] | None = None) -> list[tuple[str, str, str]]:
     """Record what on_done reports: (node, termination reason label, outcome)."""
     from autoscaler.drain import termination_reason
 
@@ -176,7 +183,7 @@ def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome()
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _ = make([Result.EVICTED], [web])
 
-    def refuse(instance):
+    def refuse(instance: Instance) -> None:
         raise ProviderError("throttled")
 
     provider.terminate = refuse
@@ -211,7 +218,7 @@ def test_a_drain_stops_acting_the_moment_its_replica_stops_leading() -> None:
 def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act() -> None:
     drainer, actions, _, _ = make([], [])
 
-    def unknown():
+    def unknown() -> bool:
         raise RuntimeError("lease unreadable")
 
     drainer.leading = unknown
