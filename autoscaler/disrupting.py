@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import structlog
 
@@ -43,6 +42,7 @@ from autoscaler.launching import Launcher, LaunchOutcome, launch_token
 from autoscaler.model import Instance, Node, Pod, Snapshot
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.decisions import Removal
+from autoscaler.seams import ClusterWrites, EventRecorder, Metrics
 
 __all__ = ["Disruptions"]
 
@@ -62,13 +62,13 @@ class Disruptions:
         self,
         *,
         provider: CloudProvider,
-        actions: Any,
-        events: Any,
+        actions: ClusterWrites,
+        events: EventRecorder,
         fleet: Fleet,
         launcher: Launcher,
         availability: Availability,
         drainer: DrainRunner | None,
-        metric: Callable[..., None],
+        metrics: Metrics,
         dry_run: bool = False,
     ) -> None:
         self.provider = provider
@@ -78,7 +78,7 @@ class Disruptions:
         self.launcher = launcher
         self.availability = availability
         self.drainer = drainer
-        self.metric = metric
+        self.metrics = metrics
         self.dry_run = dry_run
         # Annotations written lately, by node, until the cache shows them: a cache that lags (a broken watch)
         # must not make a disruption look not started, and start it again.
@@ -136,7 +136,7 @@ class Disruptions:
         the scheduler bound after the snapshot was taken must never go down with its Node outside the
         Eviction API: the look is at the API server itself (the cache may not have seen that pod yet), and
         at the cache (``cache``) too."""
-        cordoned = [r for r in removals if self._act("cordon", r.node)]
+        cordoned = [r for r in removals if self._act("cordon", self.actions.cordon, r.node)]
         if not cordoned:
             return []
         cached = pods_by_node(p for p in cache().pods if p.unreadable or (not p.daemonset and not p.mirror))
@@ -156,26 +156,26 @@ class Disruptions:
                 remove_node(self.actions, self.provider, r.node, self.fleet.instance_for_node(r.node))
             except ProviderError as err:
                 # The Node is gone; the fleet's orphan cleanup terminates the instance later.
-                self.metric("termination", "empty", "error")
+                self.metrics.termination("empty", "error")
                 log.warning("terminate_failed", node=r.node, error=str(err))
                 continue
             except Exception as err:  # the Node could not be deleted: put it back in service
-                self.metric("termination", "empty", "error")
+                self.metrics.termination("empty", "error")
                 self._keep(r.node, f"could not delete the Node: {err}")
                 continue
-            self.metric("termination", "empty", "success")
+            self.metrics.termination("empty", "success")
             removed.append(r.node)
         return removed
 
     def _keep(self, node: str, why: str) -> None:
         """Undo a cordon for a removal that will not happen, and say why."""
-        self._act("uncordon", node)
+        self._act("uncordon", self.actions.uncordon, node)
         self.events.node(node, "ScaleDownFailed", f"removal abandoned, node uncordoned: {why}", "Warning")
         log.warning("remove_abandoned", node=node, reason=why)
 
-    def _act(self, action: str, node: str) -> bool:
+    def _act(self, action: str, call: Callable[[str], object], node: str) -> bool:
         try:
-            getattr(self.actions, action)(node)
+            call(node)
         except Exception as err:  # the next reconcile tries again
             log.warning("action_failed", action=action, target=node, error=str(err))
             return False
@@ -192,7 +192,7 @@ class Disruptions:
         try:
             doomed = {i.provider_id: i for i in self.provider.interrupted_instances()}
         except ProviderError as err:
-            self.metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
+            self.metrics.cloud_error(self.provider.name, "interruptions", type(err).__name__)
             log.warning("interruptions_unavailable", error=str(err))
             return set(), []
         draining = self.drainer.active() if self.drainer else set()
@@ -361,7 +361,7 @@ class Disruptions:
         self.events.node(
             p.node, "DisruptionAbandoned", f"{p.method} disruption given up, node kept: {why}", "Warning"
         )
-        self.metric("termination", p.method, "abandoned")
+        self.metrics.termination(p.method, "abandoned")
         log.warning("replacement_abandoned", node=p.node, method=p.method, reason=why)
 
     def _remove_replacement(self, token: str, instance: Instance | None, node: Node | None) -> None:

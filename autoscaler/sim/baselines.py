@@ -37,11 +37,10 @@ from autoscaler.gpu.kai_pods import (
     is_scale_adjuster_pod,
 )
 from autoscaler.model import Offering, Pod, Snapshot
-from autoscaler.planning import Plan
+from autoscaler.planning import Plan, PlanInput, Planner
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.decisions import (
     BIN_SELECTION,
-    NO_USAGE,
     Launch,
     Launching,
     LaunchPlan,
@@ -261,25 +260,16 @@ def _fill(reserved: Sequence[Offering], room: ReservedRoom, budget_gpus: int | N
     return out
 
 
-def planner_for(policy: str) -> Any:
-    """The planning function the controller should use for ``policy`` (None: tidal's own)."""
+def planner_for(policy: str) -> Planner | None:
+    """The planning policy the controller should use for ``policy`` (None: tidal's own)."""
     if policy == "tidal":
         return None
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
 
-    def planner(
-        snapshot: Snapshot,
-        offerings: Sequence[Offering],
-        config: Config,
-        now: float,
-        *,
-        launching: Sequence[Launching] = (),
-        launching_usage: Usage = NO_USAGE,
-        unneeded_since: Mapping[str, float] | None = None,
-    ) -> Plan:
-        ready = prepared.get(offerings, config, snapshot.daemonsets)
-        return _plan(policy, ready, snapshot, now, launching, launching_usage)
+    def planner(request: PlanInput, /) -> Plan:
+        ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
+        return _plan(policy, ready, request.snapshot, request.now, request.launching, request.launching_usage)
 
     return planner

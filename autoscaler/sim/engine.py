@@ -20,7 +20,7 @@ from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob, last_look, remove_node
 from autoscaler.model import Instance
 from autoscaler.observability.events import EventRecorder
-from autoscaler.planning import Plan
+from autoscaler.planning import Plan, Planner
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
 from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
@@ -145,7 +145,7 @@ class Simulation:
         provider_factory: Callable[..., Any],
         *,
         policy: str = "tidal",
-        planner: Callable[..., Any] | None = None,
+        planner: Planner | None = None,
         jobs: Sequence[JobSpec] | None = None,
         echo: Callable[[str], None] | None = None,
     ) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from autoscaler.config import ConfigError, config_from_mapping
 from autoscaler.disruption.budgets import Budget, allowed, parse_cron
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, snapshot
 
 NOW = 1_795_172_400.0  # Friday 2026-11-20T11:00:00Z
@@ -22,7 +22,7 @@ def empty_nodes(n):
 
 
 def removed(make_config, nodes, **disruption):
-    result = plan(snapshot(*nodes), aws_offerings(), make_config(disruption=disruption), NOW)
+    result = plan(PlanInput(snapshot(*nodes), aws_offerings(), make_config(disruption=disruption), NOW))
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 
 
@@ -38,7 +38,7 @@ def test_nodes_already_being_disrupted_count_against_the_budget(make_config):
         unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
     )
     cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
-    result = plan(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"})
+    result = plan(PlanInput(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"}))
     kept = {b.node: b.reason for b in result.removal.blocked}
     assert result.removal.removals == ()
     assert kept["cpu-0"] == "being drained"

@@ -1,7 +1,7 @@
 """Disruption methods beyond scale-down (expired, drifted, unhealthy), what protects pods from every method
 (gangs, KAI reservation and background pods, do-not-disrupt Nodes), and disruptions in progress."""
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, snapshot
 
 T0 = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when every test Node was created
@@ -23,7 +23,7 @@ def busy(name, node_name, **kw):
 
 
 def run(make_config, *objs, now=NOW, **cfg):
-    return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), now)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), now))
 
 
 def by_node(result):
@@ -104,7 +104,9 @@ def test_a_node_whose_replacement_was_given_up_is_not_tried_again_until_its_retr
 
 
 def drifted_run(make_config, *objs, **cfg):
-    return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), NOW, node_template="b2")
+    return plan(
+        PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), NOW, node_template="b2")
+    )
 
 
 def test_a_node_launched_from_another_node_template_has_drifted_and_is_replaced(make_config):
@@ -194,7 +196,9 @@ def test_a_member_of_a_running_gang_is_not_moved_without_the_rest_of_its_gang(ma
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     objs[0]["metadata"]["labels"]["tidal.dev/node-template"] = "a1"  # only gpu-a has drifted
-    result = plan(snapshot(*objs), aws_offerings(spot=False), make_config(), NOW, node_template="b2")
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(), NOW, node_template="b2")
+    )
     assert result.removal.removals == ()
     assert "belongs to running gang default/pg-train, which also runs on gpu-b" in blocked(result)["gpu-a"]
 
@@ -208,7 +212,7 @@ def test_a_whole_gang_moves_when_every_node_it_runs_on_goes(make_config):
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     cfg = make_config(disruption={"budgets": []})
-    result = plan(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2")
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2"))
     assert sorted(by_node(result)) == ["gpu-a", "gpu-b"]
 
 
@@ -221,7 +225,7 @@ def test_a_gang_a_budget_would_split_stays_whole(make_config):
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
-    result = plan(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2")
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2"))
     assert result.removal.removals == ()
     reasons = blocked(result)
     assert "disruption budget 1 allows no more now" in reasons["gpu-b"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from autoscaler.demand import Reason
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.snapshot import SnapshotBuilder
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod
 from tests.unit.test_snapshot_dra import DEVICE_CLASS
@@ -50,7 +50,7 @@ def run(make_config, *objs, **cfg):
     builder = SnapshotBuilder()
     for i, obj in enumerate(objs):
         builder.add(copy.deepcopy(obj), f"object {i}")
-    return plan(builder.build(), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(builder.build(), aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_a_claim_for_two_h100s_gets_a_node_of_h100s_labelled_for_dra(make_config):

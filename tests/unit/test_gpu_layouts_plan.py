@@ -6,7 +6,7 @@ import pytest
 from autoscaler.config import ConfigError
 from autoscaler.demand import pod_gpus
 from autoscaler.kube.convert import pod_from_dict
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pod, snapshot
 
 NOW = 1_795_168_800.0
@@ -33,7 +33,7 @@ def mig_pod(name, profile=MIG_1G, count="1", **kw):
 
 
 def run(make_config, *objs, **cfg):
-    return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW))
 
 
 A100_MIG = {"gpuSharing": {"migLayouts": {"A100": "all-1g.5gb"}}}

@@ -3,7 +3,7 @@ unless ``reservations.reservedNodes`` is release; a node whose reservation is go
 
 from autoscaler.fit import node_labels
 from autoscaler.model import ReservationKind
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, reserved, snapshot
 
 T0 = 1_795_168_800.0  # when the test nodes were created
@@ -24,11 +24,13 @@ def reserved_node(make_config, name, offering):
 
 def removals(make_config, *objs, offerings, **cfg):
     result = plan(
-        snapshot(*objs),
-        offerings,
-        make_config(capacityTypes=["reserved", "on-demand"], **cfg),
-        NOW,
-        unneeded_since={"gpu-1": NOW - 3600},
+        PlanInput(
+            snapshot(*objs),
+            offerings,
+            make_config(capacityTypes=["reserved", "on-demand"], **cfg),
+            NOW,
+            unneeded_since={"gpu-1": NOW - 3600},
+        )
     )
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 

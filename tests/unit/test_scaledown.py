@@ -1,6 +1,6 @@
 """Scale-down: which managed nodes go, and what keeps the others."""
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
@@ -17,7 +17,7 @@ def running(name, node_name, **kw):
 
 
 def run(make_config, *objs, **cfg):
-    return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config):

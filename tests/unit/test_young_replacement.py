@@ -6,7 +6,7 @@ one and hold it for its whole run. Moving a pod that started minutes ago loses m
 
 import pytest
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
@@ -30,7 +30,7 @@ def running_since(name, node_name, bound_at, **kw):
 
 
 def run(make_config, *objs):
-    return plan(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW))
 
 
 def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_saves_a_fifth(make_config):
@@ -79,7 +79,7 @@ def test_a_young_pod_that_must_not_be_evicted_keeps_its_busy_node(make_config):
 def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(make_config):
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 1})
-    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), config, NOW))
     assert result.removal.removals == ()
 
 
@@ -94,7 +94,7 @@ def test_a_young_pod_whose_disruption_budget_allows_nothing_keeps_its_busy_node(
 def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(make_config, within):
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceYoungPodsWithin": within})
-    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), config, NOW))
     assert result.removal.removals == ()
     assert [b.reason for b in result.removal.blocked] == [
         "utilization 1.00 is at or above 0.75 (bin-selection)"
@@ -108,7 +108,10 @@ def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_d
     objs = snapshot(l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"])
     removed = {
-        policy: [r.node for r in planner_for(policy)(objs, aws_offerings(), config, NOW).removal.removals]
+        policy: [
+            r.node
+            for r in planner_for(policy)(PlanInput(objs, aws_offerings(), config, NOW)).removal.removals
+        ]
         for policy in ("ca-like", "karpenter-like")
     }
     assert removed == {"ca-like": [], "karpenter-like": ["gpu-a"]}
