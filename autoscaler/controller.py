@@ -20,7 +20,7 @@ from autoscaler.config import Config
 from autoscaler.disrupting import Disruptions
 from autoscaler.disruption.choose import progress
 from autoscaler.disruption.method import Method
-from autoscaler.drain import DrainJob, DrainRunner
+from autoscaler.drain import DrainJob, DrainRunner, Termination
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
@@ -399,7 +399,14 @@ class Controller:
                 pods = tuple(p for p in snapshot.pods if p.key in keys)
                 instance = self.fleet.instance_for_node(r.node)
                 # An unhealthy node's kubelet may never report its pods gone: accepted evictions are enough.
-                job = DrainJob(r.node, pods, instance, r.reason, wait_for_exit=r.method != Method.UNHEALTHY)
+                job = DrainJob(
+                    r.node,
+                    pods,
+                    instance,
+                    r.reason,
+                    wait_for_exit=r.method != Method.UNHEALTHY,
+                    termination=Termination.of(r.method),
+                )
                 if self.drainer.submit(job):
                     result.drains_started.append(r.node)
         result.removed += self.disruptions.remove_empty(

@@ -34,9 +34,10 @@ from autoscaler.disruption.method import (
     REPLACEMENTS,
     RETRY_AFTER,
     InProgress,
+    Method,
 )
 from autoscaler.disruption.protection import eviction_blocker, gang_blocker, workload
-from autoscaler.drain import DrainJob, DrainRunner, last_look, remove_node
+from autoscaler.drain import DrainJob, DrainRunner, Termination, last_look, remove_node
 from autoscaler.fleet import Action, Fleet, Member, State
 from autoscaler.launching import Launcher, LaunchOutcome, launch_token
 from autoscaler.model import Instance, Node, Pod, Snapshot
@@ -206,7 +207,14 @@ class Disruptions:
             if r.node in draining:
                 continue
             self.events.node(r.node, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
-            job = DrainJob(r.node, tuple(pods[k] for k in r.pods), instance, r.reason, reclaimed=True)
+            job = DrainJob(
+                r.node,
+                tuple(pods[k] for k in r.pods),
+                instance,
+                r.reason,
+                reclaimed=True,
+                termination=Termination.SPOT_INTERRUPTION,
+            )
             if self.drainer is not None and self.drainer.submit(job):
                 started.append(r.node)
         return {r.node for r in removals}, started
@@ -330,7 +338,13 @@ class Disruptions:
         if self.drainer is None:
             return False
         reason = f"{p.method}: its {len(p.tokens)} replacement node(s) are Ready"
-        job = DrainJob(node.name, tuple(pods), self.fleet.instance_for_node(node.name), reason)
+        # Only methods that replace first get here; a node replaced by a cheaper one is counted as a plain drain.
+        termination = (
+            Termination.of(p.method) if p.method in (Method.EXPIRED, Method.DRIFTED) else Termination.DRAIN
+        )
+        job = DrainJob(
+            node.name, tuple(pods), self.fleet.instance_for_node(node.name), reason, termination=termination
+        )
         if not self.drainer.submit(job):
             return False  # every drain slot is busy: the next reconcile tries again
         # Handed over: whatever the drain's outcome, this node is not replaced again before the retry time.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,8 +14,18 @@ from autoscaler.placement.reasons import Rejection
 if TYPE_CHECKING:
     from autoscaler.planning.why import LaunchWhy
 
-BIN_SELECTION = "bin-selection"
-BIN_PACKING = "bin-packing"
+
+class LaunchMode(enum.StrEnum):
+    """How a launch chose its node: the cheapest offering that holds one pod's worth (selection), or a node
+    packed with as many pods as fit (packing). The value is what reports and ``tidal plan`` print."""
+
+    SELECTION = "bin-selection"
+    PACKING = "bin-packing"
+
+
+# The plain strings: a node's mode is one of its labels, and Kubernetes objects hold nothing but ``str``.
+BIN_SELECTION: str = LaunchMode.SELECTION.value
+BIN_PACKING: str = LaunchMode.PACKING.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +84,7 @@ class Launch:
 
     offering: Offering
     pods: tuple[str, ...]
-    mode: str
+    mode: str  # a LaunchMode value (the placement engine's bins carry it as text)
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
     # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.planning.why.

@@ -36,7 +36,7 @@ from autoscaler.gpu.kai_pods import (
     SHARED_POD_NAMESPACE_LABEL,
     is_scale_adjuster_pod,
 )
-from autoscaler.model import Offering, Pod, Snapshot
+from autoscaler.model import CapacityType, Offering, Pod, Snapshot
 from autoscaler.planning import Plan, PlanInput, Planner
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.decisions import (
@@ -89,13 +89,13 @@ def _prepare(
         groups: dict[str, Offering] = {}
         first_zone = config.zones[0] if config.zones else ""
         for o in sorted(offerings, key=price_order):
-            if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
+            if o.capacity_type == CapacityType.ON_DEMAND and (not first_zone or o.zone in ("", first_zone)):
                 groups.setdefault(o.instance_type, o)
         # The reservations stay listed (their node groups' nodes are kept), though no pod launches into them.
         usable = [*groups.values(), *reserved]
         blind = replace(
             blind,
-            capacity_types=("on-demand",),
+            capacity_types=(CapacityType.ON_DEMAND.value,),
             scale_down=replace(
                 config.scale_down,
                 node_unneeded_duration=600.0,

@@ -2,7 +2,10 @@
 
 import threading
 
-from autoscaler.drain import Drainer, DrainJob
+import pytest
+
+from autoscaler.disruption.method import Method
+from autoscaler.drain import Drainer, DrainJob, Termination
 from autoscaler.kube.actions import EvictionResult as Result
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Instance
@@ -93,7 +96,9 @@ def make(answers, pods):
 def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _events = make([Result.EVICTED], [web])
-    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, why = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert (ok, why) == (True, "")
     assert actions.calls == [
         ("cordon", "ip-1"),
@@ -106,7 +111,7 @@ def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance(
 def test_a_pdb_refusal_is_retried_until_it_allows():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
-    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ok
     assert [c[2] for c in actions.calls if c[0] == "evict"] == ["BLOCKED", "BLOCKED", "EVICTED"]
 
@@ -114,7 +119,9 @@ def test_a_pdb_refusal_is_retried_until_it_allows():
 def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, events = make([], [web])
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    drainer._run(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert ("uncordon", "ip-1") in actions.calls
     assert ("delete_node", "ip-1") not in actions.calls
     assert provider.terminated == []
@@ -125,7 +132,7 @@ def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why():
 def test_a_failed_eviction_aborts_the_drain():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _, events = make([Result.FAILED], [web])
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ("uncordon", "ip-1") in actions.calls
     assert "eviction of default/web-1 failed" in events.sent[-1][2]
 
@@ -135,9 +142,9 @@ def test_the_number_of_parallel_drains_is_bounded():
     release = threading.Event()
     actions.cordon = lambda node_name, **_: release.wait(10)  # each drain holds its slot until released
     try:
-        assert drainer.submit(DrainJob("a", (), None, "empty"))
-        assert drainer.submit(DrainJob("b", (), None, "empty"))
-        assert not drainer.submit(DrainJob("c", (), None, "empty"))
+        assert drainer.submit(DrainJob("a", (), None, "empty", termination=Termination.EMPTY))
+        assert drainer.submit(DrainJob("b", (), None, "empty", termination=Termination.EMPTY))
+        assert not drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
         assert drainer.active() == {"a", "b"}
     finally:
         release.set()
@@ -146,12 +153,8 @@ def test_the_number_of_parallel_drains_is_bounded():
 
 def finished(drainer, done=None):
     """Record what on_done reports: (node, termination reason label, outcome)."""
-    from autoscaler.drain import termination_reason
-
     done = [] if done is None else done
-    drainer.on_done = lambda job, outcome, why: done.append(
-        (job.node, termination_reason(job.reason), outcome)
-    )
+    drainer.on_done = lambda job, outcome, why: done.append((job.node, job.termination, outcome))
     return done
 
 
@@ -159,14 +162,42 @@ def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason():
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, *_ = make([Result.EVICTED], [web])
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "spot interruption"))
+    drainer._run(
+        DrainJob("ip-1", (web,), INSTANCE, "spot interruption", termination=Termination.SPOT_INTERRUPTION)
+    )
     drainer, *_ = make([], [web])
     finished(drainer, done)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10, 1 pods can move; unneeded for 5m"))
+    drainer._run(
+        DrainJob(
+            "ip-1",
+            (web,),
+            INSTANCE,
+            "utilization 0.10, 1 pods can move; unneeded for 5m",
+            termination=Termination.of(Method.UNDERUTILISED),
+        )
+    )
     assert done == [
         ("ip-1", "spot_interruption", "success"),
         ("ip-1", "underutilized", "abandoned"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "label"),
+    [
+        (Method.INTERRUPTED, "spot_interruption"),
+        (Method.EMPTY, "empty"),
+        (Method.UNDERUTILISED, "underutilized"),
+        (Method.REPLACE, "replaced"),
+        (Method.EXPIRED, "expired"),
+        (Method.DRIFTED, "drifted"),
+        (Method.UNHEALTHY, "unhealthy"),
+        ("", "drain"),
+    ],
+)
+def test_the_method_that_decided_a_removal_names_its_termination_label(method, label):
+    assert Termination.of(method) == label
+    assert Termination.of(method).value == label
 
 
 def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome():
@@ -180,7 +211,7 @@ def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome()
 
     provider.terminate = refuse
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ("delete_node", "ip-1") in actions.calls
     assert ("uncordon", "ip-1") not in actions.calls  # the Node is gone; the orphan cleanup retries
     assert done == [("ip-1", "empty", "error")]
@@ -193,7 +224,9 @@ def test_a_drain_stops_acting_the_moment_its_replica_stops_leading():
     leading = iter([True, True, True, False])  # cordon, evict web, evict db, then the lease is gone
     drainer.leading = lambda: next(leading)
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web, db), INSTANCE, "utilization 0.10"))
+    drainer._run(
+        DrainJob("ip-1", (web, db), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     # One eviction round ran; before the retry of the refused pod the lease was gone: nothing more, not even
     # the uncordon (the new leader owns the node now), and no event.
     assert actions.calls == [
@@ -215,7 +248,7 @@ def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act():
 
     drainer.leading = unknown
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty", termination=Termination.EMPTY))
     assert actions.calls == []
     assert done == [("ip-1", "empty", "stopped")]
 
@@ -225,7 +258,7 @@ def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_inst
     leading = iter([True, True, False])  # cordon, delete node, (terminate)
     drainer.leading = lambda: next(leading)
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty", termination=Termination.EMPTY))
     assert actions.calls == [("cordon", "ip-1"), ("delete_node", "ip-1")]
     assert provider.terminated == []
     assert done == [("ip-1", "empty", "stopped")]
@@ -234,12 +267,14 @@ def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_inst
 def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains():
     drainer, *_ = make([], [])
     drainer._active = {"a", "b"}
-    assert not drainer.submit(DrainJob("c", (), None, "empty"))
+    assert not drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
     drainer.max_parallel = 3
     drainer.leading = lambda: False  # the submitted drain stops at once: this test only counts slots
-    assert drainer.submit(DrainJob("c", (), None, "empty"))
+    assert drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
     drainer.max_parallel = 1
-    assert not drainer.submit(DrainJob("d", (), None, "empty"))  # two still run: no new one below the limit
+    assert not drainer.submit(
+        DrainJob("d", (), None, "empty", termination=Termination.EMPTY)
+    )  # two still run: no new one below the limit
     drainer.shutdown()
 
 
@@ -247,7 +282,9 @@ def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_n
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _ = make([Result.EVICTED], [web])
     actions.on_server = {"default/late-0": None}  # bound after the snapshot; the cache has not seen it yet
-    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, why = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert (ok, why) == (False, "pod default/late-0 was scheduled to it during the drain")
     assert ("delete_node", "ip-1") not in actions.calls
     assert provider.terminated == []
@@ -258,7 +295,9 @@ def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node
     drainer, actions, _, _ = make([Result.EVICTED], [web])
     terminating = iter([["default/web-1"], ["default/web-1"], []])  # gone on the third look
     actions.workload_on = lambda node_name: next(terminating)
-    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, _ = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert ok
     assert drainer.clock.now == 1010.0  # two polls of 5s each before the last look found it gone
     assert actions.calls[-1] == ("delete_node", "ip-1")
