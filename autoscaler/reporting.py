@@ -20,7 +20,7 @@ from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
 from autoscaler.planning import Plan
 from autoscaler.reason_watch import ReasonWindow
 from autoscaler.seams import ClusterWrites, EventRecorder, Metrics, attempt
-from autoscaler.status import STATUS_CONFIGMAP, Leadership, status_summary, unplaced_kind
+from autoscaler.status import STATUS_CONFIGMAP, Leadership, status_summary
 
 __all__ = ["NOTIFY_REASONS", "Reporter"]
 
@@ -105,7 +105,7 @@ class Reporter:
         counts: Counter[tuple[str, str]] = Counter()
         counts.update(("counted", "launching") for la in decided.launch.launches for _ in la.pods)
         counts.update(("ignored", i.reason.value) for i in decided.ignored)
-        counts.update(("unplaced", unplaced_kind(u.reason)) for u in decided.launch.unplaced)
+        counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
         self.metrics.set_pending(dict(counts))
         self.metrics.set_nodes(self.fleet.counts())
         requested = sum(p.requests.gpus for p in snapshot.pods if p.node_name and not p.finished)

@@ -150,7 +150,11 @@ def _ffd(
             ]
             if not fitting:
                 unplaced.append(
-                    Unplaced(pod.key, reason.message if reason else "no offering fits or GPU limit reached")
+                    Unplaced(
+                        pod.key,
+                        reason.message if reason else "no offering fits or GPU limit reached",
+                        rejection=reason,
+                    )
                 )
                 continue
             if choose == "ca":

@@ -7,7 +7,7 @@ from autoscaler.observability.metrics import Metrics
 from autoscaler.placement.reasons import Filter
 from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.decisions import Launching
-from autoscaler.status import status_summary, unplaced_kind
+from autoscaler.status import status_summary
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
@@ -104,7 +104,7 @@ def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_
         "queueBudgets.research $3.00/h"
     )
     assert not unplaced.limited
-    assert unplaced_kind(unplaced.reason) == "queueBudget"
+    assert unplaced.shortfall == "queueBudget"
 
 
 def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config):
