@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.model import TAINT_DISRUPTED, Pod, Snapshot
+
+if TYPE_CHECKING:
+    from autoscaler.seams import ClusterView, ClusterWrites, EventRecorder
 
 T0_EPOCH = 1_795_168_800.0  # builders.T0 (2026-11-20T10:00:00Z), when the test objects were created
 
@@ -104,3 +107,9 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+if TYPE_CHECKING:  # mypy holds the fake to the contracts the controller is typed against
+    _writes: ClusterWrites = CallRecorder()
+    _events: EventRecorder = CallRecorder()
+    _view: ClusterView = StaticCluster(Snapshot())
