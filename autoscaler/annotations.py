@@ -7,7 +7,9 @@ are present.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
+from typing import Literal
 
 INSTANCE_OFFERINGS = "tidal.dev/instance-offerings"
 INSTANCE_GPU_SKUS = "tidal.dev/instance-gpu-skus"
@@ -30,7 +32,17 @@ LUNA_COST_ESTIMATE = "nodecostestimate"
 # KAI's annotation naming the PodGroup a pod belongs to, and the preemptibility values KAI knows (on a pod's
 # label or its PodGroup).
 POD_GROUP_ANNOTATION = "pod-group-name"
-PREEMPTIBILITY = ("preemptible", "non-preemptible", "semi-preemptible")
+
+
+class Preemptibility(enum.StrEnum):
+    """What KAI may do to a pod's workload to make room for another."""
+
+    PREEMPTIBLE = "preemptible"
+    NON_PREEMPTIBLE = "non-preemptible"
+    SEMI_PREEMPTIBLE = "semi-preemptible"
+
+
+PREEMPTIBILITY: tuple[str, ...] = tuple(p.value for p in Preemptibility)
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -91,8 +103,8 @@ def split_list(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-def preemptibility(value: object) -> str:
+def preemptibility(value: object) -> Preemptibility | Literal[""]:
     """A KAI preemptibility value, lowercased; "" for none or one KAI does not know (it then goes by priority,
     and so does tidal)."""
     text = value.lower() if isinstance(value, str) else ""
-    return text if text in PREEMPTIBILITY else ""
+    return Preemptibility(text) if text in PREEMPTIBILITY else ""

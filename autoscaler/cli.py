@@ -274,7 +274,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     from autoscaler.catalog_files import read_catalogs
     from autoscaler.config_layers import load_layers
-    from autoscaler.planning import plan
+    from autoscaler.planning import PlanInput, plan
     from autoscaler.reason_watch import tally, warning
     from autoscaler.render import (
         plan_to_json,
@@ -294,7 +294,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _say(f"configuration: {layers.describe()}; catalog: {catalogs.describe()}")
     for override in layers.overrides:
         _say(f"warning: {override.describe()}")
-    result = plan(loaded.snapshot, catalogs.offerings, config, now, explain=explain)
+    result = plan(PlanInput(loaded.snapshot, catalogs.offerings, config, now, explain=explain))
     regexp = warning(tally(result.demand), "in the snapshot")
     warnings = [regexp] if regexp else []
     warnings += plan_warnings(result)

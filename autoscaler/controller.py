@@ -6,13 +6,10 @@ election. Events, metrics and log lines go through injected recorders that never
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import structlog
 
@@ -20,49 +17,31 @@ from autoscaler.availability import Availability
 from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config import Config
-from autoscaler.demand import Reason
 from autoscaler.disrupting import Disruptions
 from autoscaler.disruption.choose import progress
 from autoscaler.disruption.method import Method
-from autoscaler.drain import DrainJob, DrainRunner
+from autoscaler.drain import DrainJob, DrainRunner, Termination
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
-from autoscaler.notices import OVERSIZED_NODE, idle_notice, post_estimates
-from autoscaler.planning import Plan, plan
+from autoscaler.planning import Plan, PlanInput, Planner, plan
 from autoscaler.planning.decisions import Removal
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.reserved import InFlight, ending_blocks
 from autoscaler.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.projection import with_labels, without_dead_nodes, without_nodes
-from autoscaler.reason_watch import ReasonWindow
-from autoscaler.status import STATUS_CONFIGMAP, Leadership, rfc3339, status_summary, unplaced_kind
+from autoscaler.reporting import Reporter
+from autoscaler.seams import ClusterView, ClusterWrites, EventRecorder, Metrics, NoMetrics, attempt
+from autoscaler.status import STATUS_CONFIGMAP, Leadership, rfc3339
 
 log = structlog.get_logger("tidal.controller")
-NOTIFY_REASONS = {
-    Reason.QUEUE_LIMIT,
-    Reason.QUEUE_QUOTA,
-    Reason.BAD_ANNOTATION,
-    Reason.UNSUPPORTED_CLAIM,
-    Reason.GANG_INCOMPLETE,
-    Reason.UNREADABLE,
-}
 # Plans made in one reconcile: the first, then one more after each round of launches the cloud refused, so a
 # pod falls back past a stockout, then a family quota, then a region's spot quota without waiting a reconcile.
 PLAN_ROUNDS = 4
-__all__ = ["Controller", "LaunchOutcome", "ReconcileResult"]
-
-
-class ClusterView(Protocol):
-    def snapshot(self) -> Snapshot: ...
-
-
-class Recorder(Protocol):
-    def pod(self, pod: Any, reason: str, message: str, event_type: str = "Normal") -> object: ...
-    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> object: ...
+__all__ = ["STATUS_CONFIGMAP", "Controller", "LaunchOutcome", "ReconcileResult"]
 
 
 @dataclass(slots=True)
@@ -87,15 +66,15 @@ class Controller:
         config: Callable[[], Config],
         cluster: ClusterView,
         provider: CloudProvider,
-        actions: Any,
-        events: Recorder,
-        metrics: Any = None,
+        actions: ClusterWrites,
+        events: EventRecorder,
+        metrics: Metrics | None = None,
         leader: Callable[[], bool] = lambda: True,
         leadership: Callable[[], Leadership | None] = lambda: None,
         clock: Callable[[], float] = time.time,
         dry_run: bool = False,
         drainer: DrainRunner | None = None,
-        planner: Callable[..., Plan] = plan,
+        planner: Planner = plan,
         rng: random.Random | None = None,
     ) -> None:
         """``leadership`` says why this replica does (not) lead, for the status ConfigMap; ``rng`` is the
@@ -105,16 +84,16 @@ class Controller:
         self.provider = provider
         self.actions = actions
         self.events = events
-        self.metrics = metrics
+        self.metrics: Metrics = metrics if metrics is not None else NoMetrics()
         self.leader = leader
         self.leadership = leadership
         self.clock = clock
         self.dry_run = dry_run
         cfg = config()
-        self.fleet = Fleet(cfg, on_refused=lambda old, new: self._metric("transition_refused", old, new))
+        self.fleet = Fleet(cfg, on_refused=self.metrics.transition_refused)
         self.catalog = OfferingCatalog(provider.offerings, refresh_interval=300.0)
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
-        self.launcher = Launcher(provider, self.availability, self.fleet, self._metric, dry_run=dry_run)
+        self.launcher = Launcher(provider, self.availability, self.fleet, self.metrics, dry_run=dry_run)
         self.in_flight = InFlight()
         self.gangs = Gangs()
         self.drainer = drainer
@@ -126,15 +105,23 @@ class Controller:
             launcher=self.launcher,
             availability=self.availability,
             drainer=drainer,
-            metric=self._metric,
+            metrics=self.metrics,
             dry_run=dry_run,
         )
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
-        self._last_status: dict[str, Any] | None = None
         self.last: ReconcileResult | None = None
-        self._reasons = ReasonWindow()
-        self._warned: tuple[Plan | None, list[str]] = (None, [])
+        self.reporter = Reporter(
+            actions=actions,
+            events=events,
+            metrics=self.metrics,
+            measured=metrics is not None,
+            fleet=self.fleet,
+            availability=self.availability,
+            leadership=leadership,
+            clock=clock,
+            dry_run=dry_run,
+        )
 
     # -- one step ---------------------------------------------------------------------------------------
 
@@ -148,7 +135,7 @@ class Controller:
         except Exception as err:  # the loop must survive anything; the error is counted and logged
             result.error = f"{type(err).__name__}: {err}"
             log.exception("reconcile_failed")
-        self._metric("observe_reconcile", time.perf_counter() - started, not result.error, now)
+        self.metrics.observe_reconcile(time.perf_counter() - started, not result.error, now)
         self.last = result
         return result
 
@@ -161,7 +148,7 @@ class Controller:
         try:
             instances = self.provider.instances()
         except ProviderError as err:
-            self._metric("cloud_error", self.provider.name, "instances", type(err).__name__)
+            self.metrics.cloud_error(self.provider.name, "instances", type(err).__name__)
             raise
         self._late_failures(now)
         offerings = self._offerings(now)
@@ -179,7 +166,7 @@ class Controller:
             self._handle_overdue(overdue, now)
             if not self.dry_run:
                 for name, labels in relabel.items():
-                    self._best_effort("label_node", name, labels)
+                    attempt(self.actions.label_node, name, labels)
             doomed, started = self.disruptions.interrupted(snapshot)
             result.drains_started += started
             doomed |= self._blocks_ending(snapshot, cfg, now, result)
@@ -199,15 +186,15 @@ class Controller:
                 self.fleet,
                 self.launcher,
                 self._terminate,
-                self._metric,
+                self.metrics,
                 dry_run=self.dry_run,
                 in_use=self.disruptions.in_use,
             )
             self._scale_down(decided, snapshot, instances, result, now)
-            self._notify(decided, result, snapshot)
-        if leading or self._nobody_leads():
-            self._write_status(decided, cfg, now)
-        self._record(decided, snapshot, cfg)
+            self.reporter.notify(decided, result.launched, snapshot)
+        if leading or self.reporter.nobody_leads():
+            self.reporter.write_status(decided, cfg, now)
+        self.reporter.record(decided, snapshot, cfg)
 
     def _offerings(self, now: float) -> Sequence[Offering]:
         offerings = self.availability.apply(self.catalog.offerings(now), now)
@@ -215,24 +202,21 @@ class Controller:
         return self.in_flight.apply(offerings, self.fleet.launched_into_reservations(self.catalog.fetched_at))
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:
-        offerings = self._offerings(now)
-        extra: dict[str, Any] = {}
-        if self.planner is plan:
-            extra["index"] = self._index.get(offerings, cfg, snapshot.daemonsets)
-            extra["node_template"] = self.launcher.node_template
-            extra["draining"] = self.drainer.active() if self.drainer else set()
         # A replacement's room is for the pods of the node it replaces: pending pods are not planned into it
         # (it still counts against the limits).
         reserved = self.disruptions.reserved(list(progress(snapshot).values()))
-        return self.planner(
+        request = PlanInput(
             snapshot,
-            offerings,
+            self._offerings(now),
             cfg,
             now,
-            **extra,
             launching=[la for la in self.fleet.launching_capacity() if la.name not in reserved],
             launching_usage=self.fleet.launching_usage(),
+            memo=self._index,
+            node_template=self.launcher.node_template,
+            draining=self.drainer.active() if self.drainer else frozenset(),
         )
+        return self.planner(request)
 
     # -- scale-up -------------------------------------------------------------------------------------------
 
@@ -267,12 +251,12 @@ class Controller:
         try:
             late = self.provider.poll_errors()
         except ProviderError as err:
-            self._metric("cloud_error", self.provider.name, "poll_errors", type(err).__name__)
+            self.metrics.cloud_error(self.provider.name, "poll_errors", type(err).__name__)
             log.warning("late_failures_unavailable", error=str(err))
             return
         for failure in late:
             a = failure.attempt
-            self._metric("launch_refusal", self.provider.name, a.refusal.value)
+            self.metrics.launch_refusal(self.provider.name, a.refusal.value)
             for bench in self.availability.refused([a], now):
                 log.warning(
                     # A launch that failed after it answered, or a candidate one passed over before another took.
@@ -292,11 +276,11 @@ class Controller:
         except InstanceNotFound:
             log.info("terminate_already_gone", instance=instance.id, reason=reason)
         except ProviderError as err:
-            self._metric("termination", reason, "error")
-            self._metric("cloud_error", self.provider.name, "terminate", type(err).__name__)
+            self.metrics.termination(reason, "error")
+            self.metrics.cloud_error(self.provider.name, "terminate", type(err).__name__)
             log.warning("terminate_failed", instance=instance.id, reason=reason, error=str(err))
             return False
-        self._metric("termination", reason, "success")
+        self.metrics.termination(reason, "success")
         return True
 
     def _blocks_ending(
@@ -362,7 +346,7 @@ class Controller:
             if (
                 action.delete_node
                 and m.node is not None
-                and not self._best_effort("delete_node", m.node.name)
+                and not attempt(self.actions.delete_node, m.node.name)
             ):
                 continue
             if action.terminate and m.instance is not None and not self._terminate(m.instance, "timeout"):
@@ -388,14 +372,14 @@ class Controller:
             node = nodes.get(name)
             # A missing or mangled value is (re)written, so the count that starts now survives the next reconcile.
             if node is not None and parse_time(node.annotations.get(UNNEEDED_SINCE)) is None:
-                self._best_effort("annotate_node", name, {UNNEEDED_SINCE: rfc3339(since)})
+                attempt(self.actions.annotate_node, name, {UNNEEDED_SINCE: rfc3339(since)})
         for node in snapshot.nodes:
             if (
                 node.managed
                 and UNNEEDED_SINCE in node.annotations
                 and node.name not in removal.unneeded_since
             ):
-                self._best_effort("annotate_node", node.name, {UNNEEDED_SINCE: None})
+                attempt(self.actions.annotate_node, node.name, {UNNEEDED_SINCE: None})
         draining = self.drainer.active() if self.drainer else set()
         empty: list[Removal] = []
         for r in removal.removals:
@@ -415,120 +399,16 @@ class Controller:
                 pods = tuple(p for p in snapshot.pods if p.key in keys)
                 instance = self.fleet.instance_for_node(r.node)
                 # An unhealthy node's kubelet may never report its pods gone: accepted evictions are enough.
-                job = DrainJob(r.node, pods, instance, r.reason, wait_for_exit=r.method != Method.UNHEALTHY)
+                job = DrainJob(
+                    r.node,
+                    pods,
+                    instance,
+                    r.reason,
+                    wait_for_exit=r.method != Method.UNHEALTHY,
+                    termination=Termination.of(r.method),
+                )
                 if self.drainer.submit(job):
                     result.drains_started.append(r.node)
         result.removed += self.disruptions.remove_empty(
             empty[: cfg.scale_down.max_empty_bulk_delete], self.cluster.snapshot
         )
-
-    def _best_effort(self, action: str, *args: Any) -> bool:
-        """Call an API action whose failure must not stop the reconcile; False (logged) when it failed."""
-        try:
-            getattr(self.actions, action)(*args)
-        except Exception as err:  # the next reconcile tries again
-            log.warning("action_failed", action=action, target=args[0] if args else "", error=str(err))
-            return False
-        return True
-
-    # -- reporting --------------------------------------------------------------------------------------
-
-    def _notify(self, decided: Plan, result: ReconcileResult, snapshot: Snapshot) -> None:
-        pods = {p.key: p for p in snapshot.pods}
-        for o in result.launched:
-            if o.instance is None and not self.dry_run:
-                continue
-            off = o.launch.offering
-            verb = "would launch" if self.dry_run else "launching"
-            msg = (
-                f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
-                f"${off.price:.4f}/h) for this pod"
-            )
-            idle = idle_notice(o.launch)
-            for key in o.launch.pods:
-                if key in pods:
-                    self.events.pod(pods[key], "TriggeredScaleUp", msg)
-                    if idle:
-                        self.events.pod(pods[key], OVERSIZED_NODE, idle, "Warning")
-                    cond = pods[key].scheduled
-                    if cond is not None and cond.last_transition and not self.dry_run:
-                        self._metric("scale_up_latency", max(0.0, self.clock() - cond.last_transition))
-        for u in decided.launch.unplaced:
-            if u.pod in pods:
-                self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
-        annotate = None if self.dry_run else (lambda *args: self._best_effort("annotate_pod", *args))
-        post_estimates(decided.estimates, pods, self.events.pod, annotate)
-        for i in decided.demand.ignored:
-            if i.reason in NOTIFY_REASONS and i.pod in pods:
-                self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
-
-    def _record(self, decided: Plan, snapshot: Snapshot, cfg: Config) -> None:
-        self._warnings(decided, self.clock())
-        if self.metrics is None:
-            return
-        counts: Counter[tuple[str, str]] = Counter()
-        counts.update(("counted", "launching") for la in decided.launch.launches for _ in la.pods)
-        counts.update(("ignored", i.reason.value) for i in decided.ignored)
-        counts.update(("unplaced", unplaced_kind(u.reason)) for u in decided.launch.unplaced)
-        self._metric("set_pending", dict(counts))
-        self._metric("set_nodes", self.fleet.counts())
-        requested = sum(p.requests.gpus for p in snapshot.pods if p.node_name and not p.finished)
-        requested += sum(p.requests.gpus for p in decided.demand.counted)
-        self._metric("set_gpus", decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
-        self._metric("set_cost", self.fleet.cost_per_hour())
-        self._metric("set_queues", decided.queues)
-
-    def _nobody_leads(self) -> bool:
-        """Not leading, and no other replica does either (an error keeps this one from taking the Lease):
-        then this replica's status is the only one anybody will see."""
-        state = self.leadership()
-        return state is not None and not state.leading and not state.held_by_other
-
-    def _write_status(self, decided: Plan, cfg: Config, now: float) -> None:
-        summary = status_summary(
-            decided, self.fleet.counts(), cfg, now, self.availability.benched(now), self.leadership()
-        )
-        summary["warnings"] = self._warnings(decided, now)
-        unchanged = {k: v for k, v in summary.items() if k != "time"}
-        if unchanged == self._last_status:
-            return  # nothing new to say; spare the API server a write every reconcile
-        self._last_status = unchanged
-        try:
-            self.actions.write_status(
-                cfg.leader_election.namespace,
-                STATUS_CONFIGMAP,
-                {"status": json.dumps(summary, indent=2)},
-            )
-        except Exception as err:  # status is informational; it must not fail the reconcile
-            log.warning("status_write_failed", error=str(err))
-
-    def _warnings(self, decided: Plan, now: float) -> list[str]:
-        """What people should hear about the configuration (today: a pendingPodReasonRegexp that matched
-        none of the unschedulable pods in the last ten minutes): logged when it appears or goes, carried by
-        the status ConfigMap and the tidal_pending_reason_regexp_pods metric. Once per plan."""
-        seen, found = self._warned
-        if seen is decided:
-            return found
-        self._reasons.observe(decided.demand, now)
-        counts = self._reasons.counts()
-        self._metric("set_reason_regexp", counts.matched, counts.unmatched)
-        warning = self._reasons.warning()
-        if bool(warning) != bool(found):  # logged when it appears and when it goes, not every reconcile
-            if warning:
-                log.warning(
-                    "pending_reason_regexp_matches_nothing",
-                    warning=warning,
-                    unschedulable=counts.unschedulable,
-                )
-            else:
-                log.info("pending_reason_regexp_matches_again", matched=counts.matched)
-        self._warned = (decided, [warning] if warning else [])
-        return self._warned[1]
-
-    def _metric(self, name: str, *args: Any) -> None:
-        if self.metrics is None:
-            return
-        try:
-            getattr(self.metrics, name)(*args)
-        except Exception:  # metrics never fail the loop
-            log.exception("metric_failed", metric=name)

@@ -22,7 +22,7 @@ from autoscaler.config import Config, load_config
 from autoscaler.config_layers import load_layers
 from autoscaler.config_watch import ConfigWatcher
 from autoscaler.controller import Controller
-from autoscaler.drain import STOPPED, Drainer, DrainJob, pods_on, termination_reason
+from autoscaler.drain import STOPPED, Drainer, DrainJob, pods_on
 from autoscaler.kube.actions import ClusterActions
 from autoscaler.kube.client import KubeClient, make_api_client
 from autoscaler.kube.cluster_cache import ClusterCache
@@ -189,7 +189,7 @@ class Daemon:
 
     def _drain_done(self, job: DrainJob, outcome: str, why: str) -> None:
         """Every drain ends in tidal_terminations_total, spot interruptions included."""
-        self.metrics.termination(termination_reason(job.reason), outcome)
+        self.metrics.termination(job.termination, outcome)
         if outcome != STOPPED and why:
             log.info("drain_finished", node=job.node, outcome=outcome, reason=why)
 

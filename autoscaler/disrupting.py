@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import structlog
 
@@ -35,14 +34,16 @@ from autoscaler.disruption.method import (
     REPLACEMENTS,
     RETRY_AFTER,
     InProgress,
+    Method,
 )
 from autoscaler.disruption.protection import eviction_blocker, gang_blocker, workload
-from autoscaler.drain import DrainJob, DrainRunner, last_look, remove_node
+from autoscaler.drain import DrainJob, DrainRunner, Termination, last_look, remove_node
 from autoscaler.fleet import Action, Fleet, Member, State
 from autoscaler.launching import Launcher, LaunchOutcome, launch_token
 from autoscaler.model import Instance, Node, Pod, Snapshot
 from autoscaler.planning.cluster import pods_by_node
 from autoscaler.planning.decisions import Removal
+from autoscaler.seams import ClusterWrites, EventRecorder, Metrics
 
 __all__ = ["Disruptions"]
 
@@ -62,13 +63,13 @@ class Disruptions:
         self,
         *,
         provider: CloudProvider,
-        actions: Any,
-        events: Any,
+        actions: ClusterWrites,
+        events: EventRecorder,
         fleet: Fleet,
         launcher: Launcher,
         availability: Availability,
         drainer: DrainRunner | None,
-        metric: Callable[..., None],
+        metrics: Metrics,
         dry_run: bool = False,
     ) -> None:
         self.provider = provider
@@ -78,7 +79,7 @@ class Disruptions:
         self.launcher = launcher
         self.availability = availability
         self.drainer = drainer
-        self.metric = metric
+        self.metrics = metrics
         self.dry_run = dry_run
         # Annotations written lately, by node, until the cache shows them: a cache that lags (a broken watch)
         # must not make a disruption look not started, and start it again.
@@ -136,7 +137,7 @@ class Disruptions:
         the scheduler bound after the snapshot was taken must never go down with its Node outside the
         Eviction API: the look is at the API server itself (the cache may not have seen that pod yet), and
         at the cache (``cache``) too."""
-        cordoned = [r for r in removals if self._act("cordon", r.node)]
+        cordoned = [r for r in removals if self._act("cordon", self.actions.cordon, r.node)]
         if not cordoned:
             return []
         cached = pods_by_node(p for p in cache().pods if p.unreadable or (not p.daemonset and not p.mirror))
@@ -156,26 +157,26 @@ class Disruptions:
                 remove_node(self.actions, self.provider, r.node, self.fleet.instance_for_node(r.node))
             except ProviderError as err:
                 # The Node is gone; the fleet's orphan cleanup terminates the instance later.
-                self.metric("termination", "empty", "error")
+                self.metrics.termination("empty", "error")
                 log.warning("terminate_failed", node=r.node, error=str(err))
                 continue
             except Exception as err:  # the Node could not be deleted: put it back in service
-                self.metric("termination", "empty", "error")
+                self.metrics.termination("empty", "error")
                 self._keep(r.node, f"could not delete the Node: {err}")
                 continue
-            self.metric("termination", "empty", "success")
+            self.metrics.termination("empty", "success")
             removed.append(r.node)
         return removed
 
     def _keep(self, node: str, why: str) -> None:
         """Undo a cordon for a removal that will not happen, and say why."""
-        self._act("uncordon", node)
+        self._act("uncordon", self.actions.uncordon, node)
         self.events.node(node, "ScaleDownFailed", f"removal abandoned, node uncordoned: {why}", "Warning")
         log.warning("remove_abandoned", node=node, reason=why)
 
-    def _act(self, action: str, node: str) -> bool:
+    def _act(self, action: str, call: Callable[[str], object], node: str) -> bool:
         try:
-            getattr(self.actions, action)(node)
+            call(node)
         except Exception as err:  # the next reconcile tries again
             log.warning("action_failed", action=action, target=node, error=str(err))
             return False
@@ -192,7 +193,7 @@ class Disruptions:
         try:
             doomed = {i.provider_id: i for i in self.provider.interrupted_instances()}
         except ProviderError as err:
-            self.metric("cloud_error", self.provider.name, "interruptions", type(err).__name__)
+            self.metrics.cloud_error(self.provider.name, "interruptions", type(err).__name__)
             log.warning("interruptions_unavailable", error=str(err))
             return set(), []
         draining = self.drainer.active() if self.drainer else set()
@@ -206,7 +207,14 @@ class Disruptions:
             if r.node in draining:
                 continue
             self.events.node(r.node, "SpotInterrupted", "the cloud is reclaiming this node; draining now")
-            job = DrainJob(r.node, tuple(pods[k] for k in r.pods), instance, r.reason, reclaimed=True)
+            job = DrainJob(
+                r.node,
+                tuple(pods[k] for k in r.pods),
+                instance,
+                r.reason,
+                reclaimed=True,
+                termination=Termination.SPOT_INTERRUPTION,
+            )
             if self.drainer is not None and self.drainer.submit(job):
                 started.append(r.node)
         return {r.node for r in removals}, started
@@ -330,7 +338,13 @@ class Disruptions:
         if self.drainer is None:
             return False
         reason = f"{p.method}: its {len(p.tokens)} replacement node(s) are Ready"
-        job = DrainJob(node.name, tuple(pods), self.fleet.instance_for_node(node.name), reason)
+        # Only methods that replace first get here; a node replaced by a cheaper one is counted as a plain drain.
+        termination = (
+            Termination.of(p.method) if p.method in (Method.EXPIRED, Method.DRIFTED) else Termination.DRAIN
+        )
+        job = DrainJob(
+            node.name, tuple(pods), self.fleet.instance_for_node(node.name), reason, termination=termination
+        )
         if not self.drainer.submit(job):
             return False  # every drain slot is busy: the next reconcile tries again
         # Handed over: whatever the drain's outcome, this node is not replaced again before the retry time.
@@ -361,7 +375,7 @@ class Disruptions:
         self.events.node(
             p.node, "DisruptionAbandoned", f"{p.method} disruption given up, node kept: {why}", "Warning"
         )
-        self.metric("termination", p.method, "abandoned")
+        self.metrics.termination(p.method, "abandoned")
         log.warning("replacement_abandoned", node=p.node, method=p.method, reason=why)
 
     def _remove_replacement(self, token: str, instance: Instance | None, node: Node | None) -> None:

@@ -13,6 +13,7 @@ touches nothing more, not even to uncordon: the new leader owns the node from th
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 import structlog
 
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
+from autoscaler.disruption.method import Method
 from autoscaler.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
 from autoscaler.quantity import format_duration
 
@@ -44,19 +46,33 @@ class LeadershipLost(Exception):
     """This replica no longer leads: the drain must not make another change."""
 
 
-def termination_reason(job_reason: str) -> str:
-    """The bounded ``reason`` label for a drain's free-text reason."""
-    if job_reason.startswith("spot interruption"):
-        return "spot_interruption"
-    if job_reason.startswith("empty"):
-        return "empty"
-    if job_reason.startswith("utilization"):
-        # A cheaper replacement also starts with its node's utilization.
-        return "replaced" if "new nodes hold its pods" in job_reason else "underutilized"
-    for method in ("expired", "drifted", "unhealthy"):
-        if job_reason.startswith(method + ":"):
-            return method
-    return "drain"
+class Termination(enum.StrEnum):
+    """Why a drain takes its node away: the bounded ``reason`` label of tidal_node_terminations_total."""
+
+    SPOT_INTERRUPTION = "spot_interruption"
+    EMPTY = "empty"
+    UNDERUTILIZED = "underutilized"
+    REPLACED = "replaced"
+    EXPIRED = "expired"
+    DRIFTED = "drifted"
+    UNHEALTHY = "unhealthy"
+    DRAIN = "drain"  # any other: a Capacity Block ending, a node whose replacements are Ready
+
+    @classmethod
+    def of(cls, method: str) -> Termination:
+        """The termination of a removal decided by ``method`` (a :class:`Method` value)."""
+        return _BY_METHOD.get(method, cls.DRAIN)
+
+
+_BY_METHOD: dict[str, Termination] = {
+    Method.INTERRUPTED: Termination.SPOT_INTERRUPTION,
+    Method.EMPTY: Termination.EMPTY,
+    Method.UNDERUTILISED: Termination.UNDERUTILIZED,
+    Method.REPLACE: Termination.REPLACED,
+    Method.EXPIRED: Termination.EXPIRED,
+    Method.DRIFTED: Termination.DRIFTED,
+    Method.UNHEALTHY: Termination.UNHEALTHY,
+}
 
 
 class Actions(Protocol):
@@ -92,6 +108,7 @@ class DrainJob:
     # The cloud is reclaiming the node: pods nobody may evict stay on it, and then so does the node (cordoned)
     # for the cloud to take, rather than being deleted with them.
     reclaimed: bool = False
+    termination: Termination = Termination.DRAIN
 
 
 def remove_node(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -24,6 +24,9 @@ from autoscaler.fleet import Fleet, State
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance
 from autoscaler.planning import Plan
+
+if TYPE_CHECKING:
+    from autoscaler.seams import Metrics
 
 __all__ = ["GangLaunch", "Gangs"]
 
@@ -78,7 +81,7 @@ class Gangs:
         fleet: Fleet,
         launcher: Launcher,
         terminate: Callable[[Instance, str], bool],
-        metric: Callable[..., Any],
+        metrics: Metrics,
         *,
         dry_run: bool = False,
         in_use: Callable[[Instance], str] = lambda _: "",
@@ -102,7 +105,7 @@ class Gangs:
                 fleet.forget_launch(token)
                 if not dry_run:
                     terminate(instance, "gang_rollback")
-            metric("gang_rollback")
+            metrics.gang_rollback()
             rolled.append(gang.key)
             log.warning(
                 "gang_rolled_back",

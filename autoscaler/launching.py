@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -45,6 +46,9 @@ from autoscaler.planning.decisions import Launch
 from autoscaler.planning.scaledown import NODE_MODE
 
 __all__ = ["LaunchOutcome", "Launcher", "launch_token"]
+
+if TYPE_CHECKING:
+    from autoscaler.seams import Metrics
 
 log = structlog.get_logger("tidal.controller")
 
@@ -89,14 +93,14 @@ class Launcher:
         provider: CloudProvider,
         availability: Availability,
         fleet: Fleet,
-        metric: Callable[..., None],
+        metrics: Metrics,
         *,
         dry_run: bool = False,
     ) -> None:
         self.provider = provider
         self.availability = availability
         self.fleet = fleet
-        self.metric = metric
+        self.metrics = metrics
         self.dry_run = dry_run
         self.retired_tokens: set[str] = set()
         # The digest of the node template nodes launched now get (autoscaler.disruption.drifted), as a label.
@@ -130,7 +134,7 @@ class Launcher:
                     price=off.price,
                     pods=len(o.launch.pods),
                 )
-                self.metric("launch", off.instance_type, off.zone, off.capacity_type, "dry_run")
+                self.metrics.launch(off.instance_type, off.zone, off.capacity_type, "dry_run")
             return outcomes
         wait = self.availability.launch_backoff(now)
         if wait > 0:
@@ -138,7 +142,7 @@ class Launcher:
                 o.deferred = True
                 o.error = f"launches are backing off after throttling; next try in {wait:.1f}s"
                 off = o.launch.offering
-                self.metric("launch", off.instance_type, off.zone, off.capacity_type, "deferred")
+                self.metrics.launch(off.instance_type, off.zone, off.capacity_type, "deferred")
             log.warning("launches_deferred", launches=len(outcomes), retry_in=round(wait, 1))
             return outcomes
         with ThreadPoolExecutor(
@@ -212,8 +216,8 @@ class Launcher:
                 if learnt.throttled
                 else "held back: a quota the cloud refused a moment ago covers every candidate"
             )
-            self.metric(
-                "launch", la.offering.instance_type, la.offering.zone, la.offering.capacity_type, "deferred"
+            self.metrics.launch(
+                la.offering.instance_type, la.offering.zone, la.offering.capacity_type, "deferred"
             )
             return
         # The GPU operator cuts or shares the node's GPUs as these labels say, from its first start on.
@@ -234,7 +238,7 @@ class Launcher:
             learnt.learn(outcome.refusals)
             self._failed(o, _outcome_of(err), err)
             for a in outcome.refusals:
-                self.metric("launch_refusal", self.provider.name, a.refusal.value)
+                self.metrics.launch_refusal(self.provider.name, a.refusal.value)
             return
         except ProviderError as err:
             # Not an answer about the offerings (a transport failure, a setting the provider lacks): reported,
@@ -243,7 +247,7 @@ class Launcher:
             self._failed(o, "error", err)
             return
         inst = outcome.instance
-        self.metric("launch", inst.instance_type, inst.zone, inst.capacity_type, "success")
+        self.metrics.launch(inst.instance_type, inst.zone, inst.capacity_type, "success")
         log.info(
             "launched",
             instance=inst.id,
@@ -256,8 +260,8 @@ class Launcher:
         )
 
     def _failed(self, o: Offering, outcome: str, err: Exception) -> None:
-        self.metric("launch", o.instance_type, o.zone, o.capacity_type, outcome)
-        self.metric("cloud_error", self.provider.name, "launch", type(err).__name__)
+        self.metrics.launch(o.instance_type, o.zone, o.capacity_type, outcome)
+        self.metrics.cloud_error(self.provider.name, "launch", type(err).__name__)
         log.warning(
             "launch_failed",
             instance_type=o.instance_type,

@@ -33,11 +33,31 @@ LABEL_RESERVATION_TYPE = "tidal.dev/reservation-type"
 LABEL_RESERVATION_END = "tidal.dev/reservation-end"
 TAINT_DISRUPTED = "tidal.dev/disrupted"
 
-SPOT = "spot"
-ON_DEMAND = "on-demand"
-# Capacity bought ahead (a capacity reservation, a Capacity Block): already paid for, so free to use.
-RESERVED = "reserved"
-CAPACITY_TYPES = (SPOT, ON_DEMAND, RESERVED)
+
+class CapacityType(enum.StrEnum):
+    """How a node's capacity is bought; the value is what labels, reports and configuration say."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    # Capacity bought ahead (a capacity reservation, a Capacity Block): already paid for, so free to use.
+    RESERVED = "reserved"
+
+
+# The plain strings: they go into Node labels, launch templates (YAML) and Kubernetes objects, whose readers
+# accept nothing but ``str`` itself.
+SPOT: str = CapacityType.SPOT.value
+ON_DEMAND: str = CapacityType.ON_DEMAND.value
+RESERVED: str = CapacityType.RESERVED.value
+CAPACITY_TYPES: tuple[str, ...] = tuple(c.value for c in CapacityType)
+
+
+class InstanceState(enum.StrEnum):
+    """Where a cloud instance is in its life, as every provider reports it."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATED = "terminated"
 
 
 class Arch(enum.StrEnum):
@@ -466,7 +486,7 @@ class Instance:
     instance_type: str
     zone: str
     capacity_type: str
-    state: str  # pending | running | stopping | terminated
+    state: str  # an InstanceState value
     launch_token: str = ""
     created: float = 0.0
     price: float = 0.0

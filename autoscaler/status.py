@@ -46,21 +46,6 @@ class Leadership:
         return out
 
 
-def unplaced_kind(reason: str) -> str:
-    """A short label value for an unplaced reason."""
-    for prefix, kind in (
-        ("clusterGPULimit", "clusterGPULimit"),
-        ("clusterCPULimit", "clusterCPULimit"),
-        ("maxNodes", "maxNodes"),
-        ("gang", "gang"),
-        ("no offering", "no-offering"),
-        ("queue ", "queueBudget"),
-    ):
-        if reason.startswith(prefix):
-            return kind
-    return "other"
-
-
 def queue_status(q: QueueView) -> dict[str, Any]:
     """One KAI queue in the status ConfigMap (and ``tidal plan --output json``)."""
     out: dict[str, Any] = {

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from autoscaler.catalog import read_catalog_csv  # noqa: E402
 from autoscaler.config import config_from_mapping  # noqa: E402
-from autoscaler.planning import plan  # noqa: E402
+from autoscaler.planning import PlanInput, plan  # noqa: E402
 from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
 from autoscaler.sim.lower_bound import moment_bound  # noqa: E402
 from autoscaler.snapshot import SnapshotBuilder  # noqa: E402
@@ -290,7 +290,7 @@ def main() -> int:
     result = None
     for _ in range(args.repeat):
         w0, c0 = time.perf_counter(), time.process_time()
-        result = plan(snap, offerings, config, 1_795_168_800.0)
+        result = plan(PlanInput(snap, offerings, config, 1_795_168_800.0))
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
     assert result is not None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Protocol
 
 from autoscaler.config import Config
 from autoscaler.demand import Demand, Ignored, select
@@ -13,13 +14,13 @@ from autoscaler.model import Offering, Snapshot
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.decisions import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.planning.estimates import Estimate, estimate
-from autoscaler.planning.offerings import OfferingIndex
+from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.planning.queues import QueueView, queue_costs, queue_views
 from autoscaler.planning.scaleup import scale_up
 from autoscaler.planning.stories import pod_story
 from autoscaler.planning.why import PodStory
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "PlanInput", "Planner", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class Plan:
     demand: Demand
     launch: LaunchPlan
     removal: RemovalPlan
-    # The whole story of each pod ``plan(explain=...)`` was asked about, by pod key.
+    # The whole story of each pod ``PlanInput.explain`` asked about, by pod key.
     stories: Mapping[str, PodStory] = field(default_factory=dict)
     # What pods gated for a cost estimate would get (they are never launched for).
     estimates: tuple[Estimate, ...] = ()
@@ -47,29 +48,47 @@ class Plan:
         return sorted([*self.demand.ignored, *self.launch.absorbed], key=lambda i: i.pod)
 
 
-def plan(
-    snapshot: Snapshot,
-    offerings: Sequence[Offering],
-    config: Config,
-    now: float,
-    *,
-    launching: Sequence[Launching] = (),
-    launching_usage: Usage = NO_USAGE,
-    unneeded_since: Mapping[str, float] | None = None,
-    index: OfferingIndex | None = None,
-    explain: Collection[str] = (),
-    node_template: str = "",
-    draining: Collection[str] = (),
-) -> Plan:
-    """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan.
+@dataclass(frozen=True, slots=True)
+class PlanInput:
+    """Everything one plan is made from; the same input gives the same plan.
 
     ``launching`` are nodes the cloud is still bringing up that have no Node yet (the fleet knows them);
-    ``launching_usage`` is what it counts against the limits. ``index`` is the offerings prepared earlier
-    (kept in an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused between plans over the same
-    offerings and config. ``explain`` names pods (namespace/name) whose whole story the plan should tell.
-    ``node_template`` is the digest of what a node launched now is made from (a node launched from another
-    has drifted); ``draining`` the nodes whose drains are under way.
+    ``launching_usage`` is what it counts against the limits. ``memo`` keeps the offerings prepared by an
+    earlier plan (an :class:`~autoscaler.planning.offerings.OfferingsMemo`), reused while the offerings and
+    config stay the same; ``index`` is such a preparation made by the caller. ``explain`` names pods
+    (namespace/name) whose whole story the plan should tell. ``node_template`` is the digest of what a node
+    launched now is made from (a node launched from another has drifted); ``draining`` the nodes whose drains
+    are under way.
     """
+
+    snapshot: Snapshot
+    offerings: Sequence[Offering]
+    config: Config
+    now: float
+    _: KW_ONLY
+    launching: Sequence[Launching] = ()
+    launching_usage: Usage = NO_USAGE
+    unneeded_since: Mapping[str, float] | None = None
+    memo: OfferingsMemo[OfferingIndex] | None = None
+    index: OfferingIndex | None = None
+    explain: Collection[str] = ()
+    node_template: str = ""
+    draining: Collection[str] = ()
+
+
+class Planner(Protocol):
+    """A planning policy: tidal's :func:`plan`, or a baseline the simulator compares it with."""
+
+    def __call__(self, request: PlanInput, /) -> Plan: ...
+
+
+def plan(request: PlanInput) -> Plan:
+    """Decide scale-up and scale-down for one snapshot. Pure: same input, same plan."""
+    snapshot, offerings, config, now = request.snapshot, request.offerings, request.config, request.now
+    launching, launching_usage = request.launching, request.launching_usage
+    index = request.index
+    if index is None and request.memo is not None:
+        index = request.memo.get(offerings, config, snapshot.daemonsets)
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
     snapshot = resolve_claims(snapshot, index.dra_types())
@@ -90,15 +109,15 @@ def plan(
         snapshot,
         index,
         now,
-        unneeded_since=unneeded_since,
+        unneeded_since=request.unneeded_since,
         needed=needed,
         by_node=by_node,
         engine=engine,
         total=total,
         contended=contended,
-        template=node_template,
-        draining=draining,
+        template=request.node_template,
+        draining=request.draining,
     )
-    stories = {key: pod_story(key, snapshot, demand, launch, index) for key in explain}
+    stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
     queues = queue_views(snapshot, launch, index, launching, spend)
     return Plan(demand, launch, removal, stories, estimate(demand, index), queues)

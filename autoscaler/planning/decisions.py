@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autoscaler.demand import Ignored
 from autoscaler.model import Offering, Pod
-from autoscaler.placement.reasons import Rejection
+from autoscaler.placement.reasons import Filter, Rejection
 
 if TYPE_CHECKING:
     from autoscaler.planning.why import LaunchWhy
 
-BIN_SELECTION = "bin-selection"
-BIN_PACKING = "bin-packing"
+
+class LaunchMode(enum.StrEnum):
+    """How a launch chose its node: the cheapest offering that holds one pod's worth (selection), or a node
+    packed with as many pods as fit (packing). The value is what reports and ``tidal plan`` print."""
+
+    SELECTION = "bin-selection"
+    PACKING = "bin-packing"
+
+
+# The plain strings: a node's mode is one of its labels, and Kubernetes objects hold nothing but ``str``.
+BIN_SELECTION: str = LaunchMode.SELECTION.value
+BIN_PACKING: str = LaunchMode.PACKING.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +84,7 @@ class Launch:
 
     offering: Offering
     pods: tuple[str, ...]
-    mode: str
+    mode: str  # a LaunchMode value (the placement engine's bins carry it as text)
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
     # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.planning.why.
@@ -83,6 +94,26 @@ class Launch:
     def candidates(self) -> tuple[Offering, ...]:
         """The offering first, then the fallbacks, in the order a provider should try them."""
         return (self.offering, *self.alternatives)
+
+
+class Shortfall(enum.StrEnum):
+    """What kind of "no" left a pod unplaced; the value is the ``reason`` label of its metric."""
+
+    CLUSTER_GPU_LIMIT = "clusterGPULimit"
+    CLUSTER_CPU_LIMIT = "clusterCPULimit"
+    MAX_NODES = "maxNodes"
+    GANG = "gang"
+    NO_OFFERING = "no-offering"
+    QUEUE_BUDGET = "queueBudget"
+    OTHER = "other"
+
+
+_LIMITS = {
+    s.value: s for s in (Shortfall.CLUSTER_GPU_LIMIT, Shortfall.CLUSTER_CPU_LIMIT, Shortfall.MAX_NODES)
+}
+# Offering filters' verdicts that no offering is left (the planner's "no offering fits …", a zone, an
+# architecture, a price cap), as opposed to a new node the pod's scheduling constraints would not take.
+_NO_OFFERING = "no offering"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +127,22 @@ class Unplaced:
     rejection: Rejection | None = None
     # The offering that came closest, and what it lacks (empty when no offering is near: a limit, a gang).
     nearest: str = ""
+    gang: str = ""  # the gang (namespace/name) that could not be placed whole, when that is why
+
+    @property
+    def shortfall(self) -> Shortfall:
+        """The kind of this verdict: a gang not placed whole, the cluster limit or queue budget that is used
+        up (by the rejection's filter and key), no offering left, or something else."""
+        if self.gang:
+            return Shortfall.GANG
+        r = self.rejection
+        if r is not None and r.filter == Filter.CLUSTER_LIMIT and r.key in _LIMITS:
+            return _LIMITS[r.key]
+        if r is not None and r.filter == Filter.QUEUE_BUDGET:
+            return Shortfall.QUEUE_BUDGET
+        # Rejections do not say whether they came from the offering filters or from a new node's scheduling
+        # constraints; the offering filters' verdicts all say "no offering".
+        return Shortfall.NO_OFFERING if self.reason.startswith(_NO_OFFERING) else Shortfall.OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +167,7 @@ class Removal:
     reason: str
     empty: bool
     pods: tuple[str, ...] = ()
-    method: str = ""
+    method: str = ""  # a Method value: the kind of removal, of which ``reason`` is the detail
     replacement: tuple[Launch, ...] = ()
     gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 

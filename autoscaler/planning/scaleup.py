@@ -323,7 +323,9 @@ class _Planner:
         why = failed[0]
         detail = f"gang {gang.key} ({len(gang.pods)} pods) cannot be placed whole: {why.reason}"
         limited = any(u.limited for u in failed)
-        self.unplaced.extend(Unplaced(p.key, detail, limited, why.rejection) for p in gang.pods)
+        self.unplaced.extend(
+            Unplaced(p.key, detail, limited, why.rejection, gang=gang.key) for p in gang.pods
+        )
 
     # -- step 6 ----------------------------------------------------------------------------------------
 

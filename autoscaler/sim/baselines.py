@@ -36,12 +36,11 @@ from autoscaler.gpu.kai_pods import (
     SHARED_POD_NAMESPACE_LABEL,
     is_scale_adjuster_pod,
 )
-from autoscaler.model import Offering, Pod, Snapshot
-from autoscaler.planning import Plan
+from autoscaler.model import CapacityType, Offering, Pod, Snapshot
+from autoscaler.planning import Plan, PlanInput, Planner
 from autoscaler.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.planning.decisions import (
     BIN_SELECTION,
-    NO_USAGE,
     Launch,
     Launching,
     LaunchPlan,
@@ -90,13 +89,13 @@ def _prepare(
         groups: dict[str, Offering] = {}
         first_zone = config.zones[0] if config.zones else ""
         for o in sorted(offerings, key=price_order):
-            if o.capacity_type == "on-demand" and (not first_zone or o.zone in ("", first_zone)):
+            if o.capacity_type == CapacityType.ON_DEMAND and (not first_zone or o.zone in ("", first_zone)):
                 groups.setdefault(o.instance_type, o)
         # The reservations stay listed (their node groups' nodes are kept), though no pod launches into them.
         usable = [*groups.values(), *reserved]
         blind = replace(
             blind,
-            capacity_types=("on-demand",),
+            capacity_types=(CapacityType.ON_DEMAND.value,),
             scale_down=replace(
                 config.scale_down,
                 node_unneeded_duration=600.0,
@@ -151,7 +150,11 @@ def _ffd(
             ]
             if not fitting:
                 unplaced.append(
-                    Unplaced(pod.key, reason.message if reason else "no offering fits or GPU limit reached")
+                    Unplaced(
+                        pod.key,
+                        reason.message if reason else "no offering fits or GPU limit reached",
+                        rejection=reason,
+                    )
                 )
                 continue
             if choose == "ca":
@@ -261,25 +264,16 @@ def _fill(reserved: Sequence[Offering], room: ReservedRoom, budget_gpus: int | N
     return out
 
 
-def planner_for(policy: str) -> Any:
-    """The planning function the controller should use for ``policy`` (None: tidal's own)."""
+def planner_for(policy: str) -> Planner | None:
+    """The planning policy the controller should use for ``policy`` (None: tidal's own)."""
     if policy == "tidal":
         return None
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
 
-    def planner(
-        snapshot: Snapshot,
-        offerings: Sequence[Offering],
-        config: Config,
-        now: float,
-        *,
-        launching: Sequence[Launching] = (),
-        launching_usage: Usage = NO_USAGE,
-        unneeded_since: Mapping[str, float] | None = None,
-    ) -> Plan:
-        ready = prepared.get(offerings, config, snapshot.daemonsets)
-        return _plan(policy, ready, snapshot, now, launching, launching_usage)
+    def planner(request: PlanInput, /) -> Plan:
+        ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
+        return _plan(policy, ready, request.snapshot, request.now, request.launching, request.launching_usage)
 
     return planner

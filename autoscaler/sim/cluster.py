@@ -528,6 +528,9 @@ class EmulatedCluster:
             self.nodes[name] = replace(node, annotations={k: v for k, v in merged.items() if v is not None})
             self._changed()
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Kept nowhere: no emulated pod reads its annotations back (only cost estimates write them)."""
+
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
         node = self.nodes.get(name)
         if node is not None:

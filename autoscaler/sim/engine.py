@@ -18,9 +18,9 @@ from typing import Any
 from autoscaler.config import Config, ConfigError, config_from_mapping
 from autoscaler.controller import Controller
 from autoscaler.drain import DrainJob, last_look, remove_node
-from autoscaler.model import Instance
+from autoscaler.model import CapacityType, Instance, InstanceState
 from autoscaler.observability.events import EventRecorder
-from autoscaler.planning import Plan
+from autoscaler.planning import Plan, Planner
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
 from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
@@ -145,7 +145,7 @@ class Simulation:
         provider_factory: Callable[..., Any],
         *,
         policy: str = "tidal",
-        planner: Callable[..., Any] | None = None,
+        planner: Planner | None = None,
         jobs: Sequence[JobSpec] | None = None,
         echo: Callable[[str], None] | None = None,
     ) -> None:
@@ -242,7 +242,7 @@ class Simulation:
         self.clock.now = end
         rec.end = end
         for inst in self.provider.instances():
-            if inst.state != "terminated":
+            if inst.state != InstanceState.TERMINATED:
                 rec.ended.setdefault(inst.id, end)
                 rec.gpu_nodes_at_end += inst.gpu_count > 0
         rec.pods = [*self.cluster.done, *self.cluster.pods.values()]
@@ -294,7 +294,7 @@ class Simulation:
 
     def _reconcile(self, t: float) -> None:
         rec = self.record
-        before = {i.id for i in self.provider.instances() if i.state != "terminated"}
+        before = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
         result = self.controller.reconcile_once()
         rec.reconciles += 1
         self._last_version = self.cluster.version
@@ -318,7 +318,7 @@ class Simulation:
             desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
             self._say(f"launch {desc} for {sum(len(o.launch.pods) for o in launched)} pods")
             rec.markers.append((t, LAUNCH, len(launched)))
-        after = {i.id for i in self.provider.instances() if i.state != "terminated"}
+        after = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
         for gone in sorted(before - after):
             self.record.ended.setdefault(gone, t)
         removed = len(before - after)
@@ -334,7 +334,7 @@ class Simulation:
                     (
                         i
                         for i in self.provider.instances()
-                        if i.state != "terminated" and i.capacity_type == "spot"
+                        if i.state != InstanceState.TERMINATED and i.capacity_type == CapacityType.SPOT
                     ),
                     key=lambda i: i.id,
                 )
@@ -365,7 +365,7 @@ class Simulation:
         if finish is not None:
             times.append(finish)
         for inst in self.provider.instances():
-            if inst.state != "terminated":
+            if inst.state != InstanceState.TERMINATED:
                 for delay in (
                     LAUNCH_DELAY,
                     LAUNCH_DELAY + REGISTRATION_DELAY,
@@ -394,9 +394,9 @@ class Simulation:
 
     def _sample(self, t: float) -> None:
         rec = self.record
-        live = [i for i in self.provider.instances() if i.state != "terminated"]
+        live = [i for i in self.provider.instances() if i.state != InstanceState.TERMINATED]
         gpus_up = sum(i.gpu_count for i in live)
-        spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == "spot")
+        spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == CapacityType.SPOT)
         used = 0.0
         by_queue: dict[str, float] = dict.fromkeys(rec.queues, 0.0)
         pending: dict[str, int] = {}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from autoscaler.model import Snapshot
+from autoscaler.model import TAINT_DISRUPTED, Pod, Snapshot
+
+if TYPE_CHECKING:
+    from autoscaler.seams import ClusterView, ClusterWrites, EventRecorder
 
 T0_EPOCH = 1_795_168_800.0  # builders.T0 (2026-11-20T10:00:00Z), when the test objects were created
 
@@ -37,21 +41,62 @@ class CallRecorder:
         self.on_server = dict(on_server or {})
         self.registered = dict(registered or {})
 
-    def __getattr__(self, name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, args))
-            if name in self.fail:
-                raise self.fail[name]
-            if name == "workload_on":
-                return list(self.on_server.get(args[0], ()))
-            if name == "node_for":
-                return self.registered.get(args[0])
-            return None
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+        if name in self.fail:
+            raise self.fail[name]
 
-        return call
+    # -- ClusterActions --------------------------------------------------------------------------------
+
+    def cordon(self, node_name: str, *, taint_key: str = TAINT_DISRUPTED) -> None:
+        self._call("cordon", node_name)
+
+    def uncordon(self, node_name: str, *, taint_key: str = TAINT_DISRUPTED) -> None:
+        self._call("uncordon", node_name)
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> None:
+        self._call("evict", namespace, name)
+
+    def delete_node(self, name: str) -> bool:
+        self._call("delete_node", name)
+        return False
+
+    def workload_on(self, node_name: str) -> list[str]:
+        self._call("workload_on", node_name)
+        return list(self.on_server.get(node_name, ()))
+
+    def node_for(self, provider_id: str) -> str | None:
+        self._call("node_for", provider_id)
+        return self.registered.get(provider_id)
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        self._call("label_node", name, labels)
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        self._call("annotate_node", name, annotations)
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self._call("annotate_pod", namespace, name, annotations)
+
+    def write_status(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self._call("write_status", namespace, name, data)
+
+    # -- EventRecorder ---------------------------------------------------------------------------------
+
+    # An event of the default type is remembered without it: (pod, reason, message).
+
+    def pod(self, pod: Pod, reason: str, message: str, event_type: str = "Normal") -> None:
+        self._call("pod", pod, reason, message, *_unless_normal(event_type))
+
+    def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> None:
+        self._call("node", node_name, reason, message, *_unless_normal(event_type))
 
     def named(self, name: str) -> list[tuple[Any, ...]]:
         return [args for called, args in self.calls if called == name]
+
+
+def _unless_normal(event_type: str) -> tuple[str, ...]:
+    return () if event_type == "Normal" else (event_type,)
 
 
 class Clock:
@@ -62,3 +107,9 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+if TYPE_CHECKING:  # mypy holds the fake to the contracts the controller is typed against
+    _writes: ClusterWrites = CallRecorder()
+    _events: EventRecorder = CallRecorder()
+    _view: ClusterView = StaticCluster(Snapshot())

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from autoscaler.cloud import ProviderError
 from autoscaler.model import ON_DEMAND, SPOT
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from providers.aws import AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
@@ -143,7 +143,9 @@ def test_the_plan_takes_spot_or_on_demand_by_price(network: Network, spot_price:
     stub_prices(provider, {"g6.xlarge": 0.8048})
     config = aws_config(network, zones=["us-east-1a"])
     decided = plan(
-        snapshot(pod("infer-0", gpu=1, message=INSUFFICIENT_GPU)), provider.offerings(), config, 0.0
+        PlanInput(
+            snapshot(pod("infer-0", gpu=1, message=INSUFFICIENT_GPU)), provider.offerings(), config, 0.0
+        )
     )
     launch = decided.launch.launches[0].offering
     assert (launch.instance_type, launch.capacity_type) == ("g6.xlarge", chosen)

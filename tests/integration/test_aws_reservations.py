@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from autoscaler.cloud import Refusal
 from autoscaler.config import Config
 from autoscaler.model import ON_DEMAND, RESERVED, LaunchRequest, Offering, ReservationKind
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from providers.aws import AwsConfigError, AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
@@ -252,7 +252,7 @@ def test_pods_are_planned_into_the_reservations_the_provider_lists_first(
 ) -> None:
     provider = make(chosen(network))
     gpu = [pod(f"infer-{i}", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU) for i in range(3)]
-    result = plan(snapshot(*gpu), provider.offerings(), provider.config, NOW)
+    result = plan(PlanInput(snapshot(*gpu), provider.offerings(), provider.config, NOW))
     keys = sorted(la.offering.key for la in result.launch.launches)
     # The open g5 reservation holds two, then the Capacity Block (tidal launches into it by id); the targeted
     # g6 reservation is not for pods that did not name it.

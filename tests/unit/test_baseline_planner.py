@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from autoscaler.planning import PlanInput
 from autoscaler.sim.baselines import planner_for
 from tests.builders import aws_offerings, pod, snapshot
 
@@ -31,12 +32,13 @@ def pending_gpu_pods() -> Snapshot:
 @pytest.mark.parametrize("policy", ["ca-like", "karpenter-like"])
 def test_a_new_gpu_limit_applies_on_the_next_plan(make_config: Callable[..., Config], policy: str) -> None:
     planner = planner_for(policy)
+    assert planner is not None
     offerings = aws_offerings()
-    first = planner(pending_gpu_pods(), offerings, make_config(), NOW)
+    first = planner(PlanInput(pending_gpu_pods(), offerings, make_config(), NOW))
     assert first.launch.gpus_after >= 2
     assert first.launch.unplaced == ()
 
-    limited = planner(pending_gpu_pods(), offerings, make_config(clusterGPULimit=1), NOW)
+    limited = planner(PlanInput(pending_gpu_pods(), offerings, make_config(clusterGPULimit=1), NOW))
     assert limited.launch.gpus_after == 1
     assert [u.pod for u in limited.launch.unplaced] == ["default/train-1"]
 
@@ -46,12 +48,13 @@ def test_offerings_that_went_away_are_not_planned_on_the_next_plan(
     make_config: Callable[..., Config], policy: str
 ) -> None:
     planner = planner_for(policy)
+    assert planner is not None
     config = make_config()
     offerings = aws_offerings()
-    first = planner(pending_gpu_pods(), offerings, config, NOW)
+    first = planner(PlanInput(pending_gpu_pods(), offerings, config, NOW))
     used = {la.offering.instance_type for la in first.launch.launches}
 
     rest = [o for o in offerings if o.instance_type not in used]
-    second = planner(pending_gpu_pods(), rest, config, NOW)
+    second = planner(PlanInput(pending_gpu_pods(), rest, config, NOW))
     assert second.launch.launches
     assert not used & {la.offering.instance_type for la in second.launch.launches}

@@ -20,6 +20,7 @@ from autoscaler.gangs import GangLaunch, Gangs
 from autoscaler.launching import Launcher
 from autoscaler.model import Instance
 from autoscaler.planning.decisions import Launch
+from autoscaler.seams import NoMetrics
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.engine import SyncDrainer
 from autoscaler.sim.scenario import JobSpec
@@ -113,7 +114,7 @@ def test_after_a_throttle_the_rest_of_the_round_is_held_back(config: Callable[..
     cfg = config(maxParallelLaunches=1)
     provider = SimulatedProvider(cfg, clock=Clock())
     provider.inject_error("launch", Throttled(30.0))
-    launcher = Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), lambda *_: None)
+    launcher = Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), NoMetrics())
 
     outcomes = launcher.launch_all(gpu_launches(cfg, provider, 3), cfg, [], 0.0)
 
@@ -127,7 +128,7 @@ def test_after_a_quota_refusal_the_rest_of_the_round_skips_what_it_covers(
 ) -> None:
     cfg = config(maxParallelLaunches=1, simulated={"quotaGPUs": 0})
     provider = SimulatedProvider(cfg, clock=Clock())
-    launcher = Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), lambda *_: None)
+    launcher = Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), NoMetrics())
 
     outcomes = launcher.launch_all(gpu_launches(cfg, provider, 3), cfg, [], 0.0)
 
@@ -155,9 +156,9 @@ def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(
     Gangs.roll_back(
         [gang],
         Fleet(cfg),
-        Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), lambda *_: None),
+        Launcher(provider, Availability(unavailable_for=180.0), Fleet(cfg), NoMetrics()),
         terminate,
-        lambda *_: None,
+        NoMetrics(),
         in_use=lambda inst: "pod default/web-0 runs on its Node ip-10-0-0-7",
     )
     assert terminated == []

@@ -11,7 +11,7 @@ import pytest
 from autoscaler.controller import Controller
 from autoscaler.demand import Reason
 from autoscaler.notices import COST_ESTIMATE
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -40,7 +40,7 @@ def waiting(name: str, gpus: int = 1) -> dict[str, Any]:
     "gate", ["tidal.dev/cost-estimate", "nodecostestimate", "node.elotl.co/nodecostestimate"]
 )
 def test_a_gated_pod_gets_an_estimate_and_no_launch(make_config: Callable[..., Config], gate: str) -> None:
-    result = plan(snapshot(gated("llm-0", gate=gate)), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(gated("llm-0", gate=gate)), aws_offerings(), make_config(), NOW))
     assert result.launch.launches == ()
     assert [(i.pod, i.reason) for i in result.ignored] == [("default/llm-0", Reason.COST_ESTIMATE)]
     (estimate,) = result.estimates
@@ -60,7 +60,9 @@ def test_a_pod_with_another_gate_is_neither_launched_for_nor_estimated(
     make_config: Callable[..., Config],
 ) -> None:
     result = plan(
-        snapshot(gated("llm-0", gate="example.com/dataset-ready")), aws_offerings(), make_config(), NOW
+        PlanInput(
+            snapshot(gated("llm-0", gate="example.com/dataset-ready")), aws_offerings(), make_config(), NOW
+        )
     )
     assert result.estimates == ()
     assert [i.reason for i in result.ignored] == [Reason.GATED]
@@ -72,10 +74,12 @@ def test_a_kai_podgroups_estimate_is_one_for_the_whole_group_on_its_first_pod(
     group = {"pod-group-name": "pg-train"}
     pods = [gated(f"train-{i}", gpus=4, annotations=group) for i in (2, 0, 1)]
     result = plan(
-        snapshot(podgroup("pg-train", min_member=3, queue="research"), *pods),
-        aws_offerings(),
-        make_config(),
-        NOW,
+        PlanInput(
+            snapshot(podgroup("pg-train", min_member=3, queue="research"), *pods),
+            aws_offerings(),
+            make_config(),
+            NOW,
+        )
     )
     (estimate,) = result.estimates
     assert estimate.pod == "default/train-0"
@@ -94,7 +98,7 @@ def test_a_kai_podgroups_estimate_is_one_for_the_whole_group_on_its_first_pod(
 
 def test_estimated_pods_never_count_against_the_gpu_limit(make_config: Callable[..., Config]) -> None:
     objs = [gated("what-if-0", gpus=8), waiting("infer-0")]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(clusterGPULimit=1), NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(clusterGPULimit=1), NOW))
     # The waiting pod gets the only GPU the limit allows; the estimate is of the node the gated pod would need.
     assert [la.pods for la in result.launch.launches] == [("default/infer-0",)]
     assert result.gpus_after == 1
@@ -105,7 +109,7 @@ def test_estimated_pods_never_count_against_the_gpu_limit(make_config: Callable[
 
 def test_an_estimate_ignores_what_other_pods_take(make_config: Callable[..., Config]) -> None:
     objs = [gated("what-if-0"), *[waiting(f"infer-{i}") for i in range(3)]]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(), NOW))
     assert len(result.launch.launches) == 3
     assert [o.instance_type for o in result.estimates[0].launches] == ["g4dn.xlarge"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from autoscaler.config import ConfigError, config_from_mapping
 from autoscaler.disruption.budgets import Budget, allowed, parse_cron
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, snapshot
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def empty_nodes(n: int) -> list[dict[str, Any]]:
 def removed(
     make_config: Callable[..., Config], nodes: list[dict[str, Any]], **disruption: Any
 ) -> tuple[list[str], dict[str, str]]:
-    result = plan(snapshot(*nodes), aws_offerings(), make_config(disruption=disruption), NOW)
+    result = plan(PlanInput(snapshot(*nodes), aws_offerings(), make_config(disruption=disruption), NOW))
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 
 
@@ -48,7 +48,7 @@ def test_nodes_already_being_disrupted_count_against_the_budget(make_config: Cal
         unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
     )
     cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
-    result = plan(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"})
+    result = plan(PlanInput(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"}))
     kept = {b.node: b.reason for b in result.removal.blocked}
     assert result.removal.removals == ()
     assert kept["cpu-0"] == "being drained"

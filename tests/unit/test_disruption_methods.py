@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def busy(name: str, node_name: str, **kw: Any) -> dict[str, Any]:
 
 
 def run(make_config: Callable[..., Config], *objs: dict[str, Any], now: float = NOW, **cfg: Any) -> Plan:
-    return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), now)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), now))
 
 
 def by_node(result: Plan) -> dict[str, Removal]:
@@ -126,7 +126,9 @@ def test_a_node_whose_replacement_was_given_up_is_not_tried_again_until_its_retr
 
 
 def drifted_run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
-    return plan(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), NOW, node_template="b2")
+    return plan(
+        PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(**cfg), NOW, node_template="b2")
+    )
 
 
 def test_a_node_launched_from_another_node_template_has_drifted_and_is_replaced(
@@ -230,7 +232,9 @@ def test_a_member_of_a_running_gang_is_not_moved_without_the_rest_of_its_gang(
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     objs[0]["metadata"]["labels"]["tidal.dev/node-template"] = "a1"  # only gpu-a has drifted
-    result = plan(snapshot(*objs), aws_offerings(spot=False), make_config(), NOW, node_template="b2")
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(spot=False), make_config(), NOW, node_template="b2")
+    )
     assert result.removal.removals == ()
     assert "belongs to running gang default/pg-train, which also runs on gpu-b" in blocked(result)["gpu-a"]
 
@@ -244,7 +248,7 @@ def test_a_whole_gang_moves_when_every_node_it_runs_on_goes(make_config: Callabl
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     cfg = make_config(disruption={"budgets": []})
-    result = plan(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2")
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2"))
     assert sorted(by_node(result)) == ["gpu-a", "gpu-b"]
 
 
@@ -257,7 +261,7 @@ def test_a_gang_a_budget_would_split_stays_whole(make_config: Callable[..., Conf
         podgroup("pg-train", min_member=2, queue="research"),
     ]
     cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
-    result = plan(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2")
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(spot=False), cfg, NOW, node_template="b2"))
     assert result.removal.removals == ()
     reasons = blocked(result)
     assert "disruption budget 1 allows no more now" in reasons["gpu-b"]

@@ -7,7 +7,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from autoscaler.demand import Reason
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.snapshot import SnapshotBuilder
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod
 from tests.unit.test_snapshot_dra import DEVICE_CLASS
@@ -60,7 +60,7 @@ def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -
     builder = SnapshotBuilder()
     for i, obj in enumerate(objs):
         builder.add(copy.deepcopy(obj), f"object {i}")
-    return plan(builder.build(), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(builder.build(), aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_a_claim_for_two_h100s_gets_a_node_of_h100s_labelled_for_dra(

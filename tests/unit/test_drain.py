@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from autoscaler.drain import Drainer, DrainJob
+import pytest
+
+from autoscaler.disruption.method import Method
+from autoscaler.drain import Drainer, DrainJob, Termination
 from autoscaler.kube.actions import EvictionResult as Result
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Instance
@@ -101,7 +104,9 @@ def make(answers: Iterable[Result], pods: Iterable[Pod]) -> tuple[Drainer, FakeA
 def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _events = make([Result.EVICTED], [web])
-    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, why = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert (ok, why) == (True, "")
     assert actions.calls == [
         ("cordon", "ip-1"),
@@ -114,7 +119,7 @@ def test_a_drain_evicts_waits_then_deletes_the_node_and_terminates_the_instance(
 def test_a_pdb_refusal_is_retried_until_it_allows() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _provider, _ = make([Result.BLOCKED, Result.BLOCKED, Result.EVICTED], [web])
-    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ok
     assert [c[2] for c in actions.calls if c[0] == "evict"] == ["BLOCKED", "BLOCKED", "EVICTED"]
 
@@ -122,7 +127,9 @@ def test_a_pdb_refusal_is_retried_until_it_allows() -> None:
 def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, events = make([], [web])
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    drainer._run(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert ("uncordon", "ip-1") in actions.calls
     assert ("delete_node", "ip-1") not in actions.calls
     assert provider.terminated == []
@@ -133,7 +140,7 @@ def test_a_drain_the_pdb_never_allows_gives_up_uncordons_and_says_why() -> None:
 def test_a_failed_eviction_aborts_the_drain() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, _, events = make([Result.FAILED], [web])
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ("uncordon", "ip-1") in actions.calls
     assert "eviction of default/web-1 failed" in events.sent[-1][2]
 
@@ -143,9 +150,9 @@ def test_the_number_of_parallel_drains_is_bounded() -> None:
     release = threading.Event()
     actions.cordon = lambda node_name, **_: release.wait(10)  # each drain holds its slot until released
     try:
-        assert drainer.submit(DrainJob("a", (), None, "empty"))
-        assert drainer.submit(DrainJob("b", (), None, "empty"))
-        assert not drainer.submit(DrainJob("c", (), None, "empty"))
+        assert drainer.submit(DrainJob("a", (), None, "empty", termination=Termination.EMPTY))
+        assert drainer.submit(DrainJob("b", (), None, "empty", termination=Termination.EMPTY))
+        assert not drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
         assert drainer.active() == {"a", "b"}
     finally:
         release.set()
@@ -154,12 +161,8 @@ def test_the_number_of_parallel_drains_is_bounded() -> None:
 
 def finished(drainer: Drainer, done: list[tuple[str, str, str]] | None = None) -> list[tuple[str, str, str]]:
     """Record what on_done reports: (node, termination reason label, outcome)."""
-    from autoscaler.drain import termination_reason
-
     done = [] if done is None else done
-    drainer.on_done = lambda job, outcome, why: done.append(
-        (job.node, termination_reason(job.reason), outcome)
-    )
+    drainer.on_done = lambda job, outcome, why: done.append((job.node, job.termination, outcome))
     return done
 
 
@@ -167,14 +170,44 @@ def test_every_finished_drain_reports_its_outcome_with_a_bounded_reason() -> Non
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, *_ = make([Result.EVICTED], [web])
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "spot interruption"))
+    drainer._run(
+        DrainJob("ip-1", (web,), INSTANCE, "spot interruption", termination=Termination.SPOT_INTERRUPTION)
+    )
     drainer, *_ = make([], [web])
     finished(drainer, done)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10, 1 pods can move; unneeded for 5m"))
+    drainer._run(
+        DrainJob(
+            "ip-1",
+            (web,),
+            INSTANCE,
+            "utilization 0.10, 1 pods can move; unneeded for 5m",
+            termination=Termination.of(Method.UNDERUTILISED),
+        )
+    )
     assert done == [
         ("ip-1", "spot_interruption", "success"),
         ("ip-1", "underutilized", "abandoned"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "label"),
+    [
+        (Method.INTERRUPTED, "spot_interruption"),
+        (Method.EMPTY, "empty"),
+        (Method.UNDERUTILISED, "underutilized"),
+        (Method.REPLACE, "replaced"),
+        (Method.EXPIRED, "expired"),
+        (Method.DRIFTED, "drifted"),
+        (Method.UNHEALTHY, "unhealthy"),
+        ("", "drain"),
+    ],
+)
+def test_the_method_that_decided_a_removal_names_its_termination_label(
+    method: Method | str, label: str
+) -> None:
+    assert Termination.of(method) == label
+    assert Termination.of(method).value == label
 
 
 def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome() -> None:
@@ -188,7 +221,7 @@ def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome()
 
     provider.terminate = refuse
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ("delete_node", "ip-1") in actions.calls
     assert ("uncordon", "ip-1") not in actions.calls  # the Node is gone; the orphan cleanup retries
     assert done == [("ip-1", "empty", "error")]
@@ -201,7 +234,9 @@ def test_a_drain_stops_acting_the_moment_its_replica_stops_leading() -> None:
     leading = iter([True, True, True, False])  # cordon, evict web, evict db, then the lease is gone
     drainer.leading = lambda: next(leading)
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (web, db), INSTANCE, "utilization 0.10"))
+    drainer._run(
+        DrainJob("ip-1", (web, db), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     # One eviction round ran; before the retry of the refused pod the lease was gone: nothing more, not even
     # the uncordon (the new leader owns the node now), and no event.
     assert actions.calls == [
@@ -223,7 +258,7 @@ def test_a_replica_that_cannot_tell_whether_it_leads_does_not_act() -> None:
 
     drainer.leading = unknown
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty", termination=Termination.EMPTY))
     assert actions.calls == []
     assert done == [("ip-1", "empty", "stopped")]
 
@@ -233,7 +268,7 @@ def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_inst
     leading = iter([True, True, False])  # cordon, delete node, (terminate)
     drainer.leading = lambda: next(leading)
     done = finished(drainer)
-    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty"))
+    drainer._run(DrainJob("ip-1", (), INSTANCE, "empty", termination=Termination.EMPTY))
     assert actions.calls == [("cordon", "ip-1"), ("delete_node", "ip-1")]
     assert provider.terminated == []
     assert done == [("ip-1", "empty", "stopped")]
@@ -242,12 +277,14 @@ def test_a_leader_lost_between_deleting_the_node_and_terminating_leaves_the_inst
 def test_raising_the_parallel_drain_limit_takes_effect_for_new_drains() -> None:
     drainer, *_ = make([], [])
     drainer._active = {"a", "b"}
-    assert not drainer.submit(DrainJob("c", (), None, "empty"))
+    assert not drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
     drainer.max_parallel = 3
     drainer.leading = lambda: False  # the submitted drain stops at once: this test only counts slots
-    assert drainer.submit(DrainJob("c", (), None, "empty"))
+    assert drainer.submit(DrainJob("c", (), None, "empty", termination=Termination.EMPTY))
     drainer.max_parallel = 1
-    assert not drainer.submit(DrainJob("d", (), None, "empty"))  # two still run: no new one below the limit
+    assert not drainer.submit(
+        DrainJob("d", (), None, "empty", termination=Termination.EMPTY)
+    )  # two still run: no new one below the limit
     drainer.shutdown()
 
 
@@ -255,7 +292,9 @@ def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_n
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
     drainer, actions, provider, _ = make([Result.EVICTED], [web])
     actions.on_server = {"default/late-0": None}  # bound after the snapshot; the cache has not seen it yet
-    ok, why = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, why = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert (ok, why) == (False, "pod default/late-0 was scheduled to it during the drain")
     assert ("delete_node", "ip-1") not in actions.calls
     assert provider.terminated == []
@@ -266,7 +305,9 @@ def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node
     drainer, actions, _, _ = make([Result.EVICTED], [web])
     terminating = iter([["default/web-1"], ["default/web-1"], []])  # gone on the third look
     actions.workload_on = lambda node_name: next(terminating)
-    ok, _ = drainer.drain(DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10"))
+    ok, _ = drainer.drain(
+        DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
+    )
     assert ok
     assert drainer.clock.now == 1010.0  # two polls of 5s each before the last look found it gone
     assert actions.calls[-1] == ("delete_node", "ip-1")

@@ -14,7 +14,7 @@ from autoscaler.cli import main
 from autoscaler.controller import Controller
 from autoscaler.notices import OVERSIZED_NODE
 from autoscaler.placement.reasons import Filter
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.render import plan_to_table, plan_warnings
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, snapshot
@@ -54,7 +54,7 @@ def ruled_out(why: LaunchWhy | None) -> dict[tuple[str, str], tuple[int, str]]:
 def test_a_launch_names_the_cheaper_offerings_spot_not_allowed_ruled_out(
     make_config: Callable[..., Config],
 ) -> None:
-    result = plan(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW))
     launch, why = only_launch(result)
     assert launch.offering.key == "g4dn.xlarge/us-east-1a/on-demand"
     # The pod allows on-demand only (the default): the 9 spot offerings below $0.526/h (6 CPU shapes, and the
@@ -68,7 +68,7 @@ def test_a_launch_names_the_cheaper_offerings_spot_not_allowed_ruled_out(
 def test_a_launch_compares_the_nearest_candidates_with_their_prices_and_verdicts(
     make_config: Callable[..., Config],
 ) -> None:
-    result = plan(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW))
     _, why = only_launch(result)
     assert [(c.offering.instance_type, c.offering.price, c.verdict) for c in why.compared] == [
         ("g4dn.xlarge", 0.526, "chosen"),
@@ -81,7 +81,7 @@ def test_a_gpu_model_annotation_rules_out_the_cheaper_gpus_by_name(
     make_config: Callable[..., Config],
 ) -> None:
     annotated = gpu_pod("infer-1", annotations={"tidal.dev/instance-gpu-skus": "L4"})
-    _, why = only_launch(plan(snapshot(annotated), aws_offerings(), make_config(), NOW))
+    _, why = only_launch(plan(PlanInput(snapshot(annotated), aws_offerings(), make_config(), NOW)))
     assert ruled_out(why)[(Filter.OFFERING, "gpu-sku")] == (1, "g4dn.xlarge/us-east-1a/on-demand")
     assert (
         next(r.rejection.message for r in why.ruled_out if r.rejection.key == "gpu-sku") == "GPU model not L4"
@@ -93,7 +93,7 @@ def test_configured_family_exclusions_and_zones_are_named_as_what_ruled_offering
 ) -> None:
     config = make_config(instanceFamilyExclusions=["g4dn"], zones=["us-east-1b"])
     offerings = aws_offerings(("us-east-1a", "us-east-1b"))
-    _, why = only_launch(plan(snapshot(gpu_pod("infer-1")), offerings, config, NOW))
+    _, why = only_launch(plan(PlanInput(snapshot(gpu_pod("infer-1")), offerings, config, NOW)))
     assert ruled_out(why)[(Filter.OFFERING, "family")] == (1, "g4dn.xlarge/us-east-1b/on-demand")
     # Every offering in us-east-1a below g6.xlarge/us-east-1b goes to the zones filter, which comes first.
     assert ruled_out(why)[(Filter.CONFIGURATION, "zones")] == (17, "m6i.large/us-east-1a/spot")
@@ -102,7 +102,9 @@ def test_configured_family_exclusions_and_zones_are_named_as_what_ruled_offering
 def test_a_pod_too_big_for_the_cheaper_shapes_has_them_ruled_out_for_resources(
     make_config: Callable[..., Config],
 ) -> None:
-    _, why = only_launch(plan(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW))
+    _, why = only_launch(
+        plan(PlanInput(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW))
+    )
     assert ruled_out(why)[(Filter.NODE_RESOURCES_FIT, "cpu")] == (3, "g4dn.xlarge/us-east-1a/on-demand")
     small = next(c for c in why.compared if c.offering.instance_type == "g4dn.xlarge")
     assert small.verdict == "too small for its pods: Insufficient cpu"
@@ -110,7 +112,7 @@ def test_a_pod_too_big_for_the_cheaper_shapes_has_them_ruled_out_for_resources(
 
 def test_the_mode_says_why_a_pod_got_bin_selection_or_bin_packing(make_config: Callable[..., Config]) -> None:
     web = [pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(3)]
-    result = plan(snapshot(gpu_pod("infer-1"), *web), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1"), *web), aws_offerings(), make_config(), NOW))
     assert all(la.why is not None for la in result.launch.launches)
     reasons = {la.mode: la.why.mode_reason for la in result.launch.launches if la.why is not None}
     assert reasons == {
@@ -125,17 +127,21 @@ def test_the_fallbacks_cap_and_the_cheapest_offering_left_out_above_it_are_recor
 ) -> None:
     config = make_config(zones=["us-east-1a", "us-east-1b"], maxFallbackPriceRatio=1.6)
     offerings = aws_offerings(("us-east-1a", "us-east-1b"))
-    _, why = only_launch(plan(snapshot(gpu_pod("infer-1")), offerings, config, NOW))
+    _, why = only_launch(plan(PlanInput(snapshot(gpu_pod("infer-1")), offerings, config, NOW)))
     assert why.fallback_cap == pytest.approx(0.526 * 1.6)
     assert why.left_out is not None and why.left_out.key == "g5.xlarge/us-east-1a/on-demand"
-    lines = plan_to_table(plan(snapshot(gpu_pod("infer-1")), offerings, config, NOW), config).splitlines()
+    lines = plan_to_table(
+        plan(PlanInput(snapshot(gpu_pod("infer-1")), offerings, config, NOW)), config
+    ).splitlines()
     assert "  left out above the cap: g5.xlarge/us-east-1a/on-demand $1.0060/h and dearer" in lines
     assert any(line.startswith("  fallbacks (at most $0.8416/h, maxFallbackPriceRatio): ") for line in lines)
 
 
 def test_the_plan_table_explains_each_kind_of_launch_once(make_config: Callable[..., Config]) -> None:
     config = make_config()
-    result = plan(snapshot(*[gpu_pod(f"infer-{i}") for i in range(3)]), aws_offerings(), config, NOW)
+    result = plan(
+        PlanInput(snapshot(*[gpu_pod(f"infer-{i}") for i in range(3)]), aws_offerings(), config, NOW)
+    )
     lines = plan_to_table(result, config).splitlines()
     start = lines.index("Why these instance types:")
     assert lines[start + 1] == (
@@ -156,7 +162,7 @@ def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one
     make_config: Callable[..., Config],
 ) -> None:
     # 6 cpu: no 1-GPU shape (4 vCPU) holds the pod, and the 4-GPU g6.12xlarge is the cheapest that does.
-    result = plan(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("train-1", cpu="6")), aws_offerings(), make_config(), NOW))
     launch, why = only_launch(result)
     assert (launch.offering.instance_type, why.gpus_used, why.idle_gpus) == ("g6.12xlarge", 1, 3)
     assert plan_warnings(result) == [
@@ -168,7 +174,7 @@ def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one
 
 def test_a_node_its_pods_fill_is_not_called_out(make_config: Callable[..., Config]) -> None:
     pods = [gpu_pod(f"train-{i}", annotations={"tidal.dev/instance-gpu-skus": "H100"}) for i in range(8)]
-    result = plan(snapshot(*pods), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(*pods), aws_offerings(), make_config(), NOW))
     assert [la.offering.instance_type for la in result.launch.launches] == ["p5.48xlarge"]
     assert plan_warnings(result) == []
 

@@ -11,7 +11,7 @@ from autoscaler.fit import node_labels, pod_constraints
 from autoscaler.kube.convert import pod_from_dict
 from autoscaler.model import Arch, Requirement
 from autoscaler.placement.labels import requirement_matches
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, snapshot
@@ -45,7 +45,7 @@ def run(
     offerings: list[Offering] | None = None,
     **cfg: Any,
 ) -> Plan:
-    return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW))
 
 
 def launched(result: Plan) -> list[str]:
@@ -363,7 +363,7 @@ def test_a_cost_cap_is_named_when_it_removed_the_only_type_big_enough_for_a_gang
         )
         for i in range(2)
     ]
-    result = plan(snapshot(*members), offerings, config, NOW)
+    result = plan(PlanInput(snapshot(*members), offerings, config, NOW))
     assert result.launch.launches == ()
     assert set(unplaced(result)) == {"default/train-0", "default/train-1"}
     assert set(unplaced(result).values()) == {

@@ -10,7 +10,7 @@ import pytest
 from autoscaler.config import ConfigError
 from autoscaler.demand import pod_gpus
 from autoscaler.kube.convert import pod_from_dict
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pod, snapshot
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def mig_pod(name: str, profile: str = MIG_1G, count: str = "1", **kw: Any) -> di
 
 
 def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
-    return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW))
 
 
 A100_MIG = {"gpuSharing": {"migLayouts": {"A100": "all-1g.5gb"}}}

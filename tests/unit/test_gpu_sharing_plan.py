@@ -11,7 +11,7 @@ import pytest
 from autoscaler.controller import Controller
 from autoscaler.demand import Reason
 from autoscaler.placement.reasons import Filter
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from providers.simulated import SimulatedProvider
 from tests.builders import aws_offerings, node, offering, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -97,7 +97,7 @@ def run(
     offerings: list[Offering] | None = None,
     **cfg: Any,
 ) -> Plan:
-    return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_eight_quarter_gpu_pods_get_two_gpus_not_eight(make_config: Callable[..., Config]) -> None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.quantity import format_duration
 from autoscaler.render import plan_to_table
 from tests.builders import aws_offerings, node, snapshot
@@ -53,7 +53,7 @@ def _idle_gpu_node(name: str, unneeded_since: str) -> dict[str, Any]:
 
 def test_a_node_unneeded_for_days_says_so_in_days_and_hours(make_config: Callable[..., Config]) -> None:
     snap = snapshot(_idle_gpu_node("gpu-a", "2026-11-20T10:00:00Z"))
-    result = plan(snap, aws_offerings(), make_config(), NOW + 338794)
+    result = plan(PlanInput(snap, aws_offerings(), make_config(), NOW + 338794))
     assert [r.reason for r in result.removal.removals] == ["empty; unneeded for 3d22h"]
 
 
@@ -61,7 +61,7 @@ def test_a_node_not_yet_unneeded_long_enough_says_both_durations_in_minutes(
     make_config: Callable[..., Config],
 ) -> None:
     snap = snapshot(_idle_gpu_node("gpu-a", "2026-11-20T10:08:00Z"))
-    result = plan(snap, aws_offerings(), make_config(), NOW + 600)
+    result = plan(PlanInput(snap, aws_offerings(), make_config(), NOW + 600))
     assert [b.reason for b in result.removal.blocked] == ["unneeded for 2m of 5m"]
 
 
@@ -71,7 +71,7 @@ def test_gpus_after_the_plan_count_the_nodes_it_removes(make_config: Callable[..
         _idle_gpu_node("gpu-b", "2026-11-20T10:00:00Z"),
     )
     config = make_config()
-    result = plan(snap, aws_offerings(), config, NOW + 7200)
+    result = plan(PlanInput(snap, aws_offerings(), config, NOW + 7200))
     assert len(result.removal.removals) == 2
     assert (result.launch.gpus_before, result.gpus_after) == (8, 0)
     first_lines = plan_to_table(result, config).splitlines()[:2]

@@ -9,7 +9,7 @@ import pytest
 
 from autoscaler.fit import pod_constraints
 from autoscaler.gpu.share import GpuShare, ShareSource
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import build_config
@@ -118,7 +118,9 @@ def test_memory_in_bytes_beside_cpu_in_cores_still_gives_a_bound() -> None:
     assert bound["samples"] == 1
     # The nodes tidal's planner would buy for the same pods are one feasible answer to the same LP.
     pending = snapshot(*(pod(f"p{i}-{k}", **kw) for i, (n, kw) in enumerate(mix) for k in range(n)))
-    planned = sum(la.offering.price for la in plan(pending, offerings, config, 0.0).launch.launches)
+    planned = sum(
+        la.offering.price for la in plan(PlanInput(pending, offerings, config, 0.0)).launch.launches
+    )
     assert 0 < bound["cost"] <= planned
 
 

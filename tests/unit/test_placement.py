@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.fleet import Fleet
 from autoscaler.placement.reasons import Filter
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import (
     INSUFFICIENT_GPU,
     anti_affinity,
@@ -43,7 +43,7 @@ def run(
     offerings: list[Offering] | None = None,
     **cfg: Any,
 ) -> Plan:
-    return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW))
 
 
 def launched(result: Plan) -> Counter[str]:
@@ -88,12 +88,14 @@ def test_a_launching_node_holds_what_it_will_hold_once_its_daemonsets_run(
     pods = [pod(f"web-{i}", cpu="1", memory="1Gi") for i in range(7)]
     snap = snapshot(daemonset("node-exporter", cpu="1", memory="100Mi"), *pods)
     result = plan(
-        snap,
-        aws_offerings(),
-        config,
-        NOW,
-        launching=fleet.launching_capacity(),
-        launching_usage=fleet.launching_usage(),
+        PlanInput(
+            snap,
+            aws_offerings(),
+            config,
+            NOW,
+            launching=fleet.launching_capacity(),
+            launching_usage=fleet.launching_usage(),
+        )
     )
     assert len(result.launch.absorbed) == 6
     assert {a.node for a in result.launch.absorbed} == {"token:token-1"}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autoscaler.config import config_from_mapping
 from autoscaler.demand import select
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.offerings import OfferingIndex
 from autoscaler.resources import Resources
 from tests.builders import INSUFFICIENT_GPU, T0, aws_offerings, node, pod, podgroup, snapshot
@@ -112,7 +112,7 @@ Case = tuple[list[dict[str, Any]], int, int | None, str]
 def test_every_planned_pod_fits_its_node(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
-    result = plan(snap, OFFERINGS, config, NOW)
+    result = plan(PlanInput(snap, OFFERINGS, config, NOW))
     index = OfferingIndex(OFFERINGS, config, snap.daemonsets)
     pods = {p.key: p for p in snap.pods}
     for launch in result.launch.launches:
@@ -134,7 +134,7 @@ def node_gpus(obj: dict[str, Any]) -> int:
 @given(scenario)
 def test_gpus_after_the_plan_never_exceed_the_limit(case: Case) -> None:
     objs, config = build(*case)
-    result = plan(snapshot(*objs), OFFERINGS, config, NOW)
+    result = plan(PlanInput(snapshot(*objs), OFFERINGS, config, NOW))
     # Counted from the objects themselves, not from the plan's own gpus_before/gpus_after.
     existing = sum(node_gpus(o) for o in objs if o["kind"] == "Node")
     launched = sum(la.offering.gpu_count for la in result.launch.launches)
@@ -151,7 +151,7 @@ def test_gpus_after_the_plan_never_exceed_the_limit(case: Case) -> None:
 def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
-    result = plan(snap, OFFERINGS, config, NOW)
+    result = plan(PlanInput(snap, OFFERINGS, config, NOW))
     index = OfferingIndex(OFFERINGS, config, snap.daemonsets)
     pods = {p.key: p for p in snap.pods}
     for launch in result.launch.launches:
@@ -179,10 +179,10 @@ def test_no_launch_could_be_replaced_by_a_cheaper_offering_holding_the_same_pods
 @given(scenario, st.randoms(use_true_random=False))
 def test_the_plan_is_deterministic_whatever_the_input_order(case: Case, rnd: random.Random) -> None:
     objs, config = build(*case)
-    first = plan(snapshot(*objs), OFFERINGS, config, NOW)
+    first = plan(PlanInput(snapshot(*objs), OFFERINGS, config, NOW))
     shuffled = list(objs)
     rnd.shuffle(shuffled)
-    second = plan(snapshot(*shuffled), list(reversed(OFFERINGS)), config, NOW)
+    second = plan(PlanInput(snapshot(*shuffled), list(reversed(OFFERINGS)), config, NOW))
     assert first.launch == second.launch  # launches, unplaced pods with reasons, GPUs before and after
     assert first.ignored == second.ignored
     assert first.removal == second.removal  # removals, blocked nodes, unneeded-since times
@@ -193,7 +193,7 @@ def test_the_plan_is_deterministic_whatever_the_input_order(case: Case, rnd: ran
 def test_counted_ignored_and_unplaced_account_for_every_pending_pod_once(case: Case) -> None:
     objs, config = build(*case)
     snap = snapshot(*objs)
-    result = plan(snap, OFFERINGS, config, NOW)
+    result = plan(PlanInput(snap, OFFERINGS, config, NOW))
     launched = [k for la in result.launch.launches for k in la.pods]
     accounted = launched + [i.pod for i in result.ignored] + [u.pod for u in result.launch.unplaced]
     pending = [p.key for p in snap.pods if p.phase == "Pending"]

@@ -9,9 +9,9 @@ import pytest
 
 from autoscaler.observability.metrics import Metrics
 from autoscaler.placement.reasons import Filter
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.decisions import Launching
-from autoscaler.status import status_summary, unplaced_kind
+from autoscaler.status import status_summary
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def test_a_node_serving_two_queues_costs_each_its_share_of_the_gpus_requested_th
         running("sweep-0", "research", "gpu-a", gpus=1),
         running("serve-0", "production", "gpu-a", gpus=3),
     ]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(), NOW))
     research, production = views(result)["research"], views(result)["production"]
     assert research.cost_per_hour == pytest.approx(5.672 / 4)
     assert production.cost_per_hour == pytest.approx(5.672 * 3 / 4)
@@ -85,7 +85,7 @@ def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(
         cpu_pod("prep-0", "research", "3"),
         cpu_pod("web-0", "production", "1"),
     ]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(), NOW))
     # m6i.2xlarge on-demand, $0.384/h: research asked for 3 of the 4 cpus requested there.
     assert views(result)["research"].cost_per_hour == pytest.approx(0.288)
 
@@ -93,7 +93,7 @@ def test_on_a_node_without_gpu_pods_queues_share_its_price_by_cpu_requests(
 def test_pending_and_launching_gpus_are_counted_per_queue(make_config: Callable[..., Config]) -> None:
     objs = [queue("research", quota=4, limit=8), *[job(f"sweep-{i}", "research") for i in range(3)]]
     launching = [Launching("launching-1", offering("g4dn.xlarge", 4, 16, 0.526, gpus=1, gpu_model="T4"))]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(), NOW, launching=launching)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(), NOW, launching=launching))
     research = views(result)["research"]
     # One pod takes the node still launching; the other two get new nodes: all three have a node coming, and
     # the queue pays for all three.
@@ -111,7 +111,9 @@ def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_
         running("serve-0", "production", "gpu-a", gpus=2),
         job("sweep-1", "research"),
     ]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 3.0}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 3.0}), NOW)
+    )
     assert result.launch.launches == ()
     (unplaced,) = result.launch.unplaced
     assert unplaced.rejection is not None and unplaced.rejection.filter == Filter.QUEUE_BUDGET
@@ -120,12 +122,14 @@ def test_a_pod_whose_queue_would_exceed_its_budget_is_unplaced_naming_the_queue_
         "queueBudgets.research $3.00/h"
     )
     assert not unplaced.limited
-    assert unplaced_kind(unplaced.reason) == "queueBudget"
+    assert unplaced.shortfall == "queueBudget"
 
 
 def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config: Callable[..., Config]) -> None:
     objs = [queue("research", quota=8, limit=8), *[job(f"sweep-{i}", "research") for i in range(3)]]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.2}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.2}), NOW)
+    )
     # Two g4dn.xlarge ($1.052/h) fit the $1.20/h budget; a third would not.
     assert [la.offering.instance_type for la in result.launch.launches] == ["g4dn.xlarge"] * 2
     assert [u.pod for u in result.launch.unplaced] == ["default/sweep-2"]
@@ -134,7 +138,9 @@ def test_a_budget_counts_the_nodes_this_plan_opens_for_the_queue(make_config: Ca
 
 def test_a_budget_never_holds_back_another_queues_pods(make_config: Callable[..., Config]) -> None:
     objs = [job("sweep-0", "research"), job("serve-0", "production")]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.1}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.1}), NOW)
+    )
     assert [la.pods for la in result.launch.launches] == [("default/serve-0",)]
     assert [u.pod for u in result.launch.unplaced] == ["default/sweep-0"]
 
@@ -145,7 +151,9 @@ def test_a_budget_takes_a_cheaper_node_when_the_cheapest_per_pod_is_beyond_it(
     # Four 1-GPU pods: a g5.12xlarge ($5.672/h) or g6.12xlarge ($4.60/h) would hold them all, but the cheapest
     # per pod is four g4dn.xlarge; with $1.10/h left only two of those fit, and no 4-GPU node does.
     objs = [*[job(f"sweep-{i}", "research") for i in range(4)]]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.1}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.1}), NOW)
+    )
     assert sorted(la.offering.instance_type for la in result.launch.launches) == ["g4dn.xlarge"] * 2
     assert len(result.launch.unplaced) == 2
 
@@ -158,7 +166,9 @@ def test_a_gang_whose_queue_budget_cannot_hold_all_of_it_gets_nothing(
         podgroup("pg-train", min_member=3, queue="research"),
         *[job(f"train-{i}", "research", annotations=group) for i in range(3)],
     ]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.2}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 1.2}), NOW)
+    )
     assert result.launch.launches == ()
     assert {u.pod for u in result.launch.unplaced} == {f"default/train-{i}" for i in range(3)}
     assert all("queue research would exceed its budget" in u.reason for u in result.launch.unplaced)
@@ -167,9 +177,9 @@ def test_a_gang_whose_queue_budget_cannot_hold_all_of_it_gets_nothing(
 def test_queues_without_budgets_are_planned_as_before(make_config: Callable[..., Config]) -> None:
     objs = [job(f"sweep-{i}", "research") for i in range(3)]
     with_budget_elsewhere = plan(
-        snapshot(*objs), aws_offerings(), make_config(queueBudgets={"other": 1.0}), NOW
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"other": 1.0}), NOW)
     )
-    without = plan(snapshot(*objs), aws_offerings(), make_config(), NOW)
+    without = plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(), NOW))
     assert [la.offering for la in with_budget_elsewhere.launch.launches] == [
         la.offering for la in without.launch.launches
     ]
@@ -183,7 +193,9 @@ def test_the_metrics_carry_each_queue_and_drop_the_queues_that_went(
         shared_gpu_node(),
         running("sweep-0", "research", "gpu-a", gpus=2),
     ]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 20.0}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 20.0}), NOW)
+    )
     metrics = Metrics()
     metrics.set_queues(result.queues)
     text = metrics.render().decode()
@@ -202,7 +214,7 @@ def test_the_status_configmap_carries_each_queue_with_its_budget(make_config: Ca
         running("sweep-0", "research", "gpu-a", gpus=2),
     ]
     config = make_config(queueBudgets={"research": 20.0})
-    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), config, NOW))
     summary = status_summary(result, {}, config, NOW, [])
     assert summary["queues"] == {
         "research": {
@@ -217,10 +229,12 @@ def test_a_node_for_a_queue_with_a_budget_never_falls_back_past_it(
     make_config: Callable[..., Config],
 ) -> None:
     result = plan(
-        snapshot(job("sweep-0", "research")),
-        aws_offerings(),
-        make_config(queueBudgets={"research": 1.0}),
-        NOW,
+        PlanInput(
+            snapshot(job("sweep-0", "research")),
+            aws_offerings(),
+            make_config(queueBudgets={"research": 1.0}),
+            NOW,
+        )
     )
     (launch,) = result.launch.launches
     assert launch.offering.instance_type == "g4dn.xlarge"
@@ -240,7 +254,9 @@ def test_a_node_waiting_for_its_gpus_counts_against_the_queue_whose_pod_waits_fo
         "gpu-new", instance_type="g4dn.xlarge", cpu="4", memory="16Gi", managed=True, gpu_label=1
     )
     objs = [waiting_for_gpus, job("sweep-0", "research"), job("sweep-1", "research")]
-    result = plan(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.6}), NOW)
+    result = plan(
+        PlanInput(snapshot(*objs), aws_offerings(), make_config(queueBudgets={"research": 0.6}), NOW)
+    )
     assert [(a.pod, a.node) for a in result.launch.absorbed] == [("default/sweep-0", "gpu-new")]
     assert result.launch.launches == ()
     assert [u.pod for u in result.launch.unplaced] == ["default/sweep-1"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def config(tmp_path: Path, make_config: Callable[..., Config]) -> Callable[..., 
     return build
 
 
-def controller(cfg: Config, provider: SimulatedProvider, cluster: StaticCluster, **kw: object) -> Controller:
+def controller(cfg: Config, provider: SimulatedProvider, cluster: StaticCluster, **kw: Any) -> Controller:
     return Controller(
         config=lambda: cfg,
         cluster=cluster,
@@ -59,7 +60,7 @@ def controller(cfg: Config, provider: SimulatedProvider, cluster: StaticCluster,
         actions=kw.pop("actions", CallRecorder()),
         events=CallRecorder(),
         clock=provider.clock,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -278,7 +278,9 @@ def test_the_status_configmap_names_the_benched_quota_scope(config: Callable[...
     provider = FamilyQuota(cfg, clock=clock, family="g4dn")
     ctl = controller(cfg, provider, StaticCluster(snapshot(gpu_job("infer-0"))))
     ctl.reconcile_once()
-    [(_, _, data)] = ctl.actions.named("write_status")
+    recorder = ctl.actions
+    assert isinstance(recorder, CallRecorder)
+    [(_, _, data)] = recorder.named("write_status")
     assert '"quota family/g4dn/us-east-1/on-demand"' in data["status"]
 
 

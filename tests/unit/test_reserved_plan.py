@@ -13,7 +13,7 @@ from autoscaler.demand import Reason
 from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet
 from autoscaler.model import ReservationKind
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.planning.reserved import InFlight
 from autoscaler.render import plan_to_json, plan_to_table
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, reserved, snapshot
@@ -59,7 +59,7 @@ def run(
     **cfg: Any,
 ) -> Plan:
     offerings = [*aws_offerings(), *extra]
-    return plan(snapshot(*objs), offerings, make_config(**{**RESERVED_FIRST, **cfg}), now)
+    return plan(PlanInput(snapshot(*objs), offerings, make_config(**{**RESERVED_FIRST, **cfg}), now))
 
 
 def reasons(result: Plan) -> dict[str, str]:
@@ -318,7 +318,7 @@ def test_nodes_launched_into_a_reservation_since_it_was_counted_are_taken_off_it
     fleet.record_launch("token-b", offerings[-1], ("default/infer-1",), None, NOW - 30)  # since
     view = InFlight().apply(offerings, fleet.launched_into_reservations(counted_at))
 
-    result = plan(snapshot(*[gpu_pod(f"infer-{i}") for i in range(2, 5)]), view, cfg, NOW)
+    result = plan(PlanInput(snapshot(*[gpu_pod(f"infer-{i}") for i in range(2, 5)]), view, cfg, NOW))
 
     assert launched(result) == {
         "g5.xlarge/us-east-1a/reserved/cr-0a1b2c3d4e5f60001": 1,

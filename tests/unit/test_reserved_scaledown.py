@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.fit import node_labels
 from autoscaler.model import ReservationKind
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, reserved, snapshot
 
 if TYPE_CHECKING:
@@ -37,11 +37,13 @@ def removals(
     make_config: Callable[..., Config], *objs: dict[str, Any], offerings: list[Offering], **cfg: Any
 ) -> tuple[list[str], dict[str, str]]:
     result = plan(
-        snapshot(*objs),
-        offerings,
-        make_config(capacityTypes=["reserved", "on-demand"], **cfg),
-        NOW,
-        unneeded_since={"gpu-1": NOW - 3600},
+        PlanInput(
+            snapshot(*objs),
+            offerings,
+            make_config(capacityTypes=["reserved", "on-demand"], **cfg),
+            NOW,
+            unneeded_since={"gpu-1": NOW - 3600},
+        )
     )
     return [r.node for r in result.removal.removals], {b.node: b.reason for b in result.removal.blocked}
 

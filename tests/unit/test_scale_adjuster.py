@@ -12,7 +12,7 @@ import pytest
 from autoscaler.gpu.kai_pods import SCALE_ADJUST_NAMESPACE
 from autoscaler.gpu.share import GpuShare, ShareSource
 from autoscaler.model import Condition, Pod, Snapshot, Toleration
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.resources import NVIDIA_GPU, Resources
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Simulation, build_config
@@ -113,12 +113,15 @@ def test_a_baseline_sees_share_pods_as_cpu_pods_and_buys_a_gpu_only_for_a_scalin
 ) -> None:
     pods = [pending_share("a", cpu=500), pending_share("b", cpu=500)]
     planner = planner_for(policy)
-    alone = planner(Snapshot(pods=tuple(pods)), aws_offerings(), make_config(), NOW)
+    assert planner is not None
+    alone = planner(PlanInput(Snapshot(pods=tuple(pods)), aws_offerings(), make_config(), NOW))
     assert alone.launch.launches and all(la.offering.gpu_count == 0 for la in alone.launch.launches)
 
     scaling: dict[str, Pod] = {}
     ScaleAdjuster().adjust(pods, scaling, 0.0)
-    result = planner(Snapshot(pods=(*pods, *scaling.values())), aws_offerings(), make_config(), NOW)
+    result = planner(
+        PlanInput(Snapshot(pods=(*pods, *scaling.values())), aws_offerings(), make_config(), NOW)
+    )
     [proxy] = scaling
     [gpu_node] = [la for la in result.launch.launches if la.offering.gpu_count]
     assert proxy in gpu_node.pods and gpu_node.offering.gpu_count == 1
@@ -130,7 +133,7 @@ def test_tidal_plans_the_shares_itself_and_never_for_the_scaling_pod(
     pods = [pending_share("a"), pending_share("b"), pending_share("c")]
     scaling: dict[str, Pod] = {}
     ScaleAdjuster().adjust(pods, scaling, 0.0)
-    result = plan(Snapshot(pods=(*pods, *scaling.values())), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(Snapshot(pods=(*pods, *scaling.values())), aws_offerings(), make_config(), NOW))
     launched = {k for la in result.launch.launches for k in la.pods}
     assert launched == {"team/a", "team/b", "team/c"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def running(name: str, node_name: str, **kw: Any) -> dict[str, Any]:
 
 
 def run(make_config: Callable[..., Config], *objs: dict[str, Any], **cfg: Any) -> Plan:
-    return plan(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config: Callable[..., Config]) -> None:

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from autoscaler.demand import Reason
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, daemonset, node, offering, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def run(
     offerings: list[Offering] | None = None,
     **cfg: Any,
 ) -> Plan:
-    return plan(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW)
+    return plan(PlanInput(snapshot(*objs), offerings or aws_offerings(), make_config(**cfg), NOW))
 
 
 def test_one_gpu_pod_gets_the_cheapest_gpu_node(make_config: Callable[..., Config]) -> None:
@@ -283,7 +283,7 @@ def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chose
     make_config: Callable[..., Config],
 ) -> None:
     config = make_config(zones=[])
-    result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW))
     launch = result.launch.launches[0]
     assert (launch.offering.instance_type, launch.offering.capacity_type) == ("g4dn.xlarge", "on-demand")
     assert launch.alternatives
@@ -295,7 +295,7 @@ def test_without_a_fallback_price_ratio_a_t4_pod_may_fall_back_to_an_h100(
     make_config: Callable[..., Config],
 ) -> None:
     config = make_config(zones=[], maxFallbackPriceRatio=None)
-    result = plan(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW)
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), _aws_catalog(config), config, NOW))
     launch = result.launch.launches[0]
     assert "p5.4xlarge" in {o.instance_type for o in launch.alternatives}
 

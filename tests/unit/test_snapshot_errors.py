@@ -21,7 +21,7 @@ from autoscaler.kube.convert import (
     podgroup_from_dict,
     queue_from_dict,
 )
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.snapshot import SnapshotError, read_snapshots
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, queue, snapshot
 
@@ -402,7 +402,7 @@ def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_faili
         managed=True,
         annotations={"tidal.dev/unneeded-since": mangled},
     )
-    result = plan(snapshot(empty), aws_offerings(), make_config(), now)
+    result = plan(PlanInput(snapshot(empty), aws_offerings(), make_config(), now))
     assert result.removal.removals == ()
     assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 5m")]
     assert result.removal.unneeded_since == {"gpu-a": now}

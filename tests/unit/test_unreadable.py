@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.demand import Reason
 from autoscaler.kube.convert import node_from_api, pod_from_api
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from autoscaler.snapshot import SnapshotBuilder
 from tests.builders import aws_offerings, node, pod
 
@@ -52,7 +52,7 @@ def test_a_pending_pod_tidal_cannot_read_is_never_demand_and_says_why(
     make_config: Callable[..., Config],
 ) -> None:
     snap = from_api(newer_toleration(pod("batch-0")))
-    result = plan(snap, aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(snap, aws_offerings(), make_config(), NOW))
     assert result.launch.launches == ()
     [ignored] = result.demand.ignored
     assert ignored.reason == Reason.UNREADABLE
@@ -64,7 +64,7 @@ def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(
 ) -> None:
     managed = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
     running = newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None))
-    result = plan(from_api(managed, running), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(from_api(managed, running), aws_offerings(), make_config(), NOW))
     assert result.removal.removals == ()
     [blocked] = result.removal.blocked
     assert "cannot read all of pod default/batch-0" in blocked.reason
@@ -72,7 +72,12 @@ def test_the_node_of_a_pod_tidal_cannot_read_is_never_taken_for_empty(
 
 def test_the_same_node_without_that_pod_would_be_removed(make_config: Callable[..., Config]) -> None:
     result = plan(
-        from_api(node("gpu-a", managed=True, annotations=LONG_UNNEEDED)), aws_offerings(), make_config(), NOW
+        PlanInput(
+            from_api(node("gpu-a", managed=True, annotations=LONG_UNNEEDED)),
+            aws_offerings(),
+            make_config(),
+            NOW,
+        )
     )
     assert [r.node for r in result.removal.removals] == ["gpu-a"]
 
@@ -82,7 +87,7 @@ def test_pending_pods_are_not_planned_onto_a_node_whose_pods_tidal_cannot_read(
 ) -> None:
     existing = node("cpu-a", cpu="8", memory="32Gi")
     unread = newer_toleration(pod("batch-0", node_name="cpu-a", phase="Running", message=None))
-    result = plan(from_api(existing, unread, pod("web-0")), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(from_api(existing, unread, pod("web-0")), aws_offerings(), make_config(), NOW))
     assert result.launch.absorbed == ()
     assert len(result.launch.launches) == 1
 
@@ -92,6 +97,6 @@ def test_a_node_tidal_cannot_read_is_kept_and_never_removed(make_config: Callabl
     obj["spec"]["taints"] = [{"key": "example.com/maintenance", "effect": "Drain"}]
     read = node_from_api(obj)
     assert read.unreadable.startswith("spec.taints[0].effect")
-    result = plan(from_api(obj), aws_offerings(), make_config(), NOW)
+    result = plan(PlanInput(from_api(obj), aws_offerings(), make_config(), NOW))
     assert result.removal.removals == ()
     assert [b.node for b in result.removal.blocked] == ["gpu-a"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.planning import plan
+from autoscaler.planning import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def running_since(name: str, node_name: str, bound_at: str, **kw: Any) -> dict[s
 
 
 def run(make_config: Callable[..., Config], *objs: dict[str, Any]) -> Plan:
-    return plan(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW)
+    return plan(PlanInput(snapshot(*objs), aws_offerings(), make_config(capacityTypes=["on-demand"]), NOW))
 
 
 def test_a_busy_node_whose_pod_just_started_is_replaced_when_a_right_sized_node_saves_a_fifth(
@@ -96,7 +96,7 @@ def test_a_busy_node_of_young_pods_stays_when_replacement_is_turned_off(
 ) -> None:
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 1})
-    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), config, NOW))
     assert result.removal.removals == ()
 
 
@@ -115,7 +115,7 @@ def test_pods_older_than_replace_young_pods_within_keep_their_busy_node(
 ) -> None:
     objs = (l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceYoungPodsWithin": within})
-    result = plan(snapshot(*objs), aws_offerings(), config, NOW)
+    result = plan(PlanInput(snapshot(*objs), aws_offerings(), config, NOW))
     assert result.removal.removals == ()
     assert [b.reason for b in result.removal.blocked] == [
         "utilization 1.00 is at or above 0.75 (bin-selection)"
@@ -130,8 +130,10 @@ def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_d
 
     objs = snapshot(l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
     config = make_config(capacityTypes=["on-demand"])
-    removed = {
-        policy: [r.node for r in planner_for(policy)(objs, aws_offerings(), config, NOW).removal.removals]
-        for policy in ("ca-like", "karpenter-like")
-    }
+    removed: dict[str, list[str]] = {}
+    for policy in ("ca-like", "karpenter-like"):
+        planner = planner_for(policy)
+        assert planner is not None
+        result = planner(PlanInput(objs, aws_offerings(), config, NOW))
+        removed[policy] = [r.node for r in result.removal.removals]
     assert removed == {"ca-like": [], "karpenter-like": ["gpu-a"]}
