@@ -29,8 +29,10 @@ from autoscaler.config_models import (
     WAIT,
     ConfigDocument,
     error_lines,
+    keys_of,
 )
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
+from autoscaler.config_sections import check_section, section_names
 from autoscaler.disruption.budgets import Budget
 from autoscaler.disruption.unhealthy import ConditionRule
 from autoscaler.gpu.layouts import GpuSharing
@@ -54,6 +56,7 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_selector_string",
+    "provider_sections",
 ]
 
 
@@ -182,7 +185,7 @@ _SECTIONS: dict[str, tuple[str, type]] = {
     "leaderElection": ("leader_election", LeaderElectionConfig),
     "kubeClient": ("kube_client", KubeClientConfig),
 }
-_PROVIDERS = ("simulated", "aws", "gcp", "azure")
+_OPTIONS = frozenset(keys_of(ConfigDocument))
 _DEFAULTS_FILE = "defaults.yaml"
 _CONFIGMAP_DOCUMENT_KEYS = ("config.yaml", "config.yml")
 
@@ -248,6 +251,11 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def provider_sections() -> tuple[str, ...]:
+    """The top-level sections providers own: those registered, and those the defaults document."""
+    return section_names(key for key in _defaults() if key not in _OPTIONS)
+
+
 def _laid_over_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """The document over the defaults; a section merges option by option, and an empty one (``scaleDown:``
     in YAML) means all its defaults. A section that is not a map is left for validation to report."""
@@ -290,16 +298,17 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str = "config") -> C
     merged = _laid_over_defaults(data)
     errors: list[str] = []
     providers = {}
-    for name in _PROVIDERS:
+    sections = provider_sections()
+    for name in sections:
         try:
-            providers[name] = schema.raw_map(merged.pop(name, defaults[name]), name)
+            providers[name] = check_section(name, merged.pop(name, defaults.get(name)))
         except ConfigError as err:
             errors.extend(err.errors)
     try:
         document = ConfigDocument.model_validate(merged)
         values = {name: getattr(document, name) for name in ConfigDocument.model_fields}
     except ValidationError as err:
-        errors.extend(error_lines(err, ConfigDocument, more_keys=lambda path: () if path else _PROVIDERS))
+        errors.extend(error_lines(err, ConfigDocument, more_keys=lambda path: () if path else sections))
         values = _valid_parts(merged, {problem["loc"][0] for problem in err.errors()})
     for attr, dataclass_type in _SECTIONS.values():
         if isinstance(values.get(attr), BaseModel):
