@@ -5,6 +5,9 @@ name is a top-level section of the configuration. A provider class that has a ``
 model) has that section validated by it whenever the configuration is loaded, with the same one-line errors as
 every other option; a provider without one checks its section, a plain map here, when it starts. So a cloud
 added as a plugin brings its configuration with it, and core keeps no list of clouds.
+
+tidal's own providers check their sections when they start (they need the cluster's zones and read the files
+named there): loading one only to look for a model would import its cloud SDK into ``tidal plan``.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ def section_names(documented: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(sorted({*_registered(tuple(sys.path)), *documented}))
 
 
+DISTRIBUTION = "tidal-autoscaler"
+
+
 @functools.cache
 def _model_of(entry_point: EntryPoint) -> type[BaseModel] | None:
+    if entry_point.dist is not None and entry_point.dist.name == DISTRIBUTION:
+        return None
     try:
         provider = entry_point.load()
     except ImportError:  # its cloud SDK is not installed: load_provider says which extra, when it is used

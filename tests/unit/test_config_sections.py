@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.config import ConfigError, config_from_mapping, provider_sections
+from autoscaler.config_reference import json_schema, markdown
 
 PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,3 +99,18 @@ def test_without_the_plugin_its_section_is_an_unknown_key():
 def test_a_built_in_provider_without_a_model_still_takes_any_map_and_checks_it_when_it_starts():
     config = config_from_mapping({"azure": {"subscriptionId": 7}})
     assert config.providers["azure"] == {"subscriptionId": 7}
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_registered_provider_model_is_in_the_json_schema_with_its_descriptions():
+    section = json_schema()["properties"]["acme"]
+    assert section["additionalProperties"] is False
+    assert section["required"] == ["apiUrl"]
+    assert section["properties"]["maxMachines"]["description"] == "Most machines tidal may hold."
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_registered_provider_model_is_documented_in_the_reference():
+    text = markdown()
+    assert "| `acme.apiUrl` | `required` | Where the Acme Cloud API answers. |" in text
+    assert "| `acme.maxMachines` | `10` | Most machines tidal may hold. |" in text
