@@ -29,6 +29,7 @@ from autoscaler.config_models import (
     WAIT,
     ConfigDocument,
     error_lines,
+    field_values,
     keys_of,
 )
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
@@ -272,19 +273,8 @@ def _laid_over_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _valid_parts(merged: Mapping[str, Any], failed: set[Any]) -> dict[str, Any]:
     """The options the cross-checks read that are valid on their own, when the document as a whole is not."""
-    values: dict[str, Any] = {}
-    for name, field in ConfigDocument.model_fields.items():
-        key = field.alias or name
-        if key in failed or key not in _CROSS_CHECKED:
-            continue
-        try:
-            part = ConfigDocument.__pydantic_validator__.validate_assignment(
-                ConfigDocument.model_construct(), name, merged[key]
-            )
-            values[name] = getattr(part, name)
-        except ValidationError:
-            continue
-    return values
+    given = {key: merged[key] for key in _CROSS_CHECKED if key not in failed and key in merged}
+    return field_values(ConfigDocument, given, "")[0]
 
 
 _CROSS_CHECKED = ("cloud", "region", "zones", "batchIdleDuration", "batchMaxDuration", "leaderElection")

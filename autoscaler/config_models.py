@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
 from autoscaler import config_schema as schema
 from autoscaler.config_schema import ConfigError, Converter
@@ -34,8 +34,11 @@ __all__ = [
     "VERBATIM",
     "WAIT",
     "ConfigDocument",
+    "Section",
     "checked",
     "error_lines",
+    "field_values",
+    "keys_of",
 ]
 
 # Stands for the key path in a converter's message until the error is translated: a pydantic validator does
@@ -114,7 +117,7 @@ Regexp = Annotated[re.Pattern[str] | None, checked(schema.regexp(empty_is_none=T
 Overhead = Annotated[Resources | None, checked(schema.optional(schema.resources), _nullable(_RESOURCES))]
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
     """A map of options: camelCase keys, none unknown; the converters hold the values' own rules."""
 
     model_config = ConfigDict(
@@ -122,7 +125,7 @@ class _Section(BaseModel):
     )
 
 
-class ScaleDownModel(_Section):
+class ScaleDownModel(Section):
     enabled: Flag
     node_unneeded_duration: Wait
     utilization_threshold_bin_packing: Share
@@ -133,13 +136,13 @@ class ScaleDownModel(_Section):
     replace_young_pods_within: Wait
 
 
-class ReservationsModel(_Section):
+class ReservationsModel(Section):
     reserved_nodes: Annotated[str, checked(schema.choice((KEEP, RELEASE)), _choice((KEEP, RELEASE)))]
     drain_before_block_end: Duration
     before_block_start: Annotated[str, checked(schema.choice((WAIT, ON_DEMAND)), _choice((WAIT, ON_DEMAND)))]
 
 
-class DisruptionModel(_Section):
+class DisruptionModel(Section):
     budgets: Annotated[tuple[Budget, ...], checked(budget_list, _ANY_LIST)]
     node_max_lifetime: Wait
     drift: Flag
@@ -147,7 +150,7 @@ class DisruptionModel(_Section):
     replacement_timeout: Duration
 
 
-class LeaderElectionModel(_Section):
+class LeaderElectionModel(Section):
     enabled: Flag
     namespace: Annotated[
         str,
@@ -161,12 +164,12 @@ class LeaderElectionModel(_Section):
     retry_period: Annotated[float, checked(schema.duration(minimum=1.0), _DURATION)]
 
 
-class KubeClientModel(_Section):
+class KubeClientModel(Section):
     qps: Annotated[float, checked(schema.number(minimum=0), {**_NUMBER, "minimum": 0})]
     burst: AtLeastOne
 
 
-class ConfigDocument(_Section):
+class ConfigDocument(Section):
     """Every top-level option but the providers' sections, which each provider checks with its own model."""
 
     cloud: Text
@@ -280,7 +283,7 @@ class ConfigDocument(_Section):
     ]
 
 
-SECTION_MODELS: dict[str, type[_Section]] = {
+SECTION_MODELS: dict[str, type[Section]] = {
     "scaleDown": ScaleDownModel,
     "reservations": ReservationsModel,
     "disruption": DisruptionModel,
@@ -334,7 +337,7 @@ def _path(loc: Iterable[Any]) -> str:
 
 
 def error_lines(
-    err: ValidationError,
+    err: ValidationError | Iterable[ErrorDetails],
     model: type[BaseModel],
     *,
     prefix: str = "",
@@ -344,7 +347,8 @@ def error_lines(
     document, ``more_keys(path)`` names keys the map at ``path`` takes besides the model's (provider sections)."""
     lines: list[str] = []
     # Unknown keys first, as a reader checks the spelling of a key before its value.
-    problems = sorted(err.errors(include_url=False), key=lambda p: p["type"] != "extra_forbidden")
+    found = err.errors(include_url=False) if isinstance(err, ValidationError) else err
+    problems = sorted(found, key=lambda p: p["type"] != "extra_forbidden")
     for problem in problems:
         loc = problem["loc"]
         path = _path((prefix, *loc) if prefix else loc)
@@ -364,3 +368,28 @@ def error_lines(
             message = str(problem["msg"])
             lines.append(f"{path}: {schema.show(value)} is not valid ({message[:1].lower()}{message[1:]})")
     return lines
+
+
+def field_values(
+    model: type[BaseModel], raw: Mapping[str, Any], prefix: str
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The options ``raw`` gives (a null one is left out, as if absent), each validated by its field of
+    ``model`` on its own, so that a bad option does not hide the good ones from checks that tie options
+    together; then the lines for unknown keys, and those for bad values, apart."""
+    unknown = schema.unknown_keys(raw, keys_of(model), f"{prefix}." if prefix else "")
+    values: dict[str, Any] = {}
+    bad: list[str] = []
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        if raw.get(key) is None:
+            continue
+        try:
+            valid = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, raw[key])
+            values[name] = getattr(valid, name)
+        except ValidationError as err:
+            # An assignment's errors name the attribute; the user wrote the key.
+            found = [
+                ErrorDetails(**{**p, "loc": (key, *p["loc"][1:])}) for p in err.errors(include_url=False)
+            ]
+            bad.extend(error_lines(found, model, prefix=prefix))
+    return values, unknown, bad

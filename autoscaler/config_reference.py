@@ -178,7 +178,7 @@ def _properties(node: Mapping[str, Any], defs: Mapping[str, Any]) -> dict[str, A
 def _provider_schema(name: str, defs: dict[str, Any]) -> dict[str, Any]:
     """A provider's section: its registered model's schema (its definitions kept under the provider's name),
     else any map, which the provider checks when it starts."""
-    model = section_model(name)
+    model = section_model(name, own=True)
     if model is None:
         return {"type": ["object", "null"]}
     own = model.model_json_schema(by_alias=True, ref_template=f"#/$defs/{name}.{{model}}")

@@ -49,8 +49,8 @@ DISTRIBUTION = "tidal-autoscaler"
 
 
 @functools.cache
-def _model_of(entry_point: EntryPoint) -> type[BaseModel] | None:
-    if entry_point.dist is not None and entry_point.dist.name == DISTRIBUTION:
+def _model_of(entry_point: EntryPoint, own: bool) -> type[BaseModel] | None:
+    if not own and entry_point.dist is not None and entry_point.dist.name == DISTRIBUTION:
         return None
     try:
         provider = entry_point.load()
@@ -60,10 +60,11 @@ def _model_of(entry_point: EntryPoint) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def section_model(name: str) -> type[BaseModel] | None:
-    """The model the provider registered as ``name`` validates its section with, if it has one."""
+def section_model(name: str, *, own: bool = False) -> type[BaseModel] | None:
+    """The model the provider registered as ``name`` validates its section with, if it has one; tidal's own
+    providers' models only with ``own`` (the JSON Schema has them; loading the configuration does not)."""
     entry_point = _registered(tuple(sys.path)).get(name)
-    return None if entry_point is None else _model_of(entry_point)
+    return None if entry_point is None else _model_of(entry_point, own)
 
 
 def check_section(name: str, value: Any) -> Mapping[str, Any]:
