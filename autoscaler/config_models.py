@@ -371,17 +371,17 @@ def error_lines(
 
 
 def field_values(
-    model: type[BaseModel], raw: Mapping[str, Any], prefix: str
+    model: type[BaseModel], raw: Mapping[str, Any], prefix: str, *, null_is_absent: bool = True
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The options ``raw`` gives (a null one is left out, as if absent), each validated by its field of
-    ``model`` on its own, so that a bad option does not hide the good ones from checks that tie options
-    together; then the lines for unknown keys, and those for bad values, apart."""
+    """The options ``raw`` gives (a null one is left out, as if absent, unless ``null_is_absent`` is off),
+    each validated by its field of ``model`` on its own, so that a bad option does not hide the good ones from
+    checks that tie options together; then the lines for unknown keys, and those for bad values, apart."""
     unknown = schema.unknown_keys(raw, keys_of(model), f"{prefix}." if prefix else "")
     values: dict[str, Any] = {}
     bad: list[str] = []
     for name, info in model.model_fields.items():
         key = info.alias or name
-        if raw.get(key) is None:
+        if key not in raw or (null_is_absent and raw[key] is None):
             continue
         try:
             valid = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, raw[key])

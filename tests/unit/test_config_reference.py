@@ -93,3 +93,31 @@ def test_the_shipped_configurations_satisfy_the_schema(path):
 )
 def test_an_editor_using_the_schema_flags_what_tidal_would_refuse(document):
     assert list(validator().iter_errors(document))
+
+
+PROVIDER_SECTIONS = {
+    "aws": {
+        "subnetIds": ["subnet-0123456789abcdef0"],
+        "launchTemplate": {"name": "tidal-gpu-nodes"},
+        "spotAllocationStrategy": "price-capacity-optimized",
+        "priceRefreshInterval": "1h",
+    },
+    "gcp": {"project": "ml-platform-prod", "nodePool": {"name": "gpu-pool"}, "gpuDriverVersion": "latest"},
+    "azure": {
+        "subscriptionId": "00000000-0000-0000-0000-000000000000",
+        "resourceGroup": "MC_ml_prod_eastus",
+        "scaleSets": {"Standard_NC24ads_A100_v4": "aks-gpu-vmss"},
+        "operationWait": "2s",
+    },
+    "simulated": {"catalog": "config/catalogs/aws-us-east-1.csv", "quotaGPUs": 16, "registerNodes": False},
+}
+
+
+@pytest.mark.parametrize("cloud", sorted(PROVIDER_SECTIONS))
+def test_a_providers_section_as_its_provider_takes_it_satisfies_the_schema(cloud):
+    assert [e.message for e in validator().iter_errors({cloud: PROVIDER_SECTIONS[cloud]})] == []
+
+
+@pytest.mark.parametrize("cloud", sorted(PROVIDER_SECTIONS))
+def test_an_editor_flags_a_misspelt_key_in_a_providers_section(cloud):
+    assert list(validator().iter_errors({cloud: {**PROVIDER_SECTIONS[cloud], "priceRefreshIntervall": "1h"}}))
