@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,29 +32,29 @@ def printed(capsys: pytest.CaptureFixture[str], what: str) -> str:
     return capsys.readouterr().out
 
 
-def validator():
+def validator() -> Any:
     jsonschema = pytest.importorskip("jsonschema")
     return jsonschema.Draft202012Validator(json_schema())
 
 
-def test_the_shipped_schema_is_what_tidal_config_schema_prints(capsys):
+def test_the_shipped_schema_is_what_tidal_config_schema_prints(capsys: pytest.CaptureFixture[str]) -> None:
     assert SHIPPED_SCHEMA.read_text(encoding="utf-8") == printed(capsys, "schema"), (
         "run: tidal config schema > deploy/config.schema.json"
     )
 
 
-def test_the_reference_is_what_tidal_config_docs_prints(capsys):
+def test_the_reference_is_what_tidal_config_docs_prints(capsys: pytest.CaptureFixture[str]) -> None:
     assert REFERENCE.read_text(encoding="utf-8") == printed(capsys, "docs"), (
         "run: tidal config docs > docs/configuration.md"
     )
 
 
-def test_the_schema_is_a_valid_2020_12_json_schema():
+def test_the_schema_is_a_valid_2020_12_json_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.Draft202012Validator.check_schema(json.loads(SHIPPED_SCHEMA.read_text(encoding="utf-8")))
 
 
-def test_every_option_in_the_schema_has_a_description_and_a_default():
+def test_every_option_in_the_schema_has_a_description_and_a_default() -> None:
     schema = json_schema()
     undocumented = []
     for key in keys_of(ConfigDocument):
@@ -68,14 +69,14 @@ def test_every_option_in_the_schema_has_a_description_and_a_default():
     assert undocumented == []
 
 
-def test_the_schema_names_every_provider_section():
+def test_the_schema_names_every_provider_section() -> None:
     properties = json_schema()["properties"]
     assert {"simulated", "aws", "gcp", "azure"} <= set(properties)
     assert properties["aws"]["description"].startswith("AWS (checked by the provider")
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(p.relative_to(REPO)))
-def test_the_shipped_configurations_satisfy_the_schema(path):
+def test_the_shipped_configurations_satisfy_the_schema(path: Path) -> None:
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     assert [error.message for error in validator().iter_errors(document)] == []
 
@@ -91,11 +92,11 @@ def test_the_shipped_configurations_satisfy_the_schema(path):
     ],
     ids=["misspelt-key", "misspelt-nested-key", "unknown-choice", "below-minimum", "wrong-type"],
 )
-def test_an_editor_using_the_schema_flags_what_tidal_would_refuse(document):
+def test_an_editor_using_the_schema_flags_what_tidal_would_refuse(document: dict[str, Any]) -> None:
     assert list(validator().iter_errors(document))
 
 
-PROVIDER_SECTIONS = {
+PROVIDER_SECTIONS: dict[str, dict[str, Any]] = {
     "aws": {
         "subnetIds": ["subnet-0123456789abcdef0"],
         "launchTemplate": {"name": "tidal-gpu-nodes"},
@@ -114,10 +115,10 @@ PROVIDER_SECTIONS = {
 
 
 @pytest.mark.parametrize("cloud", sorted(PROVIDER_SECTIONS))
-def test_a_providers_section_as_its_provider_takes_it_satisfies_the_schema(cloud):
+def test_a_providers_section_as_its_provider_takes_it_satisfies_the_schema(cloud: str) -> None:
     assert [e.message for e in validator().iter_errors({cloud: PROVIDER_SECTIONS[cloud]})] == []
 
 
 @pytest.mark.parametrize("cloud", sorted(PROVIDER_SECTIONS))
-def test_an_editor_flags_a_misspelt_key_in_a_providers_section(cloud):
+def test_an_editor_flags_a_misspelt_key_in_a_providers_section(cloud: str) -> None:
     assert list(validator().iter_errors({cloud: {**PROVIDER_SECTIONS[cloud], "priceRefreshIntervall": "1h"}}))
