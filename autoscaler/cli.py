@@ -157,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--dry-run", action="store_true", help="decide and report, but change nothing")
     r.add_argument("--once", action="store_true", help="one reconcile, then exit")
+    g = sub.add_parser("config", help="the configuration's JSON Schema, or its reference in Markdown")
+    g.add_argument(
+        "what", choices=("schema", "docs"), help="schema: JSON Schema; docs: docs/configuration.md"
+    )
     return parser
 
 
@@ -252,6 +256,16 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     else:
         print(offerings_table(offerings))
         print(f"{len(offerings)} offerings for {config.cloud} {config.region}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """``tidal config schema|docs``: what the configuration models say about every option."""
+    import json
+
+    from autoscaler.config_reference import json_schema, markdown
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n" if args.what == "schema" else markdown())
     return 0
 
 
@@ -365,6 +379,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "simulate": cmd_simulate,
     "catalog": cmd_catalog,
     "run": cmd_run,
+    "config": cmd_config,
 }
 
 

@@ -1,8 +1,10 @@
 """tidal's configuration: typed, validated, with every default taken from ``autoscaler/defaults.yaml``.
 
 Configuration comes from a YAML file (``tidal plan --config``) or a ConfigMap. Keys are camelCase as in
-Kubernetes and Luna; attributes are snake_case. Validation reports every problem at once, each naming its key
-path and the offending value, because a ConfigMap that fails one error at a time wastes a deploy per typo.
+Kubernetes and Luna; attributes are snake_case. The document's shape is the pydantic models of
+``config_models``; what the rest of tidal reads is the frozen dataclasses below, built once per load. Validation
+reports every problem at once, each naming its key path and the offending value, because a ConfigMap that fails
+one error at a time wastes a deploy per typo.
 """
 
 from __future__ import annotations
@@ -14,17 +16,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources as package_files
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from autoscaler import config_schema as schema
+from autoscaler.config_models import (
+    KEEP,
+    RELEASE,
+    SECTION_MODELS,
+    VERBATIM,
+    WAIT,
+    ConfigDocument,
+    error_lines,
+    field_values,
+    keys_of,
+)
 from autoscaler.config_schema import ConfigError, parse_duration, parse_selector_string
-from autoscaler.disruption.budgets import Budget, budget_list
-from autoscaler.disruption.unhealthy import ConditionRule, condition_rules
-from autoscaler.gpu.layouts import GpuSharing, gpu_sharing
-from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Taint
+from autoscaler.config_sections import check_section, section_names
+from autoscaler.disruption.budgets import Budget
+from autoscaler.disruption.unhealthy import ConditionRule
+from autoscaler.gpu.layouts import GpuSharing
+from autoscaler.model import Taint
 from autoscaler.resources import Resources
 
 __all__ = [
+    "KEEP",
+    "RELEASE",
+    "WAIT",
     "Config",
     "ConfigError",
     "DisruptionConfig",
@@ -38,6 +57,7 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_selector_string",
+    "provider_sections",
 ]
 
 
@@ -53,11 +73,6 @@ class ScaleDownConfig:
     max_empty_bulk_delete: int
     replace_savings: float
     replace_young_pods_within: float
-
-
-KEEP = "keep"
-RELEASE = "release"
-WAIT = "wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,137 +178,15 @@ class Config:
     providers: Mapping[str, Mapping[str, Any]]
 
 
-class _Key(NamedTuple):
-    attr: str
-    convert: schema.Converter
-    # A Luna-style ConfigMap entry for a string option is taken verbatim: read as YAML, a regexp such as
-    # "[0-9]+" would turn into a list and "a: b" into a map.
-    verbatim: bool = False
-
-
-_CLUSTER_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_CPU_OR_NONE = schema.optional(schema.quantity)
-_RESOURCES_OR_NONE = schema.optional(schema.resources)
-
-_SCALE_DOWN = {
-    "enabled": _Key("enabled", schema.boolean),
-    "nodeUnneededDuration": _Key("node_unneeded_duration", schema.duration(positive=False)),
-    "utilizationThresholdBinPacking": _Key(
-        "utilization_threshold_bin_packing", schema.number(minimum=0, maximum=1)
-    ),
-    "utilizationThresholdBinSelection": _Key(
-        "utilization_threshold_bin_selection", schema.number(minimum=0, maximum=1)
-    ),
-    "maxParallelDrains": _Key("max_parallel_drains", schema.integer(minimum=1)),
-    "maxEmptyBulkDelete": _Key("max_empty_bulk_delete", schema.integer(minimum=1)),
-    "replaceSavings": _Key("replace_savings", schema.number(minimum=0, maximum=1)),
-    "replaceYoungPodsWithin": _Key("replace_young_pods_within", schema.duration(positive=False)),
+# The dataclass each section's model becomes: plain frozen values, cheap to read in the planner's loops.
+_SECTIONS: dict[str, tuple[str, type]] = {
+    "scaleDown": ("scale_down", ScaleDownConfig),
+    "reservations": ("reservations", ReservationsConfig),
+    "disruption": ("disruption", DisruptionConfig),
+    "leaderElection": ("leader_election", LeaderElectionConfig),
+    "kubeClient": ("kube_client", KubeClientConfig),
 }
-
-_RESERVATIONS = {
-    "reservedNodes": _Key("reserved_nodes", schema.choice((KEEP, RELEASE))),
-    "drainBeforeBlockEnd": _Key("drain_before_block_end", schema.duration()),
-    "beforeBlockStart": _Key("before_block_start", schema.choice((WAIT, ON_DEMAND))),
-}
-
-_DISRUPTION = {
-    "budgets": _Key("budgets", budget_list),
-    "nodeMaxLifetime": _Key("node_max_lifetime", schema.duration(positive=False)),
-    "drift": _Key("drift", schema.boolean),
-    "unhealthyConditions": _Key("unhealthy_conditions", condition_rules),
-    "replacementTimeout": _Key("replacement_timeout", schema.duration()),
-}
-
-_LEADER_ELECTION = {
-    "enabled": _Key("enabled", schema.boolean),
-    "namespace": _Key("namespace", schema.text(pattern=_CLUSTER_NAME, rule="a DNS label", max_length=63)),
-    "leaseName": _Key(
-        "lease_name", schema.text(pattern=r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", rule="a DNS name")
-    ),
-    "leaseDuration": _Key("lease_duration", schema.duration()),
-    "renewDeadline": _Key("renew_deadline", schema.duration()),
-    "retryPeriod": _Key("retry_period", schema.duration(minimum=1.0)),
-}
-
-_KUBE_CLIENT = {
-    "qps": _Key("qps", schema.number(minimum=0)),
-    "burst": _Key("burst", schema.integer(minimum=1)),
-}
-
-_SECTIONS: dict[str, tuple[str, type, dict[str, _Key]]] = {
-    "scaleDown": ("scale_down", ScaleDownConfig, _SCALE_DOWN),
-    "reservations": ("reservations", ReservationsConfig, _RESERVATIONS),
-    "disruption": ("disruption", DisruptionConfig, _DISRUPTION),
-    "leaderElection": ("leader_election", LeaderElectionConfig, _LEADER_ELECTION),
-    "kubeClient": ("kube_client", KubeClientConfig, _KUBE_CLIENT),
-}
-
-_PROVIDERS = ("simulated", "aws", "gcp", "azure")
-
-_TOP = {
-    "cloud": _Key("cloud", schema.text(), verbatim=True),
-    "region": _Key("region", schema.text(), verbatim=True),
-    "zones": _Key("zones", schema.string_list(unique=True)),
-    "clusterName": _Key(
-        "cluster_name",
-        schema.text(
-            pattern=_CLUSTER_NAME, max_length=63, rule="a DNS label (lowercase letters, digits and '-')"
-        ),
-        verbatim=True,
-    ),
-    "labels": _Key("labels", schema.string_map(label_syntax=True, label_values=True, selector=True), True),
-    "podAnnotations": _Key("pod_annotations", schema.string_map(label_syntax=True, selector=True), True),
-    "schedulerNames": _Key("scheduler_names", schema.string_list(unique=True)),
-    "pendingPodReasonRegexp": _Key("pending_pod_reason_regexp", schema.regexp(), verbatim=True),
-    "clusterGPULimit": _Key("cluster_gpu_limit", schema.optional(schema.integer(minimum=0))),
-    "clusterCPULimit": _Key("cluster_cpu_limit", _CPU_OR_NONE),
-    "maxNodes": _Key("max_nodes", schema.optional(schema.integer(minimum=0))),
-    "maxNodeCostPerHour": _Key("max_node_cost_per_hour", schema.optional(schema.number(positive=True))),
-    "maxFallbackPriceRatio": _Key("max_fallback_price_ratio", schema.optional(schema.number(above=1))),
-    "queueBudgets": _Key("queue_budgets", schema.number_map(item=schema.number(positive=True))),
-    "capacityTypes": _Key(
-        "capacity_types",
-        schema.string_list(item=schema.choice((SPOT, ON_DEMAND, RESERVED)), non_empty=True, unique=True),
-    ),
-    "instanceFamilyInclusions": _Key("instance_family_inclusions", schema.string_list(unique=True)),
-    "instanceFamilyExclusions": _Key("instance_family_exclusions", schema.string_list(unique=True)),
-    "instanceTypeRegexp": _Key("instance_type_regexp", schema.regexp(empty_is_none=True), verbatim=True),
-    "gpuSkus": _Key("gpu_skus", schema.string_list(unique=True)),
-    "architectures": _Key(
-        "architectures", schema.string_list(item=schema.architecture, non_empty=True, unique=True)
-    ),
-    "binSelectPodCpuThreshold": _Key("bin_select_pod_cpu_threshold", schema.quantity),
-    "binSelectPodMemoryThreshold": _Key("bin_select_pod_memory_threshold", schema.quantity),
-    "binPackingNodeCpu": _Key("bin_packing_node_cpu", schema.quantity),
-    "binPackingNodeMemory": _Key("bin_packing_node_memory", schema.quantity),
-    "binPackingNodeMinPodCount": _Key("bin_packing_node_min_pod_count", schema.integer(minimum=1)),
-    "binPackingNodeTypeRegexp": _Key(
-        "bin_packing_node_type_regexp", schema.regexp(empty_is_none=True), verbatim=True
-    ),
-    "nodeLabels": _Key("node_labels", schema.string_map(label_syntax=True, label_values=True)),
-    "nodeTaints": _Key("node_taints", schema.taint_list),
-    "nodeTags": _Key("node_tags", schema.string_map(label_syntax=False)),
-    "daemonSetOverhead": _Key("daemon_set_overhead", _RESOURCES_OR_NONE),
-    "kubeReserved": _Key("kube_reserved", _RESOURCES_OR_NONE),
-    "maxPodsPerNode": _Key("max_pods_per_node", schema.integer(minimum=1, maximum=1000)),
-    "gpuNodeTaint": _Key("gpu_node_taint", schema.boolean),
-    "assumeExtendedResourceToleration": _Key("assume_extended_resource_toleration", schema.boolean),
-    "gpuSharing": _Key("gpu_sharing", gpu_sharing),
-    "scanInterval": _Key("scan_interval", schema.duration()),
-    "batchIdleDuration": _Key("batch_idle_duration", schema.duration(positive=False)),
-    "batchMaxDuration": _Key("batch_max_duration", schema.duration()),
-    "registrationTimeout": _Key("registration_timeout", schema.duration()),
-    "gpuReadinessTimeout": _Key("gpu_readiness_timeout", schema.duration()),
-    "offeringUnavailableDuration": _Key("offering_unavailable_duration", schema.duration()),
-    "gangLaunchTimeout": _Key("gang_launch_timeout", schema.duration()),
-    "newNodeGracePeriod": _Key("new_node_grace_period", schema.duration(positive=False)),
-    "maxParallelLaunches": _Key("max_parallel_launches", schema.integer(minimum=1)),
-    "metricsAddress": _Key("metrics_address", schema.address, verbatim=True),
-    "logFormat": _Key("log_format", schema.choice(("auto", "json", "console")), verbatim=True),
-    "logLevel": _Key("log_level", schema.choice(("debug", "info", "warning", "error")), verbatim=True),
-}
-
-_KNOWN = (*_TOP, *_SECTIONS, *_PROVIDERS)
+_OPTIONS = frozenset(keys_of(ConfigDocument))
 _DEFAULTS_FILE = "defaults.yaml"
 _CONFIGMAP_DOCUMENT_KEYS = ("config.yaml", "config.yml")
 
@@ -308,31 +201,6 @@ def _defaults() -> Mapping[str, Any]:
     if not isinstance(document, Mapping):
         raise ConfigError(["the document must be a map of settings"], source)
     return document
-
-
-def _convert(
-    keys: Mapping[str, _Key], values: Mapping[str, Any], prefix: str, errors: list[str]
-) -> dict[str, Any]:
-    out = {}
-    for key, spec in keys.items():
-        try:
-            out[spec.attr] = spec.convert(values[key], f"{prefix}{key}")
-        except ConfigError as err:
-            errors.extend(err.errors)
-    return out
-
-
-def _section(name: str, given: Any, errors: list[str]) -> Any:
-    attr_type, keys = _SECTIONS[name][1:]
-    if given is None:  # an empty section in YAML (`scaleDown:`) means "all defaults"
-        given = {}
-    if not isinstance(given, Mapping):
-        errors.append(f"{name}: {schema.show(given)} is not a map")
-        return None
-    errors.extend(schema.unknown_keys(given, keys, f"{name}."))
-    merged = {**_defaults()[name], **{k: v for k, v in given.items() if k in keys}}
-    fields = _convert(keys, merged, f"{name}.", errors)
-    return attr_type(**fields) if len(fields) == len(keys) else None
 
 
 # Clouds whose zone names carry their region (us-east-1a and us-east-1-bos-1a, us-central1-a, eastus-1): there a
@@ -384,27 +252,69 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def provider_sections() -> tuple[str, ...]:
+    """The top-level sections providers own: those registered, and those the defaults document."""
+    return section_names(key for key in _defaults() if key not in _OPTIONS)
+
+
+def _laid_over_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The document over the defaults; a section merges option by option, and an empty one (``scaleDown:``
+    in YAML) means all its defaults. A section that is not a map is left for validation to report."""
+    defaults = _defaults()
+    merged = {**defaults, **data}
+    for name in SECTION_MODELS:
+        given = data.get(name)
+        if given is None:
+            merged[name] = defaults[name]
+        elif isinstance(given, Mapping):
+            merged[name] = {**defaults[name], **given}
+    return merged
+
+
+def _valid_parts(merged: Mapping[str, Any], failed: set[Any]) -> dict[str, Any]:
+    """The options the cross-checks read that are valid on their own, when the document as a whole is not."""
+    given = {key: merged[key] for key in _CROSS_CHECKED if key not in failed and key in merged}
+    return field_values(ConfigDocument, given, "")[0]
+
+
+_CROSS_CHECKED = ("cloud", "region", "zones", "batchIdleDuration", "batchMaxDuration", "leaderElection")
+
+
 def config_from_mapping(data: Mapping[str, Any], *, source: str = "config") -> Config:
     """Validate a parsed configuration document laid over the defaults; ConfigError lists every problem."""
     if not isinstance(data, Mapping):
         raise ConfigError([f"the document must be a map of settings, not {schema.show(data)}"], source)
     defaults = _defaults()
-    errors = schema.unknown_keys(data, _KNOWN)
-    values = _convert(_TOP, {**defaults, **data}, "", errors)
-    for name, (attr, _, _) in _SECTIONS.items():
-        values[attr] = _section(name, data.get(name), errors)
+    merged = _laid_over_defaults(data)
+    errors: list[str] = []
     providers = {}
-    for name in _PROVIDERS:
+    sections = provider_sections()
+    for name in sections:
         try:
-            providers[name] = schema.raw_map(data.get(name, defaults[name]), name)
+            providers[name] = check_section(name, merged.pop(name, defaults.get(name)))
         except ConfigError as err:
             errors.extend(err.errors)
+    try:
+        document = ConfigDocument.model_validate(merged)
+        values = {name: getattr(document, name) for name in ConfigDocument.model_fields}
+    except ValidationError as err:
+        errors.extend(error_lines(err, ConfigDocument, more_keys=lambda path: () if path else sections))
+        values = _valid_parts(merged, {problem["loc"][0] for problem in err.errors()})
+    for attr, dataclass_type in _SECTIONS.values():
+        if isinstance(values.get(attr), BaseModel):
+            values[attr] = dataclass_type(**dict(values[attr]))
     values["providers"] = MappingProxyType(providers)
     errors.extend(_cross_checks(values))
     if errors:
-        # Report in the order the user wrote the keys, so the message reads alongside the file.
+        # Report in the order the user wrote the keys (within a key, its unknown keys first), so the message
+        # reads alongside the file.
         written = {str(key): i for i, key in enumerate(data)}
-        errors.sort(key=lambda e: written.get(re.split(r"[.\[:]", e, maxsplit=1)[0], len(written)))
+
+        def order(error: str) -> tuple[int, bool]:
+            top = re.split(r"[.\[:]", error, maxsplit=1)[0]
+            return written.get(top, len(written)), ": unknown key" not in error
+
+        errors.sort(key=order)
         raise ConfigError(errors, source)
     return Config(**values)
 
@@ -459,7 +369,7 @@ def config_from_configmap(data: Mapping[str, str], *, source: str = "configmap")
     parsed: dict[str, Any] = {}
     errors: list[str] = []
     for key, value in data.items():
-        if not isinstance(value, str) or (key in _TOP and _TOP[key].verbatim):
+        if not isinstance(value, str) or key in VERBATIM:
             parsed[key] = value
             continue
         try:

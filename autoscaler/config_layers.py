@@ -1,7 +1,7 @@
 """Configuration files laid over each other: every subcommand's repeated ``--config`` reads them this way.
 
 Files are read in order; a later file's top-level option replaces the earlier value, and the sections in
-``LAYERED_SECTIONS`` merge option by option (``scaleDown: {maxParallelDrains: 2}`` keeps the other scaleDown
+``LAYERED_SECTIONS`` and the providers' sections merge option by option (``scaleDown: {maxParallelDrains: 2}`` keeps the other scaleDown
 options of the files before). An option written in two files is worth a warning: the earlier value has no
 effect, and whoever edits that file later will wonder why (a preset laid over a cloud's ``config.yaml`` that
 also sets ``clusterGPULimit`` made raising the limit in ``config.yaml`` do nothing).
@@ -14,12 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config import Config, ConfigError, config_from_mapping, default_config, read_document
+from autoscaler.config import (
+    Config,
+    ConfigError,
+    config_from_mapping,
+    default_config,
+    provider_sections,
+    read_document,
+)
 
 __all__ = ["LAYERED_SECTIONS", "Layers", "Override", "load_layers", "read_layers"]
 
-LAYERED_SECTIONS = ("scaleDown", "leaderElection", "kubeClient", "simulated", "aws", "gcp", "azure")
-"""Sections a later file merges into option by option; every other key it sets replaces the earlier value."""
+LAYERED_SECTIONS = ("scaleDown", "leaderElection", "kubeClient")
+"""Sections a later file merges into option by option, as it does each provider's section (``aws``, ``gcp``…);
+every other key it sets replaces the earlier value."""
 
 PathLike = str | os.PathLike[str]
 
@@ -72,6 +80,7 @@ def read_layers(paths: Sequence[PathLike]) -> Layers:
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}  # option path -> the file that set it last
     overrides: list[Override] = []
+    layered = {*LAYERED_SECTIONS, *provider_sections()}
 
     def set_by(path: str, name: str, same: bool) -> None:
         if path in origin:
@@ -82,7 +91,7 @@ def read_layers(paths: Sequence[PathLike]) -> Layers:
         for raw_key, value in read_document(name).items():
             key = str(raw_key)
             before = merged.get(key)
-            if key in LAYERED_SECTIONS and isinstance(value, Mapping) and isinstance(before, Mapping | None):
+            if key in layered and isinstance(value, Mapping) and isinstance(before, Mapping | None):
                 earlier = dict(before or {})
                 for sub, sub_value in value.items():
                     path = f"{key}.{sub}"

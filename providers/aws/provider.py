@@ -64,7 +64,7 @@ from providers.aws.launch_template import LaunchTemplates
 from providers.aws.offerings import OfferingSource
 from providers.aws.pricing import CatalogFallback, NoRowsForRegion
 from providers.aws.reservations import reservation_refusal, run_request
-from providers.aws.settings import SECTION, AwsConfigError, AwsSettings, parse_settings
+from providers.aws.settings import SECTION, AwsConfigError, AwsSection, AwsSettings, parse_settings
 
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
 
@@ -130,6 +130,7 @@ class AwsProvider:
     """The CloudProvider for ``cloud: aws``."""
 
     name = "aws"
+    settings_model = AwsSection  # the aws: section's keys, for the configuration's JSON Schema
 
     def __init__(
         self,

@@ -15,15 +15,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any
 
 from autoscaler import config_schema as schema
 from autoscaler.config import Config, ConfigError
+from autoscaler.config_models import Section, checked, field_values
 
 __all__ = [
     "AMI_FAMILIES",
     "SPOT_ALLOCATION_STRATEGIES",
     "AwsConfigError",
+    "AwsSection",
     "AwsSettings",
     "BlockDevice",
     "ManagedTemplate",
@@ -248,7 +250,7 @@ def _certificate(value: Any, path: str) -> str:
 
 
 def _cidr(value: Any, path: str) -> str:
-    text = schema.text()(value, path)
+    text: str = schema.text()(value, path)
     try:
         return str(ipaddress.ip_network(text, strict=True))
     except ValueError:
@@ -293,33 +295,56 @@ def _managed_template(value: Any, path: str) -> ManagedTemplate:
     return ManagedTemplate(**fields)
 
 
-_KEYS: dict[str, tuple[str, Convert]] = {
-    "subnetIds": ("subnet_ids", _ids(_SUBNET_ID, "subnet-0123456789abcdef0")),
-    "subnetSelector": ("subnet_selector", _tag_selector),
-    "securityGroupIds": ("security_group_ids", _ids(_SG_ID, "sg-0123456789abcdef0")),
-    "launchTemplate": ("launch_template", _named_template),
-    "managedLaunchTemplate": ("managed_launch_template", _managed_template),
-    "endpointUrl": ("endpoint_url", _url),
-    "catalogFallback": ("catalog_fallback", _path),
-    "spotAllocationStrategy": ("spot_allocation_strategy", schema.choice(SPOT_ALLOCATION_STRATEGIES)),
-    "spotInterruptionQueue": ("spot_interruption_queue", _queue),
-    "priceRefreshInterval": ("price_refresh_interval", schema.duration(minimum=60.0)),
-    "architectures": ("architectures", schema.string_list(item=schema.architecture, unique=True)),
-    "families": (
-        "families",
-        schema.string_list(item=schema.text(pattern=_FAMILY, rule="a family like g5 or p4d"), unique=True),
-    ),
-    "currentGenerationOnly": ("current_generation_only", schema.boolean),
-    "capacityReservationIds": (
-        "capacity_reservation_ids",
-        _ids(_RESERVATION_ID, "cr-0123456789abcdef0"),
-    ),
-    "capacityReservationSelector": ("capacity_reservation_selector", _tag_selector),
-    "eksClusterName": (
-        "eks_cluster_name",
-        schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", rule="an EKS cluster name"),
-    ),
-}
+_TEXT = {"type": "string"}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_TAGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+class AwsSection(Section):
+    """The keys of the ``aws:`` section; ``parse_settings`` adds the rules that tie them together."""
+
+    subnet_ids: Annotated[
+        tuple[str, ...] | None, checked(_ids(_SUBNET_ID, "subnet-0123456789abcdef0"), _STRINGS)
+    ] = None
+    subnet_selector: Annotated[Mapping[str, str] | None, checked(_tag_selector, _TAGS)] = None
+    security_group_ids: Annotated[
+        tuple[str, ...] | None, checked(_ids(_SG_ID, "sg-0123456789abcdef0"), _STRINGS)
+    ] = None
+    launch_template: Annotated[NamedTemplate | None, checked(_named_template, {"type": "object"})] = None
+    managed_launch_template: Annotated[
+        ManagedTemplate | None, checked(_managed_template, {"type": "object"})
+    ] = None
+    endpoint_url: Annotated[str | None, checked(_url, _TEXT)] = None
+    catalog_fallback: Annotated[Path | None, checked(_path, _TEXT)] = None
+    spot_allocation_strategy: Annotated[
+        str | None,
+        checked(schema.choice(SPOT_ALLOCATION_STRATEGIES), {"enum": list(SPOT_ALLOCATION_STRATEGIES)}),
+    ] = None
+    spot_interruption_queue: Annotated[str | None, checked(_queue, _TEXT)] = None
+    price_refresh_interval: Annotated[
+        float | None, checked(schema.duration(minimum=60.0), {"type": ["string", "number"]})
+    ] = None
+    architectures: Annotated[
+        tuple[str, ...] | None, checked(schema.string_list(item=schema.architecture, unique=True), _STRINGS)
+    ] = None
+    families: Annotated[
+        tuple[str, ...] | None,
+        checked(
+            schema.string_list(
+                item=schema.text(pattern=_FAMILY, rule="a family like g5 or p4d"), unique=True
+            ),
+            _STRINGS,
+        ),
+    ] = None
+    current_generation_only: Annotated[bool | None, checked(schema.boolean, {"type": "boolean"})] = None
+    capacity_reservation_ids: Annotated[
+        tuple[str, ...] | None, checked(_ids(_RESERVATION_ID, "cr-0123456789abcdef0"), _STRINGS)
+    ] = None
+    capacity_reservation_selector: Annotated[Mapping[str, str] | None, checked(_tag_selector, _TAGS)] = None
+    eks_cluster_name: Annotated[
+        str | None,
+        checked(schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", rule="an EKS cluster name"), _TEXT),
+    ] = None
 
 
 def _cross_checks(raw: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -357,15 +382,8 @@ def parse_settings(raw: Mapping[str, Any], config: Config) -> AwsSettings:
     Missing subnets or launch template are not mistakes here (listing offerings needs neither): they are kept
     in ``launch_problems`` for whoever launches to refuse.
     """
-    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.")
-    values: dict[str, Any] = {}
-    for key, (attr, convert) in _KEYS.items():
-        if key not in raw:
-            continue
-        try:
-            values[attr] = convert(raw[key], f"{SECTION}.{key}")
-        except ConfigError as err:
-            errors.extend(err.errors)
+    values, errors, bad = field_values(AwsSection, raw, SECTION, null_is_absent=False)
+    errors += bad
     mistakes, missing = _cross_checks(raw, values)
     errors.extend(mistakes)
     if errors:

@@ -48,7 +48,7 @@ from providers.azure.prices import Prices, fallback_prices, prices_from_items
 from providers.azure.quota import quota_scope, sku_scope
 from providers.azure.reservations import read_groups, reserved_offerings
 from providers.azure.resources import ScaleSet
-from providers.azure.settings import SECTION, parse_settings
+from providers.azure.settings import SECTION, AzureSection, parse_settings
 from providers.azure.skus import VmShape, shapes_from_skus
 from providers.azure.targets import LaunchTarget, make_offerings, plan_targets
 from providers.azure.template import copy_body, is_copy_of
@@ -68,6 +68,7 @@ class AzureProvider:
     """A CloudProvider for AKS: grows node-pool scale sets, deletes exactly the instances it drained."""
 
     name = "azure"
+    settings_model = AzureSection  # the azure: section's keys, for the configuration's JSON Schema
 
     def __init__(
         self,

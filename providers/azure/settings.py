@@ -11,15 +11,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from autoscaler import config_schema as schema
 from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.config import Config, ConfigError
+from autoscaler.config_models import Section, checked, field_values
 from autoscaler.model import Offering
 
-__all__ = ["SECTION", "AzureSettings", "ProviderConfigError", "parse_settings"]
+__all__ = ["SECTION", "AzureSection", "AzureSettings", "ProviderConfigError", "parse_settings"]
 
 SECTION = "azure"
 DEFAULT_ENDPOINT = "https://management.azure.com"
@@ -109,30 +110,49 @@ def _operation_wait(value: Any, path: str) -> float:
     return seconds
 
 
-_KEYS: dict[str, tuple[str, schema.Converter]] = {
-    "subscriptionId": ("subscription_id", schema.text(pattern=_GUID, rule="a subscription id (a GUID)")),
-    "resourceGroup": (
-        "resource_group",
-        schema.text(
-            pattern=_RESOURCE_GROUP, rule="a resource group name (the AKS node resource group, MC_…)"
+_SIZE_MAP = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+_TEXT = {"type": ["string", "null"]}
+_DURATION = {"type": ["string", "number", "null"]}
+
+
+class AzureSection(Section):
+    """The keys of the ``azure:`` section (null is the same as absent); ``parse_settings`` adds what ties them
+    to each other and to the rest of the configuration."""
+
+    subscription_id: Annotated[
+        str | None, checked(schema.text(pattern=_GUID, rule="a subscription id (a GUID)"), _TEXT)
+    ] = None
+    resource_group: Annotated[
+        str | None,
+        checked(
+            schema.text(
+                pattern=_RESOURCE_GROUP, rule="a resource group name (the AKS node resource group, MC_…)"
+            ),
+            _TEXT,
         ),
-    ),
-    "scaleSets": ("scale_sets", _size_map),
-    "spotScaleSets": ("spot_scale_sets", _size_map),
-    "templateScaleSet": ("template_scale_set", schema.text(pattern=_SCALE_SET, rule="a scale set name")),
-    "endpoint": ("endpoint", _https_url),
-    "pricesEndpoint": ("prices_endpoint", _https_url),
-    "catalogFallback": ("catalog_fallback", lambda v, p: Path(os.path.expanduser(schema.text()(v, p)))),
-    "priceRefreshInterval": ("price_refresh_interval", schema.duration()),
-    "operationWait": ("operation_wait", _operation_wait),
-    "capacityReservationGroups": (
-        "capacity_reservation_groups",
-        schema.string_list(
-            item=schema.text(pattern=_RESERVATION_GROUP, rule="a capacity reservation group name"),
-            unique=True,
+    ] = None
+    scale_sets: Annotated[Mapping[str, str] | None, checked(_size_map, _SIZE_MAP)] = None
+    spot_scale_sets: Annotated[Mapping[str, str] | None, checked(_size_map, _SIZE_MAP)] = None
+    template_scale_set: Annotated[
+        str | None, checked(schema.text(pattern=_SCALE_SET, rule="a scale set name"), _TEXT)
+    ] = None
+    endpoint: Annotated[str | None, checked(_https_url, _TEXT)] = None
+    prices_endpoint: Annotated[str | None, checked(_https_url, _TEXT)] = None
+    catalog_fallback: Annotated[
+        Path | None, checked(lambda v, p: Path(os.path.expanduser(schema.text()(v, p))), _TEXT)
+    ] = None
+    price_refresh_interval: Annotated[float | None, checked(schema.duration(), _DURATION)] = None
+    operation_wait: Annotated[float | None, checked(_operation_wait, _DURATION)] = None
+    capacity_reservation_groups: Annotated[
+        tuple[str, ...] | None,
+        checked(
+            schema.string_list(
+                item=schema.text(pattern=_RESERVATION_GROUP, rule="a capacity reservation group name"),
+                unique=True,
+            ),
+            {"type": ["array", "null"], "items": {"type": "string"}},
         ),
-    ),
-}
+    ] = None
 
 
 def _top_level(config: Config) -> list[str]:
@@ -161,15 +181,8 @@ def _fallback(path: Path, config: Config) -> tuple[Offering, ...]:
 
 def parse_settings(raw: Mapping[str, Any], config: Config) -> AzureSettings:
     """Validate the raw ``azure:`` map against ``config``; ProviderConfigError lists every problem."""
-    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.") + _top_level(config)
-    values: dict[str, Any] = {}
-    for key, (attr, convert) in _KEYS.items():
-        if raw.get(key) is None:
-            continue
-        try:
-            values[attr] = convert(raw[key], f"{SECTION}.{key}")
-        except ConfigError as err:
-            errors.extend(err.errors)
+    values, unknown, bad = field_values(AzureSection, raw, SECTION)
+    errors = unknown + _top_level(config) + bad
     for key in ("subscriptionId", "resourceGroup"):
         if raw.get(key) is None:
             errors.append(f"{SECTION}.{key}: required")

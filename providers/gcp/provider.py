@@ -43,7 +43,7 @@ from providers.gcp.nodes import instance_name, launch_labels, template_arch
 from providers.gcp.pricing import PriceBook, fetch_price_book
 from providers.gcp.quota import quota_scope
 from providers.gcp.reservations import GceReservation, by_key, fetch_reservations, reserved_offering, selected
-from providers.gcp.settings import SECTION, parse_settings
+from providers.gcp.settings import SECTION, GcpSection, parse_settings
 from providers.gcp.shapes import Shape, fetch_shapes
 from providers.gcp.template import build_instance, fetch_template
 
@@ -60,6 +60,7 @@ class GcpProvider:
     """A CloudProvider for Compute Engine VMs that join a GKE cluster."""
 
     name = "gcp"
+    settings_model = GcpSection  # the gcp: section's keys, for the configuration's JSON Schema
 
     def __init__(
         self,

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from autoscaler import config_schema as schema
 from autoscaler.config import Config, ConfigError
+from autoscaler.config_models import Section, checked, field_values
 
-__all__ = ["SECTION", "GcpSettings", "NodePoolRef", "ProviderConfigError", "TemplateRef", "parse_settings"]
+__all__ = [
+    "SECTION",
+    "GcpSection",
+    "GcpSettings",
+    "NodePoolRef",
+    "ProviderConfigError",
+    "TemplateRef",
+    "parse_settings",
+]
 
 SECTION = "gcp"
 DRIVER_VERSIONS = ("default", "latest", "disabled")
@@ -124,24 +133,37 @@ def _node_pool(value: Any, path: str) -> NodePoolRef:
     return NodePoolRef(name, cluster)
 
 
-_KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-    "project": ("project", schema.text(pattern=_PROJECT, rule="a GCP project ID")),
-    "nodePool": ("node_pool", _node_pool),
-    "endpoint": ("endpoint", _url),
-    "billingEndpoint": ("billing_endpoint", _url),
-    "catalogFallback": ("catalog_fallback", _path),
-    "gpuPriceFallback": ("gpu_price_fallback", _path),
-    "priceRefreshInterval": ("price_refresh_interval", schema.duration(minimum=60.0)),
-    "requestTimeout": ("request_timeout", schema.duration()),
-    "operationTimeout": ("operation_timeout", schema.duration()),
-    "pollInterval": ("poll_interval", schema.duration()),
-    "gpuDriverVersion": ("gpu_driver_version", schema.choice(DRIVER_VERSIONS)),
-    "reservations": (
-        "reservations",
-        schema.string_list(item=schema.text(pattern=_NAME, rule="a reservation name"), unique=True),
-    ),
-}
-_ALL_KEYS = ("project", "instanceTemplate", *(k for k in _KEYS if k != "project"))
+_TEXT = {"type": ["string", "null"]}
+_DURATION = {"type": ["string", "number", "null"]}
+
+
+class GcpSection(Section):
+    """The keys of the ``gcp:`` section (null is the same as absent); ``parse_settings`` adds what ties them
+    to each other and to the rest of the configuration."""
+
+    project: Annotated[str | None, checked(schema.text(pattern=_PROJECT, rule="a GCP project ID"), _TEXT)] = (
+        None
+    )
+    instance_template: Annotated[str | None, checked(lambda value, path: value, _TEXT)] = None
+    node_pool: Annotated[NodePoolRef | None, checked(_node_pool, {"type": ["object", "null"]})] = None
+    endpoint: Annotated[str | None, checked(_url, _TEXT)] = None
+    billing_endpoint: Annotated[str | None, checked(_url, _TEXT)] = None
+    catalog_fallback: Annotated[Path | None, checked(_path, _TEXT)] = None
+    gpu_price_fallback: Annotated[Path | None, checked(_path, _TEXT)] = None
+    price_refresh_interval: Annotated[float | None, checked(schema.duration(minimum=60.0), _DURATION)] = None
+    request_timeout: Annotated[float | None, checked(schema.duration(), _DURATION)] = None
+    operation_timeout: Annotated[float | None, checked(schema.duration(), _DURATION)] = None
+    poll_interval: Annotated[float | None, checked(schema.duration(), _DURATION)] = None
+    gpu_driver_version: Annotated[
+        str | None, checked(schema.choice(DRIVER_VERSIONS), {"enum": [*DRIVER_VERSIONS, None]})
+    ] = None
+    reservations: Annotated[
+        tuple[str, ...] | None,
+        checked(
+            schema.string_list(item=schema.text(pattern=_NAME, rule="a reservation name"), unique=True),
+            {"type": ["array", "null"], "items": {"type": "string"}},
+        ),
+    ] = None
 
 
 def _zones(config: Config) -> list[str]:
@@ -156,15 +178,9 @@ def _zones(config: Config) -> list[str]:
 
 def parse_settings(raw: Mapping[str, Any], config: Config) -> GcpSettings:
     """Validate the raw ``gcp:`` map; raise :class:`ProviderConfigError` listing every problem."""
-    errors = schema.unknown_keys(raw, _ALL_KEYS, f"{SECTION}.")
-    values: dict[str, Any] = {}
-    for key, (attr, convert) in _KEYS.items():
-        if raw.get(key) is None:
-            continue
-        try:
-            values[attr] = convert(raw[key], f"{SECTION}.{key}")
-        except ConfigError as err:
-            errors.extend(err.errors)
+    values, errors, bad = field_values(GcpSection, raw, SECTION)
+    errors += bad
+    values.pop("instance_template", None)  # read below, with the project it defaults to
     if raw.get("project") is None:
         errors.append(f"{SECTION}.project: required (the project the cluster's VMs run in)")
     template = raw.get("instanceTemplate")

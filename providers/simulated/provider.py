@@ -47,6 +47,7 @@ from providers.simulated.settings import (
     SECTION,
     CapacityRule,
     ProviderConfigError,
+    SimulatedSection,
     load_catalog,
     parse_settings,
 )
@@ -76,6 +77,7 @@ class SimulatedProvider:
     """A CloudProvider whose offerings come from a catalog CSV and whose instances exist only here."""
 
     name = "simulated"
+    settings_model = SimulatedSection  # the simulated: section's keys, for the configuration's JSON Schema
 
     def __init__(
         self,

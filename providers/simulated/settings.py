@@ -12,11 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from autoscaler import config_schema as schema
 from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.config import Config, ConfigError, parse_duration
+from autoscaler.config_models import Section, checked, field_values
 from autoscaler.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "Catalog",
     "ProviderConfigError",
     "SimReservation",
+    "SimulatedSection",
     "SimulatedSettings",
     "load_catalog",
     "parse_settings",
@@ -239,34 +243,41 @@ def _reservations(value: Any, path: str) -> tuple[SimReservation, ...]:
     return tuple(out)
 
 
-_KEYS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-    "catalog": ("catalog", _path),
-    "catalogCloud": ("catalog_cloud", schema.optional(schema.text())),
-    "catalogRegion": ("catalog_region", schema.optional(schema.text())),
-    "registerNodes": ("register_nodes", schema.boolean),
-    "launchDelay": ("launch_delay", _duration),
-    "registrationDelay": ("registration_delay", _duration),
-    "gpuReadyDelay": ("gpu_ready_delay", _duration),
-    "capacityFailures": ("capacity_failures", _capacity_failures),
-    "quotaGPUs": ("quota_gpus", schema.optional(schema.integer(minimum=0))),
-    "stateFile": ("state_file", schema.optional(_path)),
-    "spotInterruptionRate": ("spot_interruption_rate", schema.number(minimum=0)),
-    "spotInterruptionNotice": ("spot_interruption_notice", schema.duration(positive=False)),
-    "reservations": ("reservations", _reservations),
-}
+_TEXT = {"type": ["string", "null"]}
+_DURATION = {"type": ["string", "number"]}
+_LIST = {"type": ["array", "null"], "items": {"type": "object"}}
+
+
+class SimulatedSection(Section):
+    """The keys of the ``simulated:`` section; ``parse_settings`` adds that a catalog is required."""
+
+    catalog: Annotated[Path | None, checked(_path, {"type": "string"})] = None
+    catalog_cloud: Annotated[str | None, checked(schema.optional(schema.text()), _TEXT)] = None
+    catalog_region: Annotated[str | None, checked(schema.optional(schema.text()), _TEXT)] = None
+    register_nodes: Annotated[bool | None, checked(schema.boolean, {"type": "boolean"})] = None
+    launch_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
+    registration_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
+    gpu_ready_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
+    capacity_failures: Annotated[tuple[CapacityRule, ...] | None, checked(_capacity_failures, _LIST)] = None
+    quota_gpus: Annotated[
+        int | None,
+        checked(schema.optional(schema.integer(minimum=0)), {"type": ["integer", "null"], "minimum": 0}),
+        Field(alias="quotaGPUs"),
+    ] = None
+    state_file: Annotated[Path | None, checked(schema.optional(_path), _TEXT)] = None
+    spot_interruption_rate: Annotated[
+        float | None, checked(schema.number(minimum=0), {"type": "number", "minimum": 0})
+    ] = None
+    spot_interruption_notice: Annotated[float | None, checked(schema.duration(positive=False), _DURATION)] = (
+        None
+    )
+    reservations: Annotated[tuple[SimReservation, ...] | None, checked(_reservations, _LIST)] = None
 
 
 def parse_settings(raw: Mapping[str, Any]) -> SimulatedSettings:
     """Validate the raw ``simulated:`` map; raise :class:`ProviderConfigError` listing every problem."""
-    errors = schema.unknown_keys(raw, _KEYS, f"{SECTION}.")
-    values: dict[str, Any] = {}
-    for key, (attr, convert) in _KEYS.items():
-        if key not in raw:
-            continue
-        try:
-            values[attr] = convert(raw[key], f"{SECTION}.{key}")
-        except ConfigError as err:
-            errors.extend(err.errors)
+    values, errors, bad = field_values(SimulatedSection, raw, SECTION, null_is_absent=False)
+    errors += bad
     if "catalog" not in raw:
         errors.append(f"{SECTION}.catalog: required (a CSV file of instance types and prices)")
     if errors:

@@ -1,0 +1,117 @@
+"""A provider registers its own configuration section, found through the ``tidal.providers`` entry points.
+
+The third-party provider here is installed the way a plugin is: a distribution's ``entry_points.txt`` on
+``sys.path``, naming a class whose ``settings_model`` validates the ``acme:`` section.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.config import ConfigError, config_from_mapping, provider_sections
+from autoscaler.config_reference import json_schema, markdown
+
+PLUGIN = '''
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class AcmeSettings(BaseModel):
+    """The acme: section."""
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    api_url: str = Field(description="Where the Acme Cloud API answers.")
+    max_machines: int = Field(default=10, ge=1, description="Most machines tidal may hold.")
+
+
+class AcmeProvider:
+    settings_model = AcmeSettings
+
+    def __init__(self, config):
+        self.settings = AcmeSettings.model_validate(dict(config.providers["acme"]))
+'''
+
+
+@pytest.fixture
+def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "acme_cloud.py").write_text(PLUGIN)
+    dist = tmp_path / "acme_cloud-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-cloud\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent(
+            """\
+            [tidal.providers]
+            acme = acme_cloud:AcmeProvider
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def errors_of(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        config_from_mapping(data, source="config.yaml")
+    assert "\n" not in str(caught.value)
+    return caught.value.errors
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_an_installed_provider_adds_its_section_to_the_configuration() -> None:
+    assert "acme" in provider_sections()
+    config = config_from_mapping({"cloud": "acme", "acme": {"apiUrl": "https://api.acme.example"}})
+    assert config.providers["acme"] == {"apiUrl": "https://api.acme.example"}
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_provider_section_is_validated_by_the_providers_own_model() -> None:
+    assert errors_of({"acme": {"apiUrl": "https://api.acme.example", "maxMachines": 0}}) == [
+        "acme.maxMachines: 0 is not valid (input should be greater than or equal to 1)"
+    ]
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_misspelt_key_in_a_provider_section_gets_a_suggestion_from_its_model() -> None:
+    assert errors_of({"acme": {"apiUrl": "https://api.acme.example", "maxMachine": 3}}) == [
+        "acme.maxMachine: unknown key (did you mean 'maxMachines'?)"
+    ]
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_required_key_of_a_provider_section_is_named() -> None:
+    assert errors_of({"acme": {"maxMachines": 3}}) == ["acme.apiUrl: required"]
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_an_unknown_top_level_key_is_matched_against_registered_sections_too() -> None:
+    assert errors_of({"acmee": {"apiUrl": "x"}}) == ["acmee: unknown key (did you mean 'acme'?)"]
+
+
+def test_without_the_plugin_its_section_is_an_unknown_key() -> None:
+    assert "acme" not in provider_sections()
+    assert errors_of({"acme": {"apiUrl": "x"}}) == ["acme: unknown key"]
+
+
+def test_a_built_in_provider_without_a_model_still_takes_any_map_and_checks_it_when_it_starts() -> None:
+    config = config_from_mapping({"azure": {"subscriptionId": 7}})
+    assert config.providers["azure"] == {"subscriptionId": 7}
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_registered_provider_model_is_in_the_json_schema_with_its_descriptions() -> None:
+    section = json_schema()["properties"]["acme"]
+    assert section["additionalProperties"] is False
+    assert section["required"] == ["apiUrl"]
+    assert section["properties"]["maxMachines"]["description"] == "Most machines tidal may hold."
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_a_registered_provider_model_is_documented_in_the_reference() -> None:
+    text = markdown()
+    assert "| `acme.apiUrl` | `required` | Where the Acme Cloud API answers. |" in text
+    assert "| `acme.maxMachines` | `10` | Most machines tidal may hold. |" in text
