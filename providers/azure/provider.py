@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from azure.core.exceptions import AzureError, HttpResponseError
 
+from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     CapacityUnavailable,
@@ -43,6 +44,7 @@ from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient
 from providers.azure.errors import ArmQuotaExceeded, classify
 from providers.azure.flexible import FlexiblePools
+from providers.azure.node_template import node_template
 from providers.azure.permissions import LINKED_ACTIONS, linked_actions
 from providers.azure.prices import Prices, fallback_prices, prices_from_items
 from providers.azure.quota import quota_scope, sku_scope
@@ -147,7 +149,11 @@ class AzureProvider:
     # --- offerings -------------------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every (size, zone, capacity type) a configured scale set can launch, priced, with availability."""
+        """Every (size, zone, capacity type) a configured scale set can launch, priced, with availability,
+        each with the node template of an AKS node of it."""
+        return with_templates(self._offerings(), node_template)
+
+    def _offerings(self) -> list[Offering]:
         self._collect_inflight()
         location = self.config.region
         try:
