@@ -14,13 +14,23 @@ they cannot host a Kubernetes node.
 from __future__ import annotations
 
 import csv
+import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from autoscaler.model import ON_DEMAND, SPOT, Arch, Offering
+from autoscaler.cloud import ENTRY_POINT_GROUP
+from autoscaler.model import ON_DEMAND, SPOT, Arch, NodeTemplate, Offering
+
+# How a provider says what its nodes look like: the node template of one of its offerings. It needs no
+# credentials and no cloud SDK, so that catalogs read offline get the same templates as the live cloud.
+TemplateBuilder = Callable[[Offering], NodeTemplate]
+# Where tidal finds a provider's TemplateBuilder: this name in the module its ``tidal.providers`` entry point
+# names, else on the provider class itself.
+TEMPLATE_BUILDER = "offering_template"
 
 REQUIRED_COLUMNS = (
     "cloud",
@@ -36,6 +46,36 @@ REQUIRED_COLUMNS = (
 
 class CatalogError(ValueError):
     """A catalog file that cannot be read; the message names the file, line and column."""
+
+
+def with_templates(offerings: Iterable[Offering], builder: TemplateBuilder) -> list[Offering]:
+    """``offerings``, each carrying the node template ``builder`` makes of it (equal templates are one
+    object, so thousands of offerings of a few kinds of node hold a few templates)."""
+    shared: dict[NodeTemplate, NodeTemplate] = {}
+    out: list[Offering] = []
+    for o in offerings:
+        template = builder(o)
+        out.append(replace(o, template=shared.setdefault(template, template)))
+    return out
+
+
+def offering_templates(cloud: str) -> TemplateBuilder | None:
+    """The node-template builder of the provider registered as ``cloud`` (None when no provider is, or it
+    builds none); :class:`CatalogError` when its module cannot be loaded."""
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=cloud):
+        try:
+            builder = getattr(importlib.import_module(ep.module), TEMPLATE_BUILDER, None)
+            if builder is None:
+                builder = getattr(ep.load(), TEMPLATE_BUILDER, None)
+        except ImportError as err:
+            raise CatalogError(
+                f"cloud {cloud!r}: its provider's node templates cannot be loaded ({err})"
+            ) from None
+        if builder is not None and not callable(builder):
+            raise CatalogError(f"cloud {cloud!r}: {ep.module}.{TEMPLATE_BUILDER} is not a function")
+        found: TemplateBuilder | None = builder
+        return found
+    return None
 
 
 def _number(
@@ -66,8 +106,10 @@ def offerings_from_rows(
     max_pods: int = 110,
     source: str = "catalog",
     price_source: str = "catalog file",
+    template: TemplateBuilder | None = None,
 ) -> list[Offering]:
-    """Offerings (one per zone and capacity type with a price) from catalog rows of ``cloud``/``region``."""
+    """Offerings (one per zone and capacity type with a price) from catalog rows of ``cloud``/``region``,
+    with the node templates ``template`` builds (none without it)."""
     out: list[Offering] = []
     seen: dict[tuple[str, str, str], int] = {}
     for n, row in enumerate(rows, start=2):
@@ -103,7 +145,7 @@ def offerings_from_rows(
             )
         zone = (row.get("zone") or "").strip()
         row_zones = [zone] if zone else (list(zones) or [""])
-        template = Offering(
+        shape = Offering(
             instance_type=instance_type,
             zone="",
             capacity_type=ON_DEMAND,
@@ -129,8 +171,8 @@ def offerings_from_rows(
                     zone_text = f" in zone {z}" if z else ""
                     raise CatalogError(f"{where}: {instance_type}{zone_text} is already on line {seen[key]}")
                 seen[key] = line
-                out.append(replace(template, zone=z, capacity_type=capacity_type, price=price))
-    return out
+                out.append(replace(shape, zone=z, capacity_type=capacity_type, price=price))
+    return with_templates(out, template) if template is not None else out
 
 
 def read_catalog_csv(
@@ -140,8 +182,10 @@ def read_catalog_csv(
     region: str,
     zones: Sequence[str] = (),
     max_pods: int = 110,
+    template: TemplateBuilder | None = None,
 ) -> list[Offering]:
-    """Read a catalog CSV; raise :class:`CatalogError` with file and line on bad input."""
+    """Read a catalog CSV, with the node templates ``template`` builds; raise :class:`CatalogError` with file
+    and line on bad input."""
     p = Path(path)
     try:
         with p.open(newline="", encoding="utf-8-sig") as fh:
@@ -158,6 +202,7 @@ def read_catalog_csv(
                 max_pods=max_pods,
                 source=str(p),
                 price_source=f"catalog file {p.name}",
+                template=template,
             )
     except OSError as err:
         raise CatalogError(f"{p}: {err.strerror or err}") from None

@@ -2,7 +2,8 @@
 ``cloud: simulated`` the cloud and region of the catalog's rows that the simulated cloud would sell.
 
 A later file's instance type replaces every offering of that type in the files before it (all its zones and
-capacity types), so a small file of negotiated prices can be laid over a public catalog.
+capacity types), so a small file of negotiated prices can be laid over a public catalog. Every offering
+carries the node template the configured cloud's provider builds for it, as the live provider's would.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autoscaler.catalog import CatalogError, read_catalog_csv
+from autoscaler.catalog import CatalogError, offering_templates, read_catalog_csv
 from autoscaler.config import Config
 from autoscaler.model import Offering
 
@@ -95,11 +96,17 @@ def read_catalogs(paths: Sequence[str | os.PathLike[str]], config: Config) -> Ca
     """The offerings of ``paths`` laid over each other; CatalogError when they have none to offer."""
     names = [os.fspath(p) for p in paths]
     cloud, region = scope(names, config)
+    template = offering_templates(config.cloud)
     by_type: dict[str, list[Offering]] = {}
     for name in names:
         layer: dict[str, list[Offering]] = {}
         for offering in read_catalog_csv(
-            name, cloud=cloud, region=region, zones=config.zones, max_pods=config.max_pods_per_node
+            name,
+            cloud=cloud,
+            region=region,
+            zones=config.zones,
+            max_pods=config.max_pods_per_node,
+            template=template,
         ):
             layer.setdefault(offering.instance_type, []).append(offering)
         by_type.update(layer)

@@ -21,12 +21,12 @@ from autoscaler.disrupting import Disruptions
 from autoscaler.disruption.choose import progress
 from autoscaler.disruption.method import Method
 from autoscaler.drain import DrainJob, DrainRunner, Termination
-from autoscaler.fit import node_labels
 from autoscaler.fleet import Fleet, Overdue
 from autoscaler.gangs import Gangs
 from autoscaler.kube.convert import parse_time
 from autoscaler.launching import Launcher, LaunchOutcome
 from autoscaler.model import Instance, Offering, Snapshot
+from autoscaler.new_nodes import node_labels
 from autoscaler.planning import Plan, PlanInput, Planner, plan
 from autoscaler.planning.decisions import Removal
 from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo

@@ -11,38 +11,30 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from autoscaler import annotations as ann
 from autoscaler.config import Config
 from autoscaler.gpu.dra_demand import DRA_GPU
 from autoscaler.gpu.layouts import mig_resources
 from autoscaler.gpu.mig import MIG_RESOURCE_PREFIX
+from autoscaler.gpu.names import gpu_model_name as gpu_model_name
+from autoscaler.gpu.names import parse_gpu_sku as parse_gpu_sku
 from autoscaler.gpu.share import GpuShare
 from autoscaler.model import (
     CAPACITY_TYPES,
-    LABEL_ARCH,
-    LABEL_CAPACITY_TYPE,
-    LABEL_CLUSTER,
-    LABEL_GPU_COUNT,
-    LABEL_GPU_MODEL,
     LABEL_INSTANCE_TYPE,
-    LABEL_MANAGED,
-    LABEL_OS,
-    LABEL_REGION,
-    LABEL_RESERVATION_END,
     LABEL_RESERVATION_ID,
-    LABEL_RESERVATION_TYPE,
-    LABEL_ZONE,
     RESERVED,
-    SPOT,
     NodeSelectorTerm,
     Offering,
     Pod,
     ReservationKind,
-    Taint,
     Toleration,
 )
+from autoscaler.new_nodes import GPU_TAINT as GPU_TAINT
+from autoscaler.new_nodes import NewNodes
+from autoscaler.new_nodes import node_labels as node_labels
+from autoscaler.new_nodes import node_taints as node_taints
 from autoscaler.placement import filters
 from autoscaler.placement.gpus import device_slots
 from autoscaler.placement.reasons import Filter, Rejection
@@ -206,144 +198,25 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
 
 # --- GPU models -------------------------------------------------------------------------------------
 
-# Names that are the same silicon for scheduling purposes (A10G is AWS's A10; T4g the Graviton-host T4).
-_GPU_ALIASES = {"A10G": "A10", "T4G": "T4", "RTXPROSERVER6000": "RTXPRO6000", "TESLAT4": "T4"}
-_MEM_SUFFIX = re.compile(r"^(?P<model>.+?)[-_ ]?(?P<mem>\d+)\s*G[B]?$", re.IGNORECASE)
-_M_SUFFIX = re.compile(r"^(?P<model>[A-Z]+\d+)M(?P<mem>\d+)$", re.IGNORECASE)
-
-
-def _squash(name: str) -> str:
-    text = name.upper().replace("NVIDIA", "").replace("TESLA", "")
-    text = re.sub(r"[\s\-_]", "", text)
-    return _GPU_ALIASES.get(text, text)
-
-
-@lru_cache(maxsize=4096)
-def parse_gpu_sku(sku: str) -> tuple[str, int | None]:
-    """``"A100-80GB"`` → ``("A100", 80)``; ``"V100M32"`` → ``("V100", 32)``; ``"L4"`` → ``("L4", None)``."""
-    text = sku.strip()
-    for pattern in (_M_SUFFIX, _MEM_SUFFIX):
-        m = pattern.match(text)
-        if m and re.search(r"\d", m.group("model")):
-            return _squash(m.group("model")), int(m.group("mem"))
-    return _squash(text), None
-
-
-def gpu_model_name(model: str) -> str:
-    """The normalised model name used in node labels (``A10G`` → ``A10``, ``H100 NVL`` → ``H100NVL``)."""
-    return parse_gpu_sku(model)[0] if model else ""
-
 
 def gpu_sku_matches(sku: str, offering: Offering) -> bool:
     """True when the offering's GPU is the model ``sku`` names (memory within ±10% when it names memory)."""
-    if not offering.gpu_model:
-        return False
-    model, mem_gb = parse_gpu_sku(sku)
-    if model != gpu_model_name(offering.gpu_model):
-        return False
-    if mem_gb is None:
-        return True
-    have = offering.gpu_memory_mib / 1024
-    return abs(have - mem_gb) <= 0.1 * mem_gb
+    return _sku_matcher(parse_gpu_sku(sku))(offering, gpu_model_name(offering.gpu_model))
 
 
-# --- labels and taints of a new node ----------------------------------------------------------------
+def _sku_matcher(parsed: tuple[str, int | None]) -> Callable[[Offering, str], bool]:
+    """Whether an offering whose GPU model reduces to the given name is the parsed SKU."""
+    model, mem_gb = parsed
 
-_GKE_ACCELERATORS = {
-    "T4": "nvidia-tesla-t4",
-    "V100": "nvidia-tesla-v100",
-    "P100": "nvidia-tesla-p100",
-    "P4": "nvidia-tesla-p4",
-    "L4": "nvidia-l4",
-    "H100": "nvidia-h100-80gb",
-    "H200": "nvidia-h200-141gb",
-    "B200": "nvidia-b200",
-}
+    def matches(offering: Offering, offering_model: str) -> bool:
+        if not offering.gpu_model or offering_model != model:
+            return False
+        if mem_gb is None:
+            return True
+        have = offering.gpu_memory_mib / 1024
+        return abs(have - mem_gb) <= 0.1 * mem_gb
 
-
-def node_labels(offering: Offering, config: Config) -> dict[str, str]:
-    """The labels a node launched from ``offering`` will carry (well-known, tidal's, cloud's, configured)."""
-    return dict(
-        _node_labels(
-            offering,
-            config.cloud,
-            config.region,
-            config.cluster_name,
-            tuple(sorted(config.node_labels.items())),
-        )
-    )
-
-
-@lru_cache(maxsize=65536)
-def _node_labels(
-    offering: Offering, cloud: str, region: str, cluster: str, extra: tuple[tuple[str, str], ...]
-) -> tuple[tuple[str, str], ...]:
-    labels = {
-        LABEL_INSTANCE_TYPE: offering.instance_type,
-        LABEL_ARCH: offering.arch.value,
-        LABEL_OS: "linux",
-        LABEL_CAPACITY_TYPE: offering.capacity_type,
-        LABEL_MANAGED: "true",
-        LABEL_CLUSTER: cluster,
-        LABEL_REGION: offering.region or region,
-    }
-    if offering.zone:
-        labels[LABEL_ZONE] = offering.zone
-    r = offering.reservation
-    if r is not None:
-        labels[LABEL_RESERVATION_ID] = r.id
-        labels[LABEL_RESERVATION_TYPE] = r.kind.value
-        if r.end is not None:
-            labels[LABEL_RESERVATION_END] = str(int(r.end))
-    if offering.gpu_count:
-        labels[LABEL_GPU_MODEL] = gpu_model_name(offering.gpu_model)
-        labels[LABEL_GPU_COUNT] = str(offering.gpu_count)
-        labels[
-            "nvidia.com/gpu.present" if offering.gpu_vendor.upper() != "AMD" else "amd.com/gpu.present"
-        ] = "true"
-    if offering.layout is not None:
-        labels.update(offering.layout.labels)
-    spot = offering.capacity_type == SPOT
-    if cloud == "aws":
-        labels["karpenter.sh/capacity-type"] = offering.capacity_type
-        labels["eks.amazonaws.com/capacityType"] = (
-            "SPOT" if spot else "CAPACITY_BLOCK" if r is not None and r.block else "ON_DEMAND"
-        )
-        if r is not None:
-            # Karpenter's labels for the same thing, so pods written for Karpenter select these nodes too.
-            labels["karpenter.k8s.aws/capacity-reservation-id"] = r.id
-            labels["karpenter.k8s.aws/capacity-reservation-type"] = "capacity-block" if r.block else "default"
-    elif cloud == "gcp":
-        labels["cloud.google.com/gke-provisioning"] = "spot" if spot else "standard"
-        if spot:
-            labels["cloud.google.com/gke-spot"] = "true"
-        if r is not None:
-            labels["cloud.google.com/reservation-name"] = r.name or r.id
-        accel = _GKE_ACCELERATORS.get(gpu_model_name(offering.gpu_model))
-        if gpu_model_name(offering.gpu_model) == "A100":
-            accel = "nvidia-a100-80gb" if offering.gpu_memory_mib > 50 * 1024 else "nvidia-tesla-a100"
-        if accel and offering.gpu_count:
-            labels["cloud.google.com/gke-accelerator"] = accel
-    elif cloud == "azure":
-        labels["kubernetes.azure.com/scalesetpriority"] = "spot" if spot else "regular"
-        if offering.gpu_count:
-            labels["accelerator"] = "nvidia"
-    labels.update(extra)
-    return tuple(sorted(labels.items()))
-
-
-GPU_TAINT = Taint(NVIDIA_GPU, "present", "NoSchedule")
-
-
-def node_taints(offering: Offering, config: Config) -> tuple[Taint, ...]:
-    """Taints a new node will carry: configured ones, the GPU taint on NVIDIA GPU nodes (``gpuNodeTaint``),
-    and the spot taint AKS puts on spot nodes."""
-    taints = tuple(config.node_taints)
-    if config.gpu_node_taint and offering.gpu_count and offering.gpu_vendor.upper() != "AMD":
-        taints += (GPU_TAINT,)
-    if config.cloud == "azure" and offering.capacity_type == SPOT:
-        taints += (Taint("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule"),)
-    return taints
+    return matches
 
 
 # --- eligibility ------------------------------------------------------------------------------------
@@ -366,8 +239,12 @@ def gpu_taint_rejection() -> Rejection:
     )
 
 
-def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
-    """The pod-level filters, each with the rejection it gives when it removes the last offering."""
+def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = None) -> list[OfferingFilter]:
+    """The pod-level filters, each with the rejection it gives when it removes the last offering.
+
+    ``nodes`` holds the labels and taints of new nodes already worked out for ``config`` (an offering
+    index's); without it they are worked out for these filters alone."""
+    new_nodes = nodes if nodes is not None and nodes.config is config else NewNodes(config)
     out: list[OfferingFilter] = [
         (
             _offering(f"capacity type not in {','.join(c.capacity_types)}", "capacity-type"),
@@ -452,12 +329,17 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
         )
     if c.gpu_skus:
         skus = c.gpu_skus
-        out.append(
-            (
-                _offering(f"no offering with GPU model {'|'.join(skus)}", "gpu-sku"),
-                lambda o: any(gpu_sku_matches(s, o) for s in skus),
-            )
-        )
+        matchers = [_sku_matcher(parse_gpu_sku(s)) for s in skus]
+        # Offerings share a few GPU model names: each is reduced once for this filter.
+        models: dict[str, str] = {}
+
+        def has_sku(o: Offering) -> bool:
+            model = models.get(o.gpu_model)
+            if model is None:
+                model = models[o.gpu_model] = gpu_model_name(o.gpu_model)
+            return any(m(o, model) for m in matchers)
+
+        out.append((_offering(f"no offering with GPU model {'|'.join(skus)}", "gpu-sku"), has_sku))
     if c.family_inclusions:
         inc = set(c.family_inclusions)
         out.append(
@@ -490,7 +372,7 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
         out.append(
             (
                 Rejection(Filter.NODE_AFFINITY, f"{what} matches no offering"),
-                lambda o: filters.node_affinity(want, terms, node_labels(o, config), None) is None,
+                lambda o: filters.node_affinity(want, terms, new_nodes.labels(o), None) is None,
             )
         )
     tols = c.tolerations
@@ -498,15 +380,17 @@ def offering_filters(c: Constraints, config: Config) -> list[OfferingFilter]:
     if c.gpu_resource and config.gpu_node_taint and not any(t.tolerates(GPU_TAINT) for t in tols):
         taint_rejection = gpu_taint_rejection()
     out.append(
-        (taint_rejection, lambda o: filters.taint_toleration(tols, node_taints(o, config)) is None),
+        (taint_rejection, lambda o: filters.taint_toleration(tols, new_nodes.taints(o)) is None),
     )
     return out
 
 
-def last_candidate(c: Constraints, offerings: Sequence[Offering], config: Config) -> Offering | None:
+def last_candidate(
+    c: Constraints, offerings: Sequence[Offering], config: Config, nodes: NewNodes | None = None
+) -> Offering | None:
     """The cheapest offering the filter that removed the last one removed: the nearest a pod came."""
     remaining = list(offerings)
-    for _, keep in offering_filters(c, config):
+    for _, keep in offering_filters(c, config, nodes):
         kept = [o for o in remaining if keep(o)]
         if not kept:
             return min(remaining, key=lambda o: (o.price, o.key), default=None)
@@ -515,11 +399,11 @@ def last_candidate(c: Constraints, offerings: Sequence[Offering], config: Config
 
 
 def eligible_offerings(
-    c: Constraints, offerings: Sequence[Offering], config: Config
+    c: Constraints, offerings: Sequence[Offering], config: Config, nodes: NewNodes | None = None
 ) -> tuple[list[Offering], Rejection | None]:
     """Offerings that satisfy the constraints, and the filter that removed the last one."""
     remaining = list(offerings)
-    for rejection, keep in offering_filters(c, config):
+    for rejection, keep in offering_filters(c, config, nodes):
         remaining = [o for o in remaining if keep(o)]
         if not remaining:
             return [], rejection

@@ -32,7 +32,6 @@ from autoscaler.cloud import (
 )
 from autoscaler.config import Config
 from autoscaler.disruption.drifted import TEMPLATE_LABEL
-from autoscaler.fit import node_taints
 from autoscaler.fleet import Fleet, State
 from autoscaler.model import (
     LABEL_CLUSTER,
@@ -42,6 +41,7 @@ from autoscaler.model import (
     LaunchRequest,
     Offering,
 )
+from autoscaler.new_nodes import node_taints
 from autoscaler.planning.decisions import Launch
 from autoscaler.planning.scaledown import NODE_MODE
 

@@ -408,9 +408,28 @@ class GpuLayout:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeTemplate:
+    """What the cloud makes of a node of an offering, as the provider of that cloud says: the labels and
+    taints its node bootstrap gives the node, and what its kubelet keeps back from pods (kube-reserved,
+    system-reserved and the hard eviction threshold together).
+
+    Only the cloud's part: tidal's own labels (well-known, ``tidal.dev/...``, GPU and GPU-layout labels, the
+    configured ``nodeLabels``) and taints (``nodeTaints``, the GPU taint) are added by the core. ``reserved``
+    None leaves the reservation to tidal's default formula."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    reserved: Resources | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Offering:
     """One launchable (instance type, zone, capacity type) with its shape and price; ``layout``, when set, is
-    how tidal will have its GPUs cut or shared (a variant of the same cloud offering)."""
+    how tidal will have its GPUs cut or shared (a variant of the same cloud offering).
+
+    ``template`` is what a node of it will look like, built by its provider from the fields above (so an
+    offering changed with ``dataclasses.replace`` needs its template built again); being derived from them,
+    it takes no part in an offering's equality or hash (which stay as cheap as before)."""
 
     instance_type: str
     zone: str
@@ -431,6 +450,7 @@ class Offering:
     # Set on reserved offerings only: the reservation a node of this offering is launched into.
     reservation: Reservation | None = None
     layout: GpuLayout | None = None
+    template: NodeTemplate | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:

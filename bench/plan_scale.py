@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.catalog import read_catalog_csv  # noqa: E402
+from autoscaler.catalog import offering_templates, read_catalog_csv  # noqa: E402
 from autoscaler.config import config_from_mapping  # noqa: E402
 from autoscaler.planning import PlanInput, plan  # noqa: E402
 from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
@@ -279,7 +279,9 @@ def main() -> int:
             "architectures": ["amd64", "arm64"],
         }
     )
-    offerings = read_catalog_csv(args.catalog, cloud="aws", region="us-east-1", zones=config.zones)
+    offerings = read_catalog_csv(
+        args.catalog, cloud="aws", region="us-east-1", zones=config.zones, template=offering_templates("aws")
+    )
     builder = SnapshotBuilder()
     t0 = time.perf_counter()
     for obj in workload(args.pods, topology=args.topology, fractional=args.fractional, per_pod=per_pod):

@@ -8,6 +8,7 @@ from typing import Any
 
 from autoscaler.model import RESERVED, Arch, Offering, Reservation, ReservationKind, Snapshot
 from autoscaler.snapshot import SnapshotBuilder
+from providers.aws import offering_template as aws_node_template
 
 T0 = "2026-11-20T10:00:00Z"
 _uid = itertools.count(1)
@@ -312,7 +313,8 @@ def offering(
     fraction: float | None = None,
     max_pods: int = 110,
 ) -> Offering:
-    return Offering(
+    """An offering of us-east-1 as the AWS provider lists it, with the node template of an EKS node of it."""
+    shape = Offering(
         instance_type=instance_type,
         zone=zone,
         capacity_type=capacity_type,
@@ -328,6 +330,7 @@ def offering(
         max_pods=max_pods,
         region="us-east-1",
     )
+    return replace(shape, template=aws_node_template(shape))
 
 
 def reserved(
@@ -353,7 +356,8 @@ def reserved(
         name=name,
         on_demand_price=base.price,
     )
-    return replace(base, capacity_type=RESERVED, price=0.0, reservation=r, price_source="reservation")
+    offering = replace(base, capacity_type=RESERVED, price=0.0, reservation=r, price_source="reservation")
+    return replace(offering, template=aws_node_template(offering))
 
 
 def aws_offerings(zones: tuple[str, ...] = ("us-east-1a",), spot: bool = True) -> list[Offering]:

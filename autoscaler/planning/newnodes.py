@@ -248,7 +248,7 @@ def nearest_miss(index: OfferingIndex, c: Constraints, req: Resources, mode: str
         short = insufficient_all(req, index.allocatable(o))
         return f"{o.key} (${o.price:.4f}/h): {', '.join(TOO_MANY_PODS if r == PODS else f'Insufficient {r}' for r in short)}"
     if why.filter in (Filter.OFFERING, Filter.NODE_AFFINITY, Filter.TAINT_TOLERATION):
-        o = last_candidate(c, index.offerings, index.config)
+        o = last_candidate(c, index.offerings, index.config, index.nodes)
         return f"{o.key} (${o.price:.4f}/h): {why.message}" if o is not None else ""
     return ""
 

@@ -18,9 +18,10 @@ from typing import Generic, TypeVar
 
 from autoscaler.allocatable import node_allocatable
 from autoscaler.config import Config
-from autoscaler.fit import Constraints, eligible_offerings, node_labels, node_taints, offering_filters
+from autoscaler.fit import Constraints, eligible_offerings, offering_filters
 from autoscaler.gpu.layouts import node_layout, with_layouts
 from autoscaler.model import DaemonSet, GpuLayout, Offering, Taint
+from autoscaler.new_nodes import NewNodes
 from autoscaler.placement import filters
 from autoscaler.placement.bins import Option, shape_key
 from autoscaler.placement.engine import Options
@@ -54,8 +55,8 @@ class OfferingIndex:
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
         self._shared: dict[tuple[tuple[Constraints, ...], bool], list[tuple[Shape, list[Offering]]]] = {}
-        self._labels: dict[Offering, Mapping[str, str]] = {}
-        self._taints: dict[Offering, tuple[Taint, ...]] = {}
+        # The labels and taints of a new node of each offering (its template and tidal's own).
+        self.nodes = NewNodes(config)
         self.by_type: dict[str, Offering] = {}
         # Every variant of an instance type (its GPU layouts), to tell which one a registered node is.
         self.variants: dict[str, list[Offering]] = {}
@@ -103,9 +104,7 @@ class OfferingIndex:
         key = (o.instance_type, o.zone, o.capacity_type, o.layout)
         alloc = self._alloc.get(key)
         if alloc is None:
-            alloc = node_allocatable(
-                o, self.config.cloud, reserved=self.config.kube_reserved, overhead=self.overhead(o)
-            )
+            alloc = node_allocatable(o, reserved=self.config.kube_reserved, overhead=self.overhead(o))
             self._alloc[key] = alloc
         return alloc
 
@@ -118,21 +117,15 @@ class OfferingIndex:
 
     def base_allocatable(self, o: Offering) -> Resources:
         """What a node of ``o`` leaves pods before any DaemonSet: capacity − kubelet reservations."""
-        return node_allocatable(o, self.config.cloud, reserved=self.config.kube_reserved)
+        return node_allocatable(o, reserved=self.config.kube_reserved)
 
     def labels(self, o: Offering) -> Mapping[str, str]:
         """The labels a node of ``o`` will carry (its template)."""
-        found = self._labels.get(o)
-        if found is None:
-            found = self._labels[o] = node_labels(o, self.config)
-        return found
+        return self.nodes.labels(o)
 
     def taints(self, o: Offering) -> tuple[Taint, ...]:
         """The taints a node of ``o`` will carry."""
-        found = self._taints.get(o)
-        if found is None:
-            found = self._taints[o] = node_taints(o, self.config)
-        return found
+        return self.nodes.taints(o)
 
     def overhead(self, o: Offering) -> Resources:
         """Configured DaemonSet overhead, or the sum of the DaemonSets that would run on this offering."""
@@ -149,9 +142,12 @@ class OfferingIndex:
         found = self._eligible.get(c)
         if found is None:
             if self.offerings:
-                found = eligible_offerings(c, self.offerings, self.config)
+                found = eligible_offerings(c, self.offerings, self.config, self.nodes)
             elif self.excluded:
-                found = ([], eligible_offerings(c, self.excluded, self.config)[1] or self.excluded_reason)
+                found = (
+                    [],
+                    eligible_offerings(c, self.excluded, self.config, self.nodes)[1] or self.excluded_reason,
+                )
             else:
                 found = ([], Rejection(Filter.CONFIGURATION, "no offerings"))
             if not found[0]:
@@ -213,7 +209,7 @@ class OfferingIndex:
         found = self._excluded_for.get(c)
         if found is None:
             found = self.excluded
-            for _, keep in offering_filters(c, self.config):
+            for _, keep in offering_filters(c, self.config, self.nodes):
                 found = [o for o in found if keep(o)]
                 if not found:
                     break

@@ -200,7 +200,7 @@ def _checks(
         (f.rejection(), f.keep) for f in index.filters
     ]
     for c in dict.fromkeys(classes):
-        checks += [(per_offering(r), keep) for r, keep in offering_filters(c, index.config)]
+        checks += [(per_offering(r), keep) for r, keep in offering_filters(c, index.config, index.nodes)]
     if packing:
         checks.append((_PACKING_SIZE, index.packing_node))
     return checks

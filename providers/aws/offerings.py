@@ -15,12 +15,14 @@ from typing import Any, Generic, TypeVar
 import botocore.exceptions
 import structlog
 
+from autoscaler.catalog import with_templates
 from autoscaler.cloud import ProviderError
 from autoscaler.config import Config
 from autoscaler.model import ON_DEMAND, SPOT, Offering
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, describe
 from providers.aws.instance_types import InstanceSpec, fetch_instance_types, fetch_zone_offerings
+from providers.aws.node_template import node_template
 from providers.aws.pricing import (
     ON_DEMAND_SOURCE,
     SPOT_SOURCE,
@@ -215,7 +217,7 @@ class OfferingSource:
     def offerings(self) -> list[Offering]:
         """Every priced offering in the launch zones; ProviderError when nothing at all can be priced."""
         with self._lock:
-            out = self._build()
+            out = with_templates(self._build(), node_template)
             self._last = {(o.instance_type, o.zone, o.capacity_type): o for o in out}
             return out
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import botocore.exceptions
@@ -59,38 +57,24 @@ from providers.aws.fleet import (
     plan_attempts,
     read_fleet_response,
 )
+from providers.aws.instances import Ec2Instances, provider_id
 from providers.aws.interruptions import SpotInterruptionQueue
 from providers.aws.launch_template import LaunchTemplates
 from providers.aws.offerings import OfferingSource
 from providers.aws.pricing import CatalogFallback, NoRowsForRegion
 from providers.aws.reservations import reservation_refusal, run_request
 from providers.aws.settings import SECTION, AwsConfigError, AwsSection, AwsSettings, parse_settings
+from providers.aws.tokens import SpentTokens
 
 __all__ = ["AwsProvider", "load_settings", "provider_id"]
 
 log = structlog.get_logger("tidal.providers.aws")
 LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
-_STATES = {
-    "pending": "pending",
-    "running": "running",
-    "stopping": "stopping",
-    "stopped": "stopping",
-    # An instance shutting down never comes back; treating it as ended lets tidal replace it at once.
-    "shutting-down": "terminated",
-    "terminated": "terminated",
-}
 _GONE = frozenset({"InvalidInstanceID.NotFound"})
 _ID_FILTER_LIMIT = 200
-_BOTOCORE_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 _TOKEN_MISMATCH = "IdempotentParameterMismatch"
 _TOKEN_MISMATCHES = 4  # client tokens tried per CreateFleet attempt before giving up
-_SPENT_TOKENS_KEPT = 4096
-
-
-def provider_id(zone: str, instance_id: str) -> str:
-    """The Node ``spec.providerID`` EKS sets: ``aws:///us-east-1a/i-0123…``."""
-    return f"aws:///{zone}/{instance_id}"
 
 
 def load_settings(config: Config, *, launching: bool = True) -> tuple[AwsSettings, CatalogFallback | None]:
@@ -169,12 +153,13 @@ class AwsProvider:
         )
         self.guard = ApiGuard(clock=clock, rng=rng)
         # Launch tokens whose requests came back having launched nothing, and how many times.
-        self._spent: OrderedDict[str, int] = OrderedDict()
-        self._tokens_lock = threading.Lock()
+        self._spent = SpentTokens()
+        self._late_lock = threading.Lock()
         self._late: list[LateFailure] = []
         self.source = OfferingSource(
             config, self.settings, self.clients, self.guard, fallback=fallback, clock=clock
         )
+        self.ec2_instances = Ec2Instances(config, self.clients, self.guard, self.source, clock)
         self.templates = LaunchTemplates(
             self.settings,
             config.cluster_name,
@@ -207,7 +192,7 @@ class AwsProvider:
             raise ProviderError(f"launch request {request.token} has no candidate offerings")
         if self.settings.launch_problems:
             raise ProviderError(f"cannot launch: {'; '.join(self.settings.launch_problems)}")
-        existing = self._find_by_token(request.token)
+        existing = self.ec2_instances.by_token(request.token)
         if existing is not None:
             log.info(
                 "aws_launch_repeated",
@@ -300,13 +285,13 @@ class AwsProvider:
     def poll_errors(self) -> list[LateFailure]:
         """The candidates a launch passed over before one took, each reported once (an instant EC2 Fleet
         answers for its launch in the call itself: nothing fails later)."""
-        with self._tokens_lock:
+        with self._late_lock:
             late, self._late = self._late, []
         return late
 
     def _passed_over(self, token: str, refused: Sequence[Attempt]) -> None:
         if refused:
-            with self._tokens_lock:
+            with self._late_lock:
                 self._late += [LateFailure(token, a) for a in refused]
                 del self._late[:-LATE_KEPT]  # nobody polling (a tool, not the daemon): keep the newest
 
@@ -333,7 +318,7 @@ class AwsProvider:
 
     def instances(self) -> list[Instance]:
         """Every instance tagged for this cluster, in any state (EC2 lists terminated ones for about an hour)."""
-        found = self._describe([])
+        found = self.ec2_instances.owned([])
         return sorted(found, key=lambda i: (i.created, i.id))
 
     # --- spot interruptions (optional) -----------------------------------------------------------------
@@ -351,90 +336,10 @@ class AwsProvider:
         found: list[Instance] = []
         for start in range(0, len(ids), _ID_FILTER_LIMIT):
             chunk = ids[start : start + _ID_FILTER_LIMIT]
-            found += self._describe([{"Name": "instance-id", "Values": chunk}])
+            found += self.ec2_instances.owned([{"Name": "instance-id", "Values": chunk}])
         return [i for i in found if i.state != "terminated"]
 
     # --- internals -------------------------------------------------------------------------------------
-
-    def _owned_filters(self) -> list[dict[str, Any]]:
-        return [
-            {"Name": f"tag:{LABEL_CLUSTER}", "Values": [self.config.cluster_name]},
-            {"Name": f"tag:{LABEL_MANAGED}", "Values": ["true"]},
-        ]
-
-    def _describe(self, filters: Sequence[Mapping[str, Any]]) -> list[Instance]:
-        ec2 = self.clients.client("ec2")
-        try:
-            with self.guard.call("DescribeInstances"):
-                return list(self._pages(ec2, [*self._owned_filters(), *filters]))
-        except _BOTOCORE_ERRORS as err:
-            raise provider_error("ec2:DescribeInstances", err) from None
-
-    def _pages(self, ec2: Any, filters: list[Mapping[str, Any]]) -> Iterator[Instance]:
-        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
-            for reservation in page.get("Reservations", []):
-                for data in reservation.get("Instances", []):
-                    yield self._instance(data)
-
-    def _instance(self, data: Mapping[str, Any]) -> Instance:
-        tags = {str(t["Key"]): str(t.get("Value", "")) for t in data.get("Tags") or []}
-        zone = str(data.get("Placement", {}).get("AvailabilityZone", ""))
-        instance_type = str(data.get("InstanceType", ""))
-        capacity_type = "spot" if data.get("InstanceLifecycle") == "spot" else "on-demand"
-        reservation = str(data.get("CapacityReservationId") or "")
-        if reservation and reservation in self.source.reservation_ids:
-            # In a reservation tidal launches into. (EC2 also runs on-demand launches in any matching open
-            # reservation: those stay on-demand nodes, in a reservation tidal does not count on.)
-            capacity_type = RESERVED
-        launched = data.get("LaunchTime")
-        created = launched.timestamp() if isinstance(launched, datetime) else self.clock()
-        return self._make_instance(
-            str(data["InstanceId"]),
-            instance_type,
-            zone,
-            capacity_type,
-            _STATES.get(str(data.get("State", {}).get("Name", "")), "pending"),
-            tags,
-            created,
-            reservation,
-        )
-
-    def _make_instance(
-        self,
-        instance_id: str,
-        instance_type: str,
-        zone: str,
-        capacity_type: str,
-        state: str,
-        tags: Mapping[str, str],
-        created: float,
-        reservation: str = "",
-    ) -> Instance:
-        known = self.source.known(instance_type, zone, capacity_type)
-        spec = self.source.spec(instance_type)
-        gpus = known.gpu_count if known else (spec.gpu_count if spec else 0)
-        return Instance(
-            id=instance_id,
-            provider_id=provider_id(zone, instance_id),
-            instance_type=instance_type,
-            zone=zone,
-            capacity_type=capacity_type,
-            state=state,
-            launch_token=tags.get(LABEL_LAUNCH_TOKEN, ""),
-            created=created,
-            price=known.price if known else 0.0,
-            gpu_count=gpus,
-            tags=dict(tags),
-            reservation_id=reservation,
-        )
-
-    def _find_by_token(self, token: str) -> Instance | None:
-        filters = [
-            {"Name": f"tag:{LABEL_LAUNCH_TOKEN}", "Values": [token]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
-        ]
-        found = self._describe(filters)
-        return found[0] if found else None
 
     def _tags(self, request: LaunchRequest) -> dict[str, str]:
         fixed = self.templates.tags  # nodeTags, ownership tags and Name, as the managed templates carry them
@@ -458,21 +363,21 @@ class AwsProvider:
         request = fleet_request(attempt, spot_strategy=self.settings.spot_allocation_strategy, tags=tags)
         ec2 = self.clients.client("ec2", launch=True)
         for _ in range(_TOKEN_MISMATCHES):
-            request["ClientToken"] = client_token(token, self._spent_tokens(token))
+            request["ClientToken"] = client_token(token, self._spent.count(token))
             try:
                 with self.guard.call("CreateFleet"):
                     response = ec2.create_fleet(**request)
             except botocore.exceptions.ClientError as err:
                 code = error_code(err)
                 if code == _TOKEN_MISMATCH:
-                    existing = self._find_by_token(token)
+                    existing = self.ec2_instances.by_token(token)
                     if existing is not None:
                         log.info("aws_launch_repeated", idempotency_token=token, instance=existing.id)
                         return FleetOutcome(existing=existing)
-                    self._spend(token)
+                    self._spent.spend(token)
                     continue
                 if code in CAPACITY_CODES | QUOTA_CODES | INVALID_CODES:
-                    self._spend(token)
+                    self._spent.spend(token)
                     message = str(err.response.get("Error", {}).get("Message", ""))
                     named = offerings_named(code, message, attempt.offerings)
                     return FleetOutcome(attempts=[refusal(code, describe(err), o) for o in named])
@@ -482,9 +387,9 @@ class AwsProvider:
                 raise provider_error("ec2:CreateFleet", err) from None
             outcome = read_fleet_response(response, attempt, zone_of)
             if outcome.instance_id:
-                self._forget(token)
+                self._spent.forget(token)
             else:
-                self._spend(token)  # EC2 would answer this ClientToken with this failure from now on
+                self._spent.spend(token)  # EC2 would answer this ClientToken with this failure from now on
             return outcome
         raise ProviderError(
             f"CreateFleet for launch {token}: EC2 kept refusing its client tokens as used by other requests"
@@ -500,7 +405,7 @@ class AwsProvider:
         ec2 = self.clients.client("ec2", launch=True)
         key = f"{request.token}/{o.reservation.id}"  # a token of its own per reservation tried
         for _ in range(_TOKEN_MISMATCHES):
-            token = client_token(f"{request.token}-r", self._spent_tokens(key))
+            token = client_token(f"{request.token}-r", self._spent.count(key))
             params = run_request(o, template, subnet, token, tags)
             try:
                 with self.guard.call("RunInstances"):
@@ -508,19 +413,19 @@ class AwsProvider:
             except botocore.exceptions.ClientError as err:
                 code = error_code(err)
                 if code == _TOKEN_MISMATCH:
-                    existing = self._find_by_token(request.token)
+                    existing = self.ec2_instances.by_token(request.token)
                     if existing is not None:
                         return existing, []
-                    self._spend(key)
+                    self._spent.spend(key)
                     continue
-                self._spend(key)
+                self._spent.spend(key)
                 log.info("aws_reservation_refused", reservation=o.reservation.id, error=describe(err))
                 return None, [reservation_refusal(code, describe(err), o)]
             except botocore.exceptions.BotoCoreError as err:
                 raise provider_error("ec2:RunInstances", err) from None
-            self._forget(key)
+            self._spent.forget(key)
             [data] = response.get("Instances") or [{}]
-            instance = self._make_instance(
+            instance = self.ec2_instances.make(
                 str(data.get("InstanceId") or ""),
                 o.instance_type,
                 o.zone,
@@ -544,22 +449,8 @@ class AwsProvider:
             f"RunInstances for launch {request.token}: EC2 kept refusing its client tokens as used by other requests"
         )
 
-    def _spent_tokens(self, token: str) -> int:
-        with self._tokens_lock:
-            return self._spent.get(token, 0)
-
-    def _spend(self, token: str) -> None:
-        with self._tokens_lock:
-            self._spent[token] = self._spent.pop(token, 0) + 1
-            while len(self._spent) > _SPENT_TOKENS_KEPT:
-                self._spent.popitem(last=False)
-
-    def _forget(self, token: str) -> None:
-        with self._tokens_lock:
-            self._spent.pop(token, None)
-
     def _launched(self, outcome: FleetOutcome, token: str, tags: Mapping[str, str]) -> Instance:
-        instance = self._make_instance(
+        instance = self.ec2_instances.make(
             outcome.instance_id,
             outcome.instance_type,
             outcome.zone,

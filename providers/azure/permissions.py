@@ -16,8 +16,12 @@ role does not cover (a custom image gallery, node public IP prefixes, disk encry
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import structlog
+
+_log = structlog.get_logger("tidal.providers.azure")
 
 __all__ = [
     "ACTIONS",
@@ -26,6 +30,7 @@ __all__ = [
     "LINKED_ACTIONS",
     "LINKED_ACTION_BY_TYPE",
     "SUBSCRIPTION_ACTIONS",
+    "LinkWarnings",
     "linked_actions",
     "resource_type",
 ]
@@ -159,3 +164,26 @@ def linked_actions(resource: Mapping[str, Any]) -> tuple[dict[str, list[str]], l
         elif rid not in needed.setdefault(action, []):
             needed[action].append(rid)
     return needed, unknown
+
+
+class LinkWarnings:
+    """Warns, once each, about resources a scale set's model links to that the shipped role does not let
+    tidal use: a scale-out would fail with LinkedAuthorizationFailed until the action is granted."""
+
+    def __init__(self) -> None:
+        self._warned: set[tuple[str, str]] = set()
+
+    def check(self, models: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Check each (scale set name, its ARM model)."""
+        for name, model in models:
+            needed, unknown = linked_actions(model)
+            for action, ids in sorted(needed.items()):
+                if action not in LINKED_ACTIONS and (name, action) not in self._warned:
+                    self._warned.add((name, action))
+                    _log.warning(
+                        "azure_scale_set_needs_permission", scale_set=name, action=action, scope=ids[0]
+                    )
+            for rid in unknown:
+                if (name, rid) not in self._warned:
+                    self._warned.add((name, rid))
+                    _log.warning("azure_scale_set_links_unknown_resource", scale_set=name, resource=rid)

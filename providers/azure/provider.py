@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from azure.core.exceptions import AzureError, HttpResponseError
 
+from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     CapacityUnavailable,
@@ -43,10 +44,11 @@ from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient
 from providers.azure.errors import ArmQuotaExceeded, classify
 from providers.azure.flexible import FlexiblePools
-from providers.azure.permissions import LINKED_ACTIONS, linked_actions
+from providers.azure.node_template import node_template
+from providers.azure.permissions import LinkWarnings
 from providers.azure.prices import Prices, fallback_prices, prices_from_items
 from providers.azure.quota import quota_scope, sku_scope
-from providers.azure.reservations import read_groups, reserved_offerings
+from providers.azure.reservations import ReservationGroups
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import SECTION, AzureSection, parse_settings
 from providers.azure.skus import VmShape, shapes_from_skus
@@ -132,10 +134,12 @@ class AzureProvider:
         self._scan: tuple[float, list[Instance]] | None = None
         self._flex_live: dict[str, Instance] = {}
         self._flex_gone: dict[str, tuple[Instance, float]] = {}
-        self._link_warned: set[tuple[str, str]] = set()
+        self.links = LinkWarnings()
         self._reserved_targets: dict[str, LaunchTarget] = {}
         self._reservation_ids: dict[tuple[str, str, str], str] = {}
-        self._reservations_said: tuple[list[str], list[str]] = ([], [])
+        self.reservation_groups = ReservationGroups(
+            self.arm, s.capacity_reservation_groups, region=config.region, resource_group=s.resource_group
+        )
         self.flexible.reservation_of = self._reservation_of
         if s.capacity_reservation_groups and RESERVED not in config.capacity_types:
             log.warning(
@@ -148,7 +152,11 @@ class AzureProvider:
     # --- offerings -------------------------------------------------------------------------------------
 
     def offerings(self) -> list[Offering]:
-        """Every (size, zone, capacity type) a configured scale set can launch, priced, with availability."""
+        """Every (size, zone, capacity type) a configured scale set can launch, priced, with availability,
+        each with the node template of an AKS node of it."""
+        return with_templates(self._offerings(), node_template)
+
+    def _offerings(self) -> list[Offering]:
         self._collect_inflight()
         location = self.config.region
         try:
@@ -161,7 +169,8 @@ class AzureProvider:
             log.warning("azure_offerings_from_catalog", error=str(error))
             return self._catalog_offerings()
         targets = plan_targets(self.settings, scale_sets, shapes)
-        self._check_links(scale_sets, {t.template or t.scale_set for t in targets})
+        linked = sorted({t.template or t.scale_set for t in targets})
+        self.links.check((name, ss.raw) for name in linked if (ss := scale_sets.get(name)) is not None)
         offerings, by_key = make_offerings(
             targets,
             shapes,
@@ -170,7 +179,7 @@ class AzureProvider:
             max_pods=self.config.max_pods_per_node,
             zones=self.config.zones,
         )
-        reserved, reserved_targets = self._reserved(targets, offerings)
+        reserved, reserved_targets = self.reservation_groups.offerings(targets, offerings)
         offerings += reserved
         with self._lock:
             self._targets, self._shapes = by_key, shapes
@@ -184,55 +193,9 @@ class AzureProvider:
         log.info("azure_offerings", offerings=len(offerings), targets=len(targets), sizes=len(shapes))
         return offerings
 
-    def _reserved(
-        self, targets: list[LaunchTarget], offerings: list[Offering]
-    ) -> tuple[list[Offering], dict[str, LaunchTarget]]:
-        """Offerings of the reservations of ``azure.capacityReservationGroups`` a Flexible scale set launches
-        into; a group ARM does not have, or a reservation no scale set can use, is said once."""
-        groups = self.settings.capacity_reservation_groups
-        if not groups:
-            return [], {}
-        try:
-            found, missing = read_groups(self.arm, groups)
-        except ProviderError as err:  # plan without reservations until they can be read
-            log.warning("azure_capacity_reservations_unavailable", error=str(err))
-            return [], {}
-        reserved, by_key, unused = reserved_offerings(found, targets, offerings, self.config.region)
-        if (missing, unused) != self._reservations_said:
-            self._reservations_said = (missing, unused)
-            if missing:
-                log.warning(
-                    "azure_capacity_reservation_groups_not_found",
-                    groups=missing,
-                    problem=f"{SECTION}.capacityReservationGroups: {', '.join(missing)} not found in "
-                    f"resource group {self.settings.resource_group}",
-                )
-            if unused:
-                log.warning("azure_capacity_reservations_unused", reservations=unused)
-        return reserved, by_key
-
     def _reservation_of(self, group: str, size: str, zone: str) -> str:
         with self._lock:
             return self._reservation_ids.get((group, size, zone), "")
-
-    def _check_links(self, scale_sets: dict[str, ScaleSet | None], names: set[str]) -> None:
-        """Warn, once each, about resources a launch target's model links to that the shipped role does not
-        let tidal use: the scale-out would fail with LinkedAuthorizationFailed until the action is granted."""
-        for name in sorted(names):
-            ss = scale_sets.get(name)
-            if ss is None:
-                continue
-            needed, unknown = linked_actions(ss.raw)
-            for action, ids in sorted(needed.items()):
-                if action not in LINKED_ACTIONS and (name, action) not in self._link_warned:
-                    self._link_warned.add((name, action))
-                    log.warning(
-                        "azure_scale_set_needs_permission", scale_set=name, action=action, scope=ids[0]
-                    )
-            for rid in unknown:
-                if (name, rid) not in self._link_warned:
-                    self._link_warned.add((name, rid))
-                    log.warning("azure_scale_set_links_unknown_resource", scale_set=name, resource=rid)
 
     def _catalog_offerings(self) -> list[Offering]:
         """Offerings from the catalog file when ARM cannot be read: prices shown as coming from it."""

@@ -17,14 +17,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import structlog
 from azure.core.exceptions import AzureError
 
+from autoscaler.cloud import ProviderError
 from autoscaler.model import ON_DEMAND, RESERVED, Offering, Reservation, ReservationKind
 from providers.azure.arm import ArmCompute
 from providers.azure.errors import classify
 from providers.azure.targets import LaunchTarget, zone_label
 
-__all__ = ["AzureReservation", "association", "group_of", "read_groups", "reserved_offerings"]
+__all__ = [
+    "AzureReservation",
+    "ReservationGroups",
+    "association",
+    "group_of",
+    "read_groups",
+    "reserved_offerings",
+]
+
+_log = structlog.get_logger("tidal.providers.azure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +181,42 @@ def group_of(properties: Mapping[str, Any]) -> str:
     """The capacity reservation group a VM is associated with ("" when none)."""
     found = ((properties.get("capacityReservation") or {}).get("capacityReservationGroup") or {}).get("id")
     return _last(str(found)) if found else ""
+
+
+class ReservationGroups:
+    """The capacity reservation groups of ``azure.capacityReservationGroups``, read into reserved offerings
+    each time offerings are listed; a group ARM does not have, or a reservation no scale set can use, is
+    said once (again only when that changes)."""
+
+    def __init__(self, arm: ArmCompute, groups: Sequence[str], *, region: str, resource_group: str) -> None:
+        self.arm = arm
+        self.groups = tuple(groups)
+        self.region = region
+        self.resource_group = resource_group
+        self._said: tuple[list[str], list[str]] = ([], [])
+
+    def offerings(
+        self, targets: list[LaunchTarget], offerings: list[Offering]
+    ) -> tuple[list[Offering], dict[str, LaunchTarget]]:
+        """Offerings of the reservations a Flexible scale set launches into, and that scale set by
+        reservation id; none while the groups cannot be read."""
+        if not self.groups:
+            return [], {}
+        try:
+            found, missing = read_groups(self.arm, self.groups)
+        except ProviderError as err:  # plan without reservations until they can be read
+            _log.warning("azure_capacity_reservations_unavailable", error=str(err))
+            return [], {}
+        reserved, by_key, unused = reserved_offerings(found, targets, offerings, self.region)
+        if (missing, unused) != self._said:
+            self._said = (missing, unused)
+            if missing:
+                _log.warning(
+                    "azure_capacity_reservation_groups_not_found",
+                    groups=missing,
+                    problem=f"azure.capacityReservationGroups: {', '.join(missing)} not found in "
+                    f"resource group {self.resource_group}",
+                )
+            if unused:
+                _log.warning("azure_capacity_reservations_unused", reservations=unused)
+        return reserved, by_key

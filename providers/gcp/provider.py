@@ -18,6 +18,7 @@ from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
+from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     InstanceNotFound,
@@ -30,8 +31,8 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config import Config
-from autoscaler.fit import node_labels as offering_node_labels
 from autoscaler.model import RESERVED, Instance, LaunchRequest, Offering
+from autoscaler.new_nodes import node_labels as offering_node_labels
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
 from providers.gcp.cache import Refreshing
 from providers.gcp.clients import ClientFactory
@@ -39,6 +40,7 @@ from providers.gcp.errors import CALL_ERRORS, GceQuotaExceeded, GceRefusal, NoCa
 from providers.gcp.fallback import load_fallback
 from providers.gcp.inventory import Inventory, instance_from_gce, provider_id
 from providers.gcp.launch import Finished, Launcher, Pending
+from providers.gcp.node_template import node_template
 from providers.gcp.nodes import instance_name, launch_labels, template_arch
 from providers.gcp.pricing import PriceBook, fetch_price_book
 from providers.gcp.quota import quota_scope
@@ -167,7 +169,7 @@ class GcpProvider:
                 f"{self._prices.last_error or 'no matching SKUs'}; set {SECTION}.catalogFallback to price "
                 "from a file"
             )
-        out += self._reserved(out, now)
+        out = with_templates(out + self._reserved(out, now), node_template)
         with self._lock:
             self._priced = {(o.instance_type, o.zone, o.capacity_type): o.price for o in out}
         return out

@@ -6,6 +6,7 @@ group. Used by the demo, the end-to-end tests and ``tidal simulate``; with ``reg
 """
 
 from providers.simulated.node import NodeRegistrar
+from providers.simulated.node_template import node_template as offering_template
 from providers.simulated.provider import TERMINATED_RETENTION, SimulatedProvider
 from providers.simulated.settings import CapacityRule, Catalog, ProviderConfigError, SimulatedSettings
 
@@ -17,4 +18,5 @@ __all__ = [
     "ProviderConfigError",
     "SimulatedProvider",
     "SimulatedSettings",
+    "offering_template",
 ]

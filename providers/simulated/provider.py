@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from autoscaler.allocatable import node_allocatable
+from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     InstanceNotFound,
@@ -31,7 +32,6 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config import Config
-from autoscaler.fit import node_labels
 from autoscaler.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
@@ -41,7 +41,9 @@ from autoscaler.model import (
     LaunchRequest,
     Offering,
 )
+from autoscaler.new_nodes import node_labels
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
+from providers.simulated.node_template import template_builder
 from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
 from providers.simulated.settings import (
     SECTION,
@@ -91,7 +93,12 @@ class SimulatedProvider:
         """Check the ``simulated:`` section and read the catalog; :class:`ProviderConfigError` if unusable."""
         self.config = config
         self.settings = parse_settings(config.providers.get(SECTION) or {})
-        self.catalog = load_catalog(self.settings, config)
+        catalog = load_catalog(self.settings, config)
+        # Its nodes look like those of the cloud it stands in for (config.cloud), or like no cloud's.
+        self._template = template_builder(config.cloud)
+        self.catalog = dataclasses.replace(
+            catalog, offerings=tuple(with_templates(catalog.offerings, self._template))
+        )
         self.clock = clock
         self.seed = seed
         if kube is None and kube_api_client is not None:
@@ -146,7 +153,10 @@ class SimulatedProvider:
             return result
 
     def _reserved(self, state: CloudState, now: float) -> list[Offering]:
-        return reserved_offerings(self.settings.reservations, self._by_key, state, now)
+        # Reserved offerings are catalog ones with a reservation: their nodes are labelled for it.
+        return with_templates(
+            reserved_offerings(self.settings.reservations, self._by_key, state, now), self._template
+        )
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch on the first candidate with capacity (and quota); the same token returns the same instance."""
@@ -479,8 +489,10 @@ class SimulatedProvider:
         """One API write for one node; False (logged, retried on the next advance) when it fails."""
         assert self.kube is not None
         offering = record.offering
+        if offering.template is None:  # read back from a state file, which keeps no templates
+            offering = dataclasses.replace(offering, template=self._template(offering))
         capacity = offering.capacity()
-        allocatable = node_allocatable(offering, self.config.cloud, reserved=self.config.kube_reserved)
+        allocatable = node_allocatable(offering, reserved=self.config.kube_reserved)
         try:
             if action == _REGISTER:
                 manifest = node_manifest(

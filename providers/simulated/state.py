@@ -75,7 +75,12 @@ class InstanceRecord:
     def to_json(self) -> dict[str, Any]:
         """The JSON form kept in the state file."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["offering"] = {f.name: getattr(self.offering, f.name) for f in dataclasses.fields(Offering)}
+        # Not the node template: the provider builds it again from the offering when it needs it.
+        data["offering"] = {
+            f.name: getattr(self.offering, f.name)
+            for f in dataclasses.fields(Offering)
+            if f.name != "template"
+        }
         data["offering"]["arch"] = self.offering.arch.value
         r = self.offering.reservation
         if r is not None:

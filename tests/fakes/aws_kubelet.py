@@ -97,12 +97,12 @@ class AwsKubelet:
             labels=labels,
             taints=taints,
             capacity=offering.capacity(),
-            allocatable=node_allocatable(offering, "aws"),
+            allocatable=node_allocatable(offering),
             now=time.time(),
         )
         # The device plugin's GPUs are reported straight away here; node_manifest leaves them out.
         for resource in ("capacity", "allocatable"):
-            source = offering.capacity() if resource == "capacity" else node_allocatable(offering, "aws")
+            source = offering.capacity() if resource == "capacity" else node_allocatable(offering)
             for key, milli in source.items():
                 if key.endswith("/gpu"):
                     manifest["status"][resource][key] = str(milli // 1000)

@@ -100,7 +100,7 @@ class AzureKubelet:
         if offering.gpu_count:
             labels["accelerator"] = "nvidia"
         capacity = offering.capacity()
-        allocatable = node_allocatable(offering, "azure")
+        allocatable = node_allocatable(offering)
         manifest = node_manifest(
             name=vm.computer_name,
             provider_id=pid,

@@ -101,7 +101,7 @@ class GkeKubelet:
                     labels=labels,
                     taints=taints,
                     capacity=shape.capacity(),
-                    allocatable=node_allocatable(shape, "gcp"),
+                    allocatable=node_allocatable(shape),
                     now=now,
                 )
             )
@@ -114,7 +114,7 @@ class GkeKubelet:
                 and name in running
             ):
                 self.api.patch_status(
-                    "nodes", None, name, gpu_status(shape.capacity(), node_allocatable(shape, "gcp"))
+                    "nodes", None, name, gpu_status(shape.capacity(), node_allocatable(shape))
                 )
                 self.gpus_ready.add(name)
         live = {vm["name"] for vm in self.gcp.instances()}

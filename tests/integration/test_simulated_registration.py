@@ -155,7 +155,7 @@ def test_a_gpu_node_registers_like_a_kubelet_and_its_gpus_appear_later(
 
     seen = node_from_dict(created)  # what tidal's own informers make of it
     offering = next(o for o in provider.offerings() if o.key == "g5.xlarge/us-east-1b/spot")
-    expected = node_allocatable(offering, "aws")
+    expected = node_allocatable(offering)
     assert seen.ready and seen.provider_id == f"simulated:///us-east-1b/{name}"
     assert seen.gpus == 0
     assert {k: v for k, v in seen.allocatable.items() if k != NVIDIA_GPU} == {

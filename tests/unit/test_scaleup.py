@@ -275,8 +275,11 @@ def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(
 
 def _aws_catalog(config: Config) -> list[Offering]:
     from autoscaler.catalog import read_catalog_csv
+    from providers.aws import offering_template
 
-    return read_catalog_csv("config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1")
+    return read_catalog_csv(
+        "config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1", template=offering_template
+    )
 
 
 def test_fallbacks_never_cost_more_than_max_fallback_price_ratio_times_the_chosen_offering(
