@@ -48,7 +48,6 @@ def section_names(documented: Iterable[str] = ()) -> tuple[str, ...]:
 DISTRIBUTION = "tidal-autoscaler"
 
 
-@functools.cache
 def _model_of(entry_point: EntryPoint, own: bool) -> type[BaseModel] | None:
     if not own and entry_point.dist is not None and entry_point.dist.name == DISTRIBUTION:
         return None

@@ -6,7 +6,9 @@ The third-party provider here is installed the way a plugin is: a distribution's
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ class AcmeProvider:
 
 
 @pytest.fixture
-def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (tmp_path / "acme_cloud.py").write_text(PLUGIN)
     dist = tmp_path / "acme_cloud-1.0.dist-info"
     dist.mkdir()
@@ -52,6 +54,8 @@ def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         )
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    monkeypatch.delitem(sys.modules, "acme_cloud", raising=False)
 
 
 def errors_of(data: dict[str, Any]) -> list[str]:

@@ -168,14 +168,14 @@ class AcmeProvider:
 def acme_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A provider for the Acme cloud installed beside tidal: a distribution with a ``tidal.providers`` entry
     point, as ``pip install acme-tidal`` would leave it."""
-    (tmp_path / "acme_cloud.py").write_text(ACME_MODULE)
+    (tmp_path / "acme_nodes.py").write_text(ACME_MODULE)
     dist = tmp_path / "acme_tidal-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tidal\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[tidal.providers]\nacme = acme_cloud:AcmeProvider\n")
+    (dist / "entry_points.txt").write_text("[tidal.providers]\nacme = acme_nodes:AcmeProvider\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    monkeypatch.delitem(__import__("sys").modules, "acme_cloud", raising=False)
+    monkeypatch.delitem(__import__("sys").modules, "acme_nodes", raising=False)
 
 
 def test_a_third_party_providers_templates_are_found_by_its_entry_point(acme_installed: None) -> None:
