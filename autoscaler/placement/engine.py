@@ -154,6 +154,11 @@ class Engine:
             return False
         return self._profile(pod).inter_pod
 
+    def independent(self, pod: Pod) -> bool:
+        """Whether a fit of ``pod`` on a new node reads nothing but the node's options and contents: no other
+        pod's place matters to it and it asks for no host port."""
+        return not pod.host_ports and not self._profile(pod).inter_pod
+
     def _profile(self, pod: Pod) -> _Profile:
         """What every fit of ``pod`` needs, worked out once per pod and topology version."""
         version = self.topology.version

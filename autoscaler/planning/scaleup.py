@@ -83,6 +83,20 @@ class _Class:
     queue: str = ""
 
 
+@dataclass(slots=True)
+class _Opening:
+    """What every node opened as ``choice`` for ``take`` pods of ``unit`` shares: the options it may be, and
+    (once worked out) the fit of the pods on it and whether it has room after them, kept in _Planner._fresh
+    under ``key``."""
+
+    choice: Choice
+    unit: _Class
+    take: int
+    options: list[Option]
+    key: tuple[object, ...]
+    known: tuple[Fit | Rejection, bool] | None = None
+
+
 class _Planner:
     def __init__(
         self,
@@ -120,6 +134,15 @@ class _Planner:
         self.bin_queues: dict[str, str] = {}  # new nodes opened for pods of a queue with a budget
         self._alone: dict[tuple[object, ...], float] = {}
         self._options: dict[tuple[object, ...], list[Option]] = {}
+        # The fit of a class's pods on a node just opened for them, and whether that node has room left after
+        # it, when the fit reads only the node's options (Engine.independent): the same for every such node.
+        self._fresh: dict[tuple[object, ...], tuple[Fit | Rejection, bool]] = {}
+        # Per constraint set of a node opened by this plan (by identity, the set kept alongside): the fewest
+        # offerings any of its classes may choose from (_may_join).
+        self._floors: dict[int, tuple[frozenset[Constraints], int]] = {}
+        # New nodes pods were added to since their list was last pruned of nodes with no room (_prune).
+        self._dirty: set[str] = set()
+        self._opening: _Opening | None = None  # the last one: nodes are opened in batches of one shape
 
     # -- steps 2 and 3 ---------------------------------------------------------------------------------
 
@@ -130,13 +153,18 @@ class _Planner:
         remaining = pods
         pod = pods[0]
         allowed = None
+        mine = -1
         for b in bins:
             if not remaining:
                 break
             if skip is not None and b.name in skip:
                 continue
             if b.new:
-                if b.mode != unit.mode or not self._may_join(b, unit.c):
+                if b.mode != unit.mode:
+                    continue
+                if mine < 0:
+                    mine = _choices(self.index, unit.c)
+                if not self._may_join(b, unit.c, mine):
                     continue
                 if allowed is None:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
@@ -148,16 +176,37 @@ class _Planner:
             if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
                 continue
             self._add(b, fit, remaining[: fit.count], unit)
+            if b.new:
+                self._dirty.add(b.name)
             remaining = remaining[fit.count :]
         return remaining
 
-    def _may_join(self, b: Bin, c: Constraints) -> bool:
+    def _may_join(self, b: Bin, c: Constraints, mine: int) -> bool:
         """Pods join a node opened for other pods only when they have no more offerings to choose from than
-        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need."""
-        if c in b.classes:
-            return True
-        mine = _choices(self.index, c)
-        return all(mine <= _choices(self.index, other) for other in b.classes)
+        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need.
+        ``mine`` is how many ``c`` has."""
+        classes = b.classes
+        found = self._floors.get(id(classes))
+        if found is None or found[0] is not classes:
+            floor = min((_choices(self.index, other) for other in classes), default=_NO_FLOOR)
+            found = self._floors[id(classes)] = (classes, floor)
+        return mine <= found[1] or c in classes
+
+    def _prune(self, bins: list[Bin]) -> None:
+        """Drop from ``bins`` the nodes left with no room. Only nodes pods were added to since they last
+        passed can have lost it: every node enters a list with room (_open_one) and changes only by adding
+        pods (_onto marks it), so the others are kept unlooked-at, in order."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        kept = []
+        for b in bins:
+            if b.name in dirty:
+                dirty.discard(b.name)
+                if not newnodes.has_room(b):
+                    continue
+            kept.append(b)
+        bins[:] = kept
 
     def _worth_joining(self, b: Bin, fit: Fit, unit: _Class, remaining: int) -> bool:
         """Joining a node this plan opened is free unless it makes the node dearer (its cheaper options, or a
@@ -244,11 +293,53 @@ class _Planner:
         pod = pods[0]
         take = min(choice.per_node, len(pods))
         o = choice.shape.cheapest
+        opening = self._opening
+        if (
+            opening is None
+            or opening.choice is not choice
+            or opening.unit is not unit
+            or opening.take != take
+        ):
+            opening = self._opening = self._opening_for(choice, unit, take)
+        mark = self.journal.mark()
+        b = self.engine.open(opening.options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
+        independent = self.engine.independent(pod)
+        known = opening.known if independent else None
+        if known is None and independent:
+            known = opening.known = self._fresh.get(opening.key)
+        if known is not None:
+            fit, room = known
+        else:
+            allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
+            fit, room = self.engine.can_add(pod, unit.c, b, take, allowed), False
+        if isinstance(fit, Rejection):
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, False)
+            self.journal.rollback(mark)
+            return fit
+        self._add(b, fit, pods[: fit.count], unit)
+        if known is None:
+            room = newnodes.has_room(b)
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, room)
+        self.budget.take(o, queue=unit.queue)
+        if unit.queue:
+            self.bin_queues[b.name] = unit.queue
+        budget = self.budget
+        self.journal.log(lambda: budget.take(o, -1, unit.queue))
+        self.journal.commit(mark)
+        if room:
+            bins.append(b)
+        return fit.count
+
+    def _opening_for(self, choice: Choice, unit: _Class, take: int) -> _Opening:
+        pod = unit.pods[0]
+        o = choice.shape.cheapest
         used = request(pod).scaled(take)
         key = (unit.c, unit.mode, o, used, take)
         options = self._options.get(key)
         if options is None:
-            options = self._options[key] = newnodes.options_for(
+            options = newnodes.options_for(
                 self.index,
                 unit.c,
                 unit.mode,
@@ -258,22 +349,7 @@ class _Planner:
                 take if pod.gpu_share is not None else 0,
             )
             options = self._options[key] = reserved.same_capacity(options, o)
-        mark = self.journal.mark()
-        b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
-        fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
-        if isinstance(fit, Rejection):
-            self.journal.rollback(mark)
-            return fit
-        self._add(b, fit, pods[: fit.count], unit)
-        self.budget.take(o, queue=unit.queue)
-        if unit.queue:
-            self.bin_queues[b.name] = unit.queue
-        budget = self.budget
-        self.journal.log(lambda: budget.take(o, -1, unit.queue))
-        self.journal.commit(mark)
-        if newnodes.has_room(b):
-            bins.append(b)
-        return fit.count
+        return _Opening(choice, unit, take, options, (*key, pod.requests, pod.gpu_share))
 
     def _unplace(self, pods: list[Pod], why: Rejection, unit: _Class) -> None:
         limited = why.filter == Filter.CLUSTER_LIMIT
@@ -300,7 +376,7 @@ class _Planner:
         remaining = self._onto(self.cluster, unit.pods, unit)
         if remaining:
             remaining = self._onto(open_bins, remaining, unit)
-            open_bins[:] = [b for b in open_bins if newnodes.has_room(b)]
+            self._prune(open_bins)
         if remaining:
             self._open(remaining, unit, gang, open_bins)
 
@@ -431,6 +507,9 @@ def scale_up(
         gpus_before=usage.gpus,
         gpus_after=usage.gpus + gpus_planned,
     )
+
+
+_NO_FLOOR = 1 << 62  # a node with no class yet: any pod may join it
 
 
 def _choices(index: OfferingIndex, c: Constraints) -> int:
