@@ -349,7 +349,8 @@ class Engine:
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
         k = fit.count
-        need = request(pod).scaled(k)
+        one = self._profile(pod).request
+        need = one if k == 1 else one.scaled(k)
         if fit.opened:
             need = need + {NVIDIA_GPU: fit.opened * 1000}  # the reservation pods holding the shared devices
         before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes, bin.devices)
@@ -359,9 +360,10 @@ class Engine:
             # Whole GPUs taken by the pod are no longer devices a share could open.
             bin.devices = replace(bin.devices, whole=max(0, bin.devices.whole - pod.requests.gpus * k))
         if bin.new:
-            bin.used = bin.used + need
+            bin.used = bin.used + need if bin.used else need
             bin.set_options(list(fit.options))
-            bin.classes = bin.classes | {c}
+            if c not in bin.classes:
+                bin.classes = bin.classes | {c}
         else:
             bin.free = bin.free - need
         bin.pods.extend(pods)
