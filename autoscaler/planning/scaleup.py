@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
 from autoscaler.fit import Constraints
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.bins import Bin, Kind, Option
 from autoscaler.placement.engine import Engine, Fit, request
+from autoscaler.placement.gpus import GpuSlots
 from autoscaler.placement.reasons import (
     EXISTING_ANTI_AFFINITY,
     POD_ANTI_AFFINITY_MISMATCH,
@@ -142,6 +144,8 @@ class _Planner:
         self._floors: dict[int, tuple[frozenset[Constraints], int]] = {}
         # New nodes pods were added to since their list was last pruned of nodes with no room (_prune).
         self._dirty: set[str] = set()
+        # Whether a node's devices take one more pod of a share, by identity of both (_takes).
+        self._share_room: dict[tuple[int, int], tuple[GpuSlots, GpuShare, bool]] = {}
         self._opening: _Opening | None = None  # the last one: nodes are opened in batches of one shape
 
     # -- steps 2 and 3 ---------------------------------------------------------------------------------
@@ -152,6 +156,7 @@ class _Planner:
         """Put as many of ``pods`` as fit onto ``bins``, in order; return the rest."""
         remaining = pods
         pod = pods[0]
+        share = pod.gpu_share
         allowed = None
         mine = -1
         for b in bins:
@@ -161,6 +166,12 @@ class _Planner:
                 continue
             if b.new:
                 if b.mode != unit.mode:
+                    continue
+                if share is not None and b.devices is not None and not self._takes(b.devices, share):
+                    # The engine would say no (every "no" it could give here is lasting): the devices
+                    # already shared on the node, which its options all have, have no room for one more.
+                    if skip is not None:
+                        skip.add(b.name)
                     continue
                 if mine < 0:
                     mine = _choices(self.index, unit.c)
@@ -191,6 +202,15 @@ class _Planner:
             floor = min((_choices(self.index, other) for other in classes), default=_NO_FLOOR)
             found = self._floors[id(classes)] = (classes, floor)
         return mine <= found[1] or c in classes
+
+    def _takes(self, devices: GpuSlots, share: GpuShare) -> bool:
+        """Whether one pod of ``share`` fits on ``devices``: asked of every node with shares for every class
+        with one, while a node's devices change only when pods join it."""
+        key = (id(devices), id(share))
+        found = self._share_room.get(key)
+        if found is None or found[0] is not devices or found[1] is not share:
+            found = self._share_room[key] = (devices, share, devices.take(share) is not None)
+        return found[2]
 
     def _prune(self, bins: list[Bin]) -> None:
         """Drop from ``bins`` the nodes left with no room. Only nodes pods were added to since they last
@@ -406,11 +426,17 @@ class _Planner:
     def finalize(self) -> list[Launch]:
         launches = []
         cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
+        # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
+        # every node, and so every option, is held).
+        cheapest: dict[tuple[object, ...], Offering] = {}
         for b in self.engine.bins:
             if not b.new or not b.pods:
                 continue
-            classes = sorted(b.classes, key=repr)
-            offering = newnodes.cheapest(b, classes)
+            classes = sorted(b.classes, key=repr) if len(b.classes) > 1 else list(b.classes)
+            shape = (classes[0].capacity_types, *map(id, b.options))
+            offering = cheapest.get(shape)
+            if offering is None:
+                offering = cheapest[shape] = newnodes.cheapest(b, classes)
             pods = tuple(sorted(b.pods))
             reason = self.mode_reasons.get(pods[0], "")
             settled = tuple(sorted(b.settled.items()))

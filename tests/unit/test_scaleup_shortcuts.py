@@ -1,0 +1,138 @@
+"""Scale-up's shortcuts change no decision: a node whose shared GPUs have no room for a share is not asked,
+a node opened like the one before reuses its fit, only nodes pods joined are checked for room left, and a
+node's join floor is remembered. Planning without them gives the very same plan, node for node."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoscaler.config import config_from_mapping
+from autoscaler.placement.engine import Engine
+from autoscaler.planning import newnodes, plan
+from autoscaler.planning.scaleup import _choices, _Planner
+from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, snapshot
+
+NOW = 1_795_168_800.0
+OFFERINGS = aws_offerings(("us-east-1a", "us-east-1b"))
+CONFIG = config_from_mapping(
+    {
+        "cloud": "aws",
+        "region": "us-east-1",
+        "zones": ["us-east-1a", "us-east-1b"],
+        "capacityTypes": ["spot", "on-demand"],
+    }
+)
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+HOSTNAME = "kubernetes.io/hostname"
+
+workload = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["fraction", "fraction", "memory", "gpu", "cpu"]),
+        "fraction": st.sampled_from(["0.1", "0.25", "0.3", "0.5", "0.75"]),
+        "memory": st.sampled_from(["4000", "8000", "12000", "20000"]),
+        "mode": st.sampled_from(["", "", "sm-sharing"]),
+        "sku": st.sampled_from(["", "", "T4", "L4", "A10G"]),
+        "devices": st.sampled_from(["", "", "", "2"]),
+        "apart": st.sampled_from([False, False, False, True]),
+        "cpu": st.sampled_from(["250m", "1", "2", "4"]),
+        "count": st.integers(min_value=1, max_value=9),
+    }
+)
+
+
+def objects(specs):
+    """Deployments of share pods (by fraction or by memory, either compute mode, some pinned to a GPU model,
+    some on two devices, some kept one per node), whole-GPU pods and CPU pods."""
+    objs = []
+    for i, s in enumerate(specs):
+        annotations, gpu, scheduler, tolerations = {}, 0, "default-scheduler", None
+        if s["kind"] in ("fraction", "memory"):
+            annotations["gpu-fraction" if s["kind"] == "fraction" else "gpu-memory"] = s[s["kind"]]
+            if s["mode"]:
+                annotations["kai.scheduler/gpu-compute-sharing-mode"] = s["mode"]
+            if s["devices"]:
+                annotations["gpu-fraction-num-devices"] = s["devices"]
+            scheduler, tolerations = "kai-scheduler", [GPU_TOLERATION]
+        elif s["kind"] == "gpu":
+            gpu = 1
+        if s["sku"] and s["kind"] != "cpu":
+            annotations["tidal.dev/instance-gpu-skus"] = s["sku"]
+        app = f"app{i}"
+        apart = None
+        if s["apart"]:
+            apart = [{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}]
+        for j in range(s["count"]):
+            objs.append(
+                pod(
+                    f"{app}-{j}",
+                    cpu=s["cpu"],
+                    memory="2Gi",
+                    gpu=gpu,
+                    scheduler=scheduler,
+                    message=INSUFFICIENT_GPU,
+                    labels={"app": app},
+                    annotations=annotations,
+                    tolerations=tolerations,
+                    pod_anti_affinity=apart,
+                    created=f"2026-11-20T10:{i % 60:02d}:00Z",
+                )
+            )
+    return objs
+
+
+def decisions(result):
+    launches = [
+        (la.offering.key, la.pods, la.mode, la.alternatives, la.gang) for la in result.launch.launches
+    ]
+    return launches, result.launch.unplaced, result.launch.absorbed
+
+
+def without_shortcuts(monkeypatch):
+    """The planner as it is without its shortcuts: every node asked, every fit worked out, every list of
+    nodes checked whole for room, every join floor counted again."""
+
+    def asks_every_node(self, devices, share):
+        return True
+
+    def prunes_every_node(self, bins):
+        bins[:] = [b for b in bins if newnodes.has_room(b)]
+
+    def counts_every_time(self, b, c, mine):
+        return c in b.classes or all(mine <= _choices(self.index, other) for other in b.classes)
+
+    monkeypatch.setattr(_Planner, "_takes", asks_every_node)
+    monkeypatch.setattr(_Planner, "_prune", prunes_every_node)
+    monkeypatch.setattr(_Planner, "_may_join", counts_every_time)
+    monkeypatch.setattr(Engine, "independent", lambda self, pod: False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(workload, min_size=1, max_size=7))
+def test_planning_without_the_shortcuts_gives_the_same_plan(specs):
+    snap = snapshot(*objects(specs))
+    fast = plan(snap, OFFERINGS, CONFIG, NOW)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        without_shortcuts(monkeypatch)
+        slow = plan(snap, OFFERINGS, CONFIG, NOW)
+    assert decisions(fast) == decisions(slow)
+
+
+def test_a_share_passes_over_nodes_whose_shared_gpus_are_full_to_the_first_with_room():
+    # 0.75 shares open one T4 node each; 0.25 shares then fill each of them; the 0.5 shares that come after
+    # find every one of those full and open nodes of their own, which later 0.5 shares join first-fit.
+    specs = [
+        {"kind": "fraction", "fraction": "0.75", "count": 3},
+        {"kind": "fraction", "fraction": "0.25", "count": 3},
+        {"kind": "fraction", "fraction": "0.5", "count": 4},
+    ]
+    defaults = {"memory": "", "mode": "", "sku": "T4", "devices": "", "apart": False, "cpu": "250m"}
+    snap = snapshot(*objects([{**defaults, **s} for s in specs]))
+    result = plan(snap, OFFERINGS, CONFIG, NOW)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        without_shortcuts(monkeypatch)
+        slow = plan(snap, OFFERINGS, CONFIG, NOW)
+    assert decisions(result) == decisions(slow)
+    by_app = sorted(
+        sorted({key.split("/")[1].split("-")[0] for key in la.pods}) for la in result.launch.launches
+    )
+    assert by_app == [["app0", "app1"]] * 3 + [["app2"]] * 2
