@@ -321,6 +321,24 @@ class _Planner:
             or opening.take != take
         ):
             opening = self._opening = self._opening_for(choice, unit, take)
+        known = opening.known
+        if known is not None and isinstance(known[0], Fit) and self._alike(pod):
+            # As the steps below would leave it, with nothing to take back if it does not fit: it does.
+            same = known[0]
+            b = self.engine.open_filled(
+                pod,
+                unit.c,
+                same,
+                [p.key for p in pods[: same.count]],
+                mode=unit.mode,
+                gang=gang,
+                gpus=o.gpu_count,
+                vcpu=o.vcpu,
+            )
+            if unit.queue and b.name in self.unclaimed:
+                self._claim(b.name, unit.queue)
+            self._opened(b, o, unit, known[1], bins)
+            return same.count
         mark = self.journal.mark()
         b = self.engine.open(opening.options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
         independent = self.engine.independent(pod)
@@ -342,15 +360,23 @@ class _Planner:
             room = newnodes.has_room(b)
             if independent:
                 opening.known = self._fresh[opening.key] = (fit, room)
+        self._opened(b, o, unit, room, bins)
+        self.journal.commit(mark)
+        return fit.count
+
+    def _alike(self, pod: Pod) -> bool:
+        """A node for ``pod`` is like the last one opened for its class: no count is kept and the fit reads
+        nothing but the node's options (Engine.independent)."""
+        return self.engine.topology.idle and self.engine.independent(pod)
+
+    def _opened(self, b: Bin, o: Offering, unit: _Class, room: bool, bins: list[Bin]) -> None:
         self.budget.take(o, queue=unit.queue)
         if unit.queue:
             self.bin_queues[b.name] = unit.queue
         budget = self.budget
         self.journal.log(lambda: budget.take(o, -1, unit.queue))
-        self.journal.commit(mark)
         if room:
             bins.append(b)
-        return fit.count
 
     def _opening_for(self, choice: Choice, unit: _Class, take: int) -> _Opening:
         pod = unit.pods[0]
@@ -480,12 +506,19 @@ def _classes(
 ) -> list[_Class]:
     budgets = index.config.queue_budgets
     groups: dict[tuple[object, ...], _Class] = {}
+    # Pods of one workload mostly share one constraint object: its value is hashed once per object, not
+    # once per pod (equal constraints in two objects still get one number).
+    numbers: dict[Constraints, int] = {}
+    by_id: dict[int, int] = {}
     for pod in pods:
         c = constraints[pod.key]
+        number = by_id.get(id(c))
+        if number is None:
+            number = by_id[id(c)] = numbers.setdefault(c, len(numbers))
         mode = pod_mode(pod, c, index)
         queue = (queues or {}).get(pod.key, "")
         queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
-        key = (c, mode, pod.requests, _topology_signature(pod, engine), queue)
+        key = (number, mode, pod.requests, _topology_signature(pod, engine), queue)
         unit = groups.get(key)
         if unit is None:
             groups[key] = _Class([pod], c, mode, queue)

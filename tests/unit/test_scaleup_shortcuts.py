@@ -10,18 +10,17 @@ from autoscaler.config import config_from_mapping
 from autoscaler.placement.engine import Engine
 from autoscaler.planning import newnodes, plan
 from autoscaler.planning.scaleup import _choices, _Planner
-from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, snapshot
+from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings(("us-east-1a", "us-east-1b"))
-CONFIG = config_from_mapping(
-    {
-        "cloud": "aws",
-        "region": "us-east-1",
-        "zones": ["us-east-1a", "us-east-1b"],
-        "capacityTypes": ["spot", "on-demand"],
-    }
-)
+SETTINGS = {
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zones": ["us-east-1a", "us-east-1b"],
+    "capacityTypes": ["spot", "on-demand"],
+}
+CONFIG = config_from_mapping(SETTINGS)
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -34,6 +33,7 @@ workload = st.fixed_dictionaries(
         "sku": st.sampled_from(["", "", "T4", "L4", "A10G"]),
         "devices": st.sampled_from(["", "", "", "2"]),
         "apart": st.sampled_from([False, False, False, True]),
+        "gang": st.sampled_from([False, False, False, True]),
         "cpu": st.sampled_from(["250m", "1", "2", "4"]),
         "count": st.integers(min_value=1, max_value=9),
     }
@@ -58,6 +58,9 @@ def objects(specs):
         if s["sku"] and s["kind"] != "cpu":
             annotations["tidal.dev/instance-gpu-skus"] = s["sku"]
         app = f"app{i}"
+        if s.get("gang"):
+            annotations["pod-group-name"] = f"pg-{app}"
+            objs.append(podgroup(f"pg-{app}", min_member=s["count"], queue="prod"))
         apart = None
         if s["apart"]:
             apart = [{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}]
@@ -107,13 +110,15 @@ def without_shortcuts(monkeypatch):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(workload, min_size=1, max_size=7))
-def test_planning_without_the_shortcuts_gives_the_same_plan(specs):
+@given(st.lists(workload, min_size=1, max_size=7), st.sampled_from([None, None, 3, 8]))
+def test_planning_without_the_shortcuts_gives_the_same_plan(specs, gpu_limit):
+    # Under a GPU limit some gangs cannot be placed whole, and what was placed for them is taken back.
+    config = config_from_mapping({**SETTINGS, **({"clusterGPULimit": gpu_limit} if gpu_limit else {})})
     snap = snapshot(*objects(specs))
-    fast = plan(snap, OFFERINGS, CONFIG, NOW)
+    fast = plan(snap, OFFERINGS, config, NOW)
     with pytest.MonkeyPatch.context() as monkeypatch:
         without_shortcuts(monkeypatch)
-        slow = plan(snap, OFFERINGS, CONFIG, NOW)
+        slow = plan(snap, OFFERINGS, config, NOW)
     assert decisions(fast) == decisions(slow)
 
 
