@@ -16,7 +16,7 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
@@ -33,6 +33,7 @@ from autoscaler.placement.reasons import (
     Rejection,
 )
 from autoscaler.planning import newnodes, reserved
+from autoscaler.planning.classes import PodClass, choices, order, pod_classes, pod_mode
 from autoscaler.planning.decisions import (
     BIN_PACKING,
     BIN_SELECTION,
@@ -63,28 +64,6 @@ _LASTING = {
 _LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
 
 
-def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
-    """Luna's split: small unconstrained CPU pods share bin-packing nodes; the rest get bin-selection."""
-    cfg = index.config
-    r = pod.requests
-    if c.gpu_resource or c.constrained or r.gpus:
-        return BIN_SELECTION
-    if r.cpu >= cfg.bin_select_pod_cpu_threshold or r.memory >= cfg.bin_select_pod_memory_threshold:
-        return BIN_SELECTION
-    return BIN_PACKING
-
-
-@dataclass(slots=True)
-class _Class:
-    """Pods a plan treats alike: one constraint set, one mode, one request (and one KAI queue, when that
-    queue has a budget)."""
-
-    pods: list[Pod]
-    c: Constraints
-    mode: str
-    queue: str = ""
-
-
 @dataclass(slots=True)
 class _Opening:
     """What every node opened as ``choice`` for ``take`` pods of ``unit`` shares: the options it may be, and
@@ -92,7 +71,7 @@ class _Opening:
     under ``key``."""
 
     choice: Choice
-    unit: _Class
+    unit: PodClass
     take: int
     options: list[Option]
     key: tuple[object, ...]
@@ -151,7 +130,7 @@ class _Planner:
     # -- steps 2 and 3 ---------------------------------------------------------------------------------
 
     def _onto(
-        self, bins: Sequence[Bin], pods: list[Pod], unit: _Class, skip: set[str] | None = None
+        self, bins: Sequence[Bin], pods: list[Pod], unit: PodClass, skip: set[str] | None = None
     ) -> list[Pod]:
         """Put as many of ``pods`` as fit onto ``bins``, in order; return the rest."""
         remaining = pods
@@ -174,7 +153,7 @@ class _Planner:
                         skip.add(b.name)
                     continue
                 if mine < 0:
-                    mine = _choices(self.index, unit.c)
+                    mine = choices(self.index, unit.c)
                 if not self._may_join(b, unit.c, mine):
                     continue
                 if allowed is None:
@@ -199,7 +178,7 @@ class _Planner:
         classes = b.classes
         found = self._floors.get(id(classes))
         if found is None or found[0] is not classes:
-            floor = min((_choices(self.index, other) for other in classes), default=_NO_FLOOR)
+            floor = min((choices(self.index, other) for other in classes), default=_NO_FLOOR)
             found = self._floors[id(classes)] = (classes, floor)
         return mine <= found[1] or c in classes
 
@@ -228,7 +207,7 @@ class _Planner:
             kept.append(b)
         bins[:] = kept
 
-    def _worth_joining(self, b: Bin, fit: Fit, unit: _Class, remaining: int) -> bool:
+    def _worth_joining(self, b: Bin, fit: Fit, unit: PodClass, remaining: int) -> bool:
         """Joining a node this plan opened is free unless it makes the node dearer (its cheaper options, or a
         spot one, could not hold these pods too); then only when that costs less than new nodes would."""
         raised = min(o.cheapest.price for o in fit.options) - b.price
@@ -248,7 +227,7 @@ class _Planner:
             self._alone[key] = alone
         return raised <= alone * fit.count
 
-    def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: _Class) -> None:
+    def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: PodClass) -> None:
         self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
         if unit.queue and b.name in self.unclaimed:
             self._claim(b.name, unit.queue)
@@ -272,7 +251,7 @@ class _Planner:
 
     # -- step 4: new nodes -----------------------------------------------------------------------------
 
-    def _open(self, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]) -> list[Pod]:
+    def _open(self, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]) -> list[Pod]:
         """Open new nodes for ``pods``; return those left unplaced (already recorded as such)."""
         pod = pods[0]
         req = request(pod)
@@ -283,7 +262,7 @@ class _Planner:
             if isinstance(choice, Rejection):
                 wider = reserved.meanwhile(unit.c, choice, self.index.config)
                 if wider is not None:  # on-demand until the Capacity Block they wait for starts
-                    unit = _Class(unit.pods, wider, unit.mode, unit.queue)
+                    unit = PodClass(unit.pods, wider, unit.mode, unit.queue)
                     continue
                 self._unplace(remaining, choice, unit)
                 return []
@@ -308,7 +287,7 @@ class _Planner:
         return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
 
     def _open_one(
-        self, choice: Choice, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]
+        self, choice: Choice, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]
     ) -> int | Rejection:
         pod = pods[0]
         take = min(choice.per_node, len(pods))
@@ -369,7 +348,7 @@ class _Planner:
         nothing but the node's options (Engine.independent)."""
         return self.engine.topology.idle and self.engine.independent(pod)
 
-    def _opened(self, b: Bin, o: Offering, unit: _Class, room: bool, bins: list[Bin]) -> None:
+    def _opened(self, b: Bin, o: Offering, unit: PodClass, room: bool, bins: list[Bin]) -> None:
         self.budget.take(o, queue=unit.queue)
         if unit.queue:
             self.bin_queues[b.name] = unit.queue
@@ -378,7 +357,7 @@ class _Planner:
         if room:
             bins.append(b)
 
-    def _opening_for(self, choice: Choice, unit: _Class, take: int) -> _Opening:
+    def _opening_for(self, choice: Choice, unit: PodClass, take: int) -> _Opening:
         pod = unit.pods[0]
         o = choice.shape.cheapest
         used = request(pod).scaled(take)
@@ -397,14 +376,14 @@ class _Planner:
             options = self._options[key] = reserved.same_capacity(options, o)
         return _Opening(choice, unit, take, options, (*key, pod.requests, pod.gpu_share))
 
-    def _unplace(self, pods: list[Pod], why: Rejection, unit: _Class) -> None:
+    def _unplace(self, pods: list[Pod], why: Rejection, unit: PodClass) -> None:
         limited = why.filter == Filter.CLUSTER_LIMIT
         near = newnodes.nearest_miss(self.index, unit.c, request(pods[0]), unit.mode, why)
         self.unplaced.extend(Unplaced(p.key, why.message, limited, why, near) for p in pods)
 
     # -- units -----------------------------------------------------------------------------------------
 
-    def place_class(self, unit: _Class, gang: str = "", bins: list[Bin] | None = None) -> None:
+    def place_class(self, unit: PodClass, gang: str = "", bins: list[Bin] | None = None) -> None:
         """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
         reason = mode_reason(unit.pods[0], unit.c, self.index.config)
         for p in unit.pods:
@@ -431,7 +410,7 @@ class _Planner:
         mark = self.journal.mark()
         counts = (len(self.absorbed), len(self.unplaced))
         local: list[Bin] = []
-        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
+        for unit in pod_classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
             self.place_class(unit, gang.key, local)
         failed = self.unplaced[counts[1] :]
         if not failed:
@@ -484,49 +463,6 @@ class _Planner:
         return launches
 
 
-def _topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
-    if not engine.inter_pod(pod):
-        return None
-    return (
-        pod.namespace,
-        tuple(sorted(pod.labels.items())),
-        pod.spread,
-        pod.pod_affinity,
-        pod.pod_anti_affinity,
-        pod.host_ports,
-    )
-
-
-def _classes(
-    pods: Sequence[Pod],
-    constraints: dict[str, Constraints],
-    index: OfferingIndex,
-    engine: Engine,
-    queues: Mapping[str, str] | None = None,
-) -> list[_Class]:
-    budgets = index.config.queue_budgets
-    groups: dict[tuple[object, ...], _Class] = {}
-    # Pods of one workload mostly share one constraint object: its value is hashed once per object, not
-    # once per pod (equal constraints in two objects still get one number).
-    numbers: dict[Constraints, int] = {}
-    by_id: dict[int, int] = {}
-    for pod in pods:
-        c = constraints[pod.key]
-        number = by_id.get(id(c))
-        if number is None:
-            number = by_id[id(c)] = numbers.setdefault(c, len(numbers))
-        mode = pod_mode(pod, c, index)
-        queue = (queues or {}).get(pod.key, "")
-        queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
-        key = (number, mode, pod.requests, _topology_signature(pod, engine), queue)
-        unit = groups.get(key)
-        if unit is None:
-            groups[key] = _Class([pod], c, mode, queue)
-        else:
-            unit.pods.append(pod)
-    return list(groups.values())
-
-
 def scale_up(
     demand: Demand,
     index: OfferingIndex,
@@ -544,12 +480,12 @@ def scale_up(
         engine.topology.prepare(pod)
     planner = _Planner(index, engine, usage, now, queue_spend)
 
-    units: list[tuple[tuple[object, ...], Gang | _Class]] = [
-        (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
+    units: list[tuple[tuple[object, ...], Gang | PodClass]] = [
+        (order(g.pods[0], choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]
     units += [
-        (_order(u.pods[0], _choices(index, u.c)), u)
-        for u in _classes(demand.singles, demand.constraints, index, engine, demand.queues)
+        (order(u.pods[0], choices(index, u.c)), u)
+        for u in pod_classes(demand.singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:
@@ -569,24 +505,3 @@ def scale_up(
 
 
 _NO_FLOOR = 1 << 62  # a node with no class yet: any pod may join it
-
-
-def _choices(index: OfferingIndex, c: Constraints) -> int:
-    return len(index.eligible(c)[0])
-
-
-def _order(pod: Pod, choices: int = 0) -> tuple[object, ...]:
-    """Higher priority first, then GPU pods with fewer offerings to choose from (a pod pinned to H100s takes
-    the free H100 on a node before a pod that any GPU suits can), then pods whose place depends on other pods
-    (their nodes are the frame the others fill), then bigger first."""
-    r = pod.requests
-    return (
-        -pod.priority,
-        -r.gpus,
-        choices if r.gpus else 0,
-        not pod.topological,
-        -r.cpu,
-        -r.memory,
-        pod.created,
-        pod.uid or pod.key,
-    )

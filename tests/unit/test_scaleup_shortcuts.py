@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from autoscaler.config import config_from_mapping
 from autoscaler.placement.engine import Engine
 from autoscaler.planning import newnodes, plan
-from autoscaler.planning.scaleup import _choices, _Planner
+from autoscaler.planning.classes import choices
+from autoscaler.planning.scaleup import _Planner
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 
 NOW = 1_795_168_800.0
@@ -101,7 +102,7 @@ def without_shortcuts(monkeypatch):
         bins[:] = [b for b in bins if newnodes.has_room(b)]
 
     def counts_every_time(self, b, c, mine):
-        return c in b.classes or all(mine <= _choices(self.index, other) for other in b.classes)
+        return c in b.classes or all(mine <= choices(self.index, other) for other in b.classes)
 
     monkeypatch.setattr(_Planner, "_takes", asks_every_node)
     monkeypatch.setattr(_Planner, "_prune", prunes_every_node)
