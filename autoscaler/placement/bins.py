@@ -50,6 +50,8 @@ class Option:
 
     alloc: Resources
     offerings: tuple[Offering, ...]  # cheapest first
+    # Its devices, once asked for (an option is weighed for a share again and again).
+    _devices: GpuSlots | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def cheapest(self) -> Offering:
@@ -62,8 +64,11 @@ class Option:
     @property
     def devices(self) -> GpuSlots:
         """The devices a new node of this instance type has, none of them used."""
-        o = self.offerings[0]
-        return device_slots(o)
+        found = self._devices
+        if found is None:
+            found = device_slots(self.offerings[0])
+            object.__setattr__(self, "_devices", found)
+        return found
 
 
 @dataclass(slots=True)

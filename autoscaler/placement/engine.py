@@ -133,17 +133,17 @@ class Engine:
         gang: str,
         gpus: int,
         vcpu: int,
+        used: Resources | None = None,
     ) -> Bin:
         """A node to launch that holds ``pods`` (like ``pod``) from the start, as :meth:`open` then :meth:`add`
         leave it when ``fit`` is what ``can_add`` says of them on it: for many nodes opened alike while no count
-        is kept (no topology label to work out, no pod to count), without repeating the steps one by one."""
+        is kept (no topology label to work out, no pod to count), without repeating the steps one by one.
+        ``used`` is what :meth:`filled_use` says of them, when already known."""
         assert self.topology.idle and not fit.settled, "only while no count is kept"
         name = f"new-node-{next(self._new)}"
         bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
         bin.options = list(fit.options)
-        one = request(pod)
-        need = one if fit.count == 1 else one.scaled(fit.count)
-        bin.used = need + {NVIDIA_GPU: fit.opened * 1000} if fit.opened else need
+        bin.used = used if used is not None else self.filled_use(pod, fit)
         bin.classes = frozenset((c,))
         bin.devices = fit.gpus
         bin.pods.extend(pods)
@@ -153,6 +153,14 @@ class Engine:
         self.journal.log(lambda: self.bins.remove(bin))
         self.topology.place(pod, name, fit.count)
         return bin
+
+    @staticmethod
+    def filled_use(pod: Pod, fit: Fit) -> Resources:
+        """What ``fit.count`` pods like ``pod`` take of a new node, the reservation pods of the devices their
+        shares open included."""
+        one = request(pod)
+        need = one if fit.count == 1 else one.scaled(fit.count)
+        return need + {NVIDIA_GPU: fit.opened * 1000} if fit.opened else need
 
     def _shared_taints(self, options: Sequence[Option]) -> tuple[Taint, ...]:
         """Taints every offering of every option will carry."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.gpu.share import ComputeMode, GpuShare
 from autoscaler.model import Offering
@@ -40,6 +40,15 @@ class GpuSlots:
     shared: tuple[SharedGpu, ...] = ()
     memory_mib: int = 0
     fraction: float = 1.0
+    # Worked out once: the planner keys what it remembers about a node's devices by them.
+    _hash: int | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        found = self._hash
+        if found is None:
+            found = hash((self.whole, self.shared, self.memory_mib, self.fraction))
+            object.__setattr__(self, "_hash", found)
+        return found
 
     @property
     def partial(self) -> bool:

@@ -48,6 +48,7 @@ from autoscaler.planning.decisions import (
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.why import LaunchWhy, launch_why, mode_reason
+from autoscaler.resources import Resources
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -76,6 +77,7 @@ class _Opening:
     options: list[Option]
     key: tuple[object, ...]
     known: tuple[Fit | Rejection, bool] | None = None
+    used: Resources | None = None  # what the pods of a known fit take of the node
 
 
 class _Planner:
@@ -304,6 +306,8 @@ class _Planner:
         if known is not None and isinstance(known[0], Fit) and self._alike(pod):
             # As the steps below would leave it, with nothing to take back if it does not fit: it does.
             same = known[0]
+            if opening.used is None:
+                opening.used = self.engine.filled_use(pod, same)
             b = self.engine.open_filled(
                 pod,
                 unit.c,
@@ -313,6 +317,7 @@ class _Planner:
                 gang=gang,
                 gpus=o.gpu_count,
                 vcpu=o.vcpu,
+                used=opening.used,
             )
             if unit.queue and b.name in self.unclaimed:
                 self._claim(b.name, unit.queue)
