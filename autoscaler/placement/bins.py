@@ -50,8 +50,9 @@ class Option:
 
     alloc: Resources
     offerings: tuple[Offering, ...]  # cheapest first
-    # Its devices, once asked for (an option is weighed for a share again and again).
+    # Its devices and key, once asked for (an option is weighed again and again).
     _devices: GpuSlots | None = field(default=None, init=False, compare=False, repr=False)
+    _key: tuple[str, str] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def cheapest(self) -> Offering:
@@ -59,7 +60,11 @@ class Option:
 
     @property
     def key(self) -> tuple[str, str]:
-        return shape_key(self.offerings[0])
+        found = self._key
+        if found is None:
+            found = shape_key(self.offerings[0])
+            object.__setattr__(self, "_key", found)
+        return found
 
     @property
     def devices(self) -> GpuSlots:

@@ -1,13 +1,16 @@
 """Scale-up's shortcuts change no decision: a node whose shared GPUs have no room for a share is not asked,
 a node opened like the one before reuses its fit, only nodes pods joined are checked for room left, and a
-node's join floor is remembered. Planning without them gives the very same plan, node for node."""
+node's join floor is remembered. Planning without them gives the very same plan, node for node; and a share
+of one GPU is still placed as KAI's binpack places it."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.config import config_from_mapping
+from autoscaler.gpu.share import ComputeMode, GpuShare, ShareSource
 from autoscaler.placement.engine import Engine
+from autoscaler.placement.gpus import GpuSlots, SharedGpu
 from autoscaler.planning import newnodes, plan
 from autoscaler.planning.classes import choices
 from autoscaler.planning.scaleup import _Planner
@@ -142,3 +145,35 @@ def test_a_share_passes_over_nodes_whose_shared_gpus_are_full_to_the_first_with_
         sorted({key.split("/")[1].split("-")[0] for key in la.pods}) for la in result.launch.launches
     )
     assert by_app == [["app0", "app1"]] * 3 + [["app2"]] * 2
+
+
+devices = st.lists(
+    st.tuples(st.integers(min_value=0, max_value=100), st.sampled_from(list(ComputeMode))), max_size=6
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    devices,
+    st.integers(min_value=0, max_value=3),
+    st.sampled_from([0.1, 0.25, 0.3, 0.5, 0.75]),
+    st.sampled_from(list(ComputeMode)),
+)
+def test_a_share_of_one_gpu_goes_to_the_fullest_device_of_its_mode_with_room_else_a_whole_one(
+    shared, whole, portion, mode
+):
+    slots = GpuSlots(whole, tuple(SharedGpu(free, m) for free, m in shared), memory_mib=24576)
+    share = GpuShare(ShareSource.FRACTION, "main", portion=portion, compute_mode=mode)
+    need = share.hundredths
+    fits = [i for i, (free, m) in enumerate(shared) if m == mode and free >= need]
+    got = slots.take(share)
+    if fits:
+        fullest = min(fits, key=lambda i: (shared[i][0], i))
+        after = list(slots.shared)
+        after[fullest] = SharedGpu(shared[fullest][0] - need, mode)
+        assert got == (GpuSlots(whole, tuple(after), memory_mib=24576), 0)
+    elif whole:
+        opened = (*slots.shared, SharedGpu(100 - need, mode))
+        assert got == (GpuSlots(whole - 1, opened, memory_mib=24576), 1)
+    else:
+        assert got is None
