@@ -124,6 +124,10 @@ class GpuShare:
             object.__setattr__(self, "_hash", found)
         return found
 
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
+
     @property
     def hundredths(self) -> int | None:
         """The portion in hundredths of a GPU, rounded as KAI accounts it (``math.Round(portion * 100)``);

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from autoscaler.gpu.share import ComputeMode, GpuShare
 from autoscaler.model import Offering
@@ -49,6 +49,10 @@ class GpuSlots:
             found = hash((self.whole, self.shared, self.memory_mib, self.fraction))
             object.__setattr__(self, "_hash", found)
         return found
+
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
 
     @property
     def partial(self) -> bool:

@@ -3,6 +3,8 @@ a node opened like the one before reuses its fit, only nodes pods joined are che
 node's join floor is remembered. Planning without them gives the very same plan, node for node; and a share
 of one GPU is still placed as KAI's binpack places it."""
 
+import pickle
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -177,3 +179,13 @@ def test_a_share_of_one_gpu_goes_to_the_fullest_device_of_its_mode_with_room_els
         assert got == (GpuSlots(whole - 1, opened, memory_mib=24576), 1)
     else:
         assert got is None
+
+
+def test_a_pickled_share_and_devices_carry_no_hash_worked_out_in_this_process():
+    # String hashes are salted per process: a hash kept from this one would not find them in a dict there.
+    share = GpuShare(ShareSource.FRACTION, "main", portion=0.5, compute_mode=ComputeMode.SM_SHARING)
+    slots = GpuSlots(1, (SharedGpu(50, ComputeMode.SM_SHARING),), memory_mib=24576)
+    hash(share), hash(slots)
+    copies = pickle.loads(pickle.dumps((share, slots)))
+    assert copies == (share, slots)
+    assert [c._hash for c in copies] == [None, None]
