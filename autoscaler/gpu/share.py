@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from autoscaler.quantity import QuantityError, parse_quantity
@@ -114,6 +114,19 @@ class GpuShare:
     memory_limit_mib: int | None = None
     compute_mode: ComputeMode = ComputeMode.TIME_SLICING
     ignored: tuple[str, ...] = ()  # NvFractions annotations of this pod that tidal does not read
+    # Worked out once: a share is part of the key of most of what the planner remembers about its pods.
+    _hash: int | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        found = self._hash
+        if found is None:
+            found = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
 
     @property
     def hundredths(self) -> int | None:

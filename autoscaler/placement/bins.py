@@ -50,6 +50,9 @@ class Option:
 
     alloc: Resources
     offerings: tuple[Offering, ...]  # cheapest first
+    # Its devices and key, once asked for (an option is weighed again and again).
+    _devices: GpuSlots | None = field(default=None, init=False, compare=False, repr=False)
+    _key: tuple[str, str] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def cheapest(self) -> Offering:
@@ -57,13 +60,20 @@ class Option:
 
     @property
     def key(self) -> tuple[str, str]:
-        return shape_key(self.offerings[0])
+        found = self._key
+        if found is None:
+            found = shape_key(self.offerings[0])
+            object.__setattr__(self, "_key", found)
+        return found
 
     @property
     def devices(self) -> GpuSlots:
         """The devices a new node of this instance type has, none of them used."""
-        o = self.offerings[0]
-        return device_slots(o)
+        found = self._devices
+        if found is None:
+            found = device_slots(self.offerings[0])
+            object.__setattr__(self, "_devices", found)
+        return found
 
 
 @dataclass(slots=True)

@@ -122,6 +122,46 @@ class Engine:
         self.journal.log(lambda: self.bins.remove(bin))
         return bin
 
+    def open_filled(
+        self,
+        pod: Pod,
+        c: Constraints,
+        fit: Fit,
+        pods: Sequence[str],
+        *,
+        mode: str,
+        gang: str,
+        gpus: int,
+        vcpu: int,
+        used: Resources | None = None,
+    ) -> Bin:
+        """A node to launch that holds ``pods`` (like ``pod``) from the start, as :meth:`open` then :meth:`add`
+        leave it when ``fit`` is what ``can_add`` says of them on it: for many nodes opened alike while no count
+        is kept (no topology label to work out, no pod to count), without repeating the steps one by one.
+        ``used`` is what :meth:`filled_use` says of them, when already known."""
+        assert self.topology.idle and not fit.settled, "only while no count is kept"
+        name = f"new-node-{next(self._new)}"
+        bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+        bin.options = list(fit.options)
+        bin.used = used if used is not None else self.filled_use(pod, fit)
+        bin.classes = frozenset((c,))
+        bin.devices = fit.gpus
+        bin.pods.extend(pods)
+        bin.ports.extend(pod.host_ports)
+        self.bins.append(bin)
+        self.topology.add_node(name, bin.labels, bin.taints)
+        self.journal.log(lambda: self.bins.remove(bin))
+        self.topology.place(pod, name, fit.count)
+        return bin
+
+    @staticmethod
+    def filled_use(pod: Pod, fit: Fit) -> Resources:
+        """What ``fit.count`` pods like ``pod`` take of a new node, the reservation pods of the devices their
+        shares open included."""
+        one = request(pod)
+        need = one if fit.count == 1 else one.scaled(fit.count)
+        return need + {NVIDIA_GPU: fit.opened * 1000} if fit.opened else need
+
     def _shared_taints(self, options: Sequence[Option]) -> tuple[Taint, ...]:
         """Taints every offering of every option will carry."""
         shared: set[Taint] | None = None
@@ -153,6 +193,16 @@ class Engine:
         if self.topology.idle and not pod.topological:
             return False
         return self._profile(pod).inter_pod
+
+    def independent(self, pod: Pod) -> bool:
+        """Whether a fit of ``pod`` on a new node reads nothing but the node's options and contents: no other
+        pod's place matters to it and it asks for no host port."""
+        if pod.host_ports:
+            return False
+        # As inter_pod: while no count is kept, only a pod's own inter-pod terms make others matter to it.
+        if self.topology.idle and not pod.topological:
+            return True
+        return not self._profile(pod).inter_pod
 
     def _profile(self, pod: Pod) -> _Profile:
         """What every fit of ``pod`` needs, worked out once per pod and topology version."""
@@ -344,7 +394,8 @@ class Engine:
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
         k = fit.count
-        need = request(pod).scaled(k)
+        one = request(pod)
+        need = one if k == 1 else one.scaled(k)
         if fit.opened:
             need = need + {NVIDIA_GPU: fit.opened * 1000}  # the reservation pods holding the shared devices
         before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes, bin.devices)
@@ -354,9 +405,10 @@ class Engine:
             # Whole GPUs taken by the pod are no longer devices a share could open.
             bin.devices = replace(bin.devices, whole=max(0, bin.devices.whole - pod.requests.gpus * k))
         if bin.new:
-            bin.used = bin.used + need
+            bin.used = bin.used + need if bin.used else need
             bin.set_options(list(fit.options))
-            bin.classes = bin.classes | {c}
+            if c not in bin.classes:
+                bin.classes = bin.classes | {c}
         else:
             bin.free = bin.free - need
         bin.pods.extend(pods)

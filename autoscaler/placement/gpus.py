@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from autoscaler.gpu.share import ComputeMode, GpuShare
 from autoscaler.model import Offering
@@ -40,6 +40,19 @@ class GpuSlots:
     shared: tuple[SharedGpu, ...] = ()
     memory_mib: int = 0
     fraction: float = 1.0
+    # Worked out once: the planner keys what it remembers about a node's devices by them.
+    _hash: int | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        found = self._hash
+        if found is None:
+            found = hash((self.whole, self.shared, self.memory_mib, self.fraction))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
 
     @property
     def partial(self) -> bool:
@@ -66,6 +79,8 @@ class GpuSlots:
         need = self.need(share)
         if need is None:
             return None
+        if share.devices == 1:
+            return self._take_one(need, share.compute_mode)
         shared = list(self.shared)
         whole = self.whole
         opened = 0
@@ -89,6 +104,21 @@ class GpuSlots:
             shared.append(SharedGpu(FULL - need, share.compute_mode))
             used.add(len(shared) - 1)
         return GpuSlots(whole, tuple(shared), self.memory_mib, self.fraction), opened
+
+    def _take_one(self, need: int, mode: ComputeMode) -> tuple[GpuSlots, int] | None:
+        """``take`` for a share of one device, the commonest, without the bookkeeping of several."""
+        best, best_free = -1, FULL + 1
+        for i, d in enumerate(self.shared):
+            if need <= d.free < best_free and d.mode == mode:
+                best, best_free = i, d.free
+        if best >= 0:
+            shared = list(self.shared)
+            shared[best] = SharedGpu(best_free - need, mode)
+            return GpuSlots(self.whole, tuple(shared), self.memory_mib, self.fraction), 0
+        if self.whole <= 0:
+            return None
+        opened = (*self.shared, SharedGpu(FULL - need, mode))
+        return GpuSlots(self.whole - 1, opened, self.memory_mib, self.fraction), 1
 
     def take_many(self, share: GpuShare, want: int) -> tuple[GpuSlots, int, int]:
         """Place up to ``want`` pods of ``share``: (slots after, pods placed, whole devices opened)."""

@@ -385,10 +385,14 @@ class Topology:
 
     def honours_taints(self) -> bool:
         """Some spread constraint counts only nodes whose taints its pod tolerates."""
+        if not self._spread:
+            return False
         return any(c.honor_node_taints for g in self._spread.values() for c in g.key.constraints)
 
     def tracked_keys(self) -> set[str]:
         """Every topology key some count is kept for."""
+        if not (self._spread or self._affinity or self._anti or self._held):
+            return set()  # asked for every node opened and every pod added: most plans keep no count
         keys = {c.topology_key for g in self._spread.values() for c in g.key.constraints}
         keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
         keys |= {g.term.topology_key for g in self._anti.values()}

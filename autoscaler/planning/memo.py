@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from autoscaler.disruption.replace import _Planned
     from autoscaler.fit import Constraints
+    from autoscaler.gpu.share import GpuShare
     from autoscaler.model import Offering, Reservation
+    from autoscaler.placement.gpus import GpuSlots
     from autoscaler.planning.why import _Screening
 
 __all__ = ["PlanMemo"]
@@ -35,3 +37,6 @@ class PlanMemo:
     screened: dict[tuple[tuple[Constraints, ...], bool], _Screening] = field(default_factory=dict)
     # The reservations the provider listed, by id (reserved.live).
     reservations: dict[str, Reservation] | None = None
+    # How many pods of a GPU share empty devices take, at most a count (newnodes.per_node): the shapes a
+    # share pod is weighed on have few distinct GPUs.
+    share_counts: dict[tuple[GpuSlots, GpuShare, int], int] = field(default_factory=dict)

@@ -17,7 +17,7 @@ from autoscaler.gpu.share import GpuShare
 from autoscaler.model import Offering
 from autoscaler.placement.bins import Bin, Option
 from autoscaler.placement.filters import insufficient_all
-from autoscaler.placement.gpus import device_model, device_slots
+from autoscaler.placement.gpus import GpuSlots, device_model, device_slots
 from autoscaler.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.planning.decisions import BIN_PACKING
 from autoscaler.planning.offerings import OfferingIndex, price_order
@@ -131,7 +131,7 @@ def choose(
     over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
-            k = per_node(shape, req, c.gpu_share, remaining)
+            k = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
             if k <= 0:
                 continue
             fits_somewhere = True
@@ -179,11 +179,24 @@ def budget_rejection(index: OfferingIndex, budget: Budget, queue: str, cheapest:
     )
 
 
-def per_node(shape: Option, req: Resources, share: GpuShare | None, cap: int = 1 << 30) -> int:
-    """How many pods of ``req`` (and ``share``) an empty node of ``shape`` takes, counting at most ``cap``."""
+def per_node(
+    shape: Option,
+    req: Resources,
+    share: GpuShare | None,
+    cap: int = 1 << 30,
+    memo: dict[tuple[GpuSlots, GpuShare, int], int] | None = None,
+) -> int:
+    """How many pods of ``req`` (and ``share``) an empty node of ``shape`` takes, counting at most ``cap``.
+    ``memo`` keeps how many shares empty devices take (many instance types have the same GPUs)."""
     k = req.times_fits_in(shape.alloc)
     if share is not None and k > 0:
-        k = shape.devices.take_many(share, min(k, cap))[1]
+        key = (shape.devices, share, min(k, cap))
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = key[0].take_many(share, key[2])[1]
+            if memo is not None:
+                memo[key] = found
+        k = found
     return k
 
 

@@ -16,14 +16,16 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autoscaler.demand import Demand, Gang, Ignored, Reason
 from autoscaler.fit import Constraints
+from autoscaler.gpu.share import GpuShare
 from autoscaler.model import Offering, Pod
 from autoscaler.placement.bins import Bin, Kind, Option
 from autoscaler.placement.engine import Engine, Fit, request
+from autoscaler.placement.gpus import GpuSlots
 from autoscaler.placement.reasons import (
     EXISTING_ANTI_AFFINITY,
     POD_ANTI_AFFINITY_MISMATCH,
@@ -31,6 +33,7 @@ from autoscaler.placement.reasons import (
     Rejection,
 )
 from autoscaler.planning import newnodes, reserved
+from autoscaler.planning.classes import PodClass, choices, order, pod_classes, pod_mode
 from autoscaler.planning.decisions import (
     BIN_PACKING,
     BIN_SELECTION,
@@ -45,6 +48,7 @@ from autoscaler.planning.decisions import (
 from autoscaler.planning.newnodes import Budget, Choice, describe
 from autoscaler.planning.offerings import OfferingIndex, price_order
 from autoscaler.planning.why import LaunchWhy, launch_why, mode_reason
+from autoscaler.resources import Resources
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -61,26 +65,19 @@ _LASTING = {
 _LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
 
 
-def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
-    """Luna's split: small unconstrained CPU pods share bin-packing nodes; the rest get bin-selection."""
-    cfg = index.config
-    r = pod.requests
-    if c.gpu_resource or c.constrained or r.gpus:
-        return BIN_SELECTION
-    if r.cpu >= cfg.bin_select_pod_cpu_threshold or r.memory >= cfg.bin_select_pod_memory_threshold:
-        return BIN_SELECTION
-    return BIN_PACKING
-
-
 @dataclass(slots=True)
-class _Class:
-    """Pods a plan treats alike: one constraint set, one mode, one request (and one KAI queue, when that
-    queue has a budget)."""
+class _Opening:
+    """What every node opened as ``choice`` for ``take`` pods of ``unit`` shares: the options it may be, and
+    (once worked out) the fit of the pods on it and whether it has room after them, kept in _Planner._fresh
+    under ``key``."""
 
-    pods: list[Pod]
-    c: Constraints
-    mode: str
-    queue: str = ""
+    choice: Choice
+    unit: PodClass
+    take: int
+    options: list[Option]
+    key: tuple[object, ...]
+    known: tuple[Fit | Rejection, bool] | None = None
+    used: Resources | None = None  # what the pods of a known fit take of the node
 
 
 class _Planner:
@@ -120,23 +117,46 @@ class _Planner:
         self.bin_queues: dict[str, str] = {}  # new nodes opened for pods of a queue with a budget
         self._alone: dict[tuple[object, ...], float] = {}
         self._options: dict[tuple[object, ...], list[Option]] = {}
+        # The fit of a class's pods on a node just opened for them, and whether that node has room left after
+        # it, when the fit reads only the node's options (Engine.independent): the same for every such node.
+        self._fresh: dict[tuple[object, ...], tuple[Fit | Rejection, bool]] = {}
+        # Per constraint set of a node opened by this plan (by identity, the set kept alongside): the fewest
+        # offerings any of its classes may choose from (_may_join).
+        self._floors: dict[int, tuple[frozenset[Constraints], int]] = {}
+        # New nodes pods were added to since their list was last pruned of nodes with no room (_prune).
+        self._dirty: set[str] = set()
+        # Whether a node's devices take one more pod of a share, by identity of both (_takes).
+        self._share_room: dict[tuple[int, int], tuple[GpuSlots, GpuShare, bool]] = {}
+        self._opening: _Opening | None = None  # the last one: nodes are opened in batches of one shape
 
     # -- steps 2 and 3 ---------------------------------------------------------------------------------
 
     def _onto(
-        self, bins: Sequence[Bin], pods: list[Pod], unit: _Class, skip: set[str] | None = None
+        self, bins: Sequence[Bin], pods: list[Pod], unit: PodClass, skip: set[str] | None = None
     ) -> list[Pod]:
         """Put as many of ``pods`` as fit onto ``bins``, in order; return the rest."""
         remaining = pods
         pod = pods[0]
+        share = pod.gpu_share
         allowed = None
+        mine = -1
         for b in bins:
             if not remaining:
                 break
             if skip is not None and b.name in skip:
                 continue
             if b.new:
-                if b.mode != unit.mode or not self._may_join(b, unit.c):
+                if b.mode != unit.mode:
+                    continue
+                if share is not None and b.devices is not None and not self._takes(b.devices, share):
+                    # The engine would say no (every "no" it could give here is lasting): the devices
+                    # already shared on the node, which its options all have, have no room for one more.
+                    if skip is not None:
+                        skip.add(b.name)
+                    continue
+                if mine < 0:
+                    mine = choices(self.index, unit.c)
+                if not self._may_join(b, unit.c, mine):
                     continue
                 if allowed is None:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
@@ -148,18 +168,48 @@ class _Planner:
             if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
                 continue
             self._add(b, fit, remaining[: fit.count], unit)
+            if b.new:
+                self._dirty.add(b.name)
             remaining = remaining[fit.count :]
         return remaining
 
-    def _may_join(self, b: Bin, c: Constraints) -> bool:
+    def _may_join(self, b: Bin, c: Constraints, mine: int) -> bool:
         """Pods join a node opened for other pods only when they have no more offerings to choose from than
-        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need."""
-        if c in b.classes:
-            return True
-        mine = _choices(self.index, c)
-        return all(mine <= _choices(self.index, other) for other in b.classes)
+        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need.
+        ``mine`` is how many ``c`` has."""
+        classes = b.classes
+        found = self._floors.get(id(classes))
+        if found is None or found[0] is not classes:
+            floor = min((choices(self.index, other) for other in classes), default=_NO_FLOOR)
+            found = self._floors[id(classes)] = (classes, floor)
+        return mine <= found[1] or c in classes
 
-    def _worth_joining(self, b: Bin, fit: Fit, unit: _Class, remaining: int) -> bool:
+    def _takes(self, devices: GpuSlots, share: GpuShare) -> bool:
+        """Whether one pod of ``share`` fits on ``devices``: asked of every node with shares for every class
+        with one, while a node's devices change only when pods join it."""
+        key = (id(devices), id(share))
+        found = self._share_room.get(key)
+        if found is None or found[0] is not devices or found[1] is not share:
+            found = self._share_room[key] = (devices, share, devices.take(share) is not None)
+        return found[2]
+
+    def _prune(self, bins: list[Bin]) -> None:
+        """Drop from ``bins`` the nodes left with no room. Only nodes pods were added to since they last
+        passed can have lost it: every node enters a list with room (_open_one) and changes only by adding
+        pods (_onto marks it), so the others are kept unlooked-at, in order."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        kept = []
+        for b in bins:
+            if b.name in dirty:
+                dirty.discard(b.name)
+                if not newnodes.has_room(b):
+                    continue
+            kept.append(b)
+        bins[:] = kept
+
+    def _worth_joining(self, b: Bin, fit: Fit, unit: PodClass, remaining: int) -> bool:
         """Joining a node this plan opened is free unless it makes the node dearer (its cheaper options, or a
         spot one, could not hold these pods too); then only when that costs less than new nodes would."""
         raised = min(o.cheapest.price for o in fit.options) - b.price
@@ -179,7 +229,7 @@ class _Planner:
             self._alone[key] = alone
         return raised <= alone * fit.count
 
-    def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: _Class) -> None:
+    def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: PodClass) -> None:
         self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
         if unit.queue and b.name in self.unclaimed:
             self._claim(b.name, unit.queue)
@@ -203,7 +253,7 @@ class _Planner:
 
     # -- step 4: new nodes -----------------------------------------------------------------------------
 
-    def _open(self, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]) -> list[Pod]:
+    def _open(self, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]) -> list[Pod]:
         """Open new nodes for ``pods``; return those left unplaced (already recorded as such)."""
         pod = pods[0]
         req = request(pod)
@@ -214,7 +264,7 @@ class _Planner:
             if isinstance(choice, Rejection):
                 wider = reserved.meanwhile(unit.c, choice, self.index.config)
                 if wider is not None:  # on-demand until the Capacity Block they wait for starts
-                    unit = _Class(unit.pods, wider, unit.mode, unit.queue)
+                    unit = PodClass(unit.pods, wider, unit.mode, unit.queue)
                     continue
                 self._unplace(remaining, choice, unit)
                 return []
@@ -239,16 +289,87 @@ class _Planner:
         return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
 
     def _open_one(
-        self, choice: Choice, pods: list[Pod], unit: _Class, gang: str, bins: list[Bin]
+        self, choice: Choice, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]
     ) -> int | Rejection:
         pod = pods[0]
         take = min(choice.per_node, len(pods))
+        o = choice.shape.cheapest
+        opening = self._opening
+        if (
+            opening is None
+            or opening.choice is not choice
+            or opening.unit is not unit
+            or opening.take != take
+        ):
+            opening = self._opening = self._opening_for(choice, unit, take)
+        known = opening.known
+        if known is not None and isinstance(known[0], Fit) and self._alike(pod):
+            # As the steps below would leave it, with nothing to take back if it does not fit: it does.
+            same = known[0]
+            if opening.used is None:
+                opening.used = self.engine.filled_use(pod, same)
+            b = self.engine.open_filled(
+                pod,
+                unit.c,
+                same,
+                [p.key for p in pods[: same.count]],
+                mode=unit.mode,
+                gang=gang,
+                gpus=o.gpu_count,
+                vcpu=o.vcpu,
+                used=opening.used,
+            )
+            if unit.queue and b.name in self.unclaimed:
+                self._claim(b.name, unit.queue)
+            self._opened(b, o, unit, known[1], bins)
+            return same.count
+        mark = self.journal.mark()
+        b = self.engine.open(opening.options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
+        independent = self.engine.independent(pod)
+        known = opening.known if independent else None
+        if known is None and independent:
+            known = opening.known = self._fresh.get(opening.key)
+        if known is not None:
+            fit, room = known
+        else:
+            allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
+            fit, room = self.engine.can_add(pod, unit.c, b, take, allowed), False
+        if isinstance(fit, Rejection):
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, False)
+            self.journal.rollback(mark)
+            return fit
+        self._add(b, fit, pods[: fit.count], unit)
+        if known is None:
+            room = newnodes.has_room(b)
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, room)
+        self._opened(b, o, unit, room, bins)
+        self.journal.commit(mark)
+        return fit.count
+
+    def _alike(self, pod: Pod) -> bool:
+        """A node for ``pod`` is like the last one opened for its class: no count is kept and the fit reads
+        nothing but the node's options (Engine.independent)."""
+        return self.engine.topology.idle and self.engine.independent(pod)
+
+    def _opened(self, b: Bin, o: Offering, unit: PodClass, room: bool, bins: list[Bin]) -> None:
+        self.budget.take(o, queue=unit.queue)
+        if unit.queue:
+            self.bin_queues[b.name] = unit.queue
+        budget = self.budget
+        self.journal.log(lambda: budget.take(o, -1, unit.queue))
+        if room:
+            bins.append(b)
+
+    def _opening_for(self, choice: Choice, unit: PodClass, take: int) -> _Opening:
+        pod = unit.pods[0]
         o = choice.shape.cheapest
         used = request(pod).scaled(take)
         key = (unit.c, unit.mode, o, used, take)
         options = self._options.get(key)
         if options is None:
-            options = self._options[key] = newnodes.options_for(
+            options = newnodes.options_for(
                 self.index,
                 unit.c,
                 unit.mode,
@@ -258,31 +379,16 @@ class _Planner:
                 take if pod.gpu_share is not None else 0,
             )
             options = self._options[key] = reserved.same_capacity(options, o)
-        mark = self.journal.mark()
-        b = self.engine.open(options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
-        fit = self.engine.can_add(pod, unit.c, b, take, self.index.allowed(unit.c, unit.mode == BIN_PACKING))
-        if isinstance(fit, Rejection):
-            self.journal.rollback(mark)
-            return fit
-        self._add(b, fit, pods[: fit.count], unit)
-        self.budget.take(o, queue=unit.queue)
-        if unit.queue:
-            self.bin_queues[b.name] = unit.queue
-        budget = self.budget
-        self.journal.log(lambda: budget.take(o, -1, unit.queue))
-        self.journal.commit(mark)
-        if newnodes.has_room(b):
-            bins.append(b)
-        return fit.count
+        return _Opening(choice, unit, take, options, (*key, pod.requests, pod.gpu_share))
 
-    def _unplace(self, pods: list[Pod], why: Rejection, unit: _Class) -> None:
+    def _unplace(self, pods: list[Pod], why: Rejection, unit: PodClass) -> None:
         limited = why.filter == Filter.CLUSTER_LIMIT
         near = newnodes.nearest_miss(self.index, unit.c, request(pods[0]), unit.mode, why)
         self.unplaced.extend(Unplaced(p.key, why.message, limited, why, near) for p in pods)
 
     # -- units -----------------------------------------------------------------------------------------
 
-    def place_class(self, unit: _Class, gang: str = "", bins: list[Bin] | None = None) -> None:
+    def place_class(self, unit: PodClass, gang: str = "", bins: list[Bin] | None = None) -> None:
         """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
         reason = mode_reason(unit.pods[0], unit.c, self.index.config)
         for p in unit.pods:
@@ -300,7 +406,7 @@ class _Planner:
         remaining = self._onto(self.cluster, unit.pods, unit)
         if remaining:
             remaining = self._onto(open_bins, remaining, unit)
-            open_bins[:] = [b for b in open_bins if newnodes.has_room(b)]
+            self._prune(open_bins)
         if remaining:
             self._open(remaining, unit, gang, open_bins)
 
@@ -309,7 +415,7 @@ class _Planner:
         mark = self.journal.mark()
         counts = (len(self.absorbed), len(self.unplaced))
         local: list[Bin] = []
-        for unit in _classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
+        for unit in pod_classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
             self.place_class(unit, gang.key, local)
         failed = self.unplaced[counts[1] :]
         if not failed:
@@ -332,11 +438,17 @@ class _Planner:
     def finalize(self) -> list[Launch]:
         launches = []
         cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
+        # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
+        # every node, and so every option, is held).
+        cheapest: dict[tuple[object, ...], Offering] = {}
         for b in self.engine.bins:
             if not b.new or not b.pods:
                 continue
-            classes = sorted(b.classes, key=repr)
-            offering = newnodes.cheapest(b, classes)
+            classes = sorted(b.classes, key=repr) if len(b.classes) > 1 else list(b.classes)
+            shape = (classes[0].capacity_types, *map(id, b.options))
+            offering = cheapest.get(shape)
+            if offering is None:
+                offering = cheapest[shape] = newnodes.cheapest(b, classes)
             pods = tuple(sorted(b.pods))
             reason = self.mode_reasons.get(pods[0], "")
             settled = tuple(sorted(b.settled.items()))
@@ -358,42 +470,6 @@ class _Planner:
         return launches
 
 
-def _topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
-    if not engine.inter_pod(pod):
-        return None
-    return (
-        pod.namespace,
-        tuple(sorted(pod.labels.items())),
-        pod.spread,
-        pod.pod_affinity,
-        pod.pod_anti_affinity,
-        pod.host_ports,
-    )
-
-
-def _classes(
-    pods: Sequence[Pod],
-    constraints: dict[str, Constraints],
-    index: OfferingIndex,
-    engine: Engine,
-    queues: Mapping[str, str] | None = None,
-) -> list[_Class]:
-    budgets = index.config.queue_budgets
-    groups: dict[tuple[object, ...], _Class] = {}
-    for pod in pods:
-        c = constraints[pod.key]
-        mode = pod_mode(pod, c, index)
-        queue = (queues or {}).get(pod.key, "")
-        queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
-        key = (c, mode, pod.requests, _topology_signature(pod, engine), queue)
-        unit = groups.get(key)
-        if unit is None:
-            groups[key] = _Class([pod], c, mode, queue)
-        else:
-            unit.pods.append(pod)
-    return list(groups.values())
-
-
 def scale_up(
     demand: Demand,
     index: OfferingIndex,
@@ -411,12 +487,12 @@ def scale_up(
         engine.topology.prepare(pod)
     planner = _Planner(index, engine, usage, now, queue_spend)
 
-    units: list[tuple[tuple[object, ...], Gang | _Class]] = [
-        (_order(g.pods[0], _choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
+    units: list[tuple[tuple[object, ...], Gang | PodClass]] = [
+        (order(g.pods[0], choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
     ]
     units += [
-        (_order(u.pods[0], _choices(index, u.c)), u)
-        for u in _classes(demand.singles, demand.constraints, index, engine, demand.queues)
+        (order(u.pods[0], choices(index, u.c)), u)
+        for u in pod_classes(demand.singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:
@@ -435,22 +511,4 @@ def scale_up(
     )
 
 
-def _choices(index: OfferingIndex, c: Constraints) -> int:
-    return len(index.eligible(c)[0])
-
-
-def _order(pod: Pod, choices: int = 0) -> tuple[object, ...]:
-    """Higher priority first, then GPU pods with fewer offerings to choose from (a pod pinned to H100s takes
-    the free H100 on a node before a pod that any GPU suits can), then pods whose place depends on other pods
-    (their nodes are the frame the others fill), then bigger first."""
-    r = pod.requests
-    return (
-        -pod.priority,
-        -r.gpus,
-        choices if r.gpus else 0,
-        not pod.topological,
-        -r.cpu,
-        -r.memory,
-        pod.created,
-        pod.uid or pod.key,
-    )
+_NO_FLOOR = 1 << 62  # a node with no class yet: any pod may join it
