@@ -3,7 +3,10 @@ a node opened like the one before reuses its fit, only nodes pods joined are che
 node's join floor is remembered. Planning without them gives the very same plan, node for node; and a share
 of one GPU is still placed as KAI's binpack places it."""
 
+from __future__ import annotations
+
 import pickle
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +16,7 @@ from autoscaler.config import config_from_mapping
 from autoscaler.gpu.share import ComputeMode, GpuShare, ShareSource
 from autoscaler.placement.engine import Engine
 from autoscaler.placement.gpus import GpuSlots, SharedGpu
-from autoscaler.planning import newnodes, plan
+from autoscaler.planning import Plan, PlanInput, newnodes, plan
 from autoscaler.planning.classes import choices
 from autoscaler.planning.scaleup import _Planner
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
@@ -46,12 +49,14 @@ workload = st.fixed_dictionaries(
 )
 
 
-def objects(specs):
+def objects(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Deployments of share pods (by fraction or by memory, either compute mode, some pinned to a GPU model,
     some on two devices, some kept one per node), whole-GPU pods and CPU pods."""
-    objs = []
+    objs: list[dict[str, Any]] = []
     for i, s in enumerate(specs):
-        annotations, gpu, scheduler, tolerations = {}, 0, "default-scheduler", None
+        annotations: dict[str, str] = {}
+        gpu, scheduler = 0, "default-scheduler"
+        tolerations: list[dict[str, str]] | None = None
         if s["kind"] in ("fraction", "memory"):
             annotations["gpu-fraction" if s["kind"] == "fraction" else "gpu-memory"] = s[s["kind"]]
             if s["mode"]:
@@ -89,24 +94,24 @@ def objects(specs):
     return objs
 
 
-def decisions(result):
+def decisions(result: Plan) -> tuple[list[Any], Any, Any]:
     launches = [
         (la.offering.key, la.pods, la.mode, la.alternatives, la.gang) for la in result.launch.launches
     ]
     return launches, result.launch.unplaced, result.launch.absorbed
 
 
-def without_shortcuts(monkeypatch):
+def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     """The planner as it is without its shortcuts: every node asked, every fit worked out, every list of
     nodes checked whole for room, every join floor counted again."""
 
-    def asks_every_node(self, devices, share):
+    def asks_every_node(self: _Planner, devices: Any, share: Any) -> bool:
         return True
 
-    def prunes_every_node(self, bins):
+    def prunes_every_node(self: _Planner, bins: list[Any]) -> None:
         bins[:] = [b for b in bins if newnodes.has_room(b)]
 
-    def counts_every_time(self, b, c, mine):
+    def counts_every_time(self: _Planner, b: Any, c: Any, mine: Any) -> bool:
         return c in b.classes or all(mine <= choices(self.index, other) for other in b.classes)
 
     monkeypatch.setattr(_Planner, "_takes", asks_every_node)
@@ -117,31 +122,40 @@ def without_shortcuts(monkeypatch):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(workload, min_size=1, max_size=7), st.sampled_from([None, None, 3, 8]))
-def test_planning_without_the_shortcuts_gives_the_same_plan(specs, gpu_limit):
+def test_planning_without_the_shortcuts_gives_the_same_plan(
+    specs: list[dict[str, Any]], gpu_limit: int | None
+) -> None:
     # Under a GPU limit some gangs cannot be placed whole, and what was placed for them is taken back.
     config = config_from_mapping({**SETTINGS, **({"clusterGPULimit": gpu_limit} if gpu_limit else {})})
     snap = snapshot(*objects(specs))
-    fast = plan(snap, OFFERINGS, config, NOW)
+    fast = plan(PlanInput(snap, OFFERINGS, config, NOW))
     with pytest.MonkeyPatch.context() as monkeypatch:
         without_shortcuts(monkeypatch)
-        slow = plan(snap, OFFERINGS, config, NOW)
+        slow = plan(PlanInput(snap, OFFERINGS, config, NOW))
     assert decisions(fast) == decisions(slow)
 
 
-def test_a_share_passes_over_nodes_whose_shared_gpus_are_full_to_the_first_with_room():
+def test_a_share_passes_over_nodes_whose_shared_gpus_are_full_to_the_first_with_room() -> None:
     # 0.75 shares open one T4 node each; 0.25 shares then fill each of them; the 0.5 shares that come after
     # find every one of those full and open nodes of their own, which later 0.5 shares join first-fit.
-    specs = [
+    specs: list[dict[str, Any]] = [
         {"kind": "fraction", "fraction": "0.75", "count": 3},
         {"kind": "fraction", "fraction": "0.25", "count": 3},
         {"kind": "fraction", "fraction": "0.5", "count": 4},
     ]
-    defaults = {"memory": "", "mode": "", "sku": "T4", "devices": "", "apart": False, "cpu": "250m"}
+    defaults: dict[str, Any] = {
+        "memory": "",
+        "mode": "",
+        "sku": "T4",
+        "devices": "",
+        "apart": False,
+        "cpu": "250m",
+    }
     snap = snapshot(*objects([{**defaults, **s} for s in specs]))
-    result = plan(snap, OFFERINGS, CONFIG, NOW)
+    result = plan(PlanInput(snap, OFFERINGS, CONFIG, NOW))
     with pytest.MonkeyPatch.context() as monkeypatch:
         without_shortcuts(monkeypatch)
-        slow = plan(snap, OFFERINGS, CONFIG, NOW)
+        slow = plan(PlanInput(snap, OFFERINGS, CONFIG, NOW))
     assert decisions(result) == decisions(slow)
     by_app = sorted(
         sorted({key.split("/")[1].split("-")[0] for key in la.pods}) for la in result.launch.launches
@@ -162,11 +176,12 @@ devices = st.lists(
     st.sampled_from(list(ComputeMode)),
 )
 def test_a_share_of_one_gpu_goes_to_the_fullest_device_of_its_mode_with_room_else_a_whole_one(
-    shared, whole, portion, mode
-):
+    shared: list[tuple[int, ComputeMode]], whole: int, portion: float, mode: ComputeMode
+) -> None:
     slots = GpuSlots(whole, tuple(SharedGpu(free, m) for free, m in shared), memory_mib=24576)
     share = GpuShare(ShareSource.FRACTION, "main", portion=portion, compute_mode=mode)
     need = share.hundredths
+    assert need is not None
     fits = [i for i, (free, m) in enumerate(shared) if m == mode and free >= need]
     got = slots.take(share)
     if fits:
@@ -181,7 +196,7 @@ def test_a_share_of_one_gpu_goes_to_the_fullest_device_of_its_mode_with_room_els
         assert got is None
 
 
-def test_a_pickled_share_and_devices_carry_no_hash_worked_out_in_this_process():
+def test_a_pickled_share_and_devices_carry_no_hash_worked_out_in_this_process() -> None:
     # String hashes are salted per process: a hash kept from this one would not find them in a dict there.
     share = GpuShare(ShareSource.FRACTION, "main", portion=0.5, compute_mode=ComputeMode.SM_SHARING)
     slots = GpuSlots(1, (SharedGpu(50, ComputeMode.SM_SHARING),), memory_mib=24576)
