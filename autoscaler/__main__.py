@@ -1,5 +1,5 @@
 import sys
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 
 sys.exit(main())

@@ -35,12 +35,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.catalog import offering_templates, read_catalog_csv  # noqa: E402
-from autoscaler.config import config_from_mapping  # noqa: E402
-from autoscaler.planning import PlanInput, plan  # noqa: E402
-from autoscaler.planning.offerings import OfferingIndex  # noqa: E402
+from autoscaler.cli.snapshot import SnapshotBuilder  # noqa: E402
+from autoscaler.config.options import config_from_mapping  # noqa: E402
+from autoscaler.core.planning.offerings import OfferingIndex  # noqa: E402
+from autoscaler.core.planning.planner import PlanInput, plan  # noqa: E402
+from autoscaler.runtime.catalog import offering_templates, read_catalog_csv  # noqa: E402
 from autoscaler.sim.lower_bound import moment_bound  # noqa: E402
-from autoscaler.snapshot import SnapshotBuilder  # noqa: E402
 from bench.provenance import commit  # noqa: E402
 
 SHARED_CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "instance_catalog.csv"

@@ -167,10 +167,10 @@ def _replay(pages_dir: str, url_q: Any, stop: Any) -> None:
 
 def _informer_list_seconds(url: str) -> float:
     """Seconds for a pod informer to list and decode every page from ``url``."""
-    from autoscaler.kube.client import make_api_client
-    from autoscaler.kube.convert import pod_from_dict
-    from autoscaler.kube.informer import Informer
-    from autoscaler.quantity import QuantityMemo
+    from autoscaler.core.quantity import QuantityMemo
+    from autoscaler.runtime.kube.client import make_api_client
+    from autoscaler.runtime.kube.convert import pod_from_dict
+    from autoscaler.runtime.kube.informer import Informer
 
     client = make_api_client(host=url, qps=1000, burst=1000)
     decode = functools.partial(pod_from_dict, memo=QuantityMemo())  # as the cluster cache decodes
@@ -191,16 +191,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    from autoscaler.config import load_config
-    from autoscaler.controller import Controller
-    from autoscaler.kube.actions import ClusterActions
-    from autoscaler.kube.client import make_api_client
-    from autoscaler.kube.cluster_cache import ClusterCache
-    from autoscaler.kube.convert import pod_from_dict
-    from autoscaler.kube.informer import collector_paused
-    from autoscaler.observability.events import EventRecorder
-    from autoscaler.observability.metrics import Metrics
-    from autoscaler.quantity import QuantityMemo
+    from autoscaler.config.options import load_config
+    from autoscaler.core.quantity import QuantityMemo
+    from autoscaler.runtime.controller import Controller
+    from autoscaler.runtime.kube.actions import ClusterActions
+    from autoscaler.runtime.kube.client import make_api_client
+    from autoscaler.runtime.kube.cluster_cache import ClusterCache
+    from autoscaler.runtime.kube.convert import pod_from_dict
+    from autoscaler.runtime.kube.informer import collector_paused
+    from autoscaler.runtime.observability.events import EventRecorder
+    from autoscaler.runtime.observability.metrics import Metrics
     from providers.simulated import SimulatedProvider
 
     load_before = os.getloadavg()

@@ -80,9 +80,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure(pods: int, interval: float) -> dict[str, Any]:
     """One run: ``pods`` pods, one every ``interval`` seconds, against a fresh API server and daemon."""
-    from autoscaler.config import load_config
-    from autoscaler.daemon import Daemon
-    from autoscaler.kube.client import make_api_client
+    from autoscaler.config.options import load_config
+    from autoscaler.runtime.daemon import Daemon
+    from autoscaler.runtime.kube.client import make_api_client
     from providers.simulated import SimulatedProvider
     from tests.fakes.kube_apiserver import FakeApiServer
 
@@ -159,7 +159,7 @@ def main() -> int:
     parser.add_argument("--stream-interval", type=float, default=0.3)
     args = parser.parse_args()
 
-    from autoscaler.config import default_config
+    from autoscaler.config.options import default_config
 
     defaults = default_config()
     load_before = os.getloadavg()

@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.observability.logging import configure_logging  # noqa: E402
+from autoscaler.runtime.observability.logging import configure_logging  # noqa: E402
 from autoscaler.sim.run import Prepared, prepare, simulate  # noqa: E402
 from autoscaler.sim.scenario import ScenarioError, load_scenario  # noqa: E402
 from bench.provenance import commit  # noqa: E402

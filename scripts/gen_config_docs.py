@@ -4,8 +4,8 @@
     python scripts/gen_config_docs.py           # rewrite the file (the same as: tidal config docs > FILE)
     python scripts/gen_config_docs.py --check   # exit 1 when the file is not what this script writes
 
-The options come from autoscaler/config_models.py and the providers' registered sections; each one's default
-and description from the comment above it in autoscaler/defaults.yaml (see autoscaler/config_reference.py).
+The options come from autoscaler/config/models.py and the providers' registered sections; each one's default
+and description from the comment above it in autoscaler/config/defaults.yaml (see autoscaler/config/reference.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from autoscaler.config_reference import SourceError, markdown, parse
-from autoscaler.config_reference import render as render_options
+from autoscaler.config.reference import SourceError, markdown, parse
+from autoscaler.config.reference import render as render_options
 
 __all__ = ["SourceError", "main", "render"]
 

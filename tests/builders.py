@@ -6,8 +6,8 @@ import itertools
 from dataclasses import replace
 from typing import Any
 
-from autoscaler.model import RESERVED, Arch, Offering, Reservation, ReservationKind, Snapshot
-from autoscaler.snapshot import SnapshotBuilder
+from autoscaler.cli.snapshot import SnapshotBuilder
+from autoscaler.core.model import RESERVED, Arch, Offering, Reservation, ReservationKind, Snapshot
 from providers.aws import offering_template as aws_node_template
 
 T0 = "2026-11-20T10:00:00Z"

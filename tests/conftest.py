@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.config import Config, config_from_mapping
+from autoscaler.config.options import Config, config_from_mapping
 
 
 @pytest.fixture

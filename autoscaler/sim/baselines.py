@@ -28,18 +28,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoscaler.config import Config
-from autoscaler.demand import select
-from autoscaler.gpu.kai_pods import (
+from autoscaler.config.options import Config
+from autoscaler.core.demand import select
+from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SHARED_POD_NAME_LABEL,
     SHARED_POD_NAMESPACE_LABEL,
     is_scale_adjuster_pod,
 )
-from autoscaler.model import CapacityType, Offering, Pod, Snapshot
-from autoscaler.planning import Plan, PlanInput, Planner
-from autoscaler.planning.cluster import build_engine, pods_by_node, usage
-from autoscaler.planning.decisions import (
+from autoscaler.core.model import CapacityType, Offering, Pod, Snapshot
+from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     Launch,
     Launching,
@@ -47,11 +46,12 @@ from autoscaler.planning.decisions import (
     Unplaced,
     Usage,
 )
-from autoscaler.planning.offerings import OfferingIndex, OfferingsMemo, price_order
-from autoscaler.planning.reserved import ReservedRoom
-from autoscaler.planning.scaledown import scale_down
-from autoscaler.planning.scaleup import scale_up
-from autoscaler.resources import PODS, Resources
+from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo, price_order
+from autoscaler.core.planning.planner import Plan, PlanInput, Planner
+from autoscaler.core.planning.reserved import ReservedRoom
+from autoscaler.core.planning.scaledown import scale_down
+from autoscaler.core.planning.scaleup import scale_up
+from autoscaler.core.resources import PODS, Resources
 
 POLICIES = ("tidal", "ca-like", "karpenter-like")
 FIRST_FIT_WINDOW = 64

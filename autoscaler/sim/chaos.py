@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.cloud import ProviderError
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.observability.events import EventRecorder
+from autoscaler.config.options import Config
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.sim.chaos_world import (
     KINDS,
     ChaosCloud,

@@ -25,14 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler import annotations as ann
 from autoscaler.cloud import Attempt, LaunchFailed, Refusal, Throttled
-from autoscaler.config import Config
-from autoscaler.disruption.method import REPLACEMENTS
-from autoscaler.kube.actions import EvictionResult
-from autoscaler.kube.client import KubeApiError
-from autoscaler.launching import launch_token
-from autoscaler.model import Instance, LaunchRequest, Pod, Snapshot
+from autoscaler.config.options import Config
+from autoscaler.core import annotations as ann
+from autoscaler.core.disruption.method import REPLACEMENTS
+from autoscaler.core.model import Instance, LaunchRequest, Pod, Snapshot
+from autoscaler.runtime.kube.actions import EvictionResult
+from autoscaler.runtime.kube.client import KubeApiError
+from autoscaler.runtime.launching import launch_token
 from autoscaler.sim.cluster import EmulatedCluster, SimPod
 from providers.simulated import SimulatedProvider
 

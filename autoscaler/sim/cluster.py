@@ -2,7 +2,7 @@
 
 It is what the controller sees (``snapshot()``), what it acts on (cordon, evict, delete Node, events), and
 what the simulated cloud's kubelets register Nodes with. The scheduler binds pods with kube-scheduler's
-filters (:class:`autoscaler.placement.scheduler.ClusterScheduler`, checked against decisions recorded from a
+filters (:class:`autoscaler.core.placement.scheduler.ClusterScheduler`, checked against decisions recorded from a
 real kube-scheduler) and writes the ``PodScheduled=False`` messages the real schedulers write; KAI queues
 admit work within their limit (and non-preemptible work within quota) and gangs all-or-nothing. Like most GPU
 clusters it runs the ExtendedResourceToleration admission plugin: a GPU pod tolerates the GPU taint.
@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autoscaler.kube.convert import node_from_dict
-from autoscaler.model import (
+from autoscaler.core.model import (
     LABEL_INSTANCE_TYPE,
     Condition,
     DisruptionBudget,
@@ -34,8 +33,9 @@ from autoscaler.model import (
     Snapshot,
     Taint,
 )
-from autoscaler.placement.scheduler import ClusterScheduler
-from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.core.placement.scheduler import ClusterScheduler
+from autoscaler.core.resources import NVIDIA_GPU, Resources
+from autoscaler.runtime.kube.convert import node_from_dict
 from autoscaler.sim.kai_sharing import (
     GPU_MEMORY_LABEL,
     KaiSharing,
@@ -486,7 +486,7 @@ class EmulatedCluster:
             self._changed()
 
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Any:
-        from autoscaler.kube.actions import EvictionResult
+        from autoscaler.runtime.kube.actions import EvictionResult
 
         sp = self.pods.get(f"{namespace}/{name}")
         if sp is None:

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config import Config, ConfigError, config_from_mapping
-from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob, last_look, remove_node
-from autoscaler.model import CapacityType, Instance, InstanceState
-from autoscaler.observability.events import EventRecorder
-from autoscaler.planning import Plan, Planner
+from autoscaler.config.options import Config, ConfigError, config_from_mapping
+from autoscaler.core.model import CapacityType, Instance, InstanceState
+from autoscaler.core.planning.planner import Plan, Planner
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.drain import DrainJob, last_look, remove_node
+from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
 from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario

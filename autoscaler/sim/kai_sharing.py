@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autoscaler.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_APP, RESERVATION_NAMESPACE
-from autoscaler.gpu.share import ComputeMode, GpuShare
-from autoscaler.model import Node, Pod, Toleration
-from autoscaler.placement.scheduler import ClusterScheduler
-from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.core.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_APP, RESERVATION_NAMESPACE
+from autoscaler.core.gpu.share import ComputeMode, GpuShare
+from autoscaler.core.model import Node, Pod, Toleration
+from autoscaler.core.placement.scheduler import ClusterScheduler
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 DEFAULT_DEVICE_MEMORY = 100  # KAI's stand-in for a node whose GPU memory is not labelled

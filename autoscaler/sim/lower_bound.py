@@ -22,12 +22,12 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autoscaler.config import Config
-from autoscaler.fit import AnnotationError, Constraints, pod_constraints
-from autoscaler.gpu.share import GpuShare
-from autoscaler.model import Offering
-from autoscaler.planning.offerings import OfferingIndex, price_order
-from autoscaler.resources import Resources
+from autoscaler.config.options import Config
+from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
+from autoscaler.core.gpu.share import GpuShare
+from autoscaler.core.model import Offering
+from autoscaler.core.planning.offerings import OfferingIndex, price_order
+from autoscaler.core.resources import Resources
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.scenario import Outage
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from autoscaler.model import DisruptionBudget, Pod, Requirement
+from autoscaler.core.model import DisruptionBudget, Pod, Requirement
 
 Budgets = Mapping[str, tuple[Mapping[str, str], int]]
 """name -> (the labels a budget selects, in namespace default; minAvailable)."""

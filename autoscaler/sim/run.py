@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config import ConfigError
-from autoscaler.config_layers import Layers, read_layers
+from autoscaler.config.layers import Layers, read_layers
+from autoscaler.config.options import ConfigError
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Record, Simulation, build_config
 from autoscaler.sim.lower_bound import lower_bound
@@ -175,8 +175,8 @@ def _simulate(
 
 
 def run_cli(args: Any, scenario: Scenario) -> int:
-    """Entry point of ``tidal simulate``: ``scenario`` loaded and the arguments checked by autoscaler.cli."""
-    from autoscaler.observability.logging import configure_logging
+    """Entry point of ``tidal simulate``: ``scenario`` loaded and the arguments checked by autoscaler.cli.main."""
+    from autoscaler.runtime.observability.logging import configure_logging
 
     configure_logging(
         "console", "error", stream=sys.stderr

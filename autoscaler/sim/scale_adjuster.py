@@ -28,17 +28,17 @@ import math
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import replace
 
-from autoscaler.gpu.kai_pods import (
+from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SCALING_POD_APP,
     SHARED_POD_NAME_LABEL,
     SHARED_POD_NAMESPACE_LABEL,
     scaled_pod,
 )
-from autoscaler.gpu.share import GpuShare
-from autoscaler.model import Condition, Node, Pod
-from autoscaler.placement.scheduler import ClusterScheduler
-from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.core.gpu.share import GpuShare
+from autoscaler.core.model import Condition, Node, Pod
+from autoscaler.core.placement.scheduler import ClusterScheduler
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 
 COOL_DOWN = 60.0  # seconds after deleting a scaling pod before the next is created (DefaultCoolDownSeconds)
 MEMORY_AS_GPUS = 0.1  # what a gpu-memory pod counts as (DefaultGPUMemoryToFractionRatio)

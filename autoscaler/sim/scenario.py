@@ -30,11 +30,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from autoscaler.annotations import split_list
-from autoscaler.config import ConfigError, parse_duration
-from autoscaler.config_schema import load_yaml
-from autoscaler.model import CAPACITY_TYPES, ReservationKind
-from autoscaler.quantity import QuantityError, to_milli
+from autoscaler.config.options import ConfigError, parse_duration
+from autoscaler.config.schema import load_yaml
+from autoscaler.core.annotations import split_list
+from autoscaler.core.model import CAPACITY_TYPES, ReservationKind
+from autoscaler.core.quantity import QuantityError, to_milli
 
 BUILT_IN = (
     "kai-day",

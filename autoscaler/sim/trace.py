@@ -19,7 +19,7 @@ import os
 import random
 from pathlib import Path
 
-from autoscaler.quantity import MAX_MILLI
+from autoscaler.core.quantity import MAX_MILLI
 from autoscaler.sim.scenario import JobSpec, ScenarioError
 
 REQUIRED = ("pod_id", "submit_time_s", "duration_s", "cpu_milli", "memory_mib")

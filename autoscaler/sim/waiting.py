@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from autoscaler.planning import Plan
+from autoscaler.core.planning.planner import Plan
 from autoscaler.sim.cluster import SimPod
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from autoscaler import annotations as ann
-from autoscaler.demand import PREEMPTIBILITY_LABEL
-from autoscaler.fit import GPU_TAINT, gpu_model_name
-from autoscaler.gpu.share import COMPUTE_MODE, GPU_FRACTION, GPU_MEMORY, ComputeMode, gpu_share
-from autoscaler.model import LABEL_GPU_MODEL, NodeSelectorTerm, OwnerRef, Pod, Requirement, Toleration
-from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.core import annotations as ann
+from autoscaler.core.demand import PREEMPTIBILITY_LABEL
+from autoscaler.core.fit import GPU_TAINT, gpu_model_name
+from autoscaler.core.gpu.share import COMPUTE_MODE, GPU_FRACTION, GPU_MEMORY, ComputeMode, gpu_share
+from autoscaler.core.model import LABEL_GPU_MODEL, NodeSelectorTerm, OwnerRef, Pod, Requirement, Toleration
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 from autoscaler.sim.scenario import JobSpec
 
 KAI = "kai-scheduler"

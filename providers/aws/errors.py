@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import botocore.exceptions
 
 from autoscaler.cloud import Attempt, ProviderError, QuotaScope, Refusal, Throttled
-from autoscaler.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering
 
 __all__ = [
     "AUTH_CODES",

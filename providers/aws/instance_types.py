@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.model import ON_DEMAND, SPOT, Arch, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Arch, Offering
 
 __all__ = [
     "InstanceSpec",

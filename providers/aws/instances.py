@@ -9,8 +9,8 @@ from typing import Any
 
 import botocore.exceptions
 
-from autoscaler.config import Config
-from autoscaler.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, RESERVED, Instance
+from autoscaler.config.options import Config
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, RESERVED, Instance
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, provider_error
 from providers.aws.offerings import OfferingSource

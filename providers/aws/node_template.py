@@ -3,9 +3,9 @@ reserves (the EKS AMI's formula). Needs no credentials and no boto3: ``tidal pla
 
 from __future__ import annotations
 
-from autoscaler.allocatable import CPU_TIERS, reservation, tiered
-from autoscaler.model import SPOT, NodeTemplate, Offering
-from autoscaler.resources import MILLI
+from autoscaler.core.allocatable import CPU_TIERS, reservation, tiered
+from autoscaler.core.model import SPOT, NodeTemplate, Offering
+from autoscaler.core.resources import MILLI
 
 __all__ = ["node_template"]
 

@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeVar
 import botocore.exceptions
 import structlog
 
-from autoscaler.catalog import with_templates
 from autoscaler.cloud import ProviderError
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, SPOT, Offering
+from autoscaler.config.options import Config
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.runtime.catalog import with_templates
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, describe
 from providers.aws.instance_types import InstanceSpec, fetch_instance_types, fetch_zone_offerings

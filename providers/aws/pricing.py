@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from autoscaler.catalog import CatalogError, read_catalog_csv
 from autoscaler.cloud import ProviderError
-from autoscaler.model import Offering
+from autoscaler.core.model import Offering
+from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = [
     "ON_DEMAND_SOURCE",

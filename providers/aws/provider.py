@@ -16,7 +16,6 @@ from typing import Any
 import botocore.exceptions
 import structlog
 
-from autoscaler.catalog import CatalogError
 from autoscaler.cloud import (
     Attempt,
     InstanceNotFound,
@@ -26,8 +25,8 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config import Config
-from autoscaler.model import (
+from autoscaler.config.options import Config
+from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
@@ -36,6 +35,7 @@ from autoscaler.model import (
     LaunchRequest,
     Offering,
 )
+from autoscaler.runtime.catalog import CatalogError
 from providers.aws.clients import ClientFactory, ClientOptions
 from providers.aws.errors import (
     CAPACITY_CODES,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from autoscaler.model import LABEL_LAUNCH_TOKEN, Taint
+from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Taint
 
 __all__ = [
     "ClusterInfo",

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
-from autoscaler.model import Offering
+from autoscaler.core.model import Offering
 
 __all__ = [
     "CAPACITY_CODES",

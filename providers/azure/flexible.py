@@ -16,7 +16,7 @@ import structlog
 from azure.core.exceptions import HttpResponseError
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError
-from autoscaler.model import (
+from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,

@@ -4,8 +4,8 @@ offline."""
 
 from __future__ import annotations
 
-from autoscaler.allocatable import reservation
-from autoscaler.model import SPOT, NodeTemplate, Offering, Taint
+from autoscaler.core.allocatable import reservation
+from autoscaler.core.model import SPOT, NodeTemplate, Offering, Taint
 
 __all__ = ["SPOT_TAINT", "node_template"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering
 
 __all__ = ["API_SOURCE", "PriceBook", "Prices", "classify_item", "prices_from_items"]
 

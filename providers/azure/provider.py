@@ -24,7 +24,6 @@ from typing import Any
 import structlog
 from azure.core.exceptions import AzureError, HttpResponseError
 
-from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     CapacityUnavailable,
@@ -37,8 +36,9 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, RESERVED, SPOT, Instance, LaunchRequest, Offering
+from autoscaler.config.options import Config
+from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, LaunchRequest, Offering
+from autoscaler.runtime.catalog import with_templates
 from providers.azure import clients
 from providers.azure.arm import ArmCompute
 from providers.azure.clients import ClientOptions, RetailPricesClient

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 
 from autoscaler.cloud import QuotaScope
-from autoscaler.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering
 from providers.azure.skus import VmShape
 from providers.azure.targets import zone_label
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from autoscaler import config_schema as schema
-from autoscaler.catalog import CatalogError, read_catalog_csv
-from autoscaler.config import Config, ConfigError
-from autoscaler.config_models import Section, checked, field_values
-from autoscaler.model import Offering
+from autoscaler.config import schema as schema
+from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.options import Config, ConfigError
+from autoscaler.core.model import Offering
+from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = ["SECTION", "AzureSection", "AzureSettings", "ProviderConfigError", "parse_settings"]
 

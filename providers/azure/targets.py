@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from autoscaler.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering
 from providers.azure.prices import PriceBook
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import AzureSettings

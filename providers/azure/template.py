@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from autoscaler.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT
 from providers.azure.flexible import arm_tags, spot_settings
 from providers.azure.ledger import TOKEN_TAG_PREFIX
 from providers.azure.resources import ScaleSet, identity_for_write

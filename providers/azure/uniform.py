@@ -13,7 +13,7 @@ import structlog
 from azure.core.exceptions import HttpResponseError, ResourceModifiedError
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import (
+from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,

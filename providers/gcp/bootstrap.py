@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from autoscaler.model import Taint
+from autoscaler.core.model import Taint
 
 __all__ = [
     "KUBE_ENV",

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autoscaler.catalog import CatalogError, read_catalog_csv
-from autoscaler.model import ON_DEMAND, SPOT
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 from providers.gcp.settings import SECTION, ProviderConfigError
 from providers.gcp.shapes import Shape
 

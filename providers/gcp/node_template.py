@@ -4,9 +4,9 @@ which is tidal's default). Needs no credentials and no Google SDK: ``tidal plan`
 
 from __future__ import annotations
 
-from autoscaler.allocatable import default_reserved
-from autoscaler.gpu.names import gpu_model_name
-from autoscaler.model import SPOT, NodeTemplate, Offering
+from autoscaler.core.allocatable import default_reserved
+from autoscaler.core.gpu.names import gpu_model_name
+from autoscaler.core.model import SPOT, NodeTemplate, Offering
 
 __all__ = ["gke_accelerator", "node_template"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from google.cloud import billing_v1
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import ON_DEMAND, SPOT
+from autoscaler.core.model import ON_DEMAND, SPOT
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
 from providers.gcp.shapes import Shape

@@ -18,7 +18,6 @@ from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
-from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     InstanceNotFound,
@@ -30,9 +29,10 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config import Config
-from autoscaler.model import RESERVED, Instance, LaunchRequest, Offering
-from autoscaler.new_nodes import node_labels as offering_node_labels
+from autoscaler.config.options import Config
+from autoscaler.core.model import RESERVED, Instance, LaunchRequest, Offering
+from autoscaler.core.new_nodes import node_labels as offering_node_labels
+from autoscaler.runtime.catalog import with_templates
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
 from providers.gcp.cache import Refreshing
 from providers.gcp.clients import ClientFactory

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from autoscaler.cloud import QuotaScope
-from autoscaler.model import SPOT
+from autoscaler.core.model import SPOT
 
 if TYPE_CHECKING:  # shapes.py reads machine types through errors.py, which reads quotas through here
     from providers.gcp.shapes import Shape

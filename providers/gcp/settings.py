@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from autoscaler import config_schema as schema
-from autoscaler.config import Config, ConfigError
-from autoscaler.config_models import Section, checked, field_values
+from autoscaler.config import schema as schema
+from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.options import Config, ConfigError
 
 __all__ = [
     "SECTION",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from google.cloud import compute_v1
 
-from autoscaler.model import Arch
+from autoscaler.core.model import Arch
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
 from providers.gcp.gpus import Accelerator, accelerator, attach_limits, attached_name

@@ -16,7 +16,7 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.model import (
+from autoscaler.core.model import (
     LABEL_ARCH,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -25,8 +25,8 @@ from autoscaler.model import (
     LABEL_ZONE,
     Taint,
 )
-from autoscaler.quantity import format_quantity
-from autoscaler.resources import GPU_RESOURCES, Resources
+from autoscaler.core.quantity import format_quantity
+from autoscaler.core.resources import GPU_RESOURCES, Resources
 
 __all__ = [
     "KUBELET_VERSION",

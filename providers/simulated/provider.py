@@ -20,8 +20,6 @@ from typing import Any
 
 import structlog
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.catalog import with_templates
 from autoscaler.cloud import (
     Attempt,
     InstanceNotFound,
@@ -31,8 +29,9 @@ from autoscaler.cloud import (
     Refusal,
     launch_failure,
 )
-from autoscaler.config import Config
-from autoscaler.model import (
+from autoscaler.config.options import Config
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,
@@ -41,7 +40,8 @@ from autoscaler.model import (
     LaunchRequest,
     Offering,
 )
-from autoscaler.new_nodes import node_labels
+from autoscaler.core.new_nodes import node_labels
+from autoscaler.runtime.catalog import with_templates
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from providers.simulated.node_template import template_builder
 from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings

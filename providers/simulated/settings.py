@@ -16,11 +16,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from autoscaler import config_schema as schema
-from autoscaler.catalog import CatalogError, read_catalog_csv
-from autoscaler.config import Config, ConfigError, parse_duration
-from autoscaler.config_models import Section, checked, field_values
-from autoscaler.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
+from autoscaler.config import schema as schema
+from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.options import Config, ConfigError, parse_duration
+from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
+from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = [
     "CapacityRule",

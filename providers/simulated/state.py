@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import Arch, Instance, Offering, Reservation, ReservationKind, Taint
+from autoscaler.core.model import Arch, Instance, Offering, Reservation, ReservationKind, Taint
 from providers.simulated.settings import CapacityRule
 
 __all__ = ["CloudState", "FileStore", "InstanceRecord", "MemoryStore", "StateStore"]

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from autoscaler.daemon import Daemon
-from autoscaler.kube.client import make_api_client
-from autoscaler.kube.convert import node_from_dict
-from autoscaler.model import Instance
+from autoscaler.core.model import Instance
+from autoscaler.runtime.daemon import Daemon
+from autoscaler.runtime.kube.client import make_api_client
+from autoscaler.runtime.kube.convert import node_from_dict
 from providers.simulated import SimulatedProvider
 from providers.simulated.node import NodeRegistrar
 from tests.fakes.kube_apiserver import FakeApiServer
@@ -143,7 +143,7 @@ def cluster(tmp_path: Path, **config: Any) -> Iterator[Cluster]:
     api.register_crd("scheduling.run.ai", "v2", "queues", "Queue", False)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(base_config(**config)))
-    from autoscaler.config import load_config
+    from autoscaler.config.options import load_config
 
     cfg = load_config(path)
     provider = SimulatedProvider(cfg, kube=NodeRegistrar(make_api_client(host=api.url).api_client))

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.config import load_config
-from autoscaler.daemon import Daemon
-from autoscaler.kube.client import make_api_client
-from autoscaler.kube.convert import node_from_dict
+from autoscaler.config.options import load_config
+from autoscaler.runtime.daemon import Daemon
+from autoscaler.runtime.kube.client import make_api_client
+from autoscaler.runtime.kube.convert import node_from_dict
 from providers.aws import AwsProvider
 from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.aws_cloud import (

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from autoscaler.cloud import load_provider
-from autoscaler.config import load_config
-from autoscaler.daemon import Daemon
-from autoscaler.kube.client import make_api_client
-from autoscaler.kube.convert import node_from_dict
+from autoscaler.config.options import load_config
+from autoscaler.runtime.daemon import Daemon
+from autoscaler.runtime.kube.client import make_api_client
+from autoscaler.runtime.kube.convert import node_from_dict
 from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_auth import FakeCredential

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from autoscaler.cloud import ProviderNotFound, load_provider
 from tests.e2e.harness import base_config, gpu_pod
 from tests.fakes.kube_apiserver import FakeApiServer

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.cloud import CloudProvider
-    from autoscaler.daemon import Daemon
-    from autoscaler.model import Instance
+    from autoscaler.core.model import Instance
+    from autoscaler.runtime.daemon import Daemon
     from tests.e2e.harness import Cluster
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from autoscaler.cloud import load_provider
-from autoscaler.config import load_config
-from autoscaler.daemon import Daemon
-from autoscaler.kube.client import make_api_client
-from autoscaler.kube.convert import node_from_dict
+from autoscaler.config.options import load_config
+from autoscaler.runtime.daemon import Daemon
+from autoscaler.runtime.kube.client import make_api_client
+from autoscaler.runtime.kube.convert import node_from_dict
 from providers.gcp.gpus import split_attached_name
 from tests.e2e.harness import KAI_REGEXP, gpu_pod
 from tests.fakes.gcp_cloud import FakeGcp

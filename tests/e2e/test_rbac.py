@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.daemon import Daemon
-from autoscaler.kube.client import make_api_client
+from autoscaler.runtime.daemon import Daemon
+from autoscaler.runtime.kube.client import make_api_client
 from providers.simulated.node import NodeRegistrar
 from tests.e2e import harness
 from tests.e2e import test_daemon_scenarios as scenarios

@@ -27,7 +27,7 @@ from botocore.stub import Stubber
 from moto import settings as moto_settings
 from moto.server import ThreadedMotoServer
 
-from autoscaler.config import Config, config_from_mapping
+from autoscaler.config.options import Config, config_from_mapping
 from providers.aws import AwsProvider, ClientOptions, Credentials
 
 # moto reads the variable when first imported; a test module that imported moto earlier gets the same setting.

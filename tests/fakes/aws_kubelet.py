@@ -14,8 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.model import LABEL_CLUSTER, Taint
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import LABEL_CLUSTER, Taint
 from providers.aws import provider_id
 from providers.aws.instance_types import parse_instance_type
 from providers.aws.userdata import parse_al2023_flags

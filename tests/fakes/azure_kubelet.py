@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.model import SPOT, Offering, Taint
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import SPOT, Offering, Taint
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_catalog import SIZES_BY_NAME

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from autoscaler.config import Config, config_from_mapping
+from autoscaler.config.options import Config, config_from_mapping
 from providers.azure import AzureProvider
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_auth import FakeCredential

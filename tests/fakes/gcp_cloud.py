@@ -322,7 +322,7 @@ def make_provider(
 ) -> Any:
     """A GcpProvider built from ``fake.config(...)`` the way the daemon builds it (a node pool template is
     added when none is given)."""
-    from autoscaler.config import config_from_mapping
+    from autoscaler.config.options import config_from_mapping
     from providers.gcp import GcpProvider
 
     if template is None and "node_pool" not in config:

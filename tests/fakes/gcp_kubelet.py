@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.model import Arch, Offering, Taint
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import Arch, Offering, Taint
 from providers.simulated.node import gpu_status, node_manifest
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_rules import last

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.model import TAINT_DISRUPTED, Pod, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Pod, Snapshot
 
 if TYPE_CHECKING:
-    from autoscaler.seams import ClusterView, ClusterWrites, EventRecorder
+    from autoscaler.runtime.seams import ClusterView, ClusterWrites, EventRecorder
 
 T0_EPOCH = 1_795_168_800.0  # builders.T0 (2026-11-20T10:00:00Z), when the test objects were created
 

@@ -11,9 +11,9 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.kube.convert import node_from_dict, pod_from_api, podgroup_from_dict, queue_from_dict
-from autoscaler.model import Node, Pod, PodGroup
-from autoscaler.placement.scheduler import ClusterScheduler
+from autoscaler.core.model import Node, Pod, PodGroup
+from autoscaler.core.placement.scheduler import ClusterScheduler
+from autoscaler.runtime.kube.convert import node_from_dict, pod_from_api, podgroup_from_dict, queue_from_dict
 from tests.fakes.kube_apiserver import FakeApiServer
 
 KAI = "kai-scheduler"

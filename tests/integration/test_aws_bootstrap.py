@@ -13,7 +13,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from autoscaler.model import LaunchRequest, Offering
+from autoscaler.core.model import LaunchRequest, Offering
 from providers.aws.userdata import BOUNDARY
 from tests.fakes.aws_cloud import (
     AMI,

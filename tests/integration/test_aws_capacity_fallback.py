@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from botocore.awsrequest import AWSResponse
 
-from autoscaler.controller import Controller
+from autoscaler.runtime.controller import Controller
 from tests.builders import INSUFFICIENT_GPU, pod, podgroup, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
     from providers.aws import AwsProvider
 
 

@@ -11,7 +11,7 @@ import pytest
 import structlog
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from tests.fakes.aws_cloud import (
     CATALOG,
     CREDENTIALS,

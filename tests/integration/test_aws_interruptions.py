@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering
 from tests.fakes.aws_cloud import (
     aws_config,
     ec2_client,

@@ -22,8 +22,8 @@ from autoscaler.cloud import (
     Refusal,
     Throttled,
 )
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
+from autoscaler.config.options import Config
+from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
 from providers.aws import AwsProvider, ClientOptions
 from providers.aws.userdata import parse_al2023_flags
 from tests.fakes.aws_cloud import (

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, SPOT, LaunchRequest, Offering
+from autoscaler.config.options import Config
+from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering
 from providers.aws import AwsProvider
 from tests.fakes.aws_cloud import (
     AMI,

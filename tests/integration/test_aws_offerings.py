@@ -10,8 +10,8 @@ import pytest
 from moto import mock_aws
 
 from autoscaler.cloud import ProviderError
-from autoscaler.model import ON_DEMAND, SPOT
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.planning.planner import PlanInput, plan
 from providers.aws import AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.model import Offering
+    from autoscaler.core.model import Offering
 
 ON_DEMAND_PRICES = {"g5.xlarge": 1.006, "g6.xlarge": 0.8048, "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04}
 

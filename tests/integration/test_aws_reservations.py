@@ -10,9 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.cloud import Refusal
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, RESERVED, LaunchRequest, Offering, ReservationKind
-from autoscaler.planning import PlanInput, plan
+from autoscaler.config.options import Config
+from autoscaler.core.model import ON_DEMAND, RESERVED, LaunchRequest, Offering, ReservationKind
+from autoscaler.core.planning.planner import PlanInput, plan
 from providers.aws import AwsConfigError, AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob
-from autoscaler.model import SPOT, LaunchRequest, Offering
+from autoscaler.core.model import SPOT, LaunchRequest, Offering
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.drain import DrainJob
 from tests.builders import node, pod, snapshot
 from tests.fakes.aws_cloud import (
     CATALOG,

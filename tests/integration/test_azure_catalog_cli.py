@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from providers.azure import clients
 from tests.fakes.azure_auth import FakeCredential
 from tests.fakes.azure_setup import T4, azure_section, running_arm

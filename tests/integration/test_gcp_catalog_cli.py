@@ -10,7 +10,7 @@ import pytest
 import structlog
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_fixtures import SAMPLE, machines
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import InstanceNotFound, ProviderError, Throttled
-from autoscaler.model import Instance, LaunchRequest
+from autoscaler.core.model import Instance, LaunchRequest
 from providers.gcp.inventory import GONE_RETENTION
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 

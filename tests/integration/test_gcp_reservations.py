@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.cloud import Refusal
-from autoscaler.model import RESERVED, LaunchRequest, ReservationKind
+from autoscaler.core.model import RESERVED, LaunchRequest, ReservationKind
 from providers.gcp.settings import ProviderConfigError
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-    from autoscaler.model import Offering
+    from autoscaler.core.model import Offering
     from providers.gcp import GcpProvider
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"

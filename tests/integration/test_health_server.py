@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.observability.metrics import Metrics
-from autoscaler.observability.server import METRICS_CONTENT_TYPE, HealthServer, HealthState
+from autoscaler.runtime.observability.metrics import Metrics
+from autoscaler.runtime.observability.server import METRICS_CONTENT_TYPE, HealthServer, HealthState
 
 
 class FakeClock:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.kube.actions import ANNOTATION_CORDONED, ClusterActions, EvictionResult
-from autoscaler.kube.client import KubeApiError, KubeClient, make_api_client
-from autoscaler.kube.convert import pod_from_dict
-from autoscaler.model import TAINT_DISRUPTED
+from autoscaler.core.model import TAINT_DISRUPTED
+from autoscaler.runtime.kube.actions import ANNOTATION_CORDONED, ClusterActions, EvictionResult
+from autoscaler.runtime.kube.client import KubeApiError, KubeClient, make_api_client
+from autoscaler.runtime.kube.convert import pod_from_dict
 from tests.builders import node, pod
 from tests.fakes.kube_apiserver import FakeApiServer, RecordedRequest
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, cast
 import kubernetes.client
 import pytest
 
-from autoscaler.kube.actions import ClusterActions, EvictionResult
-from autoscaler.kube.client import KubeApiError, KubeClient, describe_call, make_api_client
-from autoscaler.kube.convert import pod_from_dict
-from autoscaler.kube.informer import Informer
-from autoscaler.kube.leader import LeaderElector
-from autoscaler.observability.metrics import Metrics
+from autoscaler.runtime.kube.actions import ClusterActions, EvictionResult
+from autoscaler.runtime.kube.client import KubeApiError, KubeClient, describe_call, make_api_client
+from autoscaler.runtime.kube.convert import pod_from_dict
+from autoscaler.runtime.kube.informer import Informer
+from autoscaler.runtime.kube.leader import LeaderElector
+from autoscaler.runtime.observability.metrics import Metrics
 from tests.builders import node, pod
 from tests.fakes.kube_apiserver import FakeApiServer
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.model import Pod
+    from autoscaler.core.model import Pod
 
     class _RecordingClient(KubeClient):
         """A client the fixture gives a list of the failures it reports."""

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.kube.actions import ClusterActions
-from autoscaler.kube.client import KubeClient, KubeConfigError, RateLimiter, make_api_client
-from autoscaler.kube.cluster_cache import ClusterCache
-from autoscaler.kube.leader import LeaderElector
+from autoscaler.runtime.kube.actions import ClusterActions
+from autoscaler.runtime.kube.client import KubeClient, KubeConfigError, RateLimiter, make_api_client
+from autoscaler.runtime.kube.cluster_cache import ClusterCache
+from autoscaler.runtime.kube.leader import LeaderElector
 from tests.builders import node, pod
 from tests.fakes.kube_apiserver import FakeApiServer
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.kube.client import KubeClient, make_api_client
-from autoscaler.kube.cluster_cache import ClusterCache
-from autoscaler.model import Queue, QueueLimits
+from autoscaler.core.model import Queue, QueueLimits
+from autoscaler.runtime.kube.client import KubeClient, make_api_client
+from autoscaler.runtime.kube.cluster_cache import ClusterCache
 from tests.builders import INSUFFICIENT_GPU, node, pod
 from tests.fakes.kube_apiserver import FakeApiServer
 

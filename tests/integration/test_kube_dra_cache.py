@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.dra import AllocationMode
-from autoscaler.kube.client import KubeClient, make_api_client
-from autoscaler.kube.cluster_cache import ClusterCache
+from autoscaler.core.dra import AllocationMode
+from autoscaler.runtime.kube.client import KubeClient, make_api_client
+from autoscaler.runtime.kube.cluster_cache import ClusterCache
 from tests.fakes.kube_apiserver import FakeApiServer
 
 DRA = "resource.k8s.io"

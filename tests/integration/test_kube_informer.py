@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.kube.client import KubeClient, make_api_client
-from autoscaler.kube.convert import node_from_dict, pod_from_dict
-from autoscaler.kube.informer import Informer, collector_paused
-from autoscaler.model import Node, Pod
+from autoscaler.core.model import Node, Pod
+from autoscaler.runtime.kube.client import KubeClient, make_api_client
+from autoscaler.runtime.kube.convert import node_from_dict, pod_from_dict
+from autoscaler.runtime.kube.informer import Informer, collector_paused
 from tests.builders import INSUFFICIENT_GPU, node, pod
 from tests.fakes.kube_apiserver import FakeApiServer, RecordedRequest
 

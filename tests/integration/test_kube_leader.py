@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.kube.client import KubeClient, make_api_client
-from autoscaler.kube.convert import parse_time
-from autoscaler.kube.leader import LeaderElector
+from autoscaler.runtime.kube.client import KubeClient, make_api_client
+from autoscaler.runtime.kube.convert import parse_time
+from autoscaler.runtime.kube.leader import LeaderElector
 from tests.fakes.kube_apiserver import FakeApiServer, RecordedRequest
 
 NAMESPACE, LEASE = "tidal-system", "tidal"

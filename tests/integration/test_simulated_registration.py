@@ -9,11 +9,11 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.config import Config
-from autoscaler.kube.convert import node_from_dict
-from autoscaler.model import SPOT, LaunchRequest, Taint
-from autoscaler.resources import NVIDIA_GPU
+from autoscaler.config.options import Config
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import SPOT, LaunchRequest, Taint
+from autoscaler.core.resources import NVIDIA_GPU
+from autoscaler.runtime.kube.convert import node_from_dict
 from providers.simulated import NodeRegistrar, SimulatedProvider
 from tests.fakes.kube_apiserver import FakeApiServer
 

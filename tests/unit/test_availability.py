@@ -5,15 +5,15 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from autoscaler.availability import Availability
 from autoscaler.cloud import Attempt, QuotaScope, Refusal
+from autoscaler.runtime.availability import Availability
 from tests.builders import aws_offerings
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
-    from autoscaler.model import Offering
+    from autoscaler.core.model import Offering
 
 T0 = 1_795_168_800.0
 

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from autoscaler.model import Arch
+from autoscaler.core.model import Arch
 from providers.aws import ClientFactory, ClientOptions, Credentials
 from providers.aws.launch_template import default_ami_parameter
 from tests.fakes.aws_cloud import ec2_error

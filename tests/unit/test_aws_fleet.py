@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
-from autoscaler.model import ON_DEMAND, Offering
+from autoscaler.core.model import ON_DEMAND, Offering
 from providers.aws.fleet import (
     FleetAttempt,
     capacity_from_message,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoscaler.model import ON_DEMAND, SPOT, Arch
+from autoscaler.core.model import ON_DEMAND, SPOT, Arch
 from providers.aws.instance_types import eks_max_pods, parse_instance_type
 
 

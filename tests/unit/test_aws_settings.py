@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from autoscaler.cloud import ProviderError, load_provider
-from autoscaler.config import Config, ConfigError, config_from_mapping
-from autoscaler.model import LaunchRequest, Offering
+from autoscaler.config.options import Config, ConfigError, config_from_mapping
+from autoscaler.core.model import LaunchRequest, Offering
 from providers.aws import AwsConfigError, AwsProvider, load_settings
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"

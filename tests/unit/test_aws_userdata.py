@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from autoscaler.model import Taint
+from autoscaler.core.model import Taint
 from providers.aws.userdata import (
     BOUNDARY,
     ClusterInfo,

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.config import ConfigError, config_from_mapping
+from autoscaler.config.options import ConfigError, config_from_mapping
 from providers.azure import ProviderConfigError, parse_settings
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
     from providers.azure import AzureSettings
 
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.model import Arch
+from autoscaler.core.model import Arch
 from providers.azure.skus import gpu_spec, shapes_from_skus
 from tests.fakes.azure_catalog import SIZES_BY_NAME, disk_sku, sku_resource
 

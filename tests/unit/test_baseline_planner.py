@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.planning import PlanInput
+from autoscaler.core.planning.planner import PlanInput
 from autoscaler.sim.baselines import planner_for
 from tests.builders import aws_offerings, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from autoscaler.config import Config
-    from autoscaler.model import Snapshot
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Snapshot
 
 NOW = 1_795_168_800.0
 

@@ -2,7 +2,7 @@
 
 import threading
 
-from autoscaler.batching import Batcher
+from autoscaler.runtime.batching import Batcher
 
 
 class FakeClock:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-import autoscaler.disrupting
+import autoscaler.runtime.disrupting
 import autoscaler.sim.engine
-from autoscaler.kube.actions import EvictionResult
+from autoscaler.runtime.kube.actions import EvictionResult
 from autoscaler.sim.chaos import run_seed, summarize
 from autoscaler.sim.chaos_world import KILLED, PARTIAL_GANG, PROTECTED, ChaosCluster, Ledger
 from autoscaler.sim.engine import VirtualClock
@@ -42,7 +42,7 @@ def test_a_tidal_that_deleted_nodes_without_a_fresh_look_would_be_caught(
     def blind(actions: object, node: str, evicted: object) -> tuple[list[str], list[str]]:
         return [], []  # what trusting the informer cache amounts to while its watch is broken
 
-    for module in (autoscaler.disrupting, autoscaler.sim.engine):
+    for module in (autoscaler.runtime.disrupting, autoscaler.sim.engine):
         monkeypatch.setattr(module, "last_look", blind)
     result = run_seed(12)
     assert [v.kind for v in result.violations] == [KILLED]

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.availability import Availability
 from autoscaler.cloud import Throttled
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.disruption.interrupted import interrupted
-from autoscaler.drain import DrainJob
-from autoscaler.fleet import Fleet
-from autoscaler.gangs import GangLaunch, Gangs
-from autoscaler.launching import Launcher
-from autoscaler.model import Instance
-from autoscaler.planning.decisions import Launch
-from autoscaler.seams import NoMetrics
+from autoscaler.config.options import Config
+from autoscaler.core.disruption.interrupted import interrupted
+from autoscaler.core.model import Instance
+from autoscaler.core.planning.decisions import Launch
+from autoscaler.runtime.availability import Availability
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.drain import DrainJob
+from autoscaler.runtime.fleet import Fleet
+from autoscaler.runtime.gangs import GangLaunch, Gangs
+from autoscaler.runtime.launching import Launcher
+from autoscaler.runtime.seams import NoMetrics
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.engine import SyncDrainer
 from autoscaler.sim.scenario import JobSpec
@@ -143,7 +143,7 @@ def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(
     cfg = config()
     provider = SimulatedProvider(cfg, clock=Clock())
     [g5] = gpu_launches(cfg, provider, 1)
-    from autoscaler.model import LaunchRequest
+    from autoscaler.core.model import LaunchRequest
 
     instance = provider.launch(LaunchRequest("tok-1", (g5.offering,)))
     terminated: list[str] = []

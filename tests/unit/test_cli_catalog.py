@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 
 if TYPE_CHECKING:
     import pytest
@@ -51,7 +51,7 @@ def test_catalog_table_ends_with_a_count(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_catalog_csv_loads_back_as_a_plan_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from autoscaler.catalog import read_catalog_csv
+    from autoscaler.runtime.catalog import read_catalog_csv
 
     assert main(["catalog", "--config", write_config(tmp_path), "--output", "csv"]) == 0
     path = tmp_path / "out.csv"

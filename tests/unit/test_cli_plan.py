@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from tests.builders import INSUFFICIENT_GPU, node, pod
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ def test_now_without_a_time_zone_asks_for_an_offset(
 
 
 def test_a_bug_is_not_reported_as_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    import autoscaler.cli as cli
+    import autoscaler.cli.main as cli
 
     def broken(args: Any) -> int:
         raise ValueError("internal invariant broken")

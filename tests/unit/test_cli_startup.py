@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler import cli
+from autoscaler.cli import main as cli
 from autoscaler.version import __version__
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def imported_by(argv: list[str]) -> set[str]:
     """The top-level packages among HEAVY that running ``tidal argv`` imported, in a fresh interpreter."""
     probe = (
         "import sys\n"
-        "from autoscaler.cli import main\n"
+        "from autoscaler.cli.main import main\n"
         "try:\n"
         f"    main({argv!r})\n"
         "except SystemExit:\n"
@@ -76,7 +76,10 @@ def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:
     os.close(read)  # `tidal plan ... | head` once head has what it wanted
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "autoscaler.cli", *PLAN], cwd=REPO, stdout=write, stderr=subprocess.PIPE
+            [sys.executable, "-m", "autoscaler.cli.main", *PLAN],
+            cwd=REPO,
+            stdout=write,
+            stderr=subprocess.PIPE,
         )
     finally:
         os.close(write)

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.config import (
+from autoscaler.config.options import (
     Config,
     ConfigError,
     DisruptionConfig,
@@ -21,13 +21,13 @@ from autoscaler.config import (
     parse_duration,
     parse_selector_string,
 )
-from autoscaler.disruption.budgets import Budget
-from autoscaler.disruption.unhealthy import ConditionRule
-from autoscaler.model import Taint
-from autoscaler.resources import GIB, MIB, Resources
+from autoscaler.core.disruption.budgets import Budget
+from autoscaler.core.disruption.unhealthy import ConditionRule
+from autoscaler.core.model import Taint
+from autoscaler.core.resources import GIB, MIB, Resources
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGED_DEFAULTS = ROOT / "autoscaler" / "defaults.yaml"
+PACKAGED_DEFAULTS = ROOT / "autoscaler" / "config" / "defaults.yaml"
 DOCUMENTED_DEFAULTS = ROOT / "config" / "default.yaml"
 
 # Every top-level key, the attribute it fills, a non-default value as a user writes it, and what it becomes.

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
-from autoscaler.config import ConfigError
-from autoscaler.config_layers import load_layers, read_layers
+from autoscaler.cli.main import main
+from autoscaler.config.layers import load_layers, read_layers
+from autoscaler.config.options import ConfigError
 from tests.builders import INSUFFICIENT_CPU, INSUFFICIENT_GPU, pod
 
 if TYPE_CHECKING:

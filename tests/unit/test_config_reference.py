@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler import cli
-from autoscaler.config_models import SECTION_MODELS, ConfigDocument, keys_of
-from autoscaler.config_reference import json_schema
+from autoscaler.cli import main as cli
+from autoscaler.config.models import SECTION_MODELS, ConfigDocument, keys_of
+from autoscaler.config.reference import json_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SCHEMA = REPO / "deploy" / "config.schema.json"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.config import ConfigError, config_from_mapping, provider_sections
-from autoscaler.config_reference import json_schema, markdown
+from autoscaler.config.options import ConfigError, config_from_mapping, provider_sections
+from autoscaler.config.reference import json_schema, markdown
 
 PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field

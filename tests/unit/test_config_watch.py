@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.config import Config, ConfigError
-from autoscaler.config_watch import ConfigWatcher, load_layered
+from autoscaler.config.options import Config, ConfigError
+from autoscaler.runtime.config_watch import ConfigWatcher, load_layered
 
 GOOD = "cloud: aws\nregion: us-east-1\nclusterGPULimit: 8\n"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.dra import (
+from autoscaler.core.dra import (
     AllocationMode,
     ClaimSpec,
     DeviceClass,
@@ -18,7 +18,7 @@ from autoscaler.dra import (
     DeviceSubRequest,
     PodClaim,
 )
-from autoscaler.kube.convert_dra import (
+from autoscaler.runtime.kube.convert_dra import (
     ConversionError,
     deviceclass_from_dict,
     pod_claims,

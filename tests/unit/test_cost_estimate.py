@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.controller import Controller
-from autoscaler.demand import Reason
-from autoscaler.notices import COST_ESTIMATE
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.demand import Reason
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.notices import COST_ESTIMATE
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Snapshot
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.demand import Reason, select
+from autoscaler.core.demand import Reason, select
 from tests.builders import (
     INSUFFICIENT_CPU,
     INSUFFICIENT_GPU,
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.demand import Demand
+    from autoscaler.config.options import Config
+    from autoscaler.core.demand import Demand
 
 KAI_REGEXP = yaml.safe_load((Path(__file__).parents[2] / "config/examples/kai.yaml").read_text())[
     "pendingPodReasonRegexp"

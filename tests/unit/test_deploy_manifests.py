@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler import cli
-from autoscaler.config_watch import load_layered
-from autoscaler.status import STATUS_CONFIGMAP
+from autoscaler.cli import main as cli
+from autoscaler.runtime.config_watch import load_layered
+from autoscaler.runtime.status import STATUS_CONFIGMAP
 from tests.fakes.kustomize import KUBECTL, REPO, find, render
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 pytestmark = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"

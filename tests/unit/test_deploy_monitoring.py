@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.observability.metrics import METRIC_NAMES, METRIC_SERIES
+from autoscaler.runtime.observability.metrics import METRIC_NAMES, METRIC_SERIES
 from tests.fakes.kustomize import KUBECTL, REPO, find, render
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.model import LABEL_MANAGED
+from autoscaler.core.model import LABEL_MANAGED
 from tests.fakes.kustomize import KUBECTL, find, render
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard(objects: li
 
 
 def test_cpu_and_memory_have_requests_within_limits(container: dict[str, Any]) -> None:
-    from autoscaler.quantity import parse_quantity
+    from autoscaler.core.quantity import parse_quantity
 
     resources = container["resources"]
     for name in ("cpu", "memory"):

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from autoscaler.config import ConfigError, config_from_mapping
-from autoscaler.disruption.budgets import Budget, allowed, parse_cron
-from autoscaler.planning import PlanInput, plan
+from autoscaler.config.options import ConfigError, config_from_mapping
+from autoscaler.core.disruption.budgets import Budget, allowed, parse_cron
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 NOW = 1_795_172_400.0  # Friday 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}

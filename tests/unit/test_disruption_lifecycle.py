@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob
+from autoscaler.config.options import Config
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.drain import DrainJob
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scenario import JobSpec, parse_scenario
@@ -22,7 +22,7 @@ from tests.builders import node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 
 if TYPE_CHECKING:
-    from autoscaler.controller import ReconcileResult
+    from autoscaler.runtime.controller import ReconcileResult
 
 GIB = 1024**3 * 1000
 HOUR = 3600.0

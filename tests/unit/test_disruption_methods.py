@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
-    from autoscaler.planning.decisions import Removal
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.decisions import Removal
+    from autoscaler.core.planning.planner import Plan
 
 T0 = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when every test Node was created
 DAY = 86_400.0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler import cli
+from autoscaler.cli import main as cli
 from tests.fakes.kustomize import KUBECTL
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.dra import (
+from autoscaler.core.dra import (
     AllocationMode,
     DeviceClass,
     DeviceRequest,
@@ -13,10 +13,10 @@ from autoscaler.dra import (
     match_devices,
     offering_devices,
 )
-from autoscaler.dra_selectors import Alternatives, Unsupported, Version
+from autoscaler.core.dra_selectors import Alternatives, Unsupported, Version
 
 if TYPE_CHECKING:
-    from autoscaler.dra import OfferingDevices
+    from autoscaler.core.dra import OfferingDevices
 
 # The DeviceClasses NVIDIA's DRA driver installs (deployments/helm/.../deviceclass-*.yaml).
 CLASSES = {

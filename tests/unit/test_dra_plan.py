@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from autoscaler.demand import Reason
-from autoscaler.planning import PlanInput, plan
-from autoscaler.snapshot import SnapshotBuilder
+from autoscaler.cli.snapshot import SnapshotBuilder
+from autoscaler.core.demand import Reason
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod
 from tests.unit.test_snapshot_dra import DEVICE_CLASS
 
@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0
 DRA = {"gpuSharing": {"dra": True}}

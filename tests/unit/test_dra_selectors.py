@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from autoscaler.dra_selectors import Alternatives, AttributeValue, Unsupported, Version, check, evaluate
-from autoscaler.dra_selectors import evaluate_all as every
+from autoscaler.core.dra_selectors import Alternatives, AttributeValue, Unsupported, Version, check, evaluate
+from autoscaler.core.dra_selectors import evaluate_all as every
 
 GIB = 2**30
 # An A100 40GB as NVIDIA's DRA driver publishes it (cmd/gpu-kubelet-plugin/deviceinfo.go).

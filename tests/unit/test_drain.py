@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.disruption.method import Method
-from autoscaler.drain import Drainer, DrainJob, Termination
-from autoscaler.kube.actions import EvictionResult as Result
-from autoscaler.kube.convert import pod_from_dict
-from autoscaler.model import Instance
+from autoscaler.core.disruption.method import Method
+from autoscaler.core.model import Instance
+from autoscaler.runtime.drain import Drainer, DrainJob, Termination
+from autoscaler.runtime.kube.actions import EvictionResult as Result
+from autoscaler.runtime.kube.convert import pod_from_dict
 from tests.builders import pod
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
-    from autoscaler.model import Pod
+    from autoscaler.core.model import Pod
 
 
 class FakeActions:

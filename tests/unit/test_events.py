@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoscaler.model import Pod
-from autoscaler.observability.events import EventRecorder
+from autoscaler.core.model import Pod
+from autoscaler.runtime.observability.events import EventRecorder
 
 
 class FakeClock:

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
-from autoscaler.controller import Controller
-from autoscaler.notices import OVERSIZED_NODE
-from autoscaler.placement.reasons import Filter
-from autoscaler.planning import PlanInput, plan
-from autoscaler.render import plan_to_table, plan_warnings
+from autoscaler.cli.main import main
+from autoscaler.cli.render import plan_to_table, plan_warnings
+from autoscaler.core.placement.reasons import Filter
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.notices import OVERSIZED_NODE
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
-    from autoscaler.planning.decisions import Launch
-    from autoscaler.planning.why import LaunchWhy
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.decisions import Launch
+    from autoscaler.core.planning.planner import Plan
+    from autoscaler.core.planning.why import LaunchWhy
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 REPO = Path(__file__).resolve().parents[2]

@@ -7,22 +7,22 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.fit import node_labels, pod_constraints
-from autoscaler.kube.convert import pod_from_dict
-from autoscaler.model import Arch, Requirement
-from autoscaler.placement.labels import requirement_matches
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.resources import Resources
+from autoscaler.core.fit import node_labels, pod_constraints
+from autoscaler.core.model import Arch, Requirement
+from autoscaler.core.placement.labels import requirement_matches
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.resources import Resources
+from autoscaler.runtime.kube.convert import pod_from_dict
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.fleet import TRANSITIONS, Action, Fleet, State
-from autoscaler.model import Instance
+from autoscaler.core.model import Instance
+from autoscaler.runtime.fleet import TRANSITIONS, Action, Fleet, State
 from tests.builders import aws_offerings, node, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.fleet import Overdue
+    from autoscaler.config.options import Config
+    from autoscaler.runtime.fleet import Overdue
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings()

@@ -2,7 +2,7 @@
 
 import re
 
-from autoscaler.model import Taint
+from autoscaler.core.model import Taint
 from providers.gcp.bootstrap import gce_label, kubelet_labels, rewrite_kube_env, template_node_labels
 from tests.fakes.gcp_cloud import kube_env, pool_labels
 

@@ -3,7 +3,7 @@
 import pytest
 from google.cloud import billing_v1
 
-from autoscaler.model import Arch
+from autoscaler.core.model import Arch
 from providers.gcp.gpus import accelerator
 from providers.gcp.pricing import book_from_skus, classify_sku
 from providers.gcp.shapes import Shape

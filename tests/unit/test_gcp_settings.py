@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import load_provider
-from autoscaler.config import ConfigError, config_from_mapping
+from autoscaler.config.options import ConfigError, config_from_mapping
 from providers.gcp import NodePoolRef, ProviderConfigError, TemplateRef, parse_settings
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
     from providers.gcp.settings import GcpSettings
 
 TEMPLATE = "projects/my-project/global/instanceTemplates/gke-prod-tidal-4f1d2c3b"

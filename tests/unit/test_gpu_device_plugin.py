@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.gpu.device_plugin import (
+from autoscaler.core.gpu.device_plugin import (
     NO_SHARING,
     SharingConfig,
     SharingConfigError,

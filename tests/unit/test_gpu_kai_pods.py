@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.gpu.kai_pods import (
+from autoscaler.core.gpu.kai_pods import (
     gpu_groups,
     is_background,
     is_reservation_pod,

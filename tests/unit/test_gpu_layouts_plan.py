@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from autoscaler.config import ConfigError
-from autoscaler.demand import pod_gpus
-from autoscaler.kube.convert import pod_from_dict
-from autoscaler.planning import PlanInput, plan
+from autoscaler.config.options import ConfigError
+from autoscaler.core.demand import pod_gpus
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.kube.convert import pod_from_dict
 from tests.builders import aws_offerings, node, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -202,7 +202,7 @@ def test_a_bad_gpu_sharing_setting_is_one_line_naming_it(
 def test_a_node_launched_for_mig_carries_the_layout_label_the_gpu_operator_reads(
     make_config: Callable[..., Config],
 ) -> None:
-    from autoscaler.fit import node_labels
+    from autoscaler.core.fit import node_labels
 
     config = make_config(**A100_MIG)
     [launch] = run(make_config, mig_pod("infer-0"), **A100_MIG).launch.launches

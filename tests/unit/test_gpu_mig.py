@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.gpu.mig import (
+from autoscaler.core.gpu.mig import (
     MIG_GPUS,
     MigError,
     MigLayout,

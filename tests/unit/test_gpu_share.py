@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.gpu.share import (
+from autoscaler.core.gpu.share import (
     ComputeMode,
     GpuShare,
     GpuShareError,

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.controller import Controller
-from autoscaler.demand import Reason
-from autoscaler.placement.reasons import Filter
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.demand import Reason
+from autoscaler.core.placement.reasons import Filter
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.controller import Controller
 from providers.simulated import SimulatedProvider
 from tests.builders import aws_offerings, node, offering, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0
 KAI_NO_GPU = "No node in the default node-pool has GPU resources"

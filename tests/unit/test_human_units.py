@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.planning import PlanInput, plan
-from autoscaler.quantity import format_duration
-from autoscaler.render import plan_to_table
+from autoscaler.cli.render import plan_to_table
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.quantity import format_duration
 from tests.builders import aws_offerings, node, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z, when the test nodes were created
 

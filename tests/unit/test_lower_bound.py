@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.fit import pod_constraints
-from autoscaler.gpu.share import GpuShare, ShareSource
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.offerings import OfferingIndex
+from autoscaler.core.fit import pod_constraints
+from autoscaler.core.gpu.share import GpuShare, ShareSource
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import build_config
 from autoscaler.sim.lower_bound import lower_bound, moment_bound, share_need
@@ -21,8 +21,8 @@ from tests.builders import offering, pod, snapshot
 if TYPE_CHECKING:
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
 
 pytest.importorskip("scipy")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from autoscaler.observability.metrics import METRIC_NAMES, METRIC_SERIES, Metrics
+from autoscaler.runtime.observability.metrics import METRIC_NAMES, METRIC_SERIES, Metrics
 
 
 def families(metrics: Metrics) -> dict[str, list[Sample]]:

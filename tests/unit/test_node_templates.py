@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.allocatable import node_allocatable
-from autoscaler.catalog import offering_templates, with_templates
-from autoscaler.catalog_files import read_catalogs
-from autoscaler.config import Config
-from autoscaler.model import ON_DEMAND, SPOT, Offering, Taint
-from autoscaler.new_nodes import node_labels, node_taints
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.resources import CPU, MEMORY, MIB, Resources
+from autoscaler.cli.catalog_files import read_catalogs
+from autoscaler.config.options import Config
+from autoscaler.core.allocatable import node_allocatable
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering, Taint
+from autoscaler.core.new_nodes import node_labels, node_taints
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.resources import CPU, MEMORY, MIB, Resources
+from autoscaler.runtime.catalog import offering_templates, with_templates
 from providers.aws import offering_template as eks_template
 from providers.azure import offering_template as aks_template
 from providers.gcp import offering_template as gke_template
@@ -146,8 +146,8 @@ def test_equal_templates_are_shared_by_the_offerings_that_have_them() -> None:
 # --- a provider tidal does not ship -----------------------------------------------------------------
 
 ACME_MODULE = """
-from autoscaler.model import NodeTemplate, Taint
-from autoscaler.resources import Resources
+from autoscaler.core.model import NodeTemplate, Taint
+from autoscaler.core.resources import Resources
 
 
 def offering_template(offering):

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from autoscaler.cli import main
-from autoscaler.config import Config, ConfigError, config_from_mapping
-from autoscaler.controller import Controller
-from autoscaler.observability.metrics import Metrics
+from autoscaler.cli.main import main
+from autoscaler.config.options import Config, ConfigError, config_from_mapping
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.observability.metrics import Metrics
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_CPU, INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster

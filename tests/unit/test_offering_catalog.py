@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.catalog import OfferingCatalog
 from autoscaler.cloud import ProviderError
+from autoscaler.runtime.catalog import OfferingCatalog
 from tests.builders import aws_offerings
 
 if TYPE_CHECKING:
-    from autoscaler.model import Offering
+    from autoscaler.core.model import Offering
 
 T0 = 1_795_168_800.0
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler import cli
-from autoscaler.config import default_config
+from autoscaler.cli import main as cli
+from autoscaler.config.options import default_config
 from autoscaler.sim.presets import KAI_PENDING_REGEXP
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from autoscaler.fleet import Fleet
-from autoscaler.placement.reasons import Filter
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.placement.reasons import Filter
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.fleet import Fleet
 from tests.builders import (
     INSUFFICIENT_GPU,
     anti_affinity,
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 HOSTNAME = "kubernetes.io/hostname"

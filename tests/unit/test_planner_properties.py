@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.config import config_from_mapping
-from autoscaler.demand import select
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.offerings import OfferingIndex
-from autoscaler.resources import Resources
+from autoscaler.config.options import config_from_mapping
+from autoscaler.core.demand import select
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.resources import Resources
 from tests.builders import INSUFFICIENT_GPU, T0, aws_offerings, node, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings(("us-east-1a", "us-east-1b"))

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.kube.convert import ConversionError, pod_from_dict
-from autoscaler.resources import Resources
+from autoscaler.core.resources import Resources
+from autoscaler.runtime.kube.convert import ConversionError, pod_from_dict
 from tests.builders import pod
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from autoscaler.quantity import (
+from autoscaler.core.quantity import (
     QuantityError,
     QuantityMemo,
     format_memory,

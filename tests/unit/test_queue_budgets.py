@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.observability.metrics import Metrics
-from autoscaler.placement.reasons import Filter
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.decisions import Launching
-from autoscaler.status import status_summary
+from autoscaler.core.placement.reasons import Filter
+from autoscaler.core.planning.decisions import Launching
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.observability.metrics import Metrics
+from autoscaler.runtime.status import status_summary
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, offering, pod, podgroup, queue, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
-    from autoscaler.planning.queues import QueueView
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.planner import Plan
+    from autoscaler.core.planning.queues import QueueView
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 KAI = "kai-scheduler"

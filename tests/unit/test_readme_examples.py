@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler import cli
+from autoscaler.cli import main as cli
 from autoscaler.sim.run import prepare
 from autoscaler.sim.scenario import load_scenario
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.kube.client import KubeApiError
-from autoscaler.model import Instance, LaunchRequest
+from autoscaler.config.options import Config
+from autoscaler.core.model import Instance, LaunchRequest
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.kube.client import KubeApiError
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster

@@ -18,9 +18,9 @@ from autoscaler.cloud import (
     Refusal,
     Throttled,
 )
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.observability.metrics import Metrics
+from autoscaler.config.options import Config
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.observability.metrics import Metrics
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, pod, podgroup, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from autoscaler.config import Config
-from autoscaler.controller import Controller
+from autoscaler.config.options import Config
+from autoscaler.runtime.controller import Controller
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster

@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from autoscaler.kube.cluster_cache import KAI_PODGROUPS, KAI_QUEUES
+from autoscaler.runtime.kube.cluster_cache import KAI_PODGROUPS, KAI_QUEUES
 from autoscaler.version import __version__
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from autoscaler.model import Instance
-from autoscaler.projection import without_dead_nodes
+from autoscaler.core.model import Instance
+from autoscaler.core.projection import without_dead_nodes
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scenario import JobSpec, parse_scenario

@@ -8,23 +8,23 @@ import io
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from autoscaler.catalog import offerings_from_rows, write_catalog_csv
-from autoscaler.demand import Reason
-from autoscaler.fit import node_labels
-from autoscaler.fleet import Fleet
-from autoscaler.model import ReservationKind
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.reserved import InFlight
-from autoscaler.render import plan_to_json, plan_to_table
+from autoscaler.cli.render import plan_to_json, plan_to_table
+from autoscaler.core.demand import Reason
+from autoscaler.core.fit import node_labels
+from autoscaler.core.model import ReservationKind
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.planning.reserved import InFlight
+from autoscaler.runtime.catalog import offerings_from_rows, write_catalog_csv
+from autoscaler.runtime.fleet import Fleet
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, reserved, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 HOUR = 3600.0

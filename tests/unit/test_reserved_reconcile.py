@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.config import Config
-from autoscaler.controller import Controller
-from autoscaler.drain import DrainJob
-from autoscaler.fit import node_labels
-from autoscaler.model import Instance
+from autoscaler.config.options import Config
+from autoscaler.core.fit import node_labels
+from autoscaler.core.model import Instance
+from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.drain import DrainJob
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.fit import node_labels
-from autoscaler.model import ReservationKind
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.fit import node_labels
+from autoscaler.core.model import ReservationKind
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, reserved, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
 
 T0 = 1_795_168_800.0  # when the test nodes were created
 NOW = T0 + 6 * 3600

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.catalog import read_catalog_csv
-from autoscaler.config import load_config
-from autoscaler.snapshot import load_snapshot
+from autoscaler.cli.snapshot import load_snapshot
+from autoscaler.config.options import load_config
+from autoscaler.runtime.catalog import read_catalog_csv
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

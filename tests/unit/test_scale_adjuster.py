@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.gpu.kai_pods import SCALE_ADJUST_NAMESPACE
-from autoscaler.gpu.share import GpuShare, ShareSource
-from autoscaler.model import Condition, Pod, Snapshot, Toleration
-from autoscaler.planning import PlanInput, plan
-from autoscaler.resources import NVIDIA_GPU, Resources
+from autoscaler.core.gpu.kai_pods import SCALE_ADJUST_NAMESPACE
+from autoscaler.core.gpu.share import GpuShare, ShareSource
+from autoscaler.core.model import Condition, Pod, Snapshot, Toleration
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
@@ -24,7 +24,7 @@ from tests.builders import aws_offerings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 NOW = 1_795_168_800.0
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from autoscaler.demand import Reason
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.demand import Reason
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, daemonset, node, offering, pod, podgroup, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Offering
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Offering
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z
 
@@ -274,7 +274,7 @@ def test_config_wide_family_filters_do_not_stop_small_pods_sharing_nodes(
 
 
 def _aws_catalog(config: Config) -> list[Offering]:
-    from autoscaler.catalog import read_catalog_csv
+    from autoscaler.runtime.catalog import read_catalog_csv
     from providers.aws import offering_template
 
     return read_catalog_csv(

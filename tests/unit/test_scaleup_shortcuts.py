@@ -12,13 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.config import config_from_mapping
-from autoscaler.gpu.share import ComputeMode, GpuShare, ShareSource
-from autoscaler.placement.engine import Engine
-from autoscaler.placement.gpus import GpuSlots, SharedGpu
-from autoscaler.planning import Plan, PlanInput, newnodes, plan
-from autoscaler.planning.classes import choices
-from autoscaler.planning.scaleup import _Planner
+from autoscaler.config.options import config_from_mapping
+from autoscaler.core.gpu.share import ComputeMode, GpuShare, ShareSource
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.placement.gpus import GpuSlots, SharedGpu
+from autoscaler.core.planning import newnodes
+from autoscaler.core.planning.classes import choices
+from autoscaler.core.planning.planner import Plan, PlanInput, plan
+from autoscaler.core.planning.scaleup import _Planner
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 
 NOW = 1_795_168_800.0

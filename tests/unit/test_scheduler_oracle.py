@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from autoscaler.kube.convert import node_from_dict, pod_from_dict
-from autoscaler.placement.reasons import Filter
-from autoscaler.placement.scheduler import ClusterScheduler
-from autoscaler.resources import PODS
+from autoscaler.core.placement.reasons import Filter
+from autoscaler.core.placement.scheduler import ClusterScheduler
+from autoscaler.core.resources import PODS
+from autoscaler.runtime.kube.convert import node_from_dict, pod_from_dict
 from autoscaler.sim.cluster import EmulatedCluster, SimPod
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "scheduler"

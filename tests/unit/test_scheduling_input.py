@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
-from autoscaler.kube.convert import ConversionError, pod_from_dict
-from autoscaler.model import HostPort, Requirement
+from autoscaler.cli.main import main
+from autoscaler.core.model import HostPort, Requirement
+from autoscaler.runtime.kube.convert import ConversionError, pod_from_dict
 from tests.builders import anti_affinity, pod, zone_spread
 
 if TYPE_CHECKING:

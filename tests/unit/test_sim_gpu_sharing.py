@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.fit import GPU_TAINT
-from autoscaler.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
-from autoscaler.planning.cluster import node_devices
+from autoscaler.core.fit import GPU_TAINT
+from autoscaler.core.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
+from autoscaler.core.planning.cluster import node_devices
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.kai_sharing import SharedGpus, pod_groups
 from autoscaler.sim.run import simulate

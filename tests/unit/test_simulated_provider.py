@@ -20,8 +20,8 @@ from autoscaler.cloud import (
     available_providers,
     load_provider,
 )
-from autoscaler.config import Config, ConfigError
-from autoscaler.model import (
+from autoscaler.config.options import Config, ConfigError
+from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
     LABEL_MANAGED,

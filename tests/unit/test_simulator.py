@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.cli import main
-from autoscaler.config import ConfigError
+from autoscaler.cli.main import main
+from autoscaler.config.options import ConfigError
 from autoscaler.sim.engine import Simulation, build_config
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.model import Instance, LaunchRequest
+    from autoscaler.core.model import Instance, LaunchRequest
     from autoscaler.sim.run import Outcome
 
 

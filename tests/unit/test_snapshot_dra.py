@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
-from autoscaler.snapshot import SnapshotError, read_snapshots
+from autoscaler.cli.main import main
+from autoscaler.cli.snapshot import SnapshotError, read_snapshots
 from tests.builders import INSUFFICIENT_GPU, pod
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.dra import DeviceRequest
+    from autoscaler.core.dra import DeviceRequest
 
 DEVICE_CLASS = {
     "apiVersion": "resource.k8s.io/v1",

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from autoscaler.cli import main
-from autoscaler.kube.convert import (
+from autoscaler.cli.main import main
+from autoscaler.cli.snapshot import SnapshotError, read_snapshots
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.kube.convert import (
     ConversionError,
     node_from_dict,
     parse_time,
@@ -21,8 +23,6 @@ from autoscaler.kube.convert import (
     podgroup_from_dict,
     queue_from_dict,
 )
-from autoscaler.planning import PlanInput, plan
-from autoscaler.snapshot import SnapshotError, read_snapshots
 from tests.builders import aws_offerings, node, pdb, pod, podgroup, queue, snapshot
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.config import Config
+    from autoscaler.config.options import Config
 
 REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
 from autoscaler.sim import run as sim_run
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import ScenarioError, data_directory, parse_scenario

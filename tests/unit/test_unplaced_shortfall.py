@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autoscaler.config import Config
-from autoscaler.planning import PlanInput, plan
-from autoscaler.planning.decisions import Shortfall
+from autoscaler.config.options import Config
+from autoscaler.core.planning.decisions import Shortfall
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, pod, podgroup, snapshot
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.demand import Reason
-from autoscaler.kube.convert import node_from_api, pod_from_api
-from autoscaler.planning import PlanInput, plan
-from autoscaler.snapshot import SnapshotBuilder
+from autoscaler.cli.snapshot import SnapshotBuilder
+from autoscaler.core.demand import Reason
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.kube.convert import node_from_api, pod_from_api
 from tests.builders import aws_offerings, node, pod
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.model import Snapshot
+    from autoscaler.config.options import Config
+    from autoscaler.core.model import Snapshot
 
 NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
 LONG_UNNEEDED = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.planning import PlanInput, plan
+from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.config import Config
-    from autoscaler.planning import Plan
+    from autoscaler.config.options import Config
+    from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 LONG_AGO = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}

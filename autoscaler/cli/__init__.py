@@ -1,0 +1,1 @@
+"""The ``tidal`` command: run, plan, simulate, and the files they read."""

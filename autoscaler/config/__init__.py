@@ -1,0 +1,1 @@
+"""tidal's configuration: the typed options, their defaults and how layers combine."""

@@ -1,0 +1,1 @@
+"""The decision core: pure functions from a snapshot, offerings and configuration to plans."""

@@ -1,0 +1,405 @@
+"""Which pending pods need new capacity, and a named reason for every one that does not.
+
+KAI writes the same ``PodScheduled=False/Unschedulable`` condition for "no capacity" and for "the queue is over
+its quota or limit"; ``pendingPodReasonRegexp`` tells them apart by message, and the KAI Queue objects (when the
+snapshot has them) catch what a regexp cannot: a pod whose queue would exceed its GPU limit never counts, nor a
+non-preemptible one that would take its queue past its GPU quota (KAI runs non-preemptible work only within quota).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.config.options import Config
+from autoscaler.core import annotations as ann
+from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
+from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
+from autoscaler.core.gpu.layouts import mig_resources
+from autoscaler.core.gpu.mig import kai_quota_units
+from autoscaler.core.model import Node, Pod, PodGroup, Queue, Snapshot
+from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU
+
+QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# KAI's rule when neither the pod's label nor its PodGroup says: this priority and above is non-preemptible.
+NON_PREEMPTIBLE_PRIORITY = 100
+
+
+class Reason(enum.StrEnum):
+    """Why a pending pod does not count as demand."""
+
+    BOUND = "bound"
+    TERMINATING = "terminating"
+    GATED = "gated"
+    NOT_OPTED_IN = "not-opted-in"
+    IGNORED = "ignored"
+    OTHER_SCHEDULER = "other-scheduler"
+    DAEMONSET = "daemonset"
+    NO_CONDITION = "no-condition"
+    REASON_MISMATCH = "reason-mismatch"
+    QUEUE_LIMIT = "queue-limit"
+    QUEUE_QUOTA = "queue-quota"
+    GANG_INCOMPLETE = "gang-incomplete"
+    BAD_ANNOTATION = "bad-annotation"
+    UNSUPPORTED_CLAIM = "unsupported-claim"
+    UNREADABLE = "unreadable"
+    BACKGROUND = "background"
+    SCALE_ADJUSTER = "scale-adjuster"
+    FITS_EXISTING = "fits-existing"
+    COST_ESTIMATE = "cost-estimate"
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    pod: str
+    reason: Reason
+    detail: str
+    node: str = ""  # for FITS_EXISTING: the node whose room the pod will use
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """Pods that get capacity all together or not at all."""
+
+    key: str  # namespace/podgroup
+    min_member: int
+    pods: tuple[Pod, ...]
+
+
+@dataclass(slots=True)
+class Demand:
+    """Counted pods (singles and gangs), their constraints, and why the rest were left out."""
+
+    singles: list[Pod] = field(default_factory=list)
+    gangs: list[Gang] = field(default_factory=list)
+    constraints: dict[str, Constraints] = field(default_factory=dict)  # by pod key
+    ignored: list[Ignored] = field(default_factory=list)
+    # Pods gated for a cost estimate only (each alone, or a KAI PodGroup's together): never launched for.
+    estimates: list[Gang] = field(default_factory=list)
+    # The KAI queue of each counted pod that has one, by pod key.
+    queues: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def counted(self) -> list[Pod]:
+        return self.singles + [p for g in self.gangs for p in g.pods]
+
+
+def _group(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> PodGroup | None:
+    name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
+    return groups.get((pod.namespace, name)) if name else None
+
+
+def pod_queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
+    """The KAI queue of a pod: its PodGroup's queue, else the queue label."""
+    group = _group(pod, groups)
+    if group and group.queue:
+        return group.queue
+    for label in QUEUE_LABELS:
+        if pod.labels.get(label):
+            return pod.labels[label]
+    return ""
+
+
+def pod_preemptibility(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
+    """preemptible, non-preemptible or semi-preemptible, as KAI decides it: the pod's
+    ``kai.scheduler/preemptibility`` label, else its PodGroup's ``spec.preemptibility``, else its priority."""
+    group = _group(pod, groups)
+    found = ann.preemptibility(pod.labels.get(PREEMPTIBILITY_LABEL)) or (
+        group.preemptibility if group else ""
+    )
+    if found:
+        return found
+    return "non-preemptible" if pod.priority >= NON_PREEMPTIBLE_PRIORITY else "preemptible"
+
+
+def _opted_in(pod: Pod, config: Config) -> bool:
+    return all(pod.labels.get(k) == v for k, v in config.labels.items()) and all(
+        pod.annotations.get(k) == v for k, v in config.pod_annotations.items()
+    )
+
+
+def _screen(pod: Pod, config: Config) -> Ignored | None:
+    """The first reason, in a fixed order, that keeps a pending pod out of demand."""
+    key = pod.key
+    if pod.node_name:
+        return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
+    if pod.unreadable:
+        return Ignored(key, Reason.UNREADABLE, f"tidal cannot read all of this pod ({pod.unreadable})")
+    if pod.terminating:
+        return Ignored(key, Reason.TERMINATING, "being deleted")
+    if pod.daemonset:
+        return Ignored(key, Reason.DAEMONSET, f"DaemonSet pod of {pod.owner.name if pod.owner else '?'}")
+    if is_scale_adjuster_pod(pod.namespace, pod.labels):
+        stands_for = scaled_pod(pod.labels)
+        target = f"{stands_for[0]}/{stands_for[1]}" if stands_for else "a GPU-sharing pod"
+        return Ignored(
+            key,
+            Reason.SCALE_ADJUSTER,
+            f"KAI scale-adjuster pod for {target}: tidal plans for that pod itself",
+        )
+    if is_background(pod.labels):
+        return Ignored(
+            key, Reason.BACKGROUND, "KAI background pod: it runs only on capacity no other workload needs"
+        )
+    if pod.gpu_share_error:
+        return Ignored(key, Reason.BAD_ANNOTATION, pod.gpu_share_error)
+    if pod.dra_error:
+        return Ignored(key, Reason.UNSUPPORTED_CLAIM, pod.dra_error)
+    estimate = next((g for g in pod.scheduling_gates if ann.is_cost_estimate_gate(g)), "")
+    if pod.scheduling_gates and not estimate:
+        return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
+    if ann.is_true(pod.annotations, ann.IGNORE):
+        spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
+        return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
+    if not _opted_in(pod, config):
+        return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
+    if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:
+        return Ignored(key, Reason.OTHER_SCHEDULER, f"scheduler {pod.scheduler_name} is not watched")
+    if estimate:
+        # The scheduler never sees a gated pod, so there is no PodScheduled message to match.
+        return Ignored(
+            key,
+            Reason.COST_ESTIMATE,
+            f"scheduling gate {estimate}: tidal only estimates the node it would buy, and never launches it",
+        )
+    cond = pod.scheduled
+    if cond is None or cond.status != "False":
+        return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
+    if not config.pending_pod_reason_regexp.search(cond.message):
+        return Ignored(key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}")
+    return None
+
+
+class _QueueBook:
+    """GPUs in use per KAI queue (including children), all and non-preemptible, so that pods KAI would hold
+    over a limit or quota never count."""
+
+    def __init__(
+        self, snapshot: Snapshot, groups: Mapping[tuple[str, str], PodGroup], gpu_memory_mib: int = 0
+    ) -> None:
+        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        self.used: dict[str, float] = defaultdict(float)
+        self.non_preemptible: dict[str, float] = defaultdict(float)
+        self.groups = groups
+        if not self.queues:
+            return  # no KAI queues: nothing to account
+        memory = {n.name: _node_gpu_memory(n, gpu_memory_mib) for n in snapshot.nodes}
+        core: dict[tuple[str, str], int] = defaultdict(int)
+        for pod in snapshot.pods:
+            gpus = pod_gpus(pod, memory.get(pod.node_name, gpu_memory_mib))
+            if pod.node_name and not pod.finished and gpus:
+                chain = self.lineage(pod_queue(pod, groups))
+                for name in chain:
+                    self.used[name] += gpus
+                kind = pod_preemptibility(pod, groups)
+                if kind == "semi-preemptible":
+                    # Only a gang's first minMember pods are non-preemptible; which ones does not matter here.
+                    group = _group(pod, groups)
+                    key = (group.namespace, group.name) if group else (pod.namespace, pod.name)
+                    core[key] += 1
+                    if group and core[key] > group.min_member:
+                        continue
+                elif kind != "non-preemptible":
+                    continue
+                for name in chain:
+                    self.non_preemptible[name] += gpus
+
+    def lineage(self, name: str) -> list[str]:
+        chain: list[str] = []
+        while name and name in self.queues and name not in chain:
+            chain.append(name)
+            name = self.queues[name].parent
+        return chain
+
+    def admit(self, queue: str, gpus: float, non_preemptible: float = 0) -> tuple[Reason | None, str]:
+        """Reserve ``gpus`` (``non_preemptible`` of them for non-preemptible pods) in ``queue`` and its
+        parents; ``(None, "")`` when allowed, else the reason and why."""
+        chain = self.lineage(queue)
+        for name in chain:
+            limits = self.queues[name].gpu
+            if limits.limit is not None and self.used[name] + gpus > limits.limit:
+                return Reason.QUEUE_LIMIT, (
+                    f"queue {name} would exceed its GPU limit: {self.used[name]:g} allocated + {gpus:g} "
+                    f"requested > limit {limits.limit}"
+                )
+            held = self.non_preemptible[name]
+            if non_preemptible and limits.quota is not None and held + non_preemptible > limits.quota:
+                return Reason.QUEUE_QUOTA, (
+                    f"queue {name} would exceed its GPU quota with non-preemptible pods, which KAI runs only "
+                    f"within quota: {held:g} allocated + {non_preemptible:g} requested > quota {limits.quota}"
+                )
+        for name in chain:
+            self.used[name] += gpus
+            self.non_preemptible[name] += non_preemptible
+        return None, ""
+
+
+def pod_gpus(pod: Pod, gpu_memory_mib: int = 0) -> float:
+    """GPUs a pod counts as against a KAI queue: whole ones, MIG instances by their compute slices (one
+    ``3g.40gb`` is 3, as KAI counts them), plus a share as KAI counts it (a memory share as its part of a
+    device of ``gpu_memory_mib``; of a whole GPU per device when that memory is unknown)."""
+    whole = pod.requests.gpus + sum(
+        kai_quota_units(r, pod.requests[r] // 1000) for r in mig_resources(pod.requests)
+    )
+    share = pod.gpu_share
+    if share is None:
+        return whole
+    if share.portion is None and not gpu_memory_mib:
+        return whole + share.devices
+    return whole + share.gpus(gpu_memory_mib or None)
+
+
+def _node_gpu_memory(node: Node, default: int) -> int:
+    label = node.labels.get("nvidia.com/gpu.memory", "")
+    return int(label) if label.isdigit() else default
+
+
+def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
+    r = pod.requests
+    return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
+
+
+def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> Demand:
+    """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
+
+    ``gpu_memory_mib`` is the GPU memory a pending memory share is counted against (for a queue's limit and
+    quota): the smallest tidal could launch, so the share counts as large as it may turn out to be."""
+    demand = Demand()
+    groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
+    candidates: list[Pod] = []
+    estimating: list[Pod] = []
+    # Replicas of one workload have the same annotations and constraints: read them once.
+    read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
+    for pod in snapshot.pods:
+        if pod.phase != "Pending":
+            continue
+        verdict = _screen(pod, config)
+        if verdict and verdict.reason != Reason.COST_ESTIMATE:
+            demand.ignored.append(verdict)
+            continue
+        shape = (
+            tuple(pod.annotations.items()),
+            tuple(pod.node_selector.items()),
+            pod.affinity,
+            pod.tolerations,
+            pod.requests.get(NVIDIA_GPU) > 0,
+            pod.requests.get(AMD_GPU) > 0,
+            tuple(mig_resources(pod.requests)),
+            pod.dra_types,
+        )
+        found = read.get(shape)
+        if found is None:
+            try:
+                found = pod_constraints(pod, config)
+            except AnnotationError as err:
+                found = err
+            read[shape] = found
+        if isinstance(found, AnnotationError):
+            demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
+            continue
+        demand.constraints[pod.key] = found
+        if verdict:
+            demand.ignored.append(verdict)
+            estimating.append(pod)
+            continue
+        candidates.append(pod)
+    candidates.sort(key=_sort_key)
+    demand.estimates = _estimates(estimating, groups)
+
+    members: dict[str, list[Pod]] = defaultdict(list)
+    singles: list[Pod] = []
+    for pod in candidates:
+        group_name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
+        group = groups.get((pod.namespace, group_name)) if group_name else None
+        if group and group.min_member > 1:
+            members[f"{pod.namespace}/{group.name}"].append(pod)
+        else:
+            singles.append(pod)
+    running = _running_members(snapshot.pods) if members else {}
+    book = _QueueBook(snapshot, groups, gpu_memory_mib)
+
+    # Gangs first in a stable order: the queue book then treats a gang as one request, as KAI does.
+    for key in sorted(members, key=lambda k: _sort_key(members[k][0])):
+        pods = members[key]
+        namespace, name = key.split("/", 1)
+        group = groups[(namespace, name)]
+        have = len(pods) + running.get(key, 0)
+        if have < group.min_member:
+            detail = f"gang {key} has {have} of minMember {group.min_member} pods"
+            demand.ignored.extend(Ignored(p.key, Reason.GANG_INCOMPLETE, detail) for p in pods)
+            continue
+        reason, refusal = book.admit(
+            group.queue,
+            sum(pod_gpus(p, gpu_memory_mib) for p in pods),
+            _non_preemptible_gpus(pods, group, groups, have, gpu_memory_mib),
+        )
+        if reason:
+            demand.ignored.extend(Ignored(p.key, reason, refusal) for p in pods)
+            continue
+        demand.gangs.append(Gang(key, group.min_member, tuple(pods)))
+    for pod in singles:
+        gpus = pod_gpus(pod, gpu_memory_mib)
+        if gpus:
+            held = gpus if pod_preemptibility(pod, groups) != "preemptible" else 0
+            reason, refusal = book.admit(pod_queue(pod, groups), gpus, held)
+            if reason:
+                demand.ignored.append(Ignored(pod.key, reason, refusal))
+                continue
+        demand.singles.append(pod)
+    for i in demand.ignored:
+        if i.reason != Reason.COST_ESTIMATE:
+            demand.constraints.pop(i.pod, None)
+    for pod in demand.counted:
+        queue = pod_queue(pod, groups)
+        if queue:
+            demand.queues[pod.key] = queue
+    return demand
+
+
+def _estimates(pods: Sequence[Pod], groups: Mapping[tuple[str, str], PodGroup]) -> list[Gang]:
+    """Pods gated for a cost estimate: each alone, but a KAI PodGroup's together (its estimate goes on its
+    first pod, the oldest, then by name)."""
+    units: dict[str, list[Pod]] = defaultdict(list)
+    sizes: dict[str, int] = {}
+    for pod in pods:
+        group = _group(pod, groups)
+        key = f"{pod.namespace}/{group.name}" if group is not None else pod.key
+        units[key].append(pod)
+        sizes[key] = group.min_member if group is not None else 1
+    return [
+        Gang(key, sizes[key], tuple(sorted(members, key=lambda p: (p.created, p.name))))
+        for key, members in sorted(units.items())
+    ]
+
+
+def _non_preemptible_gpus(
+    pods: Sequence[Pod], group: PodGroup, groups: Mapping[tuple[str, str], PodGroup], have: int, memory: int
+) -> float:
+    """GPUs of a pending gang's pods that KAI treats as non-preemptible: all of a non-preemptible gang's; of a
+    semi-preemptible one, those of the members still missing from its first minMember (running ones count)."""
+    kind = pod_preemptibility(pods[0], groups)
+    if kind == "preemptible":
+        return 0
+    if kind == "semi-preemptible":
+        missing = max(0, group.min_member - (have - len(pods)))
+        return sum(pod_gpus(p, memory) for p in pods[:missing])
+    return sum(pod_gpus(p, memory) for p in pods)
+
+
+def _running_members(pods: Iterable[Pod]) -> dict[str, int]:
+    # Members that already ran to completion still count toward minMember, as in KAI's gang accounting:
+    # a restarted member of a gang whose others finished runs alone.
+    counts: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        group = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
+        if group and (pod.phase == "Succeeded" or (pod.node_name and not pod.finished)):
+            counts[f"{pod.namespace}/{group}"] += 1
+    return counts
+
+
+def pending_pods(pods: Sequence[Pod]) -> list[Pod]:
+    """Pods in phase Pending (bound or not): the set every verdict accounts for."""
+    return [p for p in pods if p.phase == "Pending"]

@@ -1,0 +1,319 @@
+"""Which nodes to disrupt in one plan: every method, then gangs, then the disruption budgets. Pure.
+
+Nodes another disruption already has a say in are held: a node waiting for its replacements, those
+replacements (their room is for its pods), a node being drained, and a Node annotated
+``karpenter.sh/do-not-disrupt``. Then, node by node, the methods that do not wait for a node to be unneeded
+(unhealthy, expired, drifted), then consolidation (:func:`autoscaler.core.planning.scaledown.scale_down`: empty,
+underutilised, replace). A removal whose node holds a member of a running gang stays only if every node of
+that gang goes too. Last, the budgets: in :data:`~autoscaler.core.disruption.method.ORDER`, each removal takes a
+place under every budget that bounds its method, counting the nodes already being disrupted; those that find
+none wait, with the budget named.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.core.disruption import empty, expired, underutilised, unhealthy
+from autoscaler.core.disruption.budgets import allowed
+from autoscaler.core.disruption.drifted import drifted
+from autoscaler.core.disruption.method import (
+    NODE_DO_NOT_DISRUPT,
+    ORDER,
+    InProgress,
+    Method,
+    in_progress,
+    retry_after,
+)
+from autoscaler.core.disruption.protection import eviction_blocker, gang_blocker, workload
+from autoscaler.core.disruption.replace import replacement
+from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
+from autoscaler.core.placement.bins import Kind
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.planning.decisions import Blocked, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.scaledown import scale_down
+
+__all__ = ["disrupt", "progress"]
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What one plan has decided so far."""
+
+    removals: list[Removal] = field(default_factory=list)
+    blocked: dict[str, list[str]] = field(default_factory=dict)
+    wake: list[float] = field(default_factory=list)
+    evicting: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def block(self, node: str, why: str) -> None:
+        reasons = self.blocked.setdefault(node, [])
+        if why not in reasons:  # gangs and budgets are decided again until they agree
+            reasons.append(why)
+
+
+def progress(snapshot: Snapshot) -> dict[str, InProgress]:
+    """The disruptions waiting for replacements, by node."""
+    out = {}
+    for node in snapshot.nodes:
+        found = in_progress(node.name, node.annotations)
+        if found is not None:
+            out[node.name] = found
+    return out
+
+
+def _held(snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Collection[str]) -> dict[str, str]:
+    held: dict[str, str] = {}
+    owner = {t: p.node for p in waiting.values() for t in p.tokens}
+    for node in snapshot.nodes:
+        if not node.managed:
+            continue
+        if node.name in waiting:
+            p = waiting[node.name]
+            held[node.name] = (
+                f"being disrupted ({p.method}): waiting for {len(p.tokens)} replacement node(s) to be Ready"
+            )
+        elif node.labels.get(LABEL_LAUNCH_TOKEN, "") in owner:
+            held[node.name] = (
+                f"replacement for node {owner[node.labels[LABEL_LAUNCH_TOKEN]]}, kept for its pods"
+            )
+        elif node.name in draining:
+            # A node left cordoned by a drain that is no longer running (it failed to uncordon, or the
+            # replica restarted) is not held: it is decided again, and its removal finished or undone.
+            held[node.name] = "being drained"
+        elif node.annotations.get(NODE_DO_NOT_DISRUPT, "").lower() == "true":
+            held[node.name] = f"the Node is annotated {NODE_DO_NOT_DISRUPT}"
+    return held
+
+
+def _forced(
+    node: Node, index: OfferingIndex, now: float, template: str, sick: int, managed: int
+) -> tuple[str, str, str]:
+    """(method, why, what holds it) of the first method that does not wait for the node to be unneeded;
+    empty strings when none applies."""
+    cfg = index.config.disruption
+    why = unhealthy.unhealthy(node, cfg.unhealthy_conditions, now)
+    if why:
+        if sick > max(1, math.floor(managed * unhealthy.MAX_UNHEALTHY_SHARE)):
+            return (
+                Method.UNHEALTHY,
+                why,
+                (
+                    f"{sick} of {managed} nodes are unhealthy, more than {unhealthy.MAX_UNHEALTHY_SHARE:.0%}: "
+                    "a cluster-wide fault that new nodes would not fix"
+                ),
+            )
+        return Method.UNHEALTHY, why, ""
+    if not node.ready:
+        return "", "", ""
+    why = expired.expired(node, cfg.node_max_lifetime, now)
+    if why:
+        return Method.EXPIRED, why, ""
+    why = drifted(node, template) if cfg.drift else ""
+    return (Method.DRIFTED, why, "") if why else ("", "", "")
+
+
+REMOVED, HELD, FREE = "removed", "held", "free"
+
+
+def _decide_forced(
+    node: Node,
+    method: str,
+    why: str,
+    pods: Sequence[Pod],
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    engine: Engine,
+    total: Usage,
+    now: float,
+    state: _Pass,
+    held: Collection[str],
+) -> str:
+    """Decide an unhealthy, expired or drifted node: REMOVED, HELD (it waits on this method's account:
+    consolidation leaves it alone) or FREE (blocked here; consolidation may still take it)."""
+    counted = dict(state.evicting)
+    blocker = eviction_blocker(pods, snapshot.pdbs, counted)
+    if blocker:
+        state.block(node.name, f"{method}: {why}; {blocker}")
+        return FREE
+    keys = tuple(p.key for p in pods)
+    kept = empty.kept(pods)
+    if method == Method.UNHEALTHY or not kept:
+        state.evicting = counted
+        state.removals.append(Removal(node.name, f"{method}: {why}", not pods, keys, method))
+        return REMOVED
+    again = retry_after(node.annotations)
+    if again > now:
+        state.block(
+            node.name, f"{method}: {why}; a replacement was given up, tried again in {int(again - now)}s"
+        )
+        state.wake.append(again)
+        return HELD
+    # Not onto a node leaving too, nor into a replacement's room.
+    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name != node.name and b.name not in held]
+    if not underutilised.move(kept, node, engine, targets, index.config):
+        state.evicting = counted
+        reason = f"{method}: {why}; its pods fit on other nodes"
+        state.removals.append(Removal(node.name, reason, False, keys, method))
+        return REMOVED
+    found = replacement(node, kept, index, total)
+    if found.blocker:
+        state.block(node.name, f"{method}: {why}; nowhere to move its pods ({found.blocker})")
+        return FREE
+    if not found.first:
+        state.block(node.name, f"{method}: {why}; a replacement would exceed a cluster limit while both run")
+        return FREE
+    state.evicting = counted
+    reason = f"{method}: {why}; {len(found.launches)} new node(s) first"
+    state.removals.append(Removal(node.name, reason, False, keys, method, found.launches))
+    return REMOVED
+
+
+def disrupt(
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    now: float,
+    *,
+    by_node: Mapping[str, list[Pod]],
+    engine: Engine,
+    total: Usage,
+    unneeded_since: Mapping[str, float] | None = None,
+    needed: Collection[str] = (),
+    contended: str = "",
+    template: str = "",
+    draining: Collection[str] = (),
+) -> RemovalPlan:
+    """Every node to disrupt now, and for every other managed node what keeps it.
+
+    ``template`` is the digest of the node template a node launched now gets (see
+    :mod:`autoscaler.core.disruption.drifted`); ``draining`` the nodes whose drains are under way."""
+    cfg = index.config
+    waiting = progress(snapshot)
+    held = _held(snapshot, waiting, draining)
+    state = _Pass()
+    for p in waiting.values():
+        state.wake.append(p.since + cfg.disruption.replacement_timeout)
+    managed = [n for n in snapshot.nodes if n.managed and not n.deleting]
+    rules = cfg.disruption.unhealthy_conditions
+    sick = sum(1 for n in managed if unhealthy.unhealthy(n, rules, now))
+    if cfg.scale_down.enabled:
+        for node in sorted(managed, key=lambda n: n.name):
+            if node.name in held or node.unreadable:
+                continue
+            _wake(node, cfg.disruption.node_max_lifetime, rules, now, state)
+            method, why, holds = _forced(node, index, now, template, sick, len(managed))
+            if holds:
+                state.block(node.name, f"{method}: {why}; {holds}")
+                held[node.name] = state.blocked[node.name][-1]
+                continue
+            if not method:
+                continue
+            pods = workload(by_node.get(node.name, ()))
+            verdict = _decide_forced(
+                node, method, why, pods, snapshot, index, engine, total, now, state, held
+            )
+            if verdict == REMOVED:
+                held[node.name] = f"chosen as {method}"
+                # Its replacements run beside it for a while: the next one is planned within what is left.
+                total += Usage.of(la.offering for la in state.removals[-1].replacement)
+            elif verdict == HELD:
+                held[node.name] = state.blocked[node.name][-1]
+    chosen = {r.node for r in state.removals}
+    consolidation = scale_down(
+        snapshot,
+        index,
+        now,
+        unneeded_since=unneeded_since,
+        needed=needed,
+        by_node=by_node,
+        engine=engine,
+        total=total,
+        contended=contended,
+        held=held,
+    )
+    for b in consolidation.blocked:
+        if b.node not in chosen and b.reason not in state.blocked.get(b.node, ()):
+            state.block(b.node, b.reason)
+    removals = [*state.removals, *consolidation.removals]
+    while True:  # a budget that holds back one node of a gang holds back the whole gang
+        before = len(removals)
+        removals = _whole_gangs(removals, snapshot, by_node, waiting, state)
+        removals = _within_budgets(removals, snapshot, index, now, len(managed), waiting, held, state)
+        if len(removals) == before:
+            break
+    blocked = tuple(Blocked(n, "; ".join(reasons)) for n, reasons in sorted(state.blocked.items()))
+    future = [t for t in state.wake if t > now]
+    return RemovalPlan(tuple(removals), blocked, consolidation.unneeded_since, min(future, default=None))
+
+
+def _wake(
+    node: Node, lifetime: float, rules: Sequence[unhealthy.ConditionRule], now: float, state: _Pass
+) -> None:
+    for t in (expired.due(node, lifetime, now), unhealthy.due(node, rules, now)):
+        if t is not None:
+            state.wake.append(t)
+
+
+def _whole_gangs(
+    removals: list[Removal],
+    snapshot: Snapshot,
+    by_node: Mapping[str, list[Pod]],
+    waiting: Collection[str],
+    state: _Pass,
+) -> list[Removal]:
+    """Drop removals that would leave part of a running gang behind, until none would. The nodes of a gang
+    must also go at the same moment: all drained now, or all replaced first (their drains then start together,
+    once every replacement is Ready)."""
+    while True:
+        now_ = {r.node for r in removals if not r.replacement}
+        later = {r.node for r in removals if r.replacement} | set(waiting)
+        kept, dropped = [], False
+        for r in removals:
+            leaving = later if r.replacement else now_
+            blocker = gang_blocker(workload(by_node.get(r.node, ())), snapshot, leaving)
+            if blocker:
+                state.block(r.node, f"{r.method}: {blocker}")
+                dropped = True
+            else:
+                kept.append(r)
+        removals = kept
+        if not dropped:
+            return removals
+
+
+def _within_budgets(
+    removals: list[Removal],
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    now: float,
+    managed: int,
+    waiting: Mapping[str, InProgress],
+    held: Mapping[str, str],
+    state: _Pass,
+) -> list[Removal]:
+    """The removals the disruption budgets leave room for, in method order."""
+    budgets = index.config.disruption.budgets
+    if not budgets:
+        return removals
+    busy = {n for n, why in held.items() if n in waiting or why == "being drained"}
+    busy |= {n.name for n in snapshot.nodes if n.managed and n.deleting}
+    order = {m: i for i, m in enumerate(ORDER)}
+    taken = 0
+    chosen: set[str] = set()
+    for r in sorted(
+        removals, key=lambda r: order.get(Method(r.method), len(order)) if r.method else len(order)
+    ):
+        room, budget = allowed(r.method, budgets, managed, len(busy) + taken, now)
+        if room is not None and room <= 0:
+            assert budget is not None
+            state.block(
+                r.node,
+                f"{r.method}: disruption budget {budget.describe()} allows no more now "
+                f"({len(busy) + taken} of {managed} nodes being disrupted)",
+            )
+            continue
+        taken += 1
+        chosen.add(r.node)
+    return [r for r in removals if r.node in chosen]

@@ -1,0 +1,526 @@
+"""Value types of the decision core: what the cluster looks like and what the cloud offers.
+
+Everything here is an immutable value converted from the wire format at the edge (``kube/convert.py``,
+``providers/*``); the core never sees Kubernetes or cloud SDK objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from autoscaler.core.dra import DraObjects, PodClaim
+from autoscaler.core.gpu.share import GpuShare
+from autoscaler.core.resources import EMPTY, GIB, MIB, MILLI, NVIDIA_GPU, Resources
+
+# Labels and annotations tidal owns or honours.
+LABEL_MANAGED = "tidal.dev/managed"
+LABEL_CLUSTER = "tidal.dev/cluster"
+LABEL_CAPACITY_TYPE = "tidal.dev/capacity-type"
+LABEL_GPU_MODEL = "tidal.dev/gpu-model"
+LABEL_GPU_COUNT = "tidal.dev/gpu-count"
+LABEL_LAUNCH_TOKEN = "tidal.dev/launch-token"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_OS = "kubernetes.io/os"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_RESERVATION_ID = "tidal.dev/reservation-id"
+LABEL_RESERVATION_TYPE = "tidal.dev/reservation-type"
+# When the Capacity Block a node runs in ends, in epoch seconds (a label value cannot hold an RFC 3339 time).
+LABEL_RESERVATION_END = "tidal.dev/reservation-end"
+TAINT_DISRUPTED = "tidal.dev/disrupted"
+
+
+class CapacityType(enum.StrEnum):
+    """How a node's capacity is bought; the value is what labels, reports and configuration say."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    # Capacity bought ahead (a capacity reservation, a Capacity Block): already paid for, so free to use.
+    RESERVED = "reserved"
+
+
+# The plain strings: they go into Node labels, launch templates (YAML) and Kubernetes objects, whose readers
+# accept nothing but ``str`` itself.
+SPOT: str = CapacityType.SPOT.value
+ON_DEMAND: str = CapacityType.ON_DEMAND.value
+RESERVED: str = CapacityType.RESERVED.value
+CAPACITY_TYPES: tuple[str, ...] = tuple(c.value for c in CapacityType)
+
+
+class InstanceState(enum.StrEnum):
+    """Where a cloud instance is in its life, as every provider reports it."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATED = "terminated"
+
+
+class Arch(enum.StrEnum):
+    """CPU architecture as Kubernetes labels it."""
+
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+    @classmethod
+    def parse(cls, text: str) -> Arch:
+        """Accept catalog spellings (``x86_64``, ``arm64``, ``aarch64``) and Kubernetes ones."""
+        lowered = text.strip().lower()
+        if lowered in ("x86_64", "amd64", "x86-64", "i386"):
+            return cls.AMD64
+        if lowered in ("arm64", "aarch64"):
+            return cls.ARM64
+        raise ValueError(f"unknown architecture {text!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement: ``key operator values`` (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One term of required node affinity: every expression on the Node's labels and every field requirement
+    (``metadata.name``, the only field Kubernetes allows) must hold. A term with neither matches no node."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+# A label selector as requirements; ``None`` is an absent selector, which selects nothing.
+Selector = tuple[Requirement, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required inter-pod (anti-)affinity term, with ``matchLabelKeys``/``mismatchLabelKeys`` already merged
+    into ``selector`` (as the API server stores it).
+
+    The pods it is about live in ``namespaces`` and in the namespaces ``namespace_selector`` selects; with
+    neither, in the namespace of the pod that carries the term (kept in ``owner_namespace``)."""
+
+    topology_key: str
+    selector: Selector
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: Selector = None
+    owner_namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topology spread constraint with ``whenUnsatisfiable: DoNotSchedule`` (``ScheduleAnyway`` never
+    filters), with ``matchLabelKeys`` merged into ``selector``."""
+
+    max_skew: int
+    topology_key: str
+    selector: Selector
+    min_domains: int = 1
+    # nodeAffinityPolicy Honor (the default): only nodes the pod's node affinity/selector allow are domains.
+    honor_node_affinity: bool = True
+    # nodeTaintsPolicy Honor: only nodes whose taints the pod tolerates are domains (Ignore is the default).
+    honor_node_taints: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on the node (``hostPort``), which two pods on one node cannot share."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """The Kubernetes toleration rule (empty key with Exists tolerates everything)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A pod's ``PodScheduled`` condition as the scheduler wrote it."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the decision core sees it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    created: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    phase: str = "Pending"
+    scheduling_gates: tuple[str, ...] = ()
+    scheduled: Condition | None = None
+    requests: Resources = EMPTY
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Required node affinity: any one term (OR) whose requirements all hold (AND).
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    # Required inter-pod affinity and anti-affinity, and DoNotSchedule topology spread.
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    owner: OwnerRef | None = None
+    priority: int = 0
+    local_storage: bool = False
+    mirror: bool = False
+    terminating: bool = False
+    grace_period_s: int = 30
+    # Why tidal could not read the whole pod (a field it does not understand): it is then kept, but never
+    # counted as demand, never moved, and its node never taken for empty.
+    unreadable: str = ""
+    # Part of a GPU asked of KAI through annotations (KAI's GPU sharing), or why those annotations are wrong.
+    gpu_share: GpuShare | None = None
+    gpu_share_error: str = ""
+    # DRA: the claims of spec.resourceClaims; once resolved for a plan, the GPU device types that can satisfy
+    # them, or why none can (then the pod is never launched for).
+    claims: tuple[PodClaim, ...] = ()
+    dra_types: frozenset[tuple[str, int, int]] = frozenset()
+    dra_error: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, how pods are named in plans and reports."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def daemonset(self) -> bool:
+        return self.owner is not None and self.owner.kind == "DaemonSet"
+
+    @property
+    def pending(self) -> bool:
+        return self.phase == "Pending" and not self.node_name
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def topological(self) -> bool:
+        """Where it may go depends on other pods: inter-pod (anti-)affinity, topology spread or host ports."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One of a Node's ``status.conditions`` (Ready, or what a health checker such as node-problem-detector
+    sets), with when its status last changed."""
+
+    type: str
+    status: str
+    last_transition: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A Kubernetes Node."""
+
+    name: str
+    uid: str = ""
+    created: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    provider_id: str = ""
+    unschedulable: bool = False
+    ready: bool = False
+    ready_since: float | None = None
+    deleting: bool = False
+    # Why tidal could not read the whole Node: it is then kept, but no pod is planned onto it and it is
+    # never removed.
+    unreadable: str = ""
+    conditions: tuple[NodeCondition, ...] = ()
+
+    @property
+    def managed(self) -> bool:
+        """Launched by tidal (it labels every node it launches)."""
+        return self.labels.get(LABEL_MANAGED) == "true"
+
+    @property
+    def gpus(self) -> int:
+        return self.allocatable.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget reduced to what scale-down needs."""
+
+    namespace: str
+    name: str
+    selector: tuple[Requirement, ...] | None  # None selects nothing; () selects every pod in the namespace
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    requests: Resources = EMPTY
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A KAI (``scheduling.run.ai/v2alpha2``) PodGroup: a gang of ``min_member`` pods in a queue."""
+
+    namespace: str
+    name: str
+    min_member: int = 1
+    queue: str = ""
+    # spec.preemptibility: "preemptible", "non-preemptible", "semi-preemptible", or "" (KAI then goes by priority)
+    preemptibility: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    quota: int | None = None
+    limit: int | None = None
+    over_quota_weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A KAI Queue, with GPU quota and limit in whole GPUs (-1 in KAI means unlimited, kept as None)."""
+
+    name: str
+    parent: str = ""
+    gpu: QueueLimits = QueueLimits()
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the decision core reads from the cluster at one instant."""
+
+    pods: tuple[Pod, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    pdbs: tuple[DisruptionBudget, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    podgroups: tuple[PodGroup, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    # Namespace labels by namespace name, for namespaceSelector in pod affinity terms.
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # DeviceClasses, ResourceClaims and ResourceClaimTemplates (``served`` False: no resource.k8s.io/v1).
+    dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))
+
+
+# --- the cloud side ---------------------------------------------------------------------------------
+
+
+class ReservationKind(enum.StrEnum):
+    """How a reservation is consumed."""
+
+    OPEN = "open"  # any matching launch may use it
+    TARGETED = "targeted"  # only launches that name it; tidal uses it only for pods that ask for it
+    CAPACITY_BLOCK = "capacity-block"  # a fixed window (EC2 Capacity Blocks for ML, GCP calendar mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity bought ahead that a reserved offering launches into.
+
+    ``available`` is how many more instances it takes now (a hard cap for the planner); ``start`` and
+    ``end`` (epoch seconds) bound a Capacity Block, outside which nothing can be launched into it.
+    ``on_demand_price`` is what an instance of it would cost bought on demand: it is paid for whether used
+    or not, so its marginal price is 0, but among reservations the planner spends the cheaper ones first.
+    """
+
+    id: str
+    kind: ReservationKind = ReservationKind.OPEN
+    available: int = 0
+    total: int = 0
+    start: float | None = None
+    end: float | None = None
+    name: str = (
+        ""  # the cloud's own name where it has one (GCP reservation, Azure capacity reservation group)
+    )
+    on_demand_price: float = 0.0
+
+    @property
+    def block(self) -> bool:
+        return self.kind == ReservationKind.CAPACITY_BLOCK
+
+    def named(self, names: tuple[str, ...]) -> bool:
+        """Whether ``names`` (ids or names, as a pod annotation lists them) names this reservation."""
+        return self.id in names or (bool(self.name) and self.name in names)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLayout:
+    """How a new node's GPUs will be offered to pods: cut into MIG instances or replicated for time-slicing
+    or MPS, as the labels tidal gives the node tell NVIDIA's GPU operator.
+
+    ``resources`` replace the node's ``nvidia.com/gpu`` (per node, whole units); ``labels`` go on the node."""
+
+    name: str  # as plans show it: "mig all-1g.10gb", "time-slicing ts4 x4"
+    resources: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTemplate:
+    """What the cloud makes of a node of an offering, as the provider of that cloud says: the labels and
+    taints its node bootstrap gives the node, and what its kubelet keeps back from pods (kube-reserved,
+    system-reserved and the hard eviction threshold together).
+
+    Only the cloud's part: tidal's own labels (well-known, ``tidal.dev/...``, GPU and GPU-layout labels, the
+    configured ``nodeLabels``) and taints (``nodeTaints``, the GPU taint) are added by the core. ``reserved``
+    None leaves the reservation to tidal's default formula."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    reserved: Resources | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """One launchable (instance type, zone, capacity type) with its shape and price; ``layout``, when set, is
+    how tidal will have its GPUs cut or shared (a variant of the same cloud offering).
+
+    ``template`` is what a node of it will look like, built by its provider from the fields above (so an
+    offering changed with ``dataclasses.replace`` needs its template built again); being derived from them,
+    it takes no part in an offering's equality or hash (which stay as cheap as before)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    vcpu: int
+    memory_mib: int
+    price: float
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_vendor: str = ""
+    gpu_memory_mib: int = 0
+    gpu_fraction: float = 0.0
+    arch: Arch = Arch.AMD64
+    max_pods: int = 110
+    region: str = ""
+    available: bool = True
+    price_source: str = ""
+    # Set on reserved offerings only: the reservation a node of this offering is launched into.
+    reservation: Reservation | None = None
+    layout: GpuLayout | None = None
+    template: NodeTemplate | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        """``type/zone/capacity-type``, and the reservation id for a reserved offering (two reservations of
+        one type in one zone are two offerings)."""
+        base = f"{self.instance_type}/{self.zone}/{self.capacity_type}"
+        return f"{base}/{self.reservation.id}" if self.reservation is not None else base
+
+    @property
+    def family(self) -> str:
+        """Instance family: ``g5`` of ``g5.xlarge``, ``n1`` of ``n1-standard-8``, ``NCasT4_v3`` on Azure."""
+        return instance_family(self.instance_type)
+
+    @property
+    def partial_gpu(self) -> bool:
+        """Exposes a fraction of one physical GPU (AWS g6f, Azure NVads A10, GCP g4-standard-6)."""
+        return self.gpu_count > 0 and 0 < self.gpu_fraction < self.gpu_count
+
+    def capacity(self) -> Resources:
+        """Node capacity as the kubelet would report it (before reservations)."""
+        values = {
+            "cpu": self.vcpu * MILLI,
+            "memory": self.memory_mib * MIB,
+            "pods": self.max_pods * MILLI,
+            "ephemeral-storage": 100 * GIB,
+        }
+        if self.layout is not None:
+            values.update((name, count * MILLI) for name, count in self.layout.resources)
+        elif self.gpu_count:
+            resource = "amd.com/gpu" if self.gpu_vendor.upper() == "AMD" else NVIDIA_GPU
+            values[resource] = self.gpu_count * MILLI
+        return Resources(values)
+
+
+def instance_family(instance_type: str) -> str:
+    """The family part of an instance type name, per each cloud's naming scheme."""
+    if "." in instance_type:  # AWS: g5.xlarge
+        return instance_type.split(".", 1)[0]
+    if instance_type.startswith("Standard_"):  # Azure: Standard_NC4as_T4_v3 -> NCasT4_v3
+        rest = instance_type[len("Standard_") :]
+        head, _, tail = rest.partition("_")
+        letters = "".join(ch for ch in head if not ch.isdigit())
+        return f"{letters}_{tail}" if tail else letters
+    return instance_type.split("-", 1)[0]  # GCP: n1-standard-8 -> n1
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A cloud instance that this cluster's tidal owns, in any state."""
+
+    id: str
+    provider_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    state: str  # an InstanceState value
+    launch_token: str = ""
+    created: float = 0.0
+    price: float = 0.0
+    gpu_count: int = 0
+    tags: Mapping[str, str] = field(default_factory=dict)
+    reservation_id: str = ""  # the reservation it runs in (its capacity type is then reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """What the controller asks a provider to launch: one node, any one of ``offerings``, cheapest first."""
+
+    token: str
+    offerings: tuple[Offering, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)

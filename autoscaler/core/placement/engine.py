@@ -1,0 +1,519 @@
+"""The placement engine: where would this pod go — a node that exists, one launching, or one to launch?
+
+Every question of that form in tidal is answered here: scale-up, scale-down's "can these pods move",
+gangs and their rollback, the capacity of launching nodes, and the simulator's scheduler. ``can_add`` is
+pure and says how many pods like this one a bin takes (and, for a new node, what it narrows to) or why
+none; ``add`` commits it. Changes go through a journal, so a gang that cannot be placed whole is undone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from autoscaler.core.fit import Constraints
+from autoscaler.core.gpu.share import GpuShare
+from autoscaler.core.model import LABEL_HOSTNAME, Offering, Pod, Taint
+from autoscaler.core.placement import filters
+from autoscaler.core.placement.bins import Bin, Kind, Option, Templates
+from autoscaler.core.placement.gpus import GpuSlots, device_model
+from autoscaler.core.placement.journal import Journal
+from autoscaler.core.placement.reasons import Filter, Rejection
+from autoscaler.core.placement.topology import Topology
+from autoscaler.core.resources import NVIDIA_GPU, PODS, Resources
+
+MAX_ZONE_CHOICES = 64  # assignments of undecided topology keys tried for one pod on one new node
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    """What every fit of one pod needs: its request, whether other pods matter to it or it to them
+    (``inter_pod``), whether its own place is constrained by them, the topology keys whose value on a node
+    matters to it (``keys``, counting included) and those its filters read (``checked``)."""
+
+    request: Resources
+    inter_pod: bool
+    constrained: bool
+    keys: tuple[str, ...]
+    checked: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """``count`` pods fit; for a new node, the options it narrows to and the labels it settles; for GPU
+    shares, the node's devices after them and how many whole GPUs they turned into shared ones."""
+
+    count: int
+    options: tuple[Option, ...] = ()
+    settled: Mapping[str, str] | None = None
+    gpus: GpuSlots | None = None
+    opened: int = 0
+
+
+def request(pod: Pod) -> Resources:
+    """What a pod takes from a node, its pod slot included."""
+    return pod.requests + filters.ONE_POD
+
+
+class Engine:
+    """The cluster a plan places pods in: bins with their pods, and the counts the inter-pod filters read."""
+
+    def __init__(
+        self,
+        templates: Templates | None,
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        journal: Journal | None = None,
+    ) -> None:
+        self.templates: Templates = templates if templates is not None else _NoTemplates()
+        self.journal = journal if journal is not None else Journal()
+        self.topology = Topology(namespaces, self.journal)
+        self.bins: list[Bin] = []
+        self._static: dict[tuple[Constraints, str], Rejection | None] = {}
+        self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
+        self._checks: dict[tuple[object, ...], Rejection | None] = {}
+        self._checks_at = -1
+        # Per pod (by identity, the pod kept alongside so a reused id cannot be mistaken for it).
+        self._profiles: dict[int, tuple[Pod, int, _Profile]] = {}
+        self._new = itertools.count(1)
+
+    # -- building the cluster --------------------------------------------------------------------------
+
+    def add_node(self, bin: Bin, pods: Iterable[Pod] = ()) -> Bin:
+        """A node that exists or is launching, with the pods already bound to it (their room already taken
+        out of ``bin.free``)."""
+        self.bins.append(bin)
+        self.topology.add_node(bin.name, bin.labels, bin.taints)
+        for pod in pods:
+            self.topology.place(pod, bin.name)
+            bin.ports.extend(pod.host_ports)
+            bin.pods.append(pod.key)
+        return bin
+
+    def add_topology_node(
+        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], pods: Iterable[Pod]
+    ) -> None:
+        """A node no pod may be placed on that still counts as a domain, with pods that count there."""
+        self.topology.add_node(name, labels, taints)
+        for pod in pods:
+            self.topology.place(pod, name)
+
+    def open(
+        self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
+    ) -> Bin:
+        """A node to launch, which may still become any of ``options``."""
+        name = f"new-node-{next(self._new)}"
+        bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+        bin.set_options(list(options))
+        # Only what the inter-pod filters read is worked out: the labels they count by, and taints when a
+        # spread constraint honours them.
+        for key in self.topology.tracked_keys():
+            values = bin.values(key, self.templates)
+            if len(values) == 1:
+                (value,) = values
+                if value is not None:
+                    bin.labels[key] = value
+        if self.topology.honours_taints():
+            bin.taints = self._shared_taints(options)
+        certain, taints = bin.labels, bin.taints
+        self.bins.append(bin)
+        self.topology.add_node(name, certain, taints)
+        self.journal.log(lambda: self.bins.remove(bin))
+        return bin
+
+    def open_filled(
+        self,
+        pod: Pod,
+        c: Constraints,
+        fit: Fit,
+        pods: Sequence[str],
+        *,
+        mode: str,
+        gang: str,
+        gpus: int,
+        vcpu: int,
+        used: Resources | None = None,
+    ) -> Bin:
+        """A node to launch that holds ``pods`` (like ``pod``) from the start, as :meth:`open` then :meth:`add`
+        leave it when ``fit`` is what ``can_add`` says of them on it: for many nodes opened alike while no count
+        is kept (no topology label to work out, no pod to count), without repeating the steps one by one.
+        ``used`` is what :meth:`filled_use` says of them, when already known."""
+        assert self.topology.idle and not fit.settled, "only while no count is kept"
+        name = f"new-node-{next(self._new)}"
+        bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+        bin.options = list(fit.options)
+        bin.used = used if used is not None else self.filled_use(pod, fit)
+        bin.classes = frozenset((c,))
+        bin.devices = fit.gpus
+        bin.pods.extend(pods)
+        bin.ports.extend(pod.host_ports)
+        self.bins.append(bin)
+        self.topology.add_node(name, bin.labels, bin.taints)
+        self.journal.log(lambda: self.bins.remove(bin))
+        self.topology.place(pod, name, fit.count)
+        return bin
+
+    @staticmethod
+    def filled_use(pod: Pod, fit: Fit) -> Resources:
+        """What ``fit.count`` pods like ``pod`` take of a new node, the reservation pods of the devices their
+        shares open included."""
+        one = request(pod)
+        need = one if fit.count == 1 else one.scaled(fit.count)
+        return need + {NVIDIA_GPU: fit.opened * 1000} if fit.opened else need
+
+    def _shared_taints(self, options: Sequence[Option]) -> tuple[Taint, ...]:
+        """Taints every offering of every option will carry."""
+        shared: set[Taint] | None = None
+        for opt in options:
+            for o in opt.offerings:
+                here = set(self.templates.taints(o))
+                shared = here if shared is None else shared & here
+        return tuple(sorted(shared or (), key=str))
+
+    # -- can it go there? ------------------------------------------------------------------------------
+
+    def static(self, c: Constraints, bin: Bin) -> Rejection | None:
+        """The filters that read only the pod's constraints and the node's labels, taints and name."""
+        key = (c, bin.name)
+        if key not in self._static:
+            self._static[key] = filters.static(
+                node_selector=dict(c.node_selector),
+                terms=c.affinity,
+                tolerations=c.tolerations,
+                labels=bin.labels,
+                taints=bin.taints,
+                unschedulable=bin.unschedulable,
+                name=bin.name if bin.kind == Kind.NODE else None,
+            )
+        return self._static[key]
+
+    def inter_pod(self, pod: Pod) -> bool:
+        """Where ``pod`` goes depends on, or matters to, where other pods are."""
+        if self.topology.idle and not pod.topological:
+            return False
+        return self._profile(pod).inter_pod
+
+    def independent(self, pod: Pod) -> bool:
+        """Whether a fit of ``pod`` on a new node reads nothing but the node's options and contents: no other
+        pod's place matters to it and it asks for no host port."""
+        if pod.host_ports:
+            return False
+        # As inter_pod: while no count is kept, only a pod's own inter-pod terms make others matter to it.
+        if self.topology.idle and not pod.topological:
+            return True
+        return not self._profile(pod).inter_pod
+
+    def _profile(self, pod: Pod) -> _Profile:
+        """What every fit of ``pod`` needs, worked out once per pod and topology version."""
+        version = self.topology.version
+        found = self._profiles.get(id(pod))
+        if found is None or found[0] is not pod or found[1] != version:
+            constrained = self.topology.constrains(pod)
+            inter_pod = constrained or self.topology.selected(pod)
+            keys = tuple(sorted(self.topology.keys_for(pod))) if inter_pod else ()
+            checked = tuple(sorted(self.topology.check_keys(pod))) if constrained else ()
+            found = (pod, version, _Profile(request(pod), inter_pod, constrained, keys, checked))
+            self._profiles[id(pod)] = found
+        return found[2]
+
+    def can_add(
+        self, pod: Pod, c: Constraints, bin: Bin, want: int = 1, allowed: Options | None = None
+    ) -> Fit | Rejection:
+        """How many of ``want`` pods like ``pod`` (constraints ``c``) ``bin`` takes, or why none.
+
+        ``allowed`` (new nodes only) is what ``c`` allows a new node to be, by option key."""
+        if pod.topological:
+            want = 1
+        if bin.new:
+            return self._can_add_new(pod, c, bin, want, allowed or {})
+        rejection = self.static(c, bin) or filters.node_ports(pod.host_ports, bin.ports)
+        if rejection:
+            return rejection
+        profile = self._profile(pod)
+        need = profile.request
+        rejection = filters.node_resources(need, bin.free)
+        if rejection:
+            return rejection
+        if profile.constrained:
+            rejection = self._check(pod, c, bin.labels, profile.checked)
+            if rejection:
+                return rejection
+        k = min(want, need.times_fits_in(bin.free))
+        if pod.gpu_share is None:
+            return Fit(k)
+        if bin.devices is None:
+            return _NO_SHARED_GPU
+        # Each device a share opens is held by a reservation pod: one whole nvidia.com/gpu from the node.
+        slots, placed, opened = bin.devices.take_many(pod.gpu_share, k)
+        while placed and opened * 1000 > bin.free.get(NVIDIA_GPU, 0):
+            slots, placed, opened = bin.devices.take_many(pod.gpu_share, placed - 1)
+        if not placed:
+            return _NO_SHARED_GPU
+        return Fit(placed, gpus=slots, opened=opened)
+
+    def _can_add_new(
+        self, pod: Pod, c: Constraints, bin: Bin, want: int, allowed: Options
+    ) -> Fit | Rejection:
+        options = bin.options
+        if c not in bin.classes:
+            narrowed = []
+            for opt in options:
+                ok = allowed.get(opt.key)
+                if ok is None:
+                    continue
+                kept = tuple(o for o in opt.offerings if o in ok)
+                if kept:
+                    narrowed.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
+            if not narrowed:
+                return _NO_COMMON_OPTION
+            options = narrowed
+        rejection = filters.node_ports(pod.host_ports, bin.ports)
+        if rejection:
+            return rejection
+        profile = self._profile(pod)
+        need = profile.request
+        share = pod.gpu_share
+        if share is not None and bin.devices is not None:
+            # Shares on it already: only instance types with these very devices remain.
+            model = device_model(bin.devices)
+            options = [o for o in options if device_model(o.devices) == model]
+        best = 0
+        counts = []
+        for opt in options:
+            k = need.times_fit(opt.alloc, bin.used)
+            if share is not None and k > 0:
+                k = _shares_fitting(bin, opt, share, min(k, want))[1]
+            counts.append(k)
+            best = max(best, k)
+        if best <= 0:
+            if share is not None and options and need.times_fit(options[0].alloc, bin.used) > 0:
+                return _NO_SHARED_GPU
+            return (filters.node_resources(need, bin.room(options[0])) if options else None) or _NO_ROOM
+        k = min(want, best)
+        fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
+        gpus, opened = None, 0
+        if share is not None:
+            gpus, _, opened = _shares_fitting(bin, fitting[0], share, k)
+            fitting = tuple(o for o in fitting if device_model(o.devices) == device_model(fitting[0].devices))
+        if not profile.inter_pod:
+            return Fit(k, fitting, gpus=gpus, opened=opened)
+        fit = self._settle(pod, c, bin, k, fitting, allowed, profile)
+        if isinstance(fit, Rejection) or share is None:
+            return fit
+        return Fit(fit.count, fit.options, fit.settled, gpus, opened)
+
+    def _check(
+        self,
+        pod: Pod,
+        c: Constraints,
+        labels: Mapping[str, str],
+        keys: tuple[str, ...],
+        potential: Mapping[str, frozenset[str]] | None = None,
+    ) -> Rejection | None:
+        """The inter-pod filters for ``pod`` on a node with ``labels`` (a new node when ``potential`` is
+        given). Only the labels of ``keys`` matter, so the verdict is kept until a count changes: of the
+        hundreds of nodes a pod is tried on, most share one zone with many others."""
+        fresh = potential is not None
+        key = (
+            id(pod),
+            c,
+            fresh,
+            tuple(labels.get(k) for k in keys),
+        )
+        changes = self.topology.changes
+        if self._checks_at != changes:
+            self._checks.clear()
+            self._checks_at = changes
+        if key in self._checks:
+            return self._checks[key]
+        found = self.topology.check(pod, labels, potential=potential, fresh=fresh)
+        self._checks[key] = found
+        return found
+
+    def _potential(self, c: Constraints, allowed: Options, key: str) -> frozenset[str]:
+        """The domains of ``key`` a new node for pods with constraints ``c`` could open: spreading counts
+        them as empty, so replicas go to every zone the pod may get, not only to those with nodes."""
+        found = self._domains.get((c, key))
+        if found is None:
+            values = {self.templates.labels(o).get(key) for offerings in allowed.values() for o in offerings}
+            found = self._domains[(c, key)] = frozenset(v for v in values if v is not None)
+        return found
+
+    def _settle(
+        self,
+        pod: Pod,
+        c: Constraints,
+        bin: Bin,
+        k: int,
+        options: tuple[Option, ...],
+        allowed: Options,
+        profile: _Profile,
+    ) -> Fit | Rejection:
+        """Choose values for the topology keys the pod cares about that the node has not settled yet (its
+        zone, usually): the cheapest choice that passes, preferring the emptiest domain for spread."""
+        keys, checked = profile.keys, profile.checked
+        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
+        unsettled = [key for key in keys if key not in bin.labels]
+        if not unsettled:
+            rejection = self._check(pod, c, bin.labels, checked, potential)
+            return rejection or Fit(k, options)
+        trial = Bin(bin.name, Kind.NEW, bin.labels)
+        trial.set_options(list(options))
+        open_keys = [k_ for k_ in unsettled if len(trial.values(k_, self.templates)) > 1]
+        if not open_keys:
+            labels = {key: v for key in unsettled for v in trial.values(key, self.templates) if v is not None}
+            rejection = self._check(pod, c, {**bin.labels, **labels}, checked, potential)
+            return rejection or Fit(k, options)
+        choices = itertools.islice(
+            itertools.product(*(sorted(trial.values(k_, self.templates), key=str) for k_ in open_keys)),
+            MAX_ZONE_CHOICES,
+        )
+        best: tuple[tuple[int, float], dict[str, str], tuple[Option, ...]] | None = None
+        first: Rejection | None = None
+        for values in choices:
+            chosen = {key: v for key, v in zip(open_keys, values, strict=True) if v is not None}
+            absent = {key for key, v in zip(open_keys, values, strict=True) if v is None}
+            narrowed = _narrow(options, self.templates, chosen, absent)
+            if not narrowed:
+                continue
+            labels = {**bin.labels, **chosen}
+            rejection = self._check(pod, c, labels, checked, potential)
+            if rejection:
+                first = first or rejection
+                continue
+            score = (self.topology.spread_load(pod, labels), min(o.cheapest.price for o in narrowed))
+            if best is None or score < best[0]:
+                best = (score, chosen, narrowed)
+        if best is None:
+            return first or _NO_ROOM
+        return Fit(k, best[2], best[1])
+
+    # -- commit ----------------------------------------------------------------------------------------
+
+    def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
+        """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
+        k = fit.count
+        one = request(pod)
+        need = one if k == 1 else one.scaled(k)
+        if fit.opened:
+            need = need + {NVIDIA_GPU: fit.opened * 1000}  # the reservation pods holding the shared devices
+        before = (bin.free, bin.used, len(bin.pods), len(bin.ports), bin.options, bin.classes, bin.devices)
+        if fit.gpus is not None:
+            bin.devices = fit.gpus
+        elif bin.devices is not None and pod.requests.gpus:
+            # Whole GPUs taken by the pod are no longer devices a share could open.
+            bin.devices = replace(bin.devices, whole=max(0, bin.devices.whole - pod.requests.gpus * k))
+        if bin.new:
+            bin.used = bin.used + need if bin.used else need
+            bin.set_options(list(fit.options))
+            if c not in bin.classes:
+                bin.classes = bin.classes | {c}
+        else:
+            bin.free = bin.free - need
+        bin.pods.extend(pods)
+        bin.ports.extend(pod.host_ports)
+
+        def undo() -> None:
+            bin.free, bin.used = before[0], before[1]
+            del bin.pods[before[2] :]
+            del bin.ports[before[3] :]
+            bin.set_options(before[4])
+            bin.classes = before[5]
+            bin.devices = before[6]
+
+        self.journal.log(undo)
+        if fit.settled:
+            self._relabel(bin, dict(fit.settled))
+        elif bin.new and self.topology.tracked_keys():
+            self._resettle(bin)
+        self.topology.place(pod, bin.name, k)
+
+    def _relabel(self, bin: Bin, settled: dict[str, str]) -> None:
+        before = (dict(bin.labels), dict(bin.settled))
+        bin.labels.update(settled)
+        bin.settled.update(settled)
+        self.topology.relabel(bin.name, settled)
+
+        def undo() -> None:
+            bin.labels.clear()
+            bin.labels.update(before[0])
+            bin.settled.clear()
+            bin.settled.update(before[1])
+
+        self.journal.log(undo)
+
+    def _resettle(self, bin: Bin) -> None:
+        """Narrowing for resources or constraints may have settled a topology key: count pods there now."""
+        settled = {}
+        for key in self.topology.tracked_keys():
+            if key in bin.labels:
+                continue
+            values = bin.values(key, self.templates)
+            if len(values) == 1:
+                (value,) = values
+                if value is not None:
+                    settled[key] = value
+        if settled:
+            self._relabel(bin, settled)
+
+    def remove_pods(self, bin: Bin, pods: Sequence[Pod]) -> None:
+        """Take ``pods`` off a node that exists (they are being moved); undone with the journal."""
+        freed = Resources.total((p.requests for p in pods), each={PODS: 1000})
+        keys = {p.key for p in pods}
+        before = (bin.free, list(bin.pods), list(bin.ports))
+        bin.free = bin.free + freed
+        bin.pods = [k for k in bin.pods if k not in keys]
+        for p in pods:
+            for port in p.host_ports:
+                bin.ports.remove(port)
+            self.topology.remove(p, bin.name)
+
+        def undo() -> None:
+            bin.free, bin.pods, bin.ports = before
+
+        self.journal.log(undo)
+
+
+Options = Mapping[tuple[str, str], frozenset[Offering]]
+
+
+def _narrow(
+    options: Sequence[Option], templates: Templates, chosen: Mapping[str, str], absent: set[str]
+) -> tuple[Option, ...]:
+    out = []
+    for opt in options:
+        kept = tuple(
+            o
+            for o in opt.offerings
+            if all(templates.labels(o).get(k) == v for k, v in chosen.items())
+            and not any(k in templates.labels(o) for k in absent)
+        )
+        if kept:
+            out.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
+    return tuple(out)
+
+
+def _shares_fitting(bin: Bin, option: Option, share: GpuShare, want: int) -> tuple[GpuSlots, int, int]:
+    """How a new node that becomes ``option`` takes up to ``want`` pods of ``share``, its whole-GPU pods
+    counted: (slots after, pods placed, devices opened)."""
+    slots = bin.devices
+    if slots is None:
+        slots = option.devices
+        slots = replace(slots, whole=max(0, slots.whole - bin.used.get(NVIDIA_GPU, 0) // 1000))
+    return slots.take_many(share, want)
+
+
+_NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)
+_NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
+_NO_ROOM = Rejection(Filter.NODE_RESOURCES_FIT, "no room")
+
+
+class _NoTemplates:
+    """For a cluster that only has nodes that exist (the simulator's scheduler): nothing is launched."""
+
+    def labels(self, o: Offering) -> Mapping[str, str]:
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")
+
+    def taints(self, o: Offering) -> tuple[Taint, ...]:
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")

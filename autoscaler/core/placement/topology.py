@@ -1,0 +1,502 @@
+"""PodTopologySpread and InterPodAffinity: the filters that depend on where other pods are.
+
+Counts are kept per *group*, as kube-scheduler's PreFilter computes them, and updated as the plan places pods,
+so the fifth replica of a spread Deployment sees the four placed before it. A group is made the first time a
+pod with that constraint is checked (counting every pod placed so far) and kept up to date afterwards.
+
+Nodes are known by name with the labels they have *for certain*: a node still to be launched knows its
+hostname at once but its zone only once one is chosen for it (see ``relabel``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.core.model import (
+    LABEL_HOSTNAME,
+    NodeSelectorTerm,
+    Pod,
+    PodAffinityTerm,
+    SpreadConstraint,
+    Taint,
+    Toleration,
+)
+from autoscaler.core.placement.filters import untolerated
+from autoscaler.core.placement.journal import Journal
+from autoscaler.core.placement.labels import node_affinity_matches, selector_matches
+from autoscaler.core.placement.reasons import (
+    EXISTING_ANTI_AFFINITY,
+    POD_AFFINITY_MISMATCH,
+    POD_ANTI_AFFINITY_MISMATCH,
+    SPREAD_LABEL_MISSING,
+    SPREAD_MISMATCH,
+    Filter,
+    Rejection,
+)
+
+Pair = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _Node:
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    pods: list[Pod] = field(default_factory=list)
+
+
+def term_selects(term: PodAffinityTerm, pod: Pod, namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Does the affinity term (of some pod) select ``pod``: in one of its namespaces, with matching labels."""
+    if term.namespaces or term.namespace_selector is not None:
+        in_scope = pod.namespace in term.namespaces or (
+            term.namespace_selector is not None
+            and selector_matches(term.namespace_selector, namespaces.get(pod.namespace, _default_ns(pod)))
+        )
+    else:
+        in_scope = pod.namespace == term.owner_namespace
+    return in_scope and selector_matches(term.selector, pod.labels)
+
+
+def _default_ns(pod: Pod) -> Mapping[str, str]:
+    # A namespace that was not listed still carries the label the API server gives every namespace.
+    return {"kubernetes.io/metadata.name": pod.namespace}
+
+
+@dataclass(frozen=True, slots=True)
+class _SpreadKey:
+    constraints: tuple[SpreadConstraint, ...]
+    namespace: str
+    # Only when a constraint honours them: the pod's node affinity and tolerations decide which nodes count.
+    node_selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class _SpreadGroup:
+    """Matching pods per domain for one pod's spread constraints (kube-scheduler's TpPairToMatchNum)."""
+
+    def __init__(self, key: _SpreadKey) -> None:
+        self.key = key
+        self.topology_keys = tuple(c.topology_key for c in key.constraints)
+        self.counts: dict[Pair, int] = {}
+        self.eligible: dict[str, tuple[bool, ...]] = {}
+
+    def _eligibility(self, name: str, node: _Node) -> tuple[bool, ...]:
+        found = self.eligible.get(name)
+        if found is None:
+            k = self.key
+            if not all(t in node.labels for t in self.topology_keys):
+                found = tuple(False for _ in k.constraints)
+            else:
+                found = tuple(
+                    (
+                        not c.honor_node_affinity
+                        or node_affinity_matches(dict(k.node_selector), k.terms, node.labels, name)
+                    )
+                    and (not c.honor_node_taints or untolerated(k.tolerations, node.taints) is None)
+                    for c in k.constraints
+                )
+            self.eligible[name] = found
+        return found
+
+    def add_node(self, name: str, node: _Node) -> None:
+        for c, ok in zip(self.key.constraints, self._eligibility(name, node), strict=True):
+            if ok:
+                self.counts.setdefault((c.topology_key, node.labels[c.topology_key]), 0)
+
+    def record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
+        if pod.namespace != self.key.namespace or pod.terminating:
+            return
+        for c, ok in zip(self.key.constraints, self._eligibility(name, node), strict=True):
+            if ok and selector_matches(c.selector, pod.labels):
+                pair = (c.topology_key, node.labels[c.topology_key])
+                self.counts[pair] = self.counts.get(pair, 0) + delta
+
+    def forget_node(self, name: str) -> None:
+        self.eligible.pop(name, None)
+
+    def minimum(self, c: SpreadConstraint, potential: Iterable[str], fresh: bool) -> int:
+        """The global minimum kube-scheduler compares with; ``potential`` are domains new nodes could open
+        (counted as empty ones) and ``fresh`` says a new node can always open a new, empty domain."""
+        key = c.topology_key
+        counts = [n for (k, _), n in self.counts.items() if k == key]
+        extra = [v for v in potential if (key, v) not in self.counts]
+        domains = len(counts) + len(extra)
+        # minDomains is 1 unless set, so no domain at all also means a minimum of 0.
+        if fresh or extra or domains < c.min_domains:
+            return 0
+        return min(counts)
+
+
+class _AffinityGroup:
+    """Pods that match *all* of one pod's required affinity terms, per (topology key, value)."""
+
+    def __init__(self, terms: tuple[PodAffinityTerm, ...]) -> None:
+        self.terms = terms
+        self.counts: Counter[Pair] = Counter()
+
+    def record(self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        if all(term_selects(t, pod, namespaces) for t in self.terms):
+            for t in self.terms:
+                value = node.labels.get(t.topology_key)
+                if value is not None:
+                    self.counts[(t.topology_key, value)] += delta
+
+
+class _AntiGroup:
+    """Pods one required anti-affinity term selects, per value of its topology key."""
+
+    def __init__(self, term: PodAffinityTerm) -> None:
+        self.term = term
+        self.counts: Counter[str] = Counter()
+
+    def record(self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        if term_selects(self.term, pod, namespaces):
+            value = node.labels.get(self.term.topology_key)
+            if value is not None:
+                self.counts[value] += delta
+
+
+class Topology:
+    """Where pods are, as the inter-pod filters count them; every change goes through the journal."""
+
+    def __init__(
+        self, namespaces: Mapping[str, Mapping[str, str]] | None = None, journal: Journal | None = None
+    ) -> None:
+        self.namespaces: Mapping[str, Mapping[str, str]] = namespaces or {}
+        self.journal = journal if journal is not None else Journal()
+        self._nodes: dict[str, _Node] = {}
+        self._spread: dict[_SpreadKey, _SpreadGroup] = {}
+        self._affinity: dict[tuple[PodAffinityTerm, ...], _AffinityGroup] = {}
+        self._anti: dict[PodAffinityTerm, _AntiGroup] = {}
+        # Anti-affinity terms of placed pods, with where those pods are: they keep matching pods away.
+        self._held: dict[PodAffinityTerm, Counter[str]] = defaultdict(Counter)
+        self._selected: dict[tuple[str, frozenset[tuple[str, str]]], bool] = {}
+        # Moves on whenever a group appears or a placed pod brings anti-affinity terms of its own: answers
+        # about which pods are constrained or counted may then change.
+        self.version = 0
+        # Moves on with every change to any count or domain: a verdict is reusable while it stays.
+        self.changes = 0
+
+    # -- the cluster -----------------------------------------------------------------------------------
+
+    def add_node(self, name: str, labels: Mapping[str, str], taints: Sequence[Taint] = ()) -> None:
+        """A node (existing, launching or planned) with the labels it has for certain."""
+        node = _Node(dict(labels), tuple(taints))
+        self._nodes[name] = node
+        self.changes += 1
+        for g in self._spread.values():
+            g.add_node(name, node)
+        self.journal.log(lambda: self._drop(name))
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves the cluster with its pods (it is being removed)."""
+        node = self._nodes[name]
+        pods = list(node.pods)
+        for pod in pods:
+            self._record(name, node, pod, -1)
+        self._drop(name)
+
+        def undo() -> None:
+            self._nodes[name] = node
+            for g in self._spread.values():
+                g.add_node(name, node)
+            for pod in pods:
+                self._record(name, node, pod, 1)
+
+        self.journal.log(undo)
+
+    def _drop(self, name: str) -> None:
+        self.changes += 1
+        self._nodes.pop(name, None)
+        for g in self._spread.values():
+            g.forget_node(name)
+            for pair in [p for p in g.counts if p[0] in g.topology_keys]:
+                if g.counts[pair] == 0 and not self._domain_present(g, pair):
+                    del g.counts[pair]
+
+    def _domain_present(self, g: _SpreadGroup, pair: Pair) -> bool:
+        return any(
+            n.labels.get(pair[0]) == pair[1] and any(g._eligibility(name, n))
+            for name, n in self._nodes.items()
+        )
+
+    def labels(self, name: str) -> Mapping[str, str]:
+        return self._nodes[name].labels
+
+    def relabel(self, name: str, labels: Mapping[str, str]) -> None:
+        """A planned node's labels became known (a zone was chosen): its pods count there from now on."""
+        node = self._nodes[name]
+        pods = list(node.pods)
+        for pod in pods:
+            self._record(name, node, pod, -1)
+        before = dict(node.labels)
+        node.labels.update(labels)
+        for g in self._spread.values():
+            g.forget_node(name)
+            g.add_node(name, node)
+        for pod in pods:
+            self._record(name, node, pod, 1)
+
+        def undo() -> None:
+            for pod in pods:
+                self._record(name, node, pod, -1)
+            node.labels.clear()
+            node.labels.update(before)
+            for g in self._spread.values():
+                g.forget_node(name)
+            for pod in pods:
+                self._record(name, node, pod, 1)
+
+        self.journal.log(undo)
+
+    def place(self, pod: Pod, name: str, count: int = 1) -> None:
+        """``count`` pods like ``pod`` now run on node ``name``."""
+        node = self._nodes[name]
+        for _ in range(count):
+            node.pods.append(pod)
+        self._record(name, node, pod, count)
+
+        def undo() -> None:
+            del node.pods[len(node.pods) - count :]
+            self._record(name, node, pod, -count)
+
+        self.journal.log(undo)
+
+    def remove(self, pod: Pod, name: str) -> None:
+        """A pod leaves node ``name`` (it is being moved)."""
+        node = self._nodes[name]
+        node.pods.remove(pod)
+        self._record(name, node, pod, -1)
+
+        def undo() -> None:
+            node.pods.append(pod)
+            self._record(name, node, pod, 1)
+
+        self.journal.log(undo)
+
+    def _record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
+        self.changes += 1
+        for s in self._spread.values():
+            s.record(name, node, pod, delta)
+        for a in self._affinity.values():
+            a.record(node, pod, delta, self.namespaces)
+        for t in self._anti.values():
+            t.record(node, pod, delta, self.namespaces)
+        for term in pod.pod_anti_affinity:
+            value = node.labels.get(term.topology_key)
+            if value is not None:
+                counts = self._held[term]
+                before = any(n > 0 for n in counts.values())
+                counts[value] += delta
+                if before != any(n > 0 for n in counts.values()):
+                    self.version += 1  # which pods this term keeps away has changed
+
+    # -- groups ----------------------------------------------------------------------------------------
+
+    def _spread_group(self, pod: Pod) -> _SpreadGroup:
+        honour_affinity = any(c.honor_node_affinity for c in pod.spread)
+        honour_taints = any(c.honor_node_taints for c in pod.spread)
+        key = _SpreadKey(
+            pod.spread,
+            pod.namespace,
+            tuple(sorted(pod.node_selector.items())) if honour_affinity else (),
+            pod.affinity if honour_affinity else (),
+            pod.tolerations if honour_taints else (),
+        )
+        group = self._spread.get(key)
+        if group is None:
+            group = self._spread[key] = _SpreadGroup(key)
+            self._selected.clear()
+            self.version += 1
+            self.changes += 1
+            for name, node in self._nodes.items():
+                group.add_node(name, node)
+                for p in node.pods:
+                    group.record(name, node, p, 1)
+        return group
+
+    def _affinity_group(self, pod: Pod) -> _AffinityGroup:
+        group = self._affinity.get(pod.pod_affinity)
+        if group is None:
+            group = self._affinity[pod.pod_affinity] = _AffinityGroup(pod.pod_affinity)
+            self._selected.clear()
+            self.version += 1
+            self.changes += 1
+            for node in self._nodes.values():
+                for p in node.pods:
+                    group.record(node, p, 1, self.namespaces)
+        return group
+
+    def _anti_group(self, term: PodAffinityTerm) -> _AntiGroup:
+        group = self._anti.get(term)
+        if group is None:
+            group = self._anti[term] = _AntiGroup(term)
+            self._selected.clear()
+            self.version += 1
+            self.changes += 1
+            for node in self._nodes.values():
+                for p in node.pods:
+                    group.record(node, p, 1, self.namespaces)
+        return group
+
+    def prepare(self, pod: Pod) -> None:
+        """Make the groups ``pod``'s constraints need, before a transaction (so a rollback keeps them)."""
+        if pod.spread:
+            self._spread_group(pod)
+        if pod.pod_affinity:
+            self._affinity_group(pod)
+        for term in pod.pod_anti_affinity:
+            self._anti_group(term)
+
+    def selected(self, pod: Pod) -> bool:
+        """Some group counts pods like ``pod``: placing it changes what later pods may do."""
+        key = (pod.namespace, frozenset(pod.labels.items()))
+        found = self._selected.get(key)
+        if found is None:
+            found = (
+                any(
+                    pod.namespace == g.key.namespace
+                    and any(selector_matches(c.selector, pod.labels) for c in g.key.constraints)
+                    for g in self._spread.values()
+                )
+                or any(
+                    all(term_selects(t, pod, self.namespaces) for t in g.terms)
+                    for g in self._affinity.values()
+                )
+                or any(term_selects(g.term, pod, self.namespaces) for g in self._anti.values())
+            )
+            self._selected[key] = found
+        return found
+
+    @property
+    def idle(self) -> bool:
+        """No count is kept: nothing placed so far has a say in where any pod goes."""
+        return not (self._spread or self._affinity or self._anti or self._held)
+
+    def constrains(self, pod: Pod) -> bool:
+        """Where ``pod`` may go depends on other pods: its own inter-pod constraints, or a placed pod's
+        anti-affinity that selects it."""
+        return pod.topological or any(
+            counts and any(counts.values()) and term_selects(t, pod, self.namespaces)
+            for t, counts in self._held.items()
+        )
+
+    def honours_taints(self) -> bool:
+        """Some spread constraint counts only nodes whose taints its pod tolerates."""
+        if not self._spread:
+            return False
+        return any(c.honor_node_taints for g in self._spread.values() for c in g.key.constraints)
+
+    def tracked_keys(self) -> set[str]:
+        """Every topology key some count is kept for."""
+        if not (self._spread or self._affinity or self._anti or self._held):
+            return set()  # asked for every node opened and every pod added: most plans keep no count
+        keys = {c.topology_key for g in self._spread.values() for c in g.key.constraints}
+        keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
+        keys |= {g.term.topology_key for g in self._anti.values()}
+        keys |= {t.topology_key for t, counts in self._held.items() if counts}
+        return keys
+
+    def check_keys(self, pod: Pod) -> set[str]:
+        """Topology keys whose value on a node decides whether ``pod`` may go there."""
+        keys = {c.topology_key for c in pod.spread}
+        keys |= {t.topology_key for t in pod.pod_affinity}
+        keys |= {t.topology_key for t in pod.pod_anti_affinity}
+        keys |= {
+            t.topology_key
+            for t, counts in self._held.items()
+            if counts and term_selects(t, pod, self.namespaces)
+        }
+        return keys
+
+    def keys_for(self, pod: Pod) -> set[str]:
+        """Topology keys whose value on a node decides whether ``pod`` may go there, or that count it."""
+        keys = {c.topology_key for c in pod.spread}
+        keys |= {t.topology_key for t in pod.pod_affinity}
+        keys |= {t.topology_key for t in pod.pod_anti_affinity}
+        keys |= {
+            t.topology_key
+            for t, counts in self._held.items()
+            if counts and term_selects(t, pod, self.namespaces)
+        }
+        if self.selected(pod):
+            keys |= {c.topology_key for g in self._spread.values() for c in g.key.constraints}
+            keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
+            keys |= {g.term.topology_key for g in self._anti.values()}
+        return keys
+
+    # -- the filters -----------------------------------------------------------------------------------
+
+    def check(
+        self,
+        pod: Pod,
+        labels: Mapping[str, str],
+        *,
+        potential: Mapping[str, Iterable[str]] | None = None,
+        fresh: bool = False,
+    ) -> Rejection | None:
+        """PodTopologySpread then InterPodAffinity for ``pod`` on a node with ``labels``.
+
+        For a node still to be launched, ``potential`` lists per topology key the domains new nodes could
+        open (the zones of the offerings the pod may get), counted as empty, and ``fresh`` says that the node
+        is new, so that its hostname is a domain of its own: spreading over the domains a launch can
+        create, not only the ones that exist."""
+        if pod.spread:
+            rejection = self._check_spread(pod, labels, potential or {}, fresh)
+            if rejection:
+                return rejection
+        return self._check_inter_pod(pod, labels)
+
+    def _check_spread(
+        self, pod: Pod, labels: Mapping[str, str], potential: Mapping[str, Iterable[str]], fresh: bool
+    ) -> Rejection | None:
+        group = self._spread_group(pod)
+        for c in pod.spread:
+            value = labels.get(c.topology_key)
+            if value is None:
+                return Rejection(Filter.POD_TOPOLOGY_SPREAD, SPREAD_LABEL_MISSING, c.topology_key)
+            new_domain = fresh and c.topology_key == LABEL_HOSTNAME
+            low = group.minimum(c, potential.get(c.topology_key, ()), new_domain)
+            own = 1 if selector_matches(c.selector, pod.labels) else 0
+            if group.counts.get((c.topology_key, value), 0) + own - low > c.max_skew:
+                return Rejection(Filter.POD_TOPOLOGY_SPREAD, SPREAD_MISMATCH, c.topology_key)
+        return None
+
+    def spread_load(self, pod: Pod, labels: Mapping[str, str]) -> int:
+        """How many matching pods the domains ``labels`` name hold already (lower spreads better)."""
+        if not pod.spread:
+            return 0
+        group = self._spread_group(pod)
+        return sum(group.counts.get((c.topology_key, labels.get(c.topology_key, "")), 0) for c in pod.spread)
+
+    def _check_inter_pod(self, pod: Pod, labels: Mapping[str, str]) -> Rejection | None:
+        """InterPodAffinity, in kube-scheduler's order: the pod's affinity, its anti-affinity, then the
+        anti-affinity of pods already placed."""
+        if pod.pod_affinity:
+            group = self._affinity_group(pod)
+            exist = True
+            for t in pod.pod_affinity:
+                value = labels.get(t.topology_key)
+                if value is None:
+                    return Rejection(Filter.INTER_POD_AFFINITY, POD_AFFINITY_MISMATCH, t.topology_key)
+                if group.counts.get((t.topology_key, value), 0) <= 0:
+                    exist = False
+            # The first pod of a series that has affinity to itself may go anywhere the keys exist.
+            if not exist and (
+                any(n > 0 for n in group.counts.values())
+                or not all(term_selects(t, pod, self.namespaces) for t in pod.pod_affinity)
+            ):
+                return Rejection(
+                    Filter.INTER_POD_AFFINITY, POD_AFFINITY_MISMATCH, pod.pod_affinity[0].topology_key
+                )
+        for term in pod.pod_anti_affinity:
+            value = labels.get(term.topology_key)
+            if value is not None and self._anti_group(term).counts.get(value, 0) > 0:
+                return Rejection(Filter.INTER_POD_AFFINITY, POD_ANTI_AFFINITY_MISMATCH, term.topology_key)
+        for term, counts in self._held.items():
+            value = labels.get(term.topology_key)
+            if value is not None and counts.get(value, 0) > 0 and term_selects(term, pod, self.namespaces):
+                return Rejection(Filter.INTER_POD_AFFINITY, EXISTING_ANTI_AFFINITY, term.topology_key)
+        return None

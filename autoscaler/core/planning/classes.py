@@ -1,0 +1,104 @@
+"""Pods a plan treats alike: classes of pods with one constraint set, mode and request, and the order
+scale-up places them in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.fit import Constraints
+from autoscaler.core.model import Pod
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.planning.decisions import BIN_PACKING, BIN_SELECTION
+from autoscaler.core.planning.offerings import OfferingIndex
+
+__all__ = ["PodClass", "choices", "order", "pod_classes", "pod_mode", "topology_signature"]
+
+
+def pod_mode(pod: Pod, c: Constraints, index: OfferingIndex) -> str:
+    """Luna's split: small unconstrained CPU pods share bin-packing nodes; the rest get bin-selection."""
+    cfg = index.config
+    r = pod.requests
+    if c.gpu_resource or c.constrained or r.gpus:
+        return BIN_SELECTION
+    if r.cpu >= cfg.bin_select_pod_cpu_threshold or r.memory >= cfg.bin_select_pod_memory_threshold:
+        return BIN_SELECTION
+    return BIN_PACKING
+
+
+@dataclass(slots=True)
+class PodClass:
+    """Pods a plan treats alike: one constraint set, one mode, one request (and one KAI queue, when that
+    queue has a budget)."""
+
+    pods: list[Pod]
+    c: Constraints
+    mode: str
+    queue: str = ""
+
+
+def topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
+    """What besides constraints and requests tells apart pods whose place depends on other pods."""
+    if not engine.inter_pod(pod):
+        return None
+    return (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        pod.spread,
+        pod.pod_affinity,
+        pod.pod_anti_affinity,
+        pod.host_ports,
+    )
+
+
+def pod_classes(
+    pods: Sequence[Pod],
+    constraints: dict[str, Constraints],
+    index: OfferingIndex,
+    engine: Engine,
+    queues: Mapping[str, str] | None = None,
+) -> list[PodClass]:
+    """``pods`` grouped into classes, in the order each class's first pod comes."""
+    budgets = index.config.queue_budgets
+    groups: dict[tuple[object, ...], PodClass] = {}
+    # Pods of one workload mostly share one constraint object: its value is hashed once per object, not
+    # once per pod (equal constraints in two objects still get one number).
+    numbers: dict[Constraints, int] = {}
+    by_id: dict[int, int] = {}
+    for pod in pods:
+        c = constraints[pod.key]
+        number = by_id.get(id(c))
+        if number is None:
+            number = by_id[id(c)] = numbers.setdefault(c, len(numbers))
+        mode = pod_mode(pod, c, index)
+        queue = (queues or {}).get(pod.key, "")
+        queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
+        key = (number, mode, pod.requests, topology_signature(pod, engine), queue)
+        unit = groups.get(key)
+        if unit is None:
+            groups[key] = PodClass([pod], c, mode, queue)
+        else:
+            unit.pods.append(pod)
+    return list(groups.values())
+
+
+def choices(index: OfferingIndex, c: Constraints) -> int:
+    """How many offerings pods with constraints ``c`` may get."""
+    return len(index.eligible(c)[0])
+
+
+def order(pod: Pod, count: int = 0) -> tuple[object, ...]:
+    """Higher priority first, then GPU pods with fewer offerings to choose from (a pod pinned to H100s takes
+    the free H100 on a node before a pod that any GPU suits can), then pods whose place depends on other pods
+    (their nodes are the frame the others fill), then bigger first."""
+    r = pod.requests
+    return (
+        -pod.priority,
+        -r.gpus,
+        count if r.gpus else 0,
+        not pod.topological,
+        -r.cpu,
+        -r.memory,
+        pod.created,
+        pod.uid or pod.key,
+    )

@@ -1,0 +1,189 @@
+"""The planner's inputs and outputs: what already exists, what to launch, what to remove, and why."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from autoscaler.core.demand import Ignored
+from autoscaler.core.model import Offering, Pod
+from autoscaler.core.placement.reasons import Filter, Rejection
+
+if TYPE_CHECKING:
+    from autoscaler.core.planning.why import LaunchWhy
+
+
+class LaunchMode(enum.StrEnum):
+    """How a launch chose its node: the cheapest offering that holds one pod's worth (selection), or a node
+    packed with as many pods as fit (packing). The value is what reports and ``tidal plan`` print."""
+
+    SELECTION = "bin-selection"
+    PACKING = "bin-packing"
+
+
+# The plain strings: a node's mode is one of its labels, and Kubernetes objects hold nothing but ``str``.
+BIN_SELECTION: str = LaunchMode.SELECTION.value
+BIN_PACKING: str = LaunchMode.PACKING.value
+
+
+@dataclass(frozen=True, slots=True)
+class Launching:
+    """A node the cloud is bringing up that has no Node object yet: it will be ``offering``, and it was
+    launched for ``pods`` (which may still be pending)."""
+
+    name: str
+    offering: Offering
+    pods: tuple[Pod, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the cluster already holds, counted against the limits (existing and launching nodes)."""
+
+    gpus: int = 0
+    cpu_milli: int = 0
+    managed_nodes: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.gpus + other.gpus, self.cpu_milli + other.cpu_milli, self.managed_nodes + other.managed_nodes
+        )
+
+    @classmethod
+    def of(cls, offerings: Iterable[Offering]) -> Usage:
+        """What new nodes of these offerings count against the limits."""
+        gpus = cpu = n = 0
+        for o in offerings:
+            gpus += o.gpu_count
+            cpu += o.vcpu * 1000
+            n += 1
+        return cls(gpus, cpu, n)
+
+
+NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpend:
+    """What the nodes that exist or launch cost each KAI queue they serve ($/h, by queue), and the nodes no pod
+    runs on yet, with their price: the first queue whose pods a plan puts on one pays for all of it (a GPU
+    node waiting for its drivers has no pod bound, but is already bought for the pods that wait for it)."""
+
+    by_queue: Mapping[str, float] = field(default_factory=dict)
+    unclaimed: Mapping[str, float] = field(default_factory=dict)
+
+
+NO_SPEND = QueueSpend()
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One node to launch: the chosen offering, fallbacks for a capacity error, and the pods it is for."""
+
+    offering: Offering
+    pods: tuple[str, ...]
+    mode: str  # a LaunchMode value (the placement engine's bins carry it as text)
+    alternatives: tuple[Offering, ...] = ()
+    gang: str = ""
+    # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.core.planning.why.
+    why: LaunchWhy | None = field(default=None, compare=False)
+
+    @property
+    def candidates(self) -> tuple[Offering, ...]:
+        """The offering first, then the fallbacks, in the order a provider should try them."""
+        return (self.offering, *self.alternatives)
+
+
+class Shortfall(enum.StrEnum):
+    """What kind of "no" left a pod unplaced; the value is the ``reason`` label of its metric."""
+
+    CLUSTER_GPU_LIMIT = "clusterGPULimit"
+    CLUSTER_CPU_LIMIT = "clusterCPULimit"
+    MAX_NODES = "maxNodes"
+    GANG = "gang"
+    NO_OFFERING = "no-offering"
+    QUEUE_BUDGET = "queueBudget"
+    OTHER = "other"
+
+
+_LIMITS = {
+    s.value: s for s in (Shortfall.CLUSTER_GPU_LIMIT, Shortfall.CLUSTER_CPU_LIMIT, Shortfall.MAX_NODES)
+}
+# Offering filters' verdicts that no offering is left (the planner's "no offering fits …", a zone, an
+# architecture, a price cap), as opposed to a new node the pod's scheduling constraints would not take.
+_NO_OFFERING = "no offering"
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """A pod that fits nowhere, with why: the filter that removed the last candidate, in words and in kind."""
+
+    pod: str
+    reason: str
+    # A cluster limit (clusterGPULimit, clusterCPULimit, maxNodes) left it out, not a lack of fitting offerings.
+    limited: bool = False
+    rejection: Rejection | None = None
+    # The offering that came closest, and what it lacks (empty when no offering is near: a limit, a gang).
+    nearest: str = ""
+    gang: str = ""  # the gang (namespace/name) that could not be placed whole, when that is why
+
+    @property
+    def shortfall(self) -> Shortfall:
+        """The kind of this verdict: a gang not placed whole, the cluster limit or queue budget that is used
+        up (by the rejection's filter and key), no offering left, or something else."""
+        if self.gang:
+            return Shortfall.GANG
+        r = self.rejection
+        if r is not None and r.filter == Filter.CLUSTER_LIMIT and r.key in _LIMITS:
+            return _LIMITS[r.key]
+        if r is not None and r.filter == Filter.QUEUE_BUDGET:
+            return Shortfall.QUEUE_BUDGET
+        # Rejections do not say whether they came from the offering filters or from a new node's scheduling
+        # constraints; the offering filters' verdicts all say "no offering".
+        return Shortfall.NO_OFFERING if self.reason.startswith(_NO_OFFERING) else Shortfall.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    launches: tuple[Launch, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
+    absorbed: tuple[Ignored, ...] = ()
+    gpus_before: int = 0
+    gpus_after: int = 0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(sum(launch.offering.price for launch in self.launches), 6)
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """A node to take out of service: why, by which method (``autoscaler.core.disruption.method.Method``), the pods
+    to evict, and the nodes to launch (and see Ready) before any of them is evicted."""
+
+    node: str
+    reason: str
+    empty: bool
+    pods: tuple[str, ...] = ()
+    method: str = ""  # a Method value: the kind of removal, of which ``reason`` is the detail
+    replacement: tuple[Launch, ...] = ()
+    gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalPlan:
+    removals: tuple[Removal, ...] = ()
+    blocked: tuple[Blocked, ...] = ()
+    # Managed nodes that became unneeded in this snapshot, with the time they were first seen so.
+    unneeded_since: Mapping[str, float] = field(default_factory=dict)
+    # The next time a blocked node may become removable with nothing else changing (a lifetime ending, a
+    # condition lasting long enough, a retry time passing), for whoever plans when to look again.
+    next_check: float | None = None

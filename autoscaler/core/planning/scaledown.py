@@ -1,0 +1,210 @@
+"""Scale-down: which nodes tidal launched are no longer worth keeping (the consolidation methods of
+:mod:`autoscaler.core.disruption`: empty, underutilised, replace), and what keeps the others.
+
+A node is removable when it has been unneeded for ``nodeUnneededDuration``: empty (only DaemonSet, mirror
+and KAI background pods), or under-utilised with every pod safe to evict and a place to go on the nodes that
+stay (the pods are re-planned with the same fit rules as scale-up), or, failing that, on new nodes that cost at
+least ``replaceSavings`` less than it does, within the cluster limits. GPU nodes go all the way to zero. While
+a cluster limit keeps pending pods out, no node is replaced: the budget it frees would go to those pods.
+
+A node whose pods all started within ``replaceYoungPodsWithin`` is replaced, however busy, when new nodes cost
+at least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
+bought for bigger pods (the scheduler binds a new pod to any idle node that fits) for their whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from autoscaler.core.disruption import empty, underutilised
+from autoscaler.core.disruption.method import Method, retry_after
+from autoscaler.core.disruption.protection import eviction_blocker
+from autoscaler.core.disruption.protection import workload as workload_of
+from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering
+from autoscaler.core.disruption.underutilised import NODE_MODE
+from autoscaler.core.model import Node, Pod, Snapshot
+from autoscaler.core.placement.bins import Kind
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.planning import reserved
+from autoscaler.core.planning.cluster import build_engine, node_gpus, pods_by_node, usage
+from autoscaler.core.planning.decisions import Blocked, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.quantity import format_duration
+from autoscaler.core.timestamps import parse_time
+
+__all__ = ["NODE_MODE", "UNNEEDED_SINCE", "YOUNG_REPLACE_SAVINGS", "node_offering", "scale_down"]
+
+UNNEEDED_SINCE = "tidal.dev/unneeded-since"
+# The saving that justifies restarting pods that have only just started (capped by replaceSavings).
+YOUNG_REPLACE_SAVINGS = 0.2
+
+
+def _young(pods: Sequence[Pod], now: float, within: float) -> bool:
+    """Every pod was bound at most ``within`` seconds ago (never, when ``within`` is 0)."""
+    if within <= 0:
+        return False
+    for p in pods:
+        bound = p.scheduled
+        if bound is None or bound.status != "True" or bound.last_transition is None:
+            return False
+        if now - bound.last_transition > within:
+            return False
+    return True
+
+
+def _young_replaceable(
+    node: Node, workload: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex, now: float, total: Usage
+) -> bool:
+    """A busy node of young, movable pods that new nodes hold for ``YOUNG_REPLACE_SAVINGS`` less.
+
+    Only such nodes join the candidates (a busy node that stays must stay a place other pods can move to).
+    """
+    cfg = index.config.scale_down
+    if cfg.replace_savings >= 1.0 or not _young(workload, now, cfg.replace_young_pods_within):
+        return False
+    if eviction_blocker(workload, snapshot.pdbs, {}):
+        return False
+    blocker, _, _ = cheaper(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
+    return not blocker
+
+
+def scale_down(
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    now: float,
+    *,
+    unneeded_since: Mapping[str, float] | None = None,
+    needed: Collection[str] = (),
+    by_node: Mapping[str, list[Pod]] | None = None,
+    engine: Engine | None = None,
+    total: Usage | None = None,
+    contended: str = "",
+    held: Mapping[str, str] | None = None,
+) -> RemovalPlan:
+    """Removable managed nodes and, for every other managed node, what blocks its removal.
+
+    ``total`` is what counts against the cluster limits (nodes still launching and planned included); the
+    snapshot's nodes when not given. ``contended`` is the limit that keeps pending pods out, if one does: no
+    node is then replaced (its pods would lose the budget it frees to them). ``held`` are nodes another
+    disruption has a say in (being replaced, a replacement, chosen by another method), with why: they are
+    neither removed nor given anybody's pods here."""
+    cfg = index.config.scale_down
+    if not cfg.enabled:
+        return RemovalPlan()
+    grace = index.config.new_node_grace_period
+    total = total if total is not None else usage(snapshot)
+    by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
+    since_map = dict(unneeded_since or {})
+    removals: list[Removal] = []
+    blocked: list[Blocked] = []
+    seen: dict[str, float] = {}
+    candidates: list[tuple[float, Node, list[Pod]]] = []
+    listed = reserved.live(index.memo, (*index.offerings, *index.excluded))
+    held = held or {}
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        if not node.managed or node.deleting:
+            continue
+        if node.name in held:
+            blocked.append(Blocked(node.name, held[node.name]))
+            continue
+        if node.name in needed:
+            blocked.append(Blocked(node.name, "pending pods will run here"))
+            continue
+        if node.unreadable:
+            blocked.append(Blocked(node.name, f"tidal cannot read all of this Node ({node.unreadable})"))
+            continue
+        if not node.ready:
+            continue
+        keeps = reserved.keeps(node, listed, index.config, now)
+        if keeps:
+            blocked.append(Blocked(node.name, keeps))
+            continue
+        # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
+        workload = workload_of(by_node.get(node.name, ()))
+        kept = empty.kept(workload)
+        util = underutilised.utilization(node, kept)
+        threshold = underutilised.threshold(node, index.config)
+        if (
+            kept
+            and util >= threshold
+            and (contended or not _young_replaceable(node, kept, snapshot, index, now, total))
+        ):
+            mode = underutilised.mode(node)
+            blocked.append(
+                Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
+            )
+            continue
+        candidates.append((util, node, workload))
+
+    removing = {node.name for _, node, _ in candidates} | set(held)
+    if engine is None:
+        engine = build_engine(snapshot, index, by_node=by_node)
+    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
+    evicting: dict[tuple[str, str], int] = {}
+    replace_ok = cfg.replace_savings < 1.0
+    for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
+        since = since_map.get(node.name)
+        if since is None:
+            since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
+        how = ""
+        found = Replacement()
+        kept = empty.kept(workload)
+        counted = dict(evicting)
+        blocker = eviction_blocker(workload, snapshot.pdbs, counted)
+        if not blocker and kept:
+            blocker = underutilised.move(kept, node, engine, targets, index.config)
+            if blocker and replace_ok and contended:
+                blocker = f"{blocker}; no node is replaced while pending pods wait for a limit ({contended})"
+            elif blocker and replace_ok:
+                savings = cfg.replace_savings
+                if _young(kept, now, cfg.replace_young_pods_within):
+                    savings = min(savings, YOUNG_REPLACE_SAVINGS)
+                blocker, how, found = cheaper(node, kept, index, savings, total)
+                again = retry_after(node.annotations)
+                if not blocker and again > now:
+                    blocker = f"a replacement was given up; tried again in {format_duration(again - now)}"
+        if blocker:
+            blocked.append(Blocked(node.name, blocker))
+            continue
+        seen[node.name] = since
+        waited = now - since
+        if waited < cfg.node_unneeded_duration:
+            blocked.append(
+                Blocked(
+                    node.name,
+                    f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
+                )
+            )
+            continue
+        # The unneeded clock runs from the start, but a node is never removed younger than the grace period:
+        # a pod cancelled while its node launched is often followed by the next one.
+        age = now - node.created
+        if node.created and age < grace:
+            blocked.append(
+                Blocked(
+                    node.name,
+                    f"new node: {format_duration(age)} old of newNodeGracePeriod {format_duration(grace)}",
+                )
+            )
+            continue
+        evicting = counted  # this node's pods now take their share of every budget
+        if how and found.first:
+            # Its replacements run beside it for a while: the next one is planned within what is left.
+            total += Usage.of(la.offering for la in found.launches)
+        method = Method.REPLACE if how else Method.UNDERUTILISED
+        kind = f"utilization {util:.2f}, {how or f'{len(kept)} pods can move'}"
+        if not kept:
+            method, kind = Method.EMPTY, empty.describe(workload)
+        removals.append(
+            Removal(
+                node.name,
+                f"{kind}; unneeded for {format_duration(waited)}",
+                not workload,
+                tuple(p.key for p in workload),
+                method,
+                found.launches if how and found.first else (),
+                gpus=node_gpus(node),
+            )
+        )
+    blocked.sort(key=lambda b: b.node)
+    return RemovalPlan(tuple(removals), tuple(blocked), seen)

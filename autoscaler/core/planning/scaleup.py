@@ -1,0 +1,514 @@
+"""Scale-up: the cheapest set of node launches that places the counted demand, within every limit.
+
+The pipeline, one small step each (pure; same input, same plan):
+
+1. group identical pods into classes (same constraints and requests; pods whose place depends on other pods
+   also by their labels and topology terms), gangs kept whole;
+2. for each class, in priority/size order, the placement engine fits it onto nodes that exist, then nodes
+   launching;
+3. then onto room left in nodes this plan opened, whatever pods they were opened for, when one of the
+   instance types they may still become suits this class too;
+4. then opens new nodes (:mod:`autoscaler.core.planning.newnodes`: bin-selection and bin-packing);
+5. enforces ``clusterGPULimit`` / ``clusterCPULimit`` / ``maxNodes`` as nodes are opened; a gang that does
+   not fit entirely is taken back;
+6. finally each new node takes the cheapest instance type it may still be, with fallbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.demand import Demand, Gang, Ignored, Reason
+from autoscaler.core.fit import Constraints
+from autoscaler.core.gpu.share import GpuShare
+from autoscaler.core.model import Offering, Pod
+from autoscaler.core.placement.bins import Bin, Kind, Option
+from autoscaler.core.placement.engine import Engine, Fit, request
+from autoscaler.core.placement.gpus import GpuSlots
+from autoscaler.core.placement.reasons import (
+    EXISTING_ANTI_AFFINITY,
+    POD_ANTI_AFFINITY_MISMATCH,
+    Filter,
+    Rejection,
+)
+from autoscaler.core.planning import newnodes, reserved
+from autoscaler.core.planning.classes import PodClass, choices, order, pod_classes, pod_mode
+from autoscaler.core.planning.decisions import (
+    BIN_PACKING,
+    BIN_SELECTION,
+    NO_SPEND,
+    NO_USAGE,
+    Launch,
+    LaunchPlan,
+    QueueSpend,
+    Unplaced,
+    Usage,
+)
+from autoscaler.core.planning.newnodes import Budget, Choice, describe
+from autoscaler.core.planning.offerings import OfferingIndex, price_order
+from autoscaler.core.planning.why import LaunchWhy, launch_why, mode_reason
+from autoscaler.core.resources import Resources
+
+__all__ = ["describe", "pod_mode", "scale_up"]
+
+# Filters whose "no" for one pod of a class holds for the next one too while the plan only adds pods:
+# the node's labels, taints, room and ports, and anti-affinity. Spread and affinity can change their mind.
+_LASTING = {
+    Filter.NODE_UNSCHEDULABLE,
+    Filter.NODE_NAME,
+    Filter.TAINT_TOLERATION,
+    Filter.NODE_AFFINITY,
+    Filter.NODE_PORTS,
+    Filter.NODE_RESOURCES_FIT,
+}
+_LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
+
+
+@dataclass(slots=True)
+class _Opening:
+    """What every node opened as ``choice`` for ``take`` pods of ``unit`` shares: the options it may be, and
+    (once worked out) the fit of the pods on it and whether it has room after them, kept in _Planner._fresh
+    under ``key``."""
+
+    choice: Choice
+    unit: PodClass
+    take: int
+    options: list[Option]
+    key: tuple[object, ...]
+    known: tuple[Fit | Rejection, bool] | None = None
+    used: Resources | None = None  # what the pods of a known fit take of the node
+
+
+class _Planner:
+    def __init__(
+        self,
+        index: OfferingIndex,
+        engine: Engine,
+        usage: Usage,
+        now: float | None,
+        spend: QueueSpend = NO_SPEND,
+    ) -> None:
+        cfg = index.config
+        spent = {q: spend.by_queue.get(q, 0.0) for q in cfg.queue_budgets}
+        # Nodes no pod runs on yet: the first queue with a budget whose pods go there pays for the node.
+        self.unclaimed = dict(spend.unclaimed) if cfg.queue_budgets else {}
+        self.index = index
+        self.engine = engine
+        self.journal = engine.journal
+        self.budget = Budget(
+            gpus=None if cfg.cluster_gpu_limit is None else max(0, cfg.cluster_gpu_limit - usage.gpus),
+            cpu_milli=None
+            if cfg.cluster_cpu_limit is None
+            else max(0, cfg.cluster_cpu_limit - usage.cpu_milli),
+            nodes=None if cfg.max_nodes is None else max(0, cfg.max_nodes - usage.managed_nodes),
+            queues={q: limit - spent[q] for q, limit in cfg.queue_budgets.items()},
+            spent=spent,
+            reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
+        )
+        self.cluster: list[Bin] = sorted(
+            (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
+        )
+        self.open: dict[str, list[Bin]] = {BIN_PACKING: [], BIN_SELECTION: []}
+        self.absorbed: list[Ignored] = []
+        self.unplaced: list[Unplaced] = []
+        self.modes: dict[str, str] = {}
+        self.mode_reasons: dict[str, str] = {}
+        self.bin_queues: dict[str, str] = {}  # new nodes opened for pods of a queue with a budget
+        self._alone: dict[tuple[object, ...], float] = {}
+        self._options: dict[tuple[object, ...], list[Option]] = {}
+        # The fit of a class's pods on a node just opened for them, and whether that node has room left after
+        # it, when the fit reads only the node's options (Engine.independent): the same for every such node.
+        self._fresh: dict[tuple[object, ...], tuple[Fit | Rejection, bool]] = {}
+        # Per constraint set of a node opened by this plan (by identity, the set kept alongside): the fewest
+        # offerings any of its classes may choose from (_may_join).
+        self._floors: dict[int, tuple[frozenset[Constraints], int]] = {}
+        # New nodes pods were added to since their list was last pruned of nodes with no room (_prune).
+        self._dirty: set[str] = set()
+        # Whether a node's devices take one more pod of a share, by identity of both (_takes).
+        self._share_room: dict[tuple[int, int], tuple[GpuSlots, GpuShare, bool]] = {}
+        self._opening: _Opening | None = None  # the last one: nodes are opened in batches of one shape
+
+    # -- steps 2 and 3 ---------------------------------------------------------------------------------
+
+    def _onto(
+        self, bins: Sequence[Bin], pods: list[Pod], unit: PodClass, skip: set[str] | None = None
+    ) -> list[Pod]:
+        """Put as many of ``pods`` as fit onto ``bins``, in order; return the rest."""
+        remaining = pods
+        pod = pods[0]
+        share = pod.gpu_share
+        allowed = None
+        mine = -1
+        for b in bins:
+            if not remaining:
+                break
+            if skip is not None and b.name in skip:
+                continue
+            if b.new:
+                if b.mode != unit.mode:
+                    continue
+                if share is not None and b.devices is not None and not self._takes(b.devices, share):
+                    # The engine would say no (every "no" it could give here is lasting): the devices
+                    # already shared on the node, which its options all have, have no room for one more.
+                    if skip is not None:
+                        skip.add(b.name)
+                    continue
+                if mine < 0:
+                    mine = choices(self.index, unit.c)
+                if not self._may_join(b, unit.c, mine):
+                    continue
+                if allowed is None:
+                    allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
+            fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
+            if isinstance(fit, Rejection):
+                if skip is not None and (fit.filter in _LASTING or fit.message in _LASTING_MESSAGES):
+                    skip.add(b.name)
+                continue
+            if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
+                continue
+            self._add(b, fit, remaining[: fit.count], unit)
+            if b.new:
+                self._dirty.add(b.name)
+            remaining = remaining[fit.count :]
+        return remaining
+
+    def _may_join(self, b: Bin, c: Constraints, mine: int) -> bool:
+        """Pods join a node opened for other pods only when they have no more offerings to choose from than
+        those: a pod any GPU suits must not take the free H100 on a node that H100-only pods will need.
+        ``mine`` is how many ``c`` has."""
+        classes = b.classes
+        found = self._floors.get(id(classes))
+        if found is None or found[0] is not classes:
+            floor = min((choices(self.index, other) for other in classes), default=_NO_FLOOR)
+            found = self._floors[id(classes)] = (classes, floor)
+        return mine <= found[1] or c in classes
+
+    def _takes(self, devices: GpuSlots, share: GpuShare) -> bool:
+        """Whether one pod of ``share`` fits on ``devices``: asked of every node with shares for every class
+        with one, while a node's devices change only when pods join it."""
+        key = (id(devices), id(share))
+        found = self._share_room.get(key)
+        if found is None or found[0] is not devices or found[1] is not share:
+            found = self._share_room[key] = (devices, share, devices.take(share) is not None)
+        return found[2]
+
+    def _prune(self, bins: list[Bin]) -> None:
+        """Drop from ``bins`` the nodes left with no room. Only nodes pods were added to since they last
+        passed can have lost it: every node enters a list with room (_open_one) and changes only by adding
+        pods (_onto marks it), so the others are kept unlooked-at, in order."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        kept = []
+        for b in bins:
+            if b.name in dirty:
+                dirty.discard(b.name)
+                if not newnodes.has_room(b):
+                    continue
+            kept.append(b)
+        bins[:] = kept
+
+    def _worth_joining(self, b: Bin, fit: Fit, unit: PodClass, remaining: int) -> bool:
+        """Joining a node this plan opened is free unless it makes the node dearer (its cheaper options, or a
+        spot one, could not hold these pods too); then only when that costs less than new nodes would."""
+        raised = min(o.cheapest.price for o in fit.options) - b.price
+        if raised <= 1e-9:
+            return True
+        key = (unit.c, unit.mode, unit.pods[0].requests, remaining)
+        alone = self._alone.get(key)
+        if alone is None:
+            choice = newnodes.choose(
+                self.index, unit.c, request(unit.pods[0]), unit.mode, remaining, self.budget, unit.queue
+            )
+            alone = (
+                float("inf")
+                if isinstance(choice, Rejection)
+                else choice.shape.cheapest.price / min(choice.per_node, remaining)
+            )
+            self._alone[key] = alone
+        return raised <= alone * fit.count
+
+    def _add(self, b: Bin, fit: Fit, pods: list[Pod], unit: PodClass) -> None:
+        self.engine.add(pods[0], unit.c, b, fit, [p.key for p in pods])
+        if unit.queue and b.name in self.unclaimed:
+            self._claim(b.name, unit.queue)
+        if not b.new:
+            where = "launching node" if b.kind == Kind.LAUNCHING else "node"
+            self.absorbed.extend(
+                Ignored(p.key, Reason.FITS_EXISTING, f"fits free capacity on {where} {b.name}", b.name)
+                for p in pods
+            )
+
+    def _claim(self, node: str, queue: str) -> None:
+        price = self.unclaimed.pop(node)
+        self.budget.queues[queue] -= price
+        budget, unclaimed = self.budget, self.unclaimed
+
+        def undo() -> None:
+            budget.queues[queue] += price
+            unclaimed[node] = price
+
+        self.journal.log(undo)
+
+    # -- step 4: new nodes -----------------------------------------------------------------------------
+
+    def _open(self, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]) -> list[Pod]:
+        """Open new nodes for ``pods``; return those left unplaced (already recorded as such)."""
+        pod = pods[0]
+        req = request(pod)
+        remaining = pods
+        while remaining:
+            want = 1 if pod.topological else len(remaining)
+            choice = newnodes.choose(self.index, unit.c, req, unit.mode, want, self.budget, unit.queue)
+            if isinstance(choice, Rejection):
+                wider = reserved.meanwhile(unit.c, choice, self.index.config)
+                if wider is not None:  # on-demand until the Capacity Block they wait for starts
+                    unit = PodClass(unit.pods, wider, unit.mode, unit.queue)
+                    continue
+                self._unplace(remaining, choice, unit)
+                return []
+            n = self._batch(choice, len(remaining), pod, unit.queue)
+            for _ in range(n):
+                if not remaining:
+                    break
+                placed = self._open_one(choice, remaining, unit, gang, bins)
+                if isinstance(placed, Rejection):
+                    self._unplace(remaining, placed, unit)
+                    return []
+                remaining = remaining[placed:]
+        return remaining
+
+    def _batch(self, choice: Choice, remaining: int, pod: Pod, queue: str) -> int:
+        """How many nodes of the chosen shape to open at once."""
+        if pod.topological:
+            return 1
+        k = choice.per_node
+        if k > remaining:
+            return 1
+        return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
+
+    def _open_one(
+        self, choice: Choice, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]
+    ) -> int | Rejection:
+        pod = pods[0]
+        take = min(choice.per_node, len(pods))
+        o = choice.shape.cheapest
+        opening = self._opening
+        if (
+            opening is None
+            or opening.choice is not choice
+            or opening.unit is not unit
+            or opening.take != take
+        ):
+            opening = self._opening = self._opening_for(choice, unit, take)
+        known = opening.known
+        if known is not None and isinstance(known[0], Fit) and self._alike(pod):
+            # As the steps below would leave it, with nothing to take back if it does not fit: it does.
+            same = known[0]
+            if opening.used is None:
+                opening.used = self.engine.filled_use(pod, same)
+            b = self.engine.open_filled(
+                pod,
+                unit.c,
+                same,
+                [p.key for p in pods[: same.count]],
+                mode=unit.mode,
+                gang=gang,
+                gpus=o.gpu_count,
+                vcpu=o.vcpu,
+                used=opening.used,
+            )
+            if unit.queue and b.name in self.unclaimed:
+                self._claim(b.name, unit.queue)
+            self._opened(b, o, unit, known[1], bins)
+            return same.count
+        mark = self.journal.mark()
+        b = self.engine.open(opening.options, mode=unit.mode, gang=gang, gpus=o.gpu_count, vcpu=o.vcpu)
+        independent = self.engine.independent(pod)
+        known = opening.known if independent else None
+        if known is None and independent:
+            known = opening.known = self._fresh.get(opening.key)
+        if known is not None:
+            fit, room = known
+        else:
+            allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
+            fit, room = self.engine.can_add(pod, unit.c, b, take, allowed), False
+        if isinstance(fit, Rejection):
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, False)
+            self.journal.rollback(mark)
+            return fit
+        self._add(b, fit, pods[: fit.count], unit)
+        if known is None:
+            room = newnodes.has_room(b)
+            if independent:
+                opening.known = self._fresh[opening.key] = (fit, room)
+        self._opened(b, o, unit, room, bins)
+        self.journal.commit(mark)
+        return fit.count
+
+    def _alike(self, pod: Pod) -> bool:
+        """A node for ``pod`` is like the last one opened for its class: no count is kept and the fit reads
+        nothing but the node's options (Engine.independent)."""
+        return self.engine.topology.idle and self.engine.independent(pod)
+
+    def _opened(self, b: Bin, o: Offering, unit: PodClass, room: bool, bins: list[Bin]) -> None:
+        self.budget.take(o, queue=unit.queue)
+        if unit.queue:
+            self.bin_queues[b.name] = unit.queue
+        budget = self.budget
+        self.journal.log(lambda: budget.take(o, -1, unit.queue))
+        if room:
+            bins.append(b)
+
+    def _opening_for(self, choice: Choice, unit: PodClass, take: int) -> _Opening:
+        pod = unit.pods[0]
+        o = choice.shape.cheapest
+        used = request(pod).scaled(take)
+        key = (unit.c, unit.mode, o, used, take)
+        options = self._options.get(key)
+        if options is None:
+            options = newnodes.options_for(
+                self.index,
+                unit.c,
+                unit.mode,
+                o,
+                used,
+                self.index.config.cluster_cpu_limit is not None,
+                take if pod.gpu_share is not None else 0,
+            )
+            options = self._options[key] = reserved.same_capacity(options, o)
+        return _Opening(choice, unit, take, options, (*key, pod.requests, pod.gpu_share))
+
+    def _unplace(self, pods: list[Pod], why: Rejection, unit: PodClass) -> None:
+        limited = why.filter == Filter.CLUSTER_LIMIT
+        near = newnodes.nearest_miss(self.index, unit.c, request(pods[0]), unit.mode, why)
+        self.unplaced.extend(Unplaced(p.key, why.message, limited, why, near) for p in pods)
+
+    # -- units -----------------------------------------------------------------------------------------
+
+    def place_class(self, unit: PodClass, gang: str = "", bins: list[Bin] | None = None) -> None:
+        """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
+        reason = mode_reason(unit.pods[0], unit.c, self.index.config)
+        for p in unit.pods:
+            self.modes[p.key] = unit.mode
+            self.mode_reasons[p.key] = reason
+        open_bins = bins if bins is not None else self.open[unit.mode]
+        if unit.pods[0].topological:
+            skip: set[str] = set()
+            for pod in unit.pods:
+                rest = self._onto(self.cluster, [pod], unit, skip)
+                rest = rest and self._onto(open_bins, rest, unit, skip)
+                if rest:
+                    self._open(rest, unit, gang, open_bins)
+            return
+        remaining = self._onto(self.cluster, unit.pods, unit)
+        if remaining:
+            remaining = self._onto(open_bins, remaining, unit)
+            self._prune(open_bins)
+        if remaining:
+            self._open(remaining, unit, gang, open_bins)
+
+    def place_gang(self, gang: Gang, demand: Demand) -> None:
+        """All of a gang's pods get room, or none: what was placed for a gang that fails is taken back."""
+        mark = self.journal.mark()
+        counts = (len(self.absorbed), len(self.unplaced))
+        local: list[Bin] = []
+        for unit in pod_classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
+            self.place_class(unit, gang.key, local)
+        failed = self.unplaced[counts[1] :]
+        if not failed:
+            self.journal.commit(mark)
+            for b in local:
+                self.open[b.mode].append(b)
+            return
+        self.journal.rollback(mark)
+        del self.absorbed[counts[0] :]
+        del self.unplaced[counts[1] :]
+        why = failed[0]
+        detail = f"gang {gang.key} ({len(gang.pods)} pods) cannot be placed whole: {why.reason}"
+        limited = any(u.limited for u in failed)
+        self.unplaced.extend(
+            Unplaced(p.key, detail, limited, why.rejection, gang=gang.key) for p in gang.pods
+        )
+
+    # -- step 6 ----------------------------------------------------------------------------------------
+
+    def finalize(self) -> list[Launch]:
+        launches = []
+        cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
+        # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
+        # every node, and so every option, is held).
+        cheapest: dict[tuple[object, ...], Offering] = {}
+        for b in self.engine.bins:
+            if not b.new or not b.pods:
+                continue
+            classes = sorted(b.classes, key=repr) if len(b.classes) > 1 else list(b.classes)
+            shape = (classes[0].capacity_types, *map(id, b.options))
+            offering = cheapest.get(shape)
+            if offering is None:
+                offering = cheapest[shape] = newnodes.cheapest(b, classes)
+            pods = tuple(sorted(b.pods))
+            reason = self.mode_reasons.get(pods[0], "")
+            settled = tuple(sorted(b.settled.items()))
+            # A node opened for a queue with a budget falls back only within what the budget leaves, and
+            # what its dearest fallback may add is kept from the nodes after it.
+            queue = self.bin_queues.get(b.name, "")
+            left = self.budget.queues.get(queue)
+            budget = (queue, offering.price + max(0.0, left)) if left is not None else None
+            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
+            found = cache.get(key)
+            if found is None:
+                fb = newnodes.fallbacks(b, offering, self.index, classes, budget)
+                why = launch_why(b, offering, classes, self.index, reason, fb)
+                found = cache[key] = (reserved.without_reserved(fb.offerings), why)
+            if left is not None and found[0]:
+                self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
+            launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
+        launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
+        return launches
+
+
+def scale_up(
+    demand: Demand,
+    index: OfferingIndex,
+    engine: Engine,
+    *,
+    usage: Usage = NO_USAGE,
+    queue_spend: QueueSpend = NO_SPEND,
+    now: float | None = None,
+) -> LaunchPlan:
+    """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
+    launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
+    serving each KAI queue cost already, counted against ``queueBudgets``; ``now`` opens and closes Capacity
+    Blocks (without it none is launched into)."""
+    for pod in demand.counted:
+        engine.topology.prepare(pod)
+    planner = _Planner(index, engine, usage, now, queue_spend)
+
+    units: list[tuple[tuple[object, ...], Gang | PodClass]] = [
+        (order(g.pods[0], choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
+    ]
+    units += [
+        (order(u.pods[0], choices(index, u.c)), u)
+        for u in pod_classes(demand.singles, demand.constraints, index, engine, demand.queues)
+    ]
+    units.sort(key=lambda u: u[0])
+    for _, unit in units:
+        if isinstance(unit, Gang):
+            planner.place_gang(unit, demand)
+        else:
+            planner.place_class(unit)
+    launches = planner.finalize()
+    gpus_planned = sum(la.offering.gpu_count for la in launches)
+    return LaunchPlan(
+        launches=tuple(launches),
+        unplaced=tuple(sorted(planner.unplaced, key=lambda u: u.pod)),
+        absorbed=tuple(sorted(planner.absorbed, key=lambda a: a.pod)),
+        gpus_before=usage.gpus,
+        gpus_after=usage.gpus + gpus_planned,
+    )
+
+
+_NO_FLOOR = 1 << 62  # a node with no class yet: any pod may join it

@@ -1,0 +1,437 @@
+"""Why a plan chose what it chose, as data: the candidates a new node was compared with, the filters that
+ruled out cheaper offerings, the fallbacks' price cap, GPUs a node leaves idle, and one pod's whole story for
+``tidal plan --explain``.
+
+The planner records these (pure, like the plan itself); :mod:`autoscaler.cli.render` turns them into lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from autoscaler.config.options import Config
+from autoscaler.core.fit import Constraints, gpu_model_name, offering_filters
+from autoscaler.core.model import Offering, Pod
+from autoscaler.core.placement.bins import Bin
+from autoscaler.core.placement.gpus import device_model, device_slots
+from autoscaler.core.placement.reasons import TOO_MANY_PODS, Filter, Rejection
+from autoscaler.core.planning.offerings import OfferingIndex, price_order
+
+if TYPE_CHECKING:
+    from autoscaler.core.planning.newnodes import Fallbacks
+from autoscaler.core.planning.decisions import BIN_PACKING
+from autoscaler.core.quantity import format_memory, format_quantity
+from autoscaler.core.resources import GPU_RESOURCES, PODS, Resources
+
+# Candidates shown around the chosen offering: this many cheaper ones, and this many dearer.
+CHEAPER_SHOWN = 4
+DEARER_SHOWN = 2
+# A node is far bigger than its pods when at least this many of its GPUs, and at least half, stay idle.
+IDLE_GPUS_WARNED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """One candidate (the cheapest offering of an instance type and capacity type) and its verdict."""
+
+    offering: Offering
+    verdict: str  # "chosen", "too small for its pods: Insufficient nvidia.com/gpu", "+$0.2788/h"
+    chosen: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RuledOut:
+    """Offerings cheaper than the chosen one that one filter removed: how many, and the cheapest of them."""
+
+    rejection: Rejection
+    count: int
+    cheapest: Offering
+
+
+class Later:
+    """A value worked out on first use, then kept."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], tuple[RuledOut, ...]]) -> None:
+        self._make: Callable[[], tuple[RuledOut, ...]] | None = make
+        self._value: tuple[RuledOut, ...] = ()
+
+    def __call__(self) -> tuple[RuledOut, ...]:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchWhy:
+    """Why a new node is the offering it is."""
+
+    mode_reason: str  # why its pods got bin-selection or bin-packing
+    compared: tuple[Compared, ...] = ()
+    cheaper_compared: int = 0  # candidates cheaper than the chosen one, listed or not
+    # Worked out when first read (rendering a plan): a reconcile that only acts never pays for it.
+    ruled: Later = field(default_factory=lambda: Later(tuple), compare=False, repr=False)
+    # Fallbacks cost at most this (maxFallbackPriceRatio × the chosen price, or what a queue's budget leaves,
+    # as ``capped_by`` says; None: no cap); ``left_out`` is the cheapest that would have held the pods above it.
+    fallback_cap: float | None = None
+    left_out: Offering | None = None
+    capped_by: str = ""
+    gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
+    idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
+    smaller: str = ""  # then, why no smaller node was taken
+
+    @property
+    def ruled_out(self) -> tuple[RuledOut, ...]:
+        """The cheaper offerings, grouped by the filter that ruled them out, most first."""
+        return self.ruled()
+
+
+@dataclass(frozen=True, slots=True)
+class FilterStep:
+    """One filter on a pod's way to its offerings: how many it removed, the cheapest of them, what was left."""
+
+    rejection: Rejection
+    removed: int
+    cheapest: Offering
+    left: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodStory:
+    """Everything ``tidal plan --explain POD`` says about one pod."""
+
+    pod: str
+    requests: str
+    queue: str
+    outcome: str  # where it went, or why not, in one line
+    mode: str = ""
+    mode_reason: str = ""
+    capacity_types: tuple[str, ...] = ()
+    offerings: int = 0  # offerings it was screened from (every one in the catalog)
+    steps: tuple[FilterStep, ...] = ()
+    candidates: tuple[Compared, ...] = ()
+    nearest: str = ""
+    launch: Offering | None = None
+    fallbacks: tuple[Offering, ...] = ()
+    launch_why: LaunchWhy | None = None
+
+
+def mode_reason(pod: Pod, c: Constraints, config: Config) -> str:
+    """Why a pod gets bin-selection or bin-packing (Luna's split, see ``scaleup.pod_mode``), in words."""
+    r = pod.requests
+    cpu_limit = format_quantity(config.bin_select_pod_cpu_threshold)
+    memory_limit = format_memory(config.bin_select_pod_memory_threshold)
+    if c.gpu_resource or r.gpus:
+        return "it requests GPUs"
+    if c.constrained:
+        return "it asks for specific nodes (node selector, affinity or instance annotations)"
+    if r.cpu >= config.bin_select_pod_cpu_threshold:
+        return f"cpu {format_quantity(r.cpu)} is at least binSelectPodCpuThreshold {cpu_limit}"
+    if r.memory >= config.bin_select_pod_memory_threshold:
+        return f"memory {format_memory(r.memory)} is at least binSelectPodMemoryThreshold {memory_limit}"
+    return (
+        f"cpu {format_quantity(r.cpu)} and memory {format_memory(r.memory)} are below binSelectPodCpuThreshold "
+        f"{cpu_limit} and binSelectPodMemoryThreshold {memory_limit}, and it asks for no specific node"
+    )
+
+
+def too_small(short: Sequence[str]) -> str:
+    """``"Insufficient nvidia.com/gpu, Too many pods"``, as the scheduler words a shortfall."""
+    return ", ".join(TOO_MANY_PODS if r == PODS else f"Insufficient {r}" for r in short)
+
+
+def idle_warning(offering: Offering, pods: Sequence[str], why: LaunchWhy) -> str:
+    """One line about a node far bigger than its pods, for ``tidal plan`` and the daemon's events."""
+    who = pods[0] if len(pods) == 1 else f"{len(pods)} pods ({pods[0]}, ...)"
+    one = len(pods) == 1
+    line = (
+        f"{who} request{'s' if one else ''} {why.gpus_used} GPU{'s' if why.gpus_used != 1 else ''} "
+        f"and get{'s' if one else ''} {offering.instance_type} ({offering.capacity_type}) with "
+        f"{offering.gpu_count} GPUs at ${offering.price:.4f}/h: {why.idle_gpus} GPUs idle"
+    )
+    return f"{line}; {why.smaller}" if why.smaller else line
+
+
+_PACKING_SIZE = Rejection(
+    Filter.CONFIGURATION,
+    "smaller than a bin-packing node, or a GPU node (binPackingNodeCpu, binPackingNodeMemory, "
+    "binPackingNodeMinPodCount, binPackingNodeTypeRegexp)",
+    "binPackingNode",
+)
+
+
+def per_offering(r: Rejection) -> Rejection:
+    """A pod filter's rejection as said of one offering it removes, not of the last one ("no nvidia.com/gpu"
+    rather than "no offering has nvidia.com/gpu")."""
+    m = r.message
+    if r.filter == Filter.OFFERING:
+        if r.key in GPU_RESOURCES:
+            m = f"no {r.key}"
+        elif r.key == "gpu-share":
+            m = "its GPUs cannot hold this GPU share"
+        elif r.key == "partial-gpu":
+            m = "a partial GPU (tidal.dev/instance-partial-gpu allows those)"
+        elif r.key == "family":
+            m = m.replace("no offering in families ", "family not in ").replace(
+                "every fitting family is excluded", "family excluded"
+            )
+        else:
+            for old, new in (
+                ("no offering with GPU model ", "GPU model not "),
+                ("no instance type matches ", "instance type does not match "),
+                ("no offering at or below ", "above the pod's instance-max-cost "),
+            ):
+                m = m.replace(old, new)
+    elif r.filter == Filter.NODE_AFFINITY:
+        m = m.replace(" matches no offering", " does not match its labels")
+    elif r.filter == Filter.TAINT_TOLERATION:
+        m = f"its taint {r.key} is not tolerated" if r.key else "its taints are not tolerated"
+    return Rejection(r.filter, m, r.key)
+
+
+def _checks(
+    index: OfferingIndex, classes: Sequence[Constraints], packing: bool
+) -> list[tuple[Rejection, Callable[[Offering], bool]]]:
+    """Every filter pods of ``classes`` meet on the way to an offering, in the order they apply."""
+    checks: list[tuple[Rejection, Callable[[Offering], bool]]] = [
+        (f.rejection(), f.keep) for f in index.filters
+    ]
+    for c in dict.fromkeys(classes):
+        checks += [(per_offering(r), keep) for r, keep in offering_filters(c, index.config, index.nodes)]
+    if packing:
+        checks.append((_PACKING_SIZE, index.packing_node))
+    return checks
+
+
+class _Screening:
+    """Offerings screened for pods of some constraint classes, cheapest first, as far as anyone has asked:
+    most launches are cheap, so most explanations never look past the cheapest few hundred offerings."""
+
+    def __init__(self, index: OfferingIndex, classes: Sequence[Constraints], packing: bool) -> None:
+        self.done: list[tuple[Offering, Rejection | None]] = []
+        self._checks = _checks(index, classes, packing)
+        self._rest = iter(index.every())
+
+    def until(
+        self, ceiling: tuple[float, str, str, str] | None
+    ) -> Iterator[tuple[Offering, Rejection | None]]:
+        """Screened offerings cheaper than ``ceiling`` (every one with None)."""
+        for item in self.done:
+            if ceiling is not None and price_order(item[0]) >= ceiling:
+                return
+            yield item
+        for o in self._rest:
+            item = (o, next((rejection for rejection, keep in self._checks if not keep(o)), None))
+            self.done.append(item)
+            if ceiling is not None and price_order(o) >= ceiling:
+                return
+            yield item
+
+
+def screened(
+    index: OfferingIndex,
+    classes: Sequence[Constraints],
+    packing: bool,
+    ceiling: tuple[float, str, str, str] | None = None,
+) -> Iterator[tuple[Offering, Rejection | None]]:
+    """Every offering (cheaper than ``ceiling``, when given), cheapest first, with the first filter that
+    keeps pods of ``classes`` off it: the configuration's, then each class's own, then the bin-packing node
+    size; None when none does."""
+    key = (tuple(classes), packing)
+    memo = index.memo.screened  # the same classes come back every reconcile
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _Screening(index, classes, packing)
+    return found.until(ceiling)
+
+
+def _node_verdict(b: Bin, o: Offering, index: OfferingIndex) -> Rejection | None:
+    """Why a new node holding ``b``'s pods cannot be ``o`` (an offering its pods' filters allow)."""
+    short = b.used.shortfall(index.allocatable(o))
+    if short:
+        return Rejection(Filter.NODE_RESOURCES_FIT, f"too small for its pods: {too_small(short)}", short[0])
+    if o.gpu_count > b.gpus:
+        limit = index.config.cluster_gpu_limit
+        return Rejection(
+            Filter.CLUSTER_LIMIT,
+            f"more GPUs than the {b.gpus} this node was counted for"
+            + (f" against clusterGPULimit {limit}" if limit is not None else ""),
+            "clusterGPULimit",
+        )
+    if index.config.cluster_cpu_limit is not None and o.vcpu > b.vcpu:
+        return Rejection(
+            Filter.CLUSTER_LIMIT,
+            f"more cpu than the {b.vcpu} this node was counted for against clusterCPULimit",
+            "clusterCPULimit",
+        )
+    if b.devices is not None and device_model(device_slots(o)) != device_model(b.devices):
+        return Rejection(Filter.OFFERING, "other GPUs than its pods' GPU shares were packed for", "gpu-share")
+    labels = index.labels(o)
+    for k, v in sorted(b.settled.items()):
+        if labels.get(k) != v:
+            return Rejection(Filter.POD_TOPOLOGY_SPREAD, f"not in {k}={v}, chosen for its pods' topology", k)
+    return None
+
+
+def _keeps(b: Bin, o: Offering, index: OfferingIndex) -> bool:
+    labels = index.labels(o)
+    return all(labels.get(k) == v for k, v in b.settled.items())
+
+
+def gpus_used(b: Bin) -> int:
+    """GPU devices a new node's pods take: whole GPUs requested, and each device GPU fractions share."""
+    whole = sum(b.used.get(r) for r in GPU_RESOURCES) // 1000
+    return whole + (len(b.devices.shared) if b.devices is not None else 0)
+
+
+def launch_why(
+    b: Bin,
+    chosen: Offering,
+    classes: Sequence[Constraints],
+    index: OfferingIndex,
+    reason: str,
+    fallbacks: Fallbacks,
+) -> LaunchWhy:
+    """Why the new node ``b`` is ``chosen``: the candidates around it, the filters that ruled out the cheaper
+    offerings, its fallbacks' cap, and the GPUs it leaves idle."""
+    packing = b.mode == BIN_PACKING
+    ceiling = price_order(chosen)
+    settled = dict(b.settled)
+
+    def ruled() -> tuple[RuledOut, ...]:
+        tally: dict[Rejection, tuple[int, Offering]] = {}
+        # Offerings of one instance type and capacity type (and zone, where topology settled it) share a verdict.
+        verdicts: dict[tuple[object, ...], Rejection | None] = {}
+        for o, verdict in screened(index, classes, packing, ceiling):
+            if verdict is None:
+                shape = (o.instance_type, o.capacity_type, o.layout, o.reservation, o.zone if settled else "")
+                if shape not in verdicts:
+                    verdicts[shape] = _node_verdict(b, o, index)
+                verdict = verdicts[shape]
+                if verdict is None:
+                    continue  # as cheap, but later in the order of preference (another capacity type)
+            count, cheapest = tally.get(verdict, (0, o))
+            tally[verdict] = (count + 1, cheapest)
+        return tuple(
+            sorted(
+                (RuledOut(r, n, o) for r, (n, o) in tally.items()),
+                key=lambda r: (-r.count, price_order(r.cheapest)),
+            )
+        )
+
+    compared, cheaper = _compared(b, chosen, classes, index)
+    used = gpus_used(b)
+    idle = chosen.gpu_count - used
+    oversized = idle >= IDLE_GPUS_WARNED and idle >= used
+    return LaunchWhy(
+        mode_reason=reason,
+        compared=compared,
+        cheaper_compared=cheaper,
+        ruled=Later(ruled),
+        fallback_cap=fallbacks.cap,
+        left_out=fallbacks.left_out,
+        capped_by=fallbacks.capped_by,
+        gpus_used=used,
+        idle_gpus=idle if oversized else 0,
+        smaller=_smaller(b, chosen, classes, index, used) if oversized else "",
+    )
+
+
+def _compared(
+    b: Bin, chosen: Offering, classes: Sequence[Constraints], index: OfferingIndex
+) -> tuple[tuple[Compared, ...], int]:
+    """The candidates nearest the chosen one (each instance type and capacity type its pods may get, as its
+    cheapest offering), with verdicts; and how many cheaper ones there were."""
+    rows: list[Compared] = []
+    at = -1
+    for _, offerings in index.shared(classes, b.mode == BIN_PACKING):
+        o = next((x for x in offerings if _keeps(b, x, index)), offerings[0])
+        if (o.instance_type, o.capacity_type) == (chosen.instance_type, chosen.capacity_type):
+            at = len(rows)
+            rows.append(Compared(chosen, "chosen", True))
+            continue
+        verdict = _node_verdict(b, o, index)
+        if verdict is not None:
+            rows.append(Compared(o, verdict.message))
+        elif o.price > chosen.price:
+            rows.append(Compared(o, f"+${o.price - chosen.price:.4f}/h"))
+        else:
+            rows.append(Compared(o, "as cheap, later in the order of capacity types"))
+        if at >= 0 and len(rows) - at > DEARER_SHOWN:
+            break
+    if at < 0:
+        return (), 0
+    return tuple(rows[max(0, at - CHEAPER_SHOWN) :]), at
+
+
+def _smaller(
+    b: Bin, chosen: Offering, classes: Sequence[Constraints], index: OfferingIndex, used: int
+) -> str:
+    """Why a node with fewer GPUs of the same model does not hold these pods instead."""
+    model = gpu_model_name(chosen.gpu_model)
+    smaller = [
+        (o, verdict)
+        for o, verdict in screened(index, classes, b.mode == BIN_PACKING)
+        if max(used, 1) <= o.gpu_count < chosen.gpu_count and gpu_model_name(o.gpu_model) == model
+    ]
+    if not smaller:
+        return f"no offering with fewer {model} GPUs is in the catalog"
+    # The cheapest one the pods' own filters allow says the most (it is too small, say); else the cheapest.
+    o, verdict = next(((o, v) for o, v in smaller if v is None), smaller[0])
+    if verdict is None:
+        verdict = _node_verdict(b, o, index)
+    where = f"{o.instance_type} ({o.capacity_type}, {o.gpu_count} GPUs, ${o.price:.4f}/h)"
+    if verdict is None:
+        return f"the cheapest with fewer {model} GPUs, {where}, costs more"
+    return f"the cheapest with fewer {model} GPUs its pods may get, {where}, is ruled out: {verdict.message}"
+
+
+def pod_steps(
+    c: Constraints, index: OfferingIndex, packing: bool, req: Resources
+) -> tuple[tuple[FilterStep, ...], list[Offering]]:
+    """A pod's way through the filters over every offering: each step that removed some, and what is left."""
+    remaining = index.every()
+    steps: list[FilterStep] = []
+    for rejection, keep in _checks(index, (c,), packing):
+        kept = [o for o in remaining if keep(o)]
+        if len(kept) < len(remaining):
+            removed = [o for o in remaining if not keep(o)]
+            steps.append(FilterStep(rejection, len(removed), removed[0], len(kept)))
+        remaining = kept
+    fitting = [o for o in remaining if req.fits_in(index.allocatable(o))]
+    if len(fitting) < len(remaining):
+        removed = [o for o in remaining if not req.fits_in(index.allocatable(o))]
+        short = req.shortfall(index.allocatable(removed[0]))
+        rejection = Rejection(Filter.NODE_RESOURCES_FIT, f"too small: {too_small(short)}", short[0])
+        steps.append(FilterStep(rejection, len(removed), removed[0], len(fitting)))
+    return tuple(steps), fitting
+
+
+def pod_candidates(
+    fitting: Sequence[Offering],
+    req: Resources,
+    index: OfferingIndex,
+    launched: Offering | None,
+    shown: int = 6,
+) -> tuple[Compared, ...]:
+    """The cheapest instance types (per capacity type) that hold the pod, with pods per node and price per pod."""
+    out: list[Compared] = []
+    seen: set[tuple[str, str]] = set()
+    mine = (launched.instance_type, launched.capacity_type) if launched is not None else None
+    for o in fitting:
+        key = (o.instance_type, o.capacity_type)
+        if key in seen or (len(out) >= shown and key != mine):
+            continue
+        seen.add(key)
+        k = req.times_fits_in(index.allocatable(o))
+        verdict = f"holds {k} like it, ${o.price / k:.4f}/h each" if k > 1 else "holds it alone"
+        if key == mine and launched is not None:
+            out.append(Compared(launched, f"chosen; {verdict}", True))
+        else:
+            out.append(Compared(o, verdict))
+        if len(out) >= shown and (mine is None or mine in seen):
+            break
+    return tuple(out)

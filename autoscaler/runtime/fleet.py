@@ -1,0 +1,411 @@
+"""The lifecycle of the nodes tidal launched, rebuilt every reconcile from cloud instances and Nodes.
+
+Ownership lives only in cloud tags and node labels, so a restarted or newly elected replica sees exactly what
+the previous one saw. The in-memory part is the launches whose instance the cloud has not listed yet, so
+that they keep absorbing demand (nothing is launched twice) in the meantime, and each member's transition
+history: states move only along the edges of ``TRANSITIONS``, and the registration and GPU readiness timeouts
+count from when a member entered its state (a GPU node that flaps NotReady after a week gets the whole
+``gpuReadinessTimeout`` again, not none). A member seen for the first time (after a restart) starts its
+history at its instance's creation and its Node's registration.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from autoscaler.config.options import Config
+from autoscaler.core.gpu.layouts import gpus_visible
+from autoscaler.core.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
+from autoscaler.core.planning.cluster import node_gpus, pods_by_node
+from autoscaler.core.planning.decisions import Launching, Usage
+from autoscaler.core.quantity import format_duration
+
+log = structlog.get_logger("tidal.fleet")
+
+
+class State(enum.StrEnum):
+    LAUNCHING = "launching"
+    REGISTERED = "registered"
+    READY = "ready"
+    IDLE = "idle"
+    DRAINING = "draining"
+    GONE = "gone"
+
+
+# Allowed edges, each with what causes it. Anything else is refused: the member keeps its state, the refusal
+# is logged and counted (tidal_fleet_transitions_refused_total), because it means the facts moved in a way
+# the model does not expect. A refused state is not silently adopted: timeouts keep counting from the state
+# the member was in (see Action.TERMINATE_NODELESS for the one refusal that costs money while it lasts).
+TRANSITIONS: Mapping[tuple[State, State], str] = {
+    (State.LAUNCHING, State.REGISTERED): "a Node with the instance's providerID appeared",
+    (State.LAUNCHING, State.READY): "the Node appeared already Ready between two observations",
+    (State.LAUNCHING, State.IDLE): "the Node appeared Ready and empty between two observations",
+    (
+        State.LAUNCHING,
+        State.DRAINING,
+    ): "the Node appeared already cordoned by tidal (removal before a restart)",
+    (State.LAUNCHING, State.GONE): "the instance terminated before registering (timeout, capacity, reclaim)",
+    (State.REGISTERED, State.READY): "Ready, and for GPU offerings nvidia.com/gpu allocatable > 0",
+    (State.REGISTERED, State.IDLE): "Ready and GPUs present, no workload pods",
+    (State.REGISTERED, State.DRAINING): "tidal cordoned it (GPU readiness timeout)",
+    (State.REGISTERED, State.GONE): "the instance or Node disappeared",
+    (State.READY, State.IDLE): "its last workload pod finished",
+    (State.IDLE, State.READY): "a pod was scheduled to it",
+    (State.READY, State.DRAINING): "tidal cordoned it for removal",
+    (State.IDLE, State.DRAINING): "tidal cordoned it for removal",
+    (State.DRAINING, State.READY): "removal failed and tidal uncordoned it",
+    (State.DRAINING, State.IDLE): "removal failed and tidal uncordoned it",
+    (State.DRAINING, State.REGISTERED): "the Node went NotReady while draining",
+    (State.DRAINING, State.GONE): "Node deleted and instance terminated",
+    (State.READY, State.REGISTERED): "the Node went NotReady",
+    (State.IDLE, State.REGISTERED): "the Node went NotReady",
+    (State.READY, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
+    (State.IDLE, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
+}
+HISTORY_KEPT = 20
+
+
+class Action(enum.Enum):
+    """What to do about a member that broke a timeout or lost its other half."""
+
+    # (terminate the instance, delete the Node, bench the offering)
+    REPLACE_UNREGISTERED = (True, False, True)  # no Node within registrationTimeout of launching
+    REPLACE_WITHOUT_GPUS = (True, True, True)  # GPUs not allocatable within gpuReadinessTimeout
+    TERMINATE_NODELESS = (True, False, False)  # its Node was deleted and never came back
+    DELETE_NODE_OF_ENDED = (False, True, False)  # the instance was terminated (reclaimed) under its Node
+    DELETE_NODE_OF_RECLAIMED_SPOT = (False, True, True)  # as above, a spot reclaim: bench the offering
+    DELETE_ORPHAN_NODE = (False, True, False)  # a NotReady managed Node with no instance behind it
+
+    @property
+    def terminate(self) -> bool:
+        return bool(self.value[0])
+
+    @property
+    def delete_node(self) -> bool:
+        return bool(self.value[1])
+
+    @property
+    def bench_offering(self) -> bool:
+        return bool(self.value[2])
+
+
+@dataclass(slots=True)
+class Member:
+    """One node tidal launched: its instance (if the cloud lists it), its Node (once registered), its state."""
+
+    key: str  # provider id, or the launch token before the cloud lists the instance
+    state: State
+    instance: Instance | None = None
+    node: Node | None = None
+    offering: Offering | None = None
+    pods: tuple[str, ...] = ()
+    history: list[tuple[State, float]] = field(default_factory=list)
+    refused: tuple[State, float] | None = None  # a state the facts showed and the model refused, since when
+
+    @property
+    def gpus(self) -> int:
+        if self.node is not None:
+            return node_gpus(self.node)
+        if self.offering is not None:
+            return self.offering.gpu_count
+        return self.instance.gpu_count if self.instance else 0
+
+    @property
+    def entered(self) -> float:
+        """When the member entered its current state (from the transition history)."""
+        return self.history[-1][1] if self.history else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """A member that broke a timeout or lost its other half, and what to do about it."""
+
+    member: Member
+    action: Action
+    reason: str
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A launch whose instance the cloud has not listed yet."""
+
+    token: str
+    offering: Offering
+    pods: tuple[str, ...]
+    instance: Instance | None
+    since: float
+
+
+class Fleet:
+    """Observe (facts → states) then report what needs acting on; the controller acts.
+
+    ``on_refused(old, new)`` is told of every refused transition (the controller counts it in a metric).
+    """
+
+    def __init__(self, config: Config, on_refused: Callable[[State, State], None] | None = None) -> None:
+        self.config = config
+        self.members: dict[str, Member] = {}
+        self.on_refused = on_refused
+        self.refusals: Counter[tuple[State, State]] = Counter()
+        self._pending: dict[str, _Pending] = {}
+        self._by_type: (
+            tuple[
+                Sequence[Offering],
+                dict[tuple[str, str, str], Offering],
+                dict[str, Offering],
+                dict[str, Offering],
+            ]
+            | None
+        )
+        self._by_type = None
+
+    def record_launch(
+        self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
+    ) -> None:
+        """Remember a launch until the cloud lists its instance, so its capacity is not planned again.
+
+        It counts at once: a plan made later in the same reconcile (the fallback after a capacity error)
+        must see its room and GPUs, or the same pods would be launched for twice and the limits overrun."""
+        self._pending[token] = _Pending(token, offering, tuple(pods), instance, now)
+        key = f"token:{token}"
+        if key not in self.members:
+            self.members[key] = Member(
+                key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
+            )
+
+    def forget_launch(self, token: str) -> None:
+        """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
+        self._pending.pop(token, None)
+        self.members.pop(f"token:{token}", None)
+
+    def observe(
+        self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float
+    ) -> list[Overdue]:
+        """Rebuild every member from the facts, moving states along allowed edges only; return members past
+        a timeout (counted from when they entered their state) or orphaned."""
+        if self._by_type is None or self._by_type[0] is not offerings:
+            self._by_type = (
+                offerings,
+                {(o.instance_type, o.zone, o.capacity_type): o for o in offerings},
+                {o.instance_type: o for o in offerings},
+                {o.reservation.id: o for o in offerings if o.reservation is not None},
+            )
+        _, by_type, by_type_any, reserved_by_id = self._by_type
+        nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
+        workload = pods_by_node(p for p in snapshot.pods if not p.daemonset and not p.mirror)
+        seen: dict[str, Member] = {}
+        overdue: list[Overdue] = []
+        listed_tokens = set()
+        for inst in instances:
+            listed_tokens.add(inst.launch_token)
+            offering = (
+                reserved_by_id.get(inst.reservation_id)
+                or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
+                or by_type_any.get(inst.instance_type)
+            )
+            node = nodes.get(inst.provider_id)
+            if inst.state == "terminated":
+                if node is not None and node.managed:
+                    # The offering goes with it so a reclaimed spot offering is benched, not bought again at once.
+                    member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
+                    seen[inst.provider_id] = member
+                    self._settle(member, State.REGISTERED, now)
+                    spot = inst.capacity_type == "spot"
+                    action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
+                    overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
+                continue
+            pending = self._pending.get(inst.launch_token)
+            if pending is not None and pending.offering.key == (offering.key if offering else ""):
+                offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
+            member = Member(
+                inst.provider_id, State.LAUNCHING, inst, node, offering, pending.pods if pending else ()
+            )
+            seen[inst.provider_id] = member
+            self._settle(member, self._state_of(member, workload), now)
+            overdue += self._overdue(member, now)
+        # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
+        live = set(seen)
+        for node in snapshot.nodes:
+            if node.managed and node.provider_id and node.provider_id not in live and not node.ready:
+                member = Member(node.provider_id, State.REGISTERED, None, node)
+                seen[node.provider_id] = member
+                self._settle(member, State.REGISTERED, now)
+                overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
+        # Launches the cloud has not listed yet still hold their capacity, for a bounded time.
+        for token, p in list(self._pending.items()):
+            if token in listed_tokens or now - p.since > self.config.registration_timeout:
+                del self._pending[token]
+                continue
+            member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
+            seen[member.key] = member
+            self._settle(member, State.LAUNCHING, now)
+        for key, before in self.members.items():
+            if key not in seen and before.state != State.GONE and not key.startswith("token:"):
+                log.info("fleet_member_gone", member=key, last_state=before.state.value)
+        self.members = seen
+        return overdue
+
+    def _settle(self, member: Member, observed: State, now: float) -> None:
+        """Give ``member`` its state: the observed one when the edge from its previous state is allowed (or it
+        is new), else the previous one, with the refusal logged and counted once per episode."""
+        before = self.members.get(member.key)
+        if before is None and member.instance is not None:
+            # Listed for the first time: carry the history of the launch that made it, so a timeout counts
+            # from the launch, not from when the cloud first listed the instance.
+            before = self.members.get(f"token:{member.instance.launch_token}")
+        if before is None:
+            member.state = observed
+            member.history = _first_history(member, observed, now)
+            return
+        member.history = before.history
+        member.state = before.state
+        if observed == before.state:
+            return
+        if (before.state, observed) not in TRANSITIONS:
+            member.refused = before.refused if before.refused and before.refused[0] == observed else None
+            if member.refused is None:
+                member.refused = (observed, now)
+                self.refusals[(before.state, observed)] += 1
+                log.warning(
+                    "fleet_transition_refused",
+                    member=member.key,
+                    old=before.state.value,
+                    new=observed.value,
+                    node=member.node.name if member.node else "",
+                )
+                if self.on_refused is not None:
+                    self.on_refused(before.state, observed)
+            return
+        member.state = observed
+        member.history = [*before.history, (observed, now)][-HISTORY_KEPT:]
+
+    def _overdue(self, m: Member, now: float) -> list[Overdue]:
+        cfg = self.config
+        inst, node, offering = m.instance, m.node, m.offering
+        if inst is None or inst.state == "stopping":
+            return []
+        if m.state == State.LAUNCHING and node is None and now - m.entered > cfg.registration_timeout:
+            why = f"no Node registered within {format_duration(cfg.registration_timeout)}"
+            return [Overdue(m, Action.REPLACE_UNREGISTERED, why)]
+        if (
+            m.refused is not None
+            and m.refused[0] == State.LAUNCHING
+            and now - m.refused[1] > cfg.registration_timeout
+        ):
+            why = f"its Node was deleted and did not register again within {format_duration(cfg.registration_timeout)}"
+            return [Overdue(m, Action.TERMINATE_NODELESS, why)]
+        if (
+            m.state == State.REGISTERED
+            and node is not None
+            and offering is not None
+            and offering.gpu_count
+            and not gpus_visible(node.labels, node.allocatable, 1)
+            and now - m.entered > cfg.gpu_readiness_timeout
+        ):
+            why = f"GPUs did not appear within {format_duration(cfg.gpu_readiness_timeout)}"
+            return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
+        return []
+
+    def _state_of(self, m: Member, workload: Mapping[str, Sequence[object]]) -> State:
+        node = m.node
+        if node is None:
+            return (
+                State.GONE if m.instance is not None and m.instance.state == "stopping" else State.LAUNCHING
+            )
+        if node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints):
+            return State.DRAINING
+        gpu_missing = (
+            m.offering is not None
+            and m.offering.gpu_count > 0
+            and not gpus_visible(node.labels, node.allocatable, 1)
+        )
+        if not node.ready or gpu_missing:
+            return State.REGISTERED
+        return State.READY if workload.get(node.name) else State.IDLE
+
+    # -- what the planner needs --------------------------------------------------------------------------
+
+    def launching_capacity(self) -> list[Launching]:
+        """Launches that have no Node yet (a Node, once it exists, is seen through the snapshot). The planner
+        gives them their offering's allocatable, DaemonSets included, as it does the nodes it plans."""
+        return [
+            Launching(m.key, m.offering)
+            for m in sorted(self.members.values(), key=lambda m: m.key)
+            if m.state == State.LAUNCHING and m.offering is not None
+        ]
+
+    def launching_usage(self) -> Usage:
+        """What instances without a Node count against the limits (Nodes count through the snapshot): those
+        launching, and those whose Node is gone while they still run (a termination that failed, or one
+        not yet made), which cost and hold their GPUs as much as any."""
+        gpus = cpu = n = 0
+        for m in self.members.values():
+            nodeless = m.node is None and m.instance is not None and m.instance.state != "terminated"
+            if m.state == State.LAUNCHING or nodeless:
+                gpus += m.gpus
+                cpu += (m.offering.vcpu * 1000) if m.offering else 0
+                n += 1
+        return Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=n)
+
+    def launched_into_reservations(self, since: float | None) -> dict[str, int]:
+        """Nodes launched into each reservation at or after ``since`` (when the provider last counted what
+        the reservations have free): its count does not know of them yet."""
+        out: dict[str, int] = {}
+        for m in self.members.values():
+            if m.state == State.GONE or not m.history:
+                continue
+            rid = m.instance.reservation_id if m.instance is not None else ""
+            if (
+                not rid
+                and m.offering is not None
+                and m.offering.reservation is not None
+                and m.instance is None
+            ):
+                rid = m.offering.reservation.id
+            if rid and (since is None or m.history[0][1] >= since):
+                out[rid] = out.get(rid, 0) + 1
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """Members by state, every state present (for metrics)."""
+        out = {s.value: 0 for s in State if s != State.GONE}
+        for m in self.members.values():
+            if m.state != State.GONE:
+                out[m.state.value] += 1
+        return out
+
+    def instance_for_node(self, node_name: str) -> Instance | None:
+        for m in self.members.values():
+            if m.node is not None and m.node.name == node_name:
+                return m.instance
+        return None
+
+    def cost_per_hour(self) -> float:
+        return round(
+            sum(
+                (
+                    m.instance.price
+                    if m.instance and m.instance.price
+                    else (m.offering.price if m.offering else 0.0)
+                )
+                for m in self.members.values()
+                if m.state != State.GONE
+            ),
+            6,
+        )
+
+
+def _first_history(member: Member, state: State, now: float) -> list[tuple[State, float]]:
+    """The history of a member seen for the first time (after a restart, or a launch by another replica):
+    it entered LAUNCHING when its instance was created and its current state when its Node registered,
+    the best the facts can tell."""
+    launched = min(now, member.instance.created) if member.instance and member.instance.created else now
+    if state == State.LAUNCHING:
+        return [(State.LAUNCHING, launched)]
+    registered = member.node.created if member.node is not None and member.node.created else now
+    return [(State.LAUNCHING, launched), (state, min(now, max(launched, registered)))]

@@ -1,0 +1,484 @@
+"""Kubernetes JSON (as dicts) → the decision core's model.
+
+Both the offline snapshot loader and the informers decode raw JSON straight into these values; generated
+``V1Pod`` objects are never built (they are slow and not needed). Every error names the object, the field
+path (``spec.tolerations[0]``) and the value. The checks that make this so are ``type(x) is dict`` tests on
+the way and, for anything rarer, a path added in the ``except`` branch: decoding 100,000 pods stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from autoscaler.core.annotations import preemptibility
+from autoscaler.core.gpu.share import (
+    GPU_FRACTION,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_MEMORY,
+    NVFRACTIONS_PREFIX,
+    GpuShare,
+    GpuShareError,
+    gpu_share,
+)
+from autoscaler.core.model import (
+    Condition,
+    DaemonSet,
+    DisruptionBudget,
+    Node,
+    NodeCondition,
+    OwnerRef,
+    Pod,
+    PodGroup,
+    Queue,
+    QueueLimits,
+    Taint,
+)
+from autoscaler.core.quantity import QuantityError, QuantityMemo
+from autoscaler.core.resources import Resources
+from autoscaler.runtime.kube.convert_dra import pod_claims_of
+from autoscaler.runtime.kube.fields import (
+    ConversionError,
+    FieldError,
+    boolean,
+    field_map,
+    field_maps,
+    got,
+    guard,
+    integer,
+    object_name,
+    parse_time,
+    parse_timestamp,
+    str_map,
+    string,
+)
+from autoscaler.runtime.kube.scheduling import (
+    INT32_MAX,
+    TAINT_EFFECTS,
+    host_ports,
+    label_selector,
+    pod_affinity_terms,
+    pod_requests,
+    required_affinity,
+    spread_constraints,
+    tolerations,
+)
+
+T = TypeVar("T")
+
+__all__ = [
+    "ConversionError",
+    "daemonset_from_dict",
+    "namespace_from_dict",
+    "node_from_api",
+    "node_from_dict",
+    "parse_time",
+    "pdb_from_dict",
+    "pod_from_api",
+    "pod_from_dict",
+    "podgroup_from_dict",
+    "queue_from_dict",
+]
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+KAI_GROUP = "scheduling.run.ai"
+SHARE_ANNOTATIONS = (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES)
+
+
+# --- objects ------------------------------------------------------------------------------------------
+
+
+def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
+    refs = field_maps(meta, "ownerReferences", "metadata.")
+    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if chosen is None:
+        return None
+    return OwnerRef(
+        kind=str(chosen.get("kind", "")),
+        name=str(chosen.get("name", "")),
+        controller=bool(chosen.get("controller")),
+    )
+
+
+def _scheduled(status: Mapping[str, Any]) -> Condition | None:
+    scheduled = None
+    for i, cond in enumerate(field_maps(status, "conditions", "status.")):
+        if cond.get("type") == "PodScheduled":
+            scheduled = Condition(
+                status=str(cond.get("status", "")),
+                reason=str(cond.get("reason") or ""),
+                message=str(cond.get("message") or ""),
+                last_transition=parse_timestamp(
+                    cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
+                ),
+            )
+    return scheduled
+
+
+def _local_storage(spec: Mapping[str, Any]) -> bool:
+    """A volume whose data lives on the node's disk (emptyDir not in memory, hostPath)."""
+    for i, v in enumerate(field_maps(spec, "volumes", "spec.")):
+        if "hostPath" in v:
+            return True
+        if "emptyDir" in v:
+            empty_dir = v["emptyDir"]
+            if empty_dir is None:
+                return True
+            if not isinstance(empty_dir, Mapping):
+                raise FieldError(f"spec.volumes[{i}].emptyDir", f"expected a map, got {got(empty_dir)}")
+            if empty_dir.get("medium") != "Memory":
+                return True
+    return False
+
+
+def _share(
+    spec: Mapping[str, Any], annotations: Mapping[str, str], requests: Resources
+) -> tuple[GpuShare | None, str]:
+    """The KAI GPU share the annotations ask for, or why KAI would refuse them (kept on the pod: the API
+    server accepts any annotation, so the pod is reported, never dropped)."""
+    if not any(k in annotations for k in SHARE_ANNOTATIONS) and not any(
+        k.startswith(NVFRACTIONS_PREFIX) for k in annotations
+    ):
+        return None, ""
+    containers = [str(c.get("name") or "") for c in field_maps(spec, "containers", "spec.")]
+    init = [str(c.get("name") or "") for c in field_maps(spec, "initContainers", "spec.")]
+    try:
+        share = gpu_share(annotations, containers, init_containers=init, requests_whole_gpu=requests.gpus > 0)
+    except GpuShareError as err:
+        return None, str(err)
+    return share, ""
+
+
+def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
+    meta = field_map(obj, "metadata")
+    spec = field_map(obj, "spec")
+    status = field_map(obj, "status")
+    annotations = str_map(meta, "annotations", "metadata.")
+    namespace = string(meta, "namespace", "default", "metadata.")
+    labels = str_map(meta, "labels", "metadata.")
+    requests = pod_requests(spec, memo=memo)
+    share, share_error = _share(spec, annotations, requests)
+    return Pod(
+        namespace=namespace,
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        created=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+        labels=labels,
+        annotations=annotations,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=string(status, "phase", "Pending", "status."),
+        scheduling_gates=tuple(str(g.get("name", "")) for g in field_maps(spec, "schedulingGates", "spec.")),
+        scheduled=_scheduled(status),
+        requests=requests,
+        node_selector=str_map(spec, "nodeSelector", "spec."),
+        affinity=required_affinity(spec),
+        tolerations=tolerations(spec),
+        pod_affinity=pod_affinity_terms(spec, "podAffinity", namespace, labels),
+        pod_anti_affinity=pod_affinity_terms(spec, "podAntiAffinity", namespace, labels),
+        spread=spread_constraints(spec, labels),
+        host_ports=host_ports(spec),
+        owner=owner(meta),
+        priority=integer(spec, "priority", 0, "spec."),
+        local_storage=_local_storage(spec),
+        mirror=MIRROR_ANNOTATION in annotations,
+        terminating=meta.get("deletionTimestamp") is not None,
+        grace_period_s=integer(spec, "terminationGracePeriodSeconds", 30, "spec."),
+        gpu_share=share,
+        gpu_share_error=share_error,
+        claims=pod_claims_of(obj),
+    )
+
+
+def pod_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
+    """A ``v1.Pod`` JSON object (``memo``: the decoder's quantities, kept across the objects it reads)."""
+    return guard(obj, lambda o: _pod(o, memo))
+
+
+def _try(read: Callable[[], T], default: T) -> T:
+    try:
+        return read()
+    except (FieldError, QuantityError, ValueError, TypeError, AttributeError, KeyError):
+        return default
+
+
+def _partial_pod(obj: Mapping[str, Any], why: str, memo: QuantityMemo | None) -> Pod:
+    """What can be read of a pod the API server accepted but tidal cannot fully understand: enough to know
+    where it runs and whom it belongs to, marked so that every decision leaves it (and its node) alone."""
+    meta = field_map(obj, "metadata")
+    empty: Mapping[str, Any] = {}
+    spec = _try(lambda: field_map(obj, "spec"), empty)
+    status = _try(lambda: field_map(obj, "status"), empty)
+    node_name = _try(lambda: string(spec, "nodeName"), "")
+    return Pod(
+        namespace=_try(lambda: string(meta, "namespace", "default"), "default"),
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        labels=_try(lambda: str_map(meta, "labels"), {}),
+        annotations=_try(lambda: str_map(meta, "annotations"), {}),
+        node_name=node_name,
+        phase=_try(lambda: string(status, "phase", "Pending"), "Running" if node_name else "Pending"),
+        requests=_try(lambda: pod_requests(spec, memo=memo), Resources()),
+        owner=_try(lambda: owner(meta), None),
+        terminating=meta.get("deletionTimestamp") is not None,
+        unreadable=why,
+    )
+
+
+def pod_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
+    """A pod from the API server: what it accepted is never dropped. A field tidal cannot read keeps the pod,
+    marked ``unreadable`` with the reason (``tidal plan`` reads files strictly instead)."""
+    try:
+        return pod_from_dict(obj, memo)
+    except ConversionError as err:
+        why = _field_of(err)
+    return guard(obj, lambda o: _partial_pod(o, why, memo))
+
+
+def _partial_node(obj: Mapping[str, Any], why: str, memo: QuantityMemo | None) -> Node:
+    meta = field_map(obj, "metadata")
+    empty: Mapping[str, Any] = {}
+    spec = _try(lambda: field_map(obj, "spec"), empty)
+    status = _try(lambda: field_map(obj, "status"), empty)
+    return Node(
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        labels=_try(lambda: str_map(meta, "labels"), {}),
+        annotations=_try(lambda: str_map(meta, "annotations"), {}),
+        capacity=_try(lambda: Resources.parse(status.get("capacity"), memo=memo), Resources()),
+        allocatable=_try(lambda: Resources.parse(status.get("allocatable"), memo=memo), Resources()),
+        provider_id=_try(lambda: string(spec, "providerID"), ""),
+        unschedulable=True,  # nothing may be planned onto it
+        deleting=meta.get("deletionTimestamp") is not None,
+        unreadable=why,
+    )
+
+
+def node_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
+    """A Node from the API server, kept (marked ``unreadable``) when tidal cannot read all of it."""
+    try:
+        return node_from_dict(obj, memo)
+    except ConversionError as err:
+        why = _field_of(err)
+    return guard(obj, lambda o: _partial_node(o, why, memo))
+
+
+def _field_of(err: ConversionError) -> str:
+    """The error without the object's name in front (the object is named wherever the reason is shown)."""
+    text = str(err)
+    return text.split(": ", 1)[1] if ": " in text else text
+
+
+def _taint(t: Mapping[str, Any]) -> Taint:
+    key = t.get("key")
+    if type(key) is not str or not key:
+        raise FieldError("key", "missing" if not key else f"expected a string, got {got(key)}")
+    # Unlike a toleration's, a taint's effect is required: reading a missing one as NoSchedule would guess.
+    effect = t.get("effect")
+    if not effect:
+        raise FieldError("effect", "missing")
+    if effect not in TAINT_EFFECTS:
+        raise FieldError("effect", f"{got(effect)} is not one of {', '.join(TAINT_EFFECTS)}")
+    return Taint(key, string(t, "value"), effect)
+
+
+def _taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
+    out = []
+    first: dict[tuple[str, str], int] = {}
+    for i, t in enumerate(field_maps(spec, "taints", "spec.")):
+        try:
+            taint = _taint(t)
+        except FieldError as err:
+            raise err.under(f"spec.taints[{i}]") from None
+        # The API server keeps one taint per key and effect, so a second cannot have come from a real node.
+        seen = first.setdefault((taint.key, taint.effect), i)
+        if seen != i:
+            raise FieldError(
+                f"spec.taints[{i}]",
+                f"{got(taint.key)} with effect {taint.effect} is already spec.taints[{seen}] "
+                "(taints must be unique by key and effect)",
+            )
+        out.append(taint)
+    return tuple(out)
+
+
+def _node(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
+    meta = field_map(obj, "metadata")
+    spec = field_map(obj, "spec")
+    status = field_map(obj, "status")
+    ready = False
+    ready_since = None
+    conditions = []
+    for i, cond in enumerate(field_maps(status, "conditions", "status.")):
+        since = parse_timestamp(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        # Every condition is kept: a health checker's (GPU lost, XID errors) can make the node unhealthy.
+        conditions.append(NodeCondition(str(cond.get("type") or ""), str(cond.get("status") or ""), since))
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+            ready_since = since if ready else None
+    return Node(
+        name=object_name(meta),
+        uid=str(meta.get("uid") or ""),
+        created=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
+        labels=str_map(meta, "labels", "metadata."),
+        annotations=str_map(meta, "annotations", "metadata."),
+        taints=_taints(spec),
+        capacity=Resources.parse(status.get("capacity"), field="status.capacity", memo=memo),
+        allocatable=Resources.parse(status.get("allocatable"), field="status.allocatable", memo=memo),
+        provider_id=string(spec, "providerID", "", "spec."),
+        unschedulable=boolean(spec, "unschedulable", "spec."),
+        ready=ready,
+        ready_since=ready_since,
+        deleting=meta.get("deletionTimestamp") is not None,
+        conditions=tuple(conditions),
+    )
+
+
+def node_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Node:
+    """A ``v1.Node`` JSON object (``memo``: the decoder's quantities)."""
+    return guard(obj, lambda o: _node(o, memo))
+
+
+def _int_or_percent(spec: Mapping[str, Any], key: str) -> None:
+    """Check ``minAvailable``/``maxUnavailable`` as the API server does: a count from 0, or 0% to 100%.
+
+    Scale-down goes by ``status.disruptionsAllowed``, but a budget the API server would refuse cannot have come
+    from one, and its status would be a guess.
+    """
+    value = spec.get(key)
+    if value is None:
+        return
+    field = f"spec.{key}"
+    if type(value) is int:
+        if value < 0:
+            raise FieldError(field, f"{value} is below 0")
+        return
+    if (
+        type(value) is not str
+        or not value.endswith("%")
+        or not value[:-1].isascii()
+        or not value[:-1].isdigit()
+    ):
+        raise FieldError(field, f"{got(value)} is not an integer or a percentage (e.g. '5%')")
+    if int(value[:-1]) > 100:
+        raise FieldError(field, f"{got(value)} is more than 100%")
+
+
+def _pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
+    meta = field_map(obj, "metadata")
+    spec = field_map(obj, "spec")
+    # Which of the two would bound evictions is not defined, so the API server accepts only one.
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        raise FieldError("spec", "minAvailable and maxUnavailable cannot both be set")
+    _int_or_percent(spec, "minAvailable")
+    _int_or_percent(spec, "maxUnavailable")
+    return DisruptionBudget(
+        namespace=string(meta, "namespace", "default", "metadata."),
+        name=object_name(meta),
+        selector=label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=integer(field_map(obj, "status"), "disruptionsAllowed", 0, "status."),
+    )
+
+
+def pdb_from_dict(obj: Mapping[str, Any]) -> DisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget."""
+    return guard(obj, _pdb)
+
+
+def _daemonset(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
+    meta = field_map(obj, "metadata")
+    template = field_map(field_map(obj, "spec"), "template", "spec.")
+    where = "spec.template.spec."
+    template_spec = field_map(template, "spec", "spec.template.")
+    return DaemonSet(
+        namespace=string(meta, "namespace", "default", "metadata."),
+        name=object_name(meta),
+        requests=pod_requests(template_spec, where, memo),
+        node_selector=str_map(template_spec, "nodeSelector", where),
+        affinity=required_affinity(template_spec, where),
+        tolerations=tolerations(template_spec, where),
+    )
+
+
+def daemonset_from_dict(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
+    """An ``apps/v1`` DaemonSet (its pod template is what every new node will run; ``memo``: the decoder's
+    quantities)."""
+    return guard(obj, lambda o: _daemonset(o, memo))
+
+
+def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
+    meta = field_map(obj, "metadata")
+    spec = field_map(obj, "spec")
+    min_member = integer(spec, "minMember", 1, "spec.") or 1
+    if min_member < 1:
+        raise FieldError("spec.minMember", f"{min_member} is below 1")
+    if min_member > INT32_MAX:  # the CRD declares int32, so the API server refuses a larger one
+        raise FieldError("spec.minMember", f"{min_member} is above {INT32_MAX}")
+    return PodGroup(
+        namespace=string(meta, "namespace", "default", "metadata."),
+        name=object_name(meta),
+        min_member=min_member,
+        queue=str(spec.get("queue") or ""),
+        preemptibility=preemptibility(spec.get("preemptibility")),
+    )
+
+
+def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
+    """A KAI PodGroup."""
+    return guard(obj, _podgroup)
+
+
+def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
+    """A KAI queue quota or limit: a number of GPUs, or -1 for none (``None``); other negatives are errors."""
+    value = gpu.get(key)
+    if value is None:
+        return None
+    if type(value) is int and value >= 0:
+        return value
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if number != number or number in (float("inf"), float("-inf")):
+        raise FieldError(f"spec.resources.gpu.{key}", f"expected a number of GPUs, got {got(value)}")
+    if number == -1:
+        return None
+    if number < 0:
+        # -1 is KAI's one word for "no limit"; reading -2 as unlimited too would lift a limit that is a typo.
+        raise FieldError(
+            f"spec.resources.gpu.{key}", f"{got(value)} is below 0 and not -1 (which means no limit)"
+        )
+    return int(number)
+
+
+def _queue(obj: Mapping[str, Any]) -> Queue:
+    meta = field_map(obj, "metadata")
+    spec = field_map(obj, "spec")
+    gpu = field_map(field_map(spec, "resources", "spec."), "gpu", "spec.resources.")
+    return Queue(
+        name=object_name(meta),
+        parent=str(spec.get("parentQueue") or ""),
+        gpu=QueueLimits(
+            quota=_limit(gpu, "quota"),
+            limit=_limit(gpu, "limit"),
+            over_quota_weight=integer(gpu, "overQuotaWeight", 1, "spec.resources.gpu.") or 1,
+        ),
+        priority=integer(spec, "priority", 0, "spec."),
+    )
+
+
+def queue_from_dict(obj: Mapping[str, Any]) -> Queue:
+    """A KAI Queue."""
+    return guard(obj, _queue)
+
+
+def _namespace(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
+    meta = field_map(obj, "metadata")
+    name = object_name(meta)
+    # The API server labels every namespace with its own name; a namespaceSelector may select on it.
+    return name, {**str_map(meta, "labels", "metadata."), "kubernetes.io/metadata.name": name}
+
+
+def namespace_from_dict(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
+    """A ``v1.Namespace``: its name and labels (what a pod affinity term's namespaceSelector reads)."""
+    return guard(obj, _namespace)

@@ -1,0 +1,163 @@
+"""What a reconcile tells people: Events on the pods it launched (or could not launch) for, the metrics, the
+status ConfigMap and the warnings about the configuration. Nothing here can fail the reconcile."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from autoscaler.config.options import Config
+from autoscaler.core.demand import Reason
+from autoscaler.core.model import Snapshot
+from autoscaler.core.planning.planner import Plan
+from autoscaler.core.reason_watch import ReasonWindow
+from autoscaler.runtime.availability import Availability
+from autoscaler.runtime.fleet import Fleet
+from autoscaler.runtime.launching import LaunchOutcome
+from autoscaler.runtime.notices import OVERSIZED_NODE, idle_notice, post_estimates
+from autoscaler.runtime.seams import ClusterWrites, EventRecorder, Metrics, attempt
+from autoscaler.runtime.status import STATUS_CONFIGMAP, Leadership, status_summary
+
+__all__ = ["NOTIFY_REASONS", "Reporter"]
+
+log = structlog.get_logger("tidal.controller")
+NOTIFY_REASONS = {
+    Reason.QUEUE_LIMIT,
+    Reason.QUEUE_QUOTA,
+    Reason.BAD_ANNOTATION,
+    Reason.UNSUPPORTED_CLAIM,
+    Reason.GANG_INCOMPLETE,
+    Reason.UNREADABLE,
+}
+
+
+class Reporter:
+    """Events, metrics and status for one controller; ``measured`` False skips the metrics' arithmetic."""
+
+    def __init__(
+        self,
+        *,
+        actions: ClusterWrites,
+        events: EventRecorder,
+        metrics: Metrics,
+        measured: bool,
+        fleet: Fleet,
+        availability: Availability,
+        leadership: Callable[[], Leadership | None],
+        clock: Callable[[], float],
+        dry_run: bool,
+    ) -> None:
+        self.actions = actions
+        self.events = events
+        self.metrics = metrics
+        self.measured = measured
+        self.fleet = fleet
+        self.availability = availability
+        self.leadership = leadership
+        self.clock = clock
+        self.dry_run = dry_run
+        self._last_status: dict[str, Any] | None = None
+        self._reasons = ReasonWindow()
+        self._warned: tuple[Plan | None, list[str]] = (None, [])
+
+    def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
+        """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""
+        pods = {p.key: p for p in snapshot.pods}
+        for o in launched:
+            if o.instance is None and not self.dry_run:
+                continue
+            off = o.launch.offering
+            verb = "would launch" if self.dry_run else "launching"
+            msg = (
+                f"{verb} {off.instance_type} in {off.zone or 'any zone'} ({off.capacity_type}, "
+                f"${off.price:.4f}/h) for this pod"
+            )
+            idle = idle_notice(o.launch)
+            for key in o.launch.pods:
+                if key in pods:
+                    self.events.pod(pods[key], "TriggeredScaleUp", msg)
+                    if idle:
+                        self.events.pod(pods[key], OVERSIZED_NODE, idle, "Warning")
+                    cond = pods[key].scheduled
+                    if cond is not None and cond.last_transition and not self.dry_run:
+                        self.metrics.scale_up_latency(max(0.0, self.clock() - cond.last_transition))
+        for u in decided.launch.unplaced:
+            if u.pod in pods:
+                self.events.pod(pods[u.pod], "NotTriggerScaleUp", u.reason, "Warning")
+        annotate = None if self.dry_run else self._annotate_pod
+        post_estimates(decided.estimates, pods, self.events.pod, annotate)
+        for i in decided.demand.ignored:
+            if i.reason in NOTIFY_REASONS and i.pod in pods:
+                self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
+
+    def _annotate_pod(self, namespace: str, name: str, values: dict[str, str | None]) -> bool:
+        return attempt(self.actions.annotate_pod, namespace, name, values)
+
+    def record(self, decided: Plan, snapshot: Snapshot, cfg: Config) -> None:
+        """The gauges of pending pods, nodes, GPUs, cost and queues after ``decided``."""
+        self.warnings(decided, self.clock())
+        if not self.measured:
+            return
+        counts: Counter[tuple[str, str]] = Counter()
+        counts.update(("counted", "launching") for la in decided.launch.launches for _ in la.pods)
+        counts.update(("ignored", i.reason.value) for i in decided.ignored)
+        counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
+        self.metrics.set_pending(dict(counts))
+        self.metrics.set_nodes(self.fleet.counts())
+        requested = sum(p.requests.gpus for p in snapshot.pods if p.node_name and not p.finished)
+        requested += sum(p.requests.gpus for p in decided.demand.counted)
+        self.metrics.set_gpus(decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
+        self.metrics.set_cost(self.fleet.cost_per_hour())
+        self.metrics.set_queues(decided.queues)
+
+    def nobody_leads(self) -> bool:
+        """Not leading, and no other replica does either (an error keeps this one from taking the Lease):
+        then this replica's status is the only one anybody will see."""
+        state = self.leadership()
+        return state is not None and not state.leading and not state.held_by_other
+
+    def write_status(self, decided: Plan, cfg: Config, now: float) -> None:
+        """The status ConfigMap, written only when something in it changed."""
+        summary = status_summary(
+            decided, self.fleet.counts(), cfg, now, self.availability.benched(now), self.leadership()
+        )
+        summary["warnings"] = self.warnings(decided, now)
+        unchanged = {k: v for k, v in summary.items() if k != "time"}
+        if unchanged == self._last_status:
+            return  # nothing new to say; spare the API server a write every reconcile
+        self._last_status = unchanged
+        try:
+            self.actions.write_status(
+                cfg.leader_election.namespace,
+                STATUS_CONFIGMAP,
+                {"status": json.dumps(summary, indent=2)},
+            )
+        except Exception as err:  # status is informational; it must not fail the reconcile
+            log.warning("status_write_failed", error=str(err))
+
+    def warnings(self, decided: Plan, now: float) -> list[str]:
+        """What people should hear about the configuration (today: a pendingPodReasonRegexp that matched
+        none of the unschedulable pods in the last ten minutes): logged when it appears or goes, carried by
+        the status ConfigMap and the tidal_pending_reason_regexp_pods metric. Once per plan."""
+        seen, found = self._warned
+        if seen is decided:
+            return found
+        self._reasons.observe(decided.demand, now)
+        counts = self._reasons.counts()
+        self.metrics.set_reason_regexp(counts.matched, counts.unmatched)
+        warning = self._reasons.warning()
+        if bool(warning) != bool(found):  # logged when it appears and when it goes, not every reconcile
+            if warning:
+                log.warning(
+                    "pending_reason_regexp_matches_nothing",
+                    warning=warning,
+                    unschedulable=counts.unschedulable,
+                )
+            else:
+                log.info("pending_reason_regexp_matches_again", matched=counts.matched)
+        self._warned = (decided, [warning] if warning else [])
+        return self._warned[1]
