@@ -30,7 +30,6 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,
@@ -40,9 +39,9 @@ from autoscaler.core.model import (
     LaunchRequest,
     Offering,
 )
-from autoscaler.core.new_nodes import node_labels
 from autoscaler.runtime.catalog import with_templates
-from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
+from providers.simulated.kubelets import Kubelets, describe_error, record_done
+from providers.simulated.node import NodeRegistrar
 from providers.simulated.node_template import template_builder
 from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
 from providers.simulated.settings import (
@@ -72,7 +71,6 @@ LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
-_REGISTER, _GPUS, _DOWN = "register", "gpus", "down"
 
 
 class SimulatedProvider:
@@ -105,6 +103,9 @@ class SimulatedProvider:
             # How the daemon hands over its Kubernetes client through the provider registry.
             kube = NodeRegistrar(kube_api_client)
         self.kube = kube if self.settings.register_nodes else None
+        self._kubelets = (
+            None if self.kube is None else Kubelets(self.kube, config, self.catalog.region, self._template)
+        )
         self.calls: list[tuple[str, str]] = []
         self._by_key: dict[str, Offering] = {}
         # The contract view of each listed instance, rebuilt only when its state changes: clusters of
@@ -120,11 +121,10 @@ class SimulatedProvider:
                     pass
             except ProviderError as err:
                 raise ProviderConfigError([f"{SECTION}.stateFile: {err}"]) from None
-        self._lock = threading.Lock()  # calls, injected errors, retry counts
+        self._lock = threading.Lock()  # calls, injected errors, interruption notices
         self._kube_lock = threading.Lock()  # one thread at a time talks to the API server
         self._injected: dict[str, list[ProviderError]] = {}
         self._late: list[LateFailure] = []
-        self._failures: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._offerings_cache: tuple[str, list[Offering]] | None = None
@@ -315,21 +315,22 @@ class SimulatedProvider:
     def advance(self) -> None:
         """Move time-based state to ``clock()``: pending → running, Node registration, GPUs, NotReady."""
         now = self.clock()
+        kubelets = self._kubelets
         with self._store.transaction() as state:
             self._progress(state, now)
             self._interrupt_spot(state, now)
-            work = self._due(state, now) if self.kube is not None else []
-        if not work or not self._kube_lock.acquire(blocking=False):
+            work = kubelets.due(state, now) if kubelets is not None else []
+        if kubelets is None or not work or not self._kube_lock.acquire(blocking=False):
             return  # another thread is already talking to the API server; it or the next advance will do it
         try:
-            done = [(action, record.id) for action, record in work if self._node_step(action, record, now)]
+            done = [(action, record.id) for action, record in work if kubelets.step(action, record, now)]
         finally:
             self._kube_lock.release()
         if done:
             with self._store.transaction() as state:
                 for action, instance_id in done:
                     if (record := state.instances.get(instance_id)) is not None:
-                        _record_done(record, action, now)
+                        record_done(record, action, now)
 
     def start(self, interval: float = 0.2) -> None:
         """Run :meth:`advance` every ``interval`` seconds in a daemon thread (for the live daemon)."""
@@ -465,95 +466,9 @@ class SimulatedProvider:
             if now >= notice_at + self.settings.spot_interruption_notice:
                 self._end(record, interrupted=True)
 
-    def _due(self, state: CloudState, now: float) -> list[tuple[str, InstanceRecord]]:
-        work = []
-        for record in state.instances.values():
-            if record.cluster != self.config.cluster_name:
-                continue  # another cluster's kubelets register with another API server
-            registered = record.registered_at
-            if record.state == RUNNING and registered is None and now >= record.register_at:
-                work.append((_REGISTER, dataclasses.replace(record)))
-            elif (
-                record.state == RUNNING
-                and registered is not None
-                and record.offering.gpu_count
-                and not record.gpus_reported
-                and now >= registered + record.gpu_ready_delay
-            ):
-                work.append((_GPUS, dataclasses.replace(record)))
-            elif record.state == TERMINATED and registered is not None and not record.node_down:
-                work.append((_DOWN, dataclasses.replace(record)))
-        return work
-
-    def _node_step(self, action: str, record: InstanceRecord, now: float) -> bool:
-        """One API write for one node; False (logged, retried on the next advance) when it fails."""
-        assert self.kube is not None
-        offering = record.offering
-        if offering.template is None:  # read back from a state file, which keeps no templates
-            offering = dataclasses.replace(offering, template=self._template(offering))
-        capacity = offering.capacity()
-        allocatable = node_allocatable(offering, reserved=self.config.kube_reserved)
-        try:
-            if action == _REGISTER:
-                manifest = node_manifest(
-                    name=record.id,
-                    provider_id=record.provider_id,
-                    instance_type=offering.instance_type,
-                    zone=offering.zone,
-                    region=offering.region or self.catalog.region,
-                    arch=offering.arch.value,
-                    labels={**node_labels(offering, self.config), **record.labels},
-                    taints=record.taints,
-                    capacity=capacity,
-                    allocatable=allocatable,
-                    now=now,
-                )
-                created = self.kube.create(manifest)
-                log.info("node_registered" if created else "node_already_registered", node=record.id)
-            elif action == _GPUS:
-                found = self.kube.patch_status(record.id, gpu_status(capacity, allocatable))
-                log.info("node_gpus_ready" if found else "node_gone_before_gpus", node=record.id)
-            else:
-                found = self.kube.mark_unreachable(record.id, now)
-                log.info("node_not_ready" if found else "node_already_deleted", node=record.id)
-        except Exception as err:  # any API or transport failure: the next advance tries again
-            with self._lock:
-                attempts = self._failures[(action, record.id)] = (
-                    self._failures.get((action, record.id), 0) + 1
-                )
-            if attempts & (attempts - 1) == 0:  # 1, 2, 4, 8, ... so an outage does not flood the log
-                log.warning(
-                    "node_update_failed",
-                    action=action,
-                    node=record.id,
-                    attempts=attempts,
-                    error=_describe(err),
-                )
-            return False
-        with self._lock:
-            self._failures.pop((action, record.id), None)
-        return True
-
     def _run(self, interval: float) -> None:
         while not self._stopping.wait(interval):
             try:
                 self.advance()
             except Exception as err:  # keep the simulated cloud running; the next tick tries again
-                log.warning("simulated_advance_failed", error=_describe(err))
-
-
-def _record_done(record: InstanceRecord, action: str, now: float) -> None:
-    if action == _REGISTER and record.registered_at is None:
-        record.registered_at = now
-    elif action == _GPUS:
-        record.gpus_reported = True
-    elif action == _DOWN:
-        record.node_down = True
-
-
-def _describe(err: BaseException) -> str:
-    status = getattr(err, "status", None)
-    reason = getattr(err, "reason", None)
-    if status is not None:
-        return f"{type(err).__name__}: HTTP {status} {reason or ''}".strip()
-    return f"{type(err).__name__}: {err}"
+                log.warning("simulated_advance_failed", error=describe_error(err))
