@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from autoscaler.core.model import (
@@ -36,53 +36,22 @@ from autoscaler.core.model import (
 from autoscaler.core.placement.scheduler import ClusterScheduler
 from autoscaler.core.resources import NVIDIA_GPU, Resources
 from autoscaler.runtime.kube.convert import node_from_dict
+from autoscaler.sim.kai_queues import held_by_queue, lineage, queue_hold, queue_priority, queue_use
 from autoscaler.sim.kai_sharing import (
     GPU_MEMORY_LABEL,
     KaiSharing,
     pod_groups,
-    without_groups,
 )
 from autoscaler.sim.pdbs import blocks, budgets
+from autoscaler.sim.pods import SimPod
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
-from autoscaler.sim.workload import job_pods
+from autoscaler.sim.workload import job_pods, restarted
 
-QUEUE_HOLD_PREFIXES = ("OverLimit", "NonPreemptibleOverQuota", "OverQuota")
+__all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
+
 # Where a pod of a unit landed: the pod, its node, the GPU-group labels the binder adds, its part of a device.
-Placed = tuple["SimPod", str, dict[str, str], float]
-
-
-@dataclass(slots=True)
-class SimPod:
-    """One pod and what the simulation knows about it beyond Kubernetes."""
-
-    pod: Pod
-    job: str
-    queue: str
-    gang: str
-    duration: float
-    preemptible: bool
-    submitted: float
-    started: float | None = None
-    ended: float | None = None
-    held_seconds: float = 0.0
-    device_share: float = 0.0  # for a memory share once bound: the part of its device(s) it was given
-
-    @property
-    def gpus(self) -> float:
-        """GPUs the pod asks for: whole ones, or its share of a GPU on each of its devices."""
-        share = self.pod.gpu_share
-        if share is None:
-            return self.pod.requests.gpus
-        if share.portion is not None:
-            return share.portion * share.devices
-        return self.device_share * share.devices
-
-
-def held_by_queue(pod: Pod) -> bool:
-    """KAI keeps this pod pending for its queue's quota or limit, not for lack of capacity."""
-    cond = pod.scheduled
-    return cond is not None and cond.status == "False" and cond.message.startswith(QUEUE_HOLD_PREFIXES)
+Placed = tuple[SimPod, str, dict[str, str], float]
 
 
 class EmulatedCluster:
@@ -210,49 +179,10 @@ class EmulatedCluster:
             sp.ended = now
             self.cut.append(sp)
         self._restarts[sp.pod.uid] += 1
-        n = self._restarts[sp.pod.uid]
-        base = sp.pod.name.split("~", 1)[0]
-        pod = replace(
-            sp.pod,
-            name=f"{base}~{n}",
-            uid=f"{sp.pod.uid}",
-            node_name="",
-            phase="Pending",
-            scheduled=None,
-            created=now,
-            # The binder's GPU-group labels were put on the pod that ran, not on its replacement.
-            labels=without_groups(sp.pod.labels),
-        )
-        self.pods[pod.key] = SimPod(
-            pod,
-            sp.job,
-            sp.queue,
-            sp.gang,
-            sp.duration,
-            sp.preemptible,
-            now,  # its wait for a node starts over
-            held_seconds=sp.held_seconds,
-        )
+        replacement = restarted(sp, self._restarts[sp.pod.uid], now)
+        self.pods[replacement.pod.key] = replacement
 
     # -- the scheduler ---------------------------------------------------------------------------------
-
-    def _queue_use(self) -> tuple[dict[str, float], dict[str, float]]:
-        used: dict[str, float] = defaultdict(float)
-        non_preemptible: dict[str, float] = defaultdict(float)
-        for sp in self.pods.values():
-            if sp.pod.node_name and sp.queue:
-                for q in self._lineage(sp.queue):
-                    used[q] += sp.gpus
-                    if not sp.preemptible:
-                        non_preemptible[q] += sp.gpus
-        return used, non_preemptible
-
-    def _lineage(self, name: str) -> list[str]:
-        chain = []
-        while name and name in self.queues and name not in chain:
-            chain.append(name)
-            name = self.queues[name].parent
-        return chain
 
     def schedule(self, now: float) -> int:
         """One pass: admit by queue, place what fits (gangs whole), explain the rest. Returns pods bound."""
@@ -275,13 +205,18 @@ class EmulatedCluster:
         free = {name: b.free for name, b in sched.bins.items()}
         nodes = [self.nodes[name] for name in sorted(free, key=lambda n: (free[n].gpus, free[n].cpu, n))]
         self._resume: dict[Any, int] = {}
-        used, non_preemptible = self._queue_use()
+        used, non_preemptible = queue_use(self.queues, self.pods.values())
         units: dict[str, list[SimPod]] = defaultdict(list)
         for sp in pending:
             units[sp.gang or sp.pod.key].append(sp)
         order = sorted(
             units.values(),
-            key=lambda u: (-self._priority(u[0]), -u[0].pod.priority, u[0].submitted, u[0].pod.name),
+            key=lambda u: (
+                -queue_priority(self.queues, u[0]),
+                -u[0].pod.priority,
+                u[0].submitted,
+                u[0].pod.name,
+            ),
         )
         bound = 0
         running_members: dict[str, int] = defaultdict(int)
@@ -298,7 +233,7 @@ class EmulatedCluster:
             ):
                 continue
             gpus = sum(sp.gpus for sp in unit)
-            hold = self._queue_hold(unit[0], gpus, used, non_preemptible) if self.kai else ""
+            hold = queue_hold(self.queues, unit[0], gpus, used, non_preemptible) if self.kai else ""
             if hold:
                 self._pending(unit, hold, now)
                 continue
@@ -309,7 +244,7 @@ class EmulatedCluster:
             for sp, node, groups, device_share in placed:
                 self._bind(sp, node, now, groups, device_share)
                 bound += 1
-                for q in self._lineage(sp.queue):
+                for q in lineage(self.queues, sp.queue):
                     used[q] += sp.gpus
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
@@ -318,27 +253,6 @@ class EmulatedCluster:
         if bound:
             self._changed()
         return bound
-
-    def _priority(self, sp: SimPod) -> int:
-        q = self.queues.get(sp.queue)
-        return q.priority if q else 0
-
-    def _queue_hold(
-        self, sp: SimPod, gpus: float, used: Mapping[str, float], non_pre: Mapping[str, float]
-    ) -> str:
-        for name in self._lineage(sp.queue):
-            q = self.queues[name]
-            if q.limit is not None and used.get(name, 0) + gpus > q.limit:
-                return (
-                    f"OverLimit: {name} quota has reached the allowable limit of GPUs. Limit is {q.limit} GPUs, "
-                    f"currently {used.get(name, 0):g} GPUs allocated and workload requested {gpus:g} GPUs."
-                )
-            if not sp.preemptible and q.quota is not None and non_pre.get(name, 0) + gpus > q.quota:
-                return (
-                    f"NonPreemptibleOverQuota: Non-preemptible workload in queue {name} requested {gpus:g} GPUs, "
-                    f"over the deserved quota of {q.quota} GPUs ({non_pre.get(name, 0):g} in use)."
-                )
-        return ""
 
     def _place(
         self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler, now: float

@@ -1,6 +1,9 @@
-"""The pods of a scenario job, as a Job controller would create them from the job's template."""
+"""The pods of a scenario job, as a Job controller would create them from the job's template and replace them when
+they are lost."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from autoscaler.core import annotations as ann
 from autoscaler.core.demand import PREEMPTIBILITY_LABEL
@@ -8,6 +11,8 @@ from autoscaler.core.fit import GPU_TAINT, gpu_model_name
 from autoscaler.core.gpu.share import COMPUTE_MODE, GPU_FRACTION, GPU_MEMORY, ComputeMode, gpu_share
 from autoscaler.core.model import LABEL_GPU_MODEL, NodeSelectorTerm, OwnerRef, Pod, Requirement, Toleration
 from autoscaler.core.resources import NVIDIA_GPU, Resources
+from autoscaler.sim.kai_sharing import without_groups
+from autoscaler.sim.pods import SimPod
 from autoscaler.sim.scenario import JobSpec
 
 KAI = "kai-scheduler"
@@ -74,3 +79,30 @@ def job_pods(job: JobSpec, now: float, *, kai: bool) -> list[Pod]:
         )
         for i in range(job.pods)
     ]
+
+
+def restarted(sp: SimPod, restarts: int, now: float) -> SimPod:
+    """The pod a Job controller creates when ``sp`` was evicted or its node vanished (its ``restarts``-th
+    replacement): pending, and waiting for a node from ``now``."""
+    base = sp.pod.name.split("~", 1)[0]
+    pod = replace(
+        sp.pod,
+        name=f"{base}~{restarts}",
+        uid=f"{sp.pod.uid}",
+        node_name="",
+        phase="Pending",
+        scheduled=None,
+        created=now,
+        # The binder's GPU-group labels were put on the pod that ran, not on its replacement.
+        labels=without_groups(sp.pod.labels),
+    )
+    return SimPod(
+        pod,
+        sp.job,
+        sp.queue,
+        sp.gang,
+        sp.duration,
+        sp.preemptible,
+        now,  # its wait for a node starts over
+        held_seconds=sp.held_seconds,
+    )
