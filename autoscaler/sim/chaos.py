@@ -34,7 +34,8 @@ from autoscaler.sim.chaos_world import (
     Violation,
     mark_pods,
 )
-from autoscaler.sim.engine import SyncDrainer, VirtualClock, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import SyncDrainer, VirtualClock
 from autoscaler.sim.run import DEFAULT_CATALOG
 from autoscaler.sim.scenario import JobSpec, parse_scenario
 

@@ -9,24 +9,31 @@ from __future__ import annotations
 
 import contextlib
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config.options import Config, ConfigError, config_from_mapping
+from autoscaler.config.options import Config
 from autoscaler.core.model import CapacityType, Instance, InstanceState
 from autoscaler.core.planning.planner import Plan, Planner
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob, last_look, remove_node
 from autoscaler.runtime.observability.events import EventRecorder
-from autoscaler.sim.cluster import EmulatedCluster, SimPod, held_by_queue
+from autoscaler.sim.cluster import EmulatedCluster, held_by_queue
+from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY
+from autoscaler.sim.record import (
+    INTERRUPTION,
+    LAUNCH,
+    OUTAGE_BEGINS,
+    OUTAGE_ENDS,
+    REMOVAL,
+    Record,
+    Sample,
+    cost_so_far,
+)
 from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
 from autoscaler.sim.waiting import never_served, queue_hold, waiting_reasons
-
-LAUNCH_DELAY, REGISTRATION_DELAY, GPU_READY_DELAY = 60.0, 45.0, 30.0
 
 
 class VirtualClock:
@@ -82,57 +89,6 @@ class SyncDrainer:
 
     def shutdown(self) -> None:
         return None
-
-
-@dataclass(slots=True)
-class Sample:
-    t: float
-    gpus_up: int
-    gpus_used: float  # a share of a GPU counts as its part
-    gpu_limit: int | None
-    pending: dict[str, int]
-    cost: float
-    spot_gpus: int = 0  # of gpus_up, on spot instances
-    queue_gpus: dict[str, float] = field(default_factory=dict)  # GPUs of running pods, by KAI queue
-
-
-# Kinds of Record.markers: what the timeline marks on its time axis.
-LAUNCH, REMOVAL, INTERRUPTION, OUTAGE_BEGINS, OUTAGE_ENDS = (
-    "launch",
-    "removal",
-    "interruption",
-    "outage begins",
-    "outage ends",
-)
-
-
-@dataclass(slots=True)
-class Record:
-    """Everything the report needs, gathered as the simulation runs."""
-
-    policy: str
-    scenario: str
-    samples: list[Sample] = field(default_factory=list)
-    lines: list[tuple[float, str]] = field(default_factory=list)
-    started: dict[str, tuple[Instance, float]] = field(default_factory=dict)  # id -> (instance, start)
-    ended: dict[str, float] = field(default_factory=dict)
-    launch_pods: list[tuple[str, ...]] = field(default_factory=list)
-    launched_for: set[str] = field(default_factory=set)
-    held_after_launch: set[str] = field(default_factory=set)
-    gpu_limit_violations: int = 0
-    launches: int = 0
-    removals: int = 0
-    reconciles: int = 0
-    pods: list[SimPod] = field(default_factory=list)
-    cut_runs: list[SimPod] = field(default_factory=list)  # runs an eviction or a lost node ended early
-    wall_seconds: float = 0.0
-    end: float = 0.0
-    gpu_nodes_at_end: int = 0
-    # Why each pod still waiting at the end waited: the last plan's verdict on it.
-    waiting: dict[str, str] = field(default_factory=dict)
-    markers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, kind, nodes)
-    queues: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # name -> (quota, limit)
-    scaling_pods: int = 0  # created by KAI's node-scale-adjuster (baselines only)
 
 
 class Simulation:
@@ -425,21 +381,6 @@ class Simulation:
         rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t), spot_gpus, by_queue))
 
 
-def over_limit_launches(rec: Record) -> int:
-    """Launches made (at least partly) for pods that their KAI queue held back over quota or limit."""
-    return sum(1 for pods in rec.launch_pods if any(k in rec.held_after_launch for k in pods))
-
-
-def cost_so_far(rec: Record, t: float) -> float:
-    """USD spent on instances up to ``t``."""
-    total = 0.0
-    for iid, (inst, start) in rec.started.items():
-        end = min(rec.ended.get(iid, t), t)
-        if end > start:
-            total += inst.price * (end - start) / 3600
-    return total
-
-
 def _gpus_of(job: JobSpec) -> str:
     """How much GPU each pod of ``job`` asks for, as a timeline line says it."""
     if job.gpu_fraction:
@@ -454,93 +395,3 @@ def _hhmm(t: float) -> str:
     h, rest = divmod(rest, 3600)
     m = rest // 60
     return f"{'d' + str(day) + ' ' if day else ''}{h:02d}:{m:02d}"
-
-
-def build_config(
-    scenario: Scenario,
-    overrides: dict[str, Any],
-    *,
-    catalog: str,
-    cloud: str,
-    region: str,
-    overrides_source: str = "--config",
-) -> Config:
-    """The scenario's configuration, the user's overrides, and the simulated cloud's settings.
-
-    An error names where the key was written: ``config.`` in the scenario, or ``overrides_source`` (the
-    ``--config`` file) for the overrides.
-    """
-    data: dict[str, Any] = {**scenario.config, **overrides}
-    written = {str(key): _IN_SCENARIO for key in scenario.config}
-    written.update({str(key): _IN_OVERRIDES for key in overrides})
-    data.setdefault("cloud", cloud)
-    data.setdefault("region", region)
-    if cloud:
-        data["cloud"] = cloud
-        written.pop("cloud", None)
-    if region:
-        data["region"] = region
-        written.pop("region", None)
-    if scenario.kai:
-        data.setdefault("pendingPodReasonRegexp", _kai_regexp())
-        data.setdefault("schedulerNames", ["kai-scheduler"])
-    data["leaderElection"] = {"enabled": False}
-    # The simulated cloud numbers instances in the order launches reach it; launching from parallel threads
-    # would let thread timing pick that order (and which nodes a spot wave reclaims), so one seed, one run.
-    data["maxParallelLaunches"] = 1
-    data["simulated"] = {
-        "catalog": catalog,
-        "catalogCloud": data["cloud"],
-        "catalogRegion": data["region"],
-        "registerNodes": True,
-        "launchDelay": f"{int(LAUNCH_DELAY)}s",
-        "registrationDelay": f"{int(REGISTRATION_DELAY)}s",
-        "gpuReadyDelay": f"{int(GPU_READY_DELAY)}s",
-    }
-    if scenario.reservations:
-        data["simulated"]["reservations"] = [
-            {
-                "id": r.id,
-                "instanceType": r.instance_type,
-                "zone": r.zone,
-                "count": r.count,
-                "kind": r.kind,
-                **({"start": r.at} if r.at is not None else {}),
-                **({"end": r.until} if r.until is not None else {}),
-            }
-            for r in scenario.reservations
-        ]
-    for key in ("leaderElection", "maxParallelLaunches", "simulated"):
-        written.pop(key, None)  # set here over whatever the user wrote: an error in them is not the user's
-    source = f"scenario {scenario.name}"
-    try:
-        return config_from_mapping(data, source=source)
-    except ConfigError as err:
-        raise _attributed(err, written, source, overrides_source) from None
-
-
-_IN_SCENARIO, _IN_OVERRIDES = "scenario", "overrides"
-
-
-def _attributed(err: ConfigError, written: dict[str, str], scenario: str, overrides: str) -> ConfigError:
-    """``err`` with each problem pointing at the layer its top-level key came from."""
-    by_source: dict[str, list[str]] = {}
-    for problem in err.errors:
-        layer = written.get(re.split(r"[.\[:]", problem, maxsplit=1)[0])
-        if layer == _IN_OVERRIDES:
-            by_source.setdefault(overrides, []).append(problem)
-        else:
-            # The scenario file's keys sit under its `config:` block; keys set from flags have no prefix.
-            prefix = "config." if layer == _IN_SCENARIO else ""
-            by_source.setdefault(scenario, []).append(prefix + problem)
-    if len(by_source) == 1:
-        ((source, problems),) = by_source.items()
-        return ConfigError(problems, source)
-    return ConfigError([f"{source}: {p}" for source, problems in by_source.items() for p in problems])
-
-
-def _kai_regexp() -> str:
-    """The KAI preset's pendingPodReasonRegexp (the same text as config/examples/kai.yaml)."""
-    from autoscaler.sim.presets import KAI_PENDING_REGEXP
-
-    return KAI_PENDING_REGEXP

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.sim.cluster import SimPod
-from autoscaler.sim.engine import Record, _hhmm, cost_so_far, over_limit_launches
+from autoscaler.sim.engine import _hhmm
+from autoscaler.sim.record import Record, cost_so_far, over_limit_launches
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -15,8 +15,10 @@ from typing import Any
 from autoscaler.config.layers import Layers, read_layers
 from autoscaler.config.options import ConfigError
 from autoscaler.sim.baselines import planner_for
-from autoscaler.sim.engine import Record, Simulation, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import Simulation
 from autoscaler.sim.lower_bound import lower_bound
+from autoscaler.sim.record import Record
 from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
 from autoscaler.sim.trace import GPU_SHARING, load_trace

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.sim.engine import INTERRUPTION, LAUNCH, OUTAGE_BEGINS, OUTAGE_ENDS, REMOVAL, Record
+from autoscaler.sim.record import INTERRUPTION, LAUNCH, OUTAGE_BEGINS, OUTAGE_ENDS, REMOVAL, Record
 
 # A reference line is drawn when it is at most this many times the data's peak; beyond, it is a note.
 ON_SCALE = 1.5

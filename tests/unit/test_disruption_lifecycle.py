@@ -14,7 +14,8 @@ import pytest
 from autoscaler.config.options import Config
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob
-from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scenario import JobSpec, parse_scenario
 from providers.simulated import SimulatedProvider

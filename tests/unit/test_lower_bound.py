@@ -12,7 +12,7 @@ from autoscaler.core.gpu.share import GpuShare, ShareSource
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.sim.cluster import SimPod
-from autoscaler.sim.engine import build_config
+from autoscaler.sim.configuration import build_config
 from autoscaler.sim.lower_bound import lower_bound, moment_bound, share_need
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from autoscaler.core.model import Instance
 from autoscaler.core.projection import without_dead_nodes
-from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scenario import JobSpec, parse_scenario
 from tests.builders import node, pod, snapshot

@@ -15,7 +15,8 @@ from autoscaler.core.model import Condition, Pod, Snapshot, Toleration
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.resources import NVIDIA_GPU, Resources
 from autoscaler.sim.baselines import planner_for
-from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scale_adjuster import COOL_DOWN, ScaleAdjuster, batch_gpus, scaling_pod
 from autoscaler.sim.scenario import parse_scenario

@@ -11,7 +11,8 @@ import pytest
 
 from autoscaler.cli.main import main
 from autoscaler.config.options import ConfigError
-from autoscaler.sim.engine import Simulation, build_config
+from autoscaler.sim.configuration import build_config
+from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from autoscaler.sim.trace import load_trace

@@ -16,7 +16,7 @@ from autoscaler.sim.timeline_plot import scale
 if TYPE_CHECKING:
     from typing import Any
 
-    from autoscaler.sim.engine import Record
+    from autoscaler.sim.record import Record
 
 pytest.importorskip("matplotlib")
 import matplotlib.pyplot as plt
