@@ -8,14 +8,15 @@ constraints rule out, drops away) and settled on the cheapest when the plan is f
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from autoscaler.core.fit import Constraints
+from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import LABEL_HOSTNAME, HostPort, Offering, Taint
 from autoscaler.core.placement.gpus import GpuSlots, device_slots
-from autoscaler.core.resources import EMPTY, Resources
+from autoscaler.core.resources import EMPTY, NVIDIA_GPU, Resources
 
 
 class Templates(Protocol):
@@ -24,6 +25,18 @@ class Templates(Protocol):
     def labels(self, o: Offering) -> Mapping[str, str]: ...
 
     def taints(self, o: Offering) -> tuple[Taint, ...]: ...
+
+
+class NoTemplates:
+    """For a cluster that only has nodes that exist (the simulator's scheduler): nothing is launched."""
+
+    def labels(self, o: Offering) -> Mapping[str, str]:
+        """None: there is no node to launch."""
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")
+
+    def taints(self, o: Offering) -> tuple[Taint, ...]:
+        """None: there is no node to launch."""
+        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")
 
 
 class Kind(enum.StrEnum):
@@ -133,3 +146,31 @@ class Bin:
             found = frozenset(templates.labels(o).get(key) for opt in self.options for o in opt.offerings)
             self._values[key] = found
         return found
+
+
+def narrow(
+    options: Sequence[Option], templates: Templates, chosen: Mapping[str, str], absent: set[str]
+) -> tuple[Option, ...]:
+    """The options, each kept to the offerings whose nodes carry the ``chosen`` labels and none of the
+    ``absent`` ones (an option left with none drops away)."""
+    out = []
+    for opt in options:
+        kept = tuple(
+            o
+            for o in opt.offerings
+            if all(templates.labels(o).get(k) == v for k, v in chosen.items())
+            and not any(k in templates.labels(o) for k in absent)
+        )
+        if kept:
+            out.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
+    return tuple(out)
+
+
+def shares_fitting(bin: Bin, option: Option, share: GpuShare, want: int) -> tuple[GpuSlots, int, int]:
+    """How a new node that becomes ``option`` takes up to ``want`` pods of ``share``, its whole-GPU pods
+    counted: (slots after, pods placed, devices opened)."""
+    slots = bin.devices
+    if slots is None:
+        slots = option.devices
+        slots = replace(slots, whole=max(0, slots.whole - bin.used.get(NVIDIA_GPU, 0) // 1000))
+    return slots.take_many(share, want)

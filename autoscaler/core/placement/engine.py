@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from autoscaler.core.fit import Constraints
-from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import LABEL_HOSTNAME, Offering, Pod, Taint
 from autoscaler.core.placement import filters
-from autoscaler.core.placement.bins import Bin, Kind, Option, Templates
-from autoscaler.core.placement.gpus import GpuSlots, device_model
+from autoscaler.core.placement.bins import Bin, Kind, NoTemplates, Option, Templates, narrow, shares_fitting
+from autoscaler.core.placement.fits import Fit, request
+from autoscaler.core.placement.gpus import device_model
 from autoscaler.core.placement.journal import Journal
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.placement.topology import Topology
@@ -39,23 +39,6 @@ class _Profile:
     checked: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Fit:
-    """``count`` pods fit; for a new node, the options it narrows to and the labels it settles; for GPU
-    shares, the node's devices after them and how many whole GPUs they turned into shared ones."""
-
-    count: int
-    options: tuple[Option, ...] = ()
-    settled: Mapping[str, str] | None = None
-    gpus: GpuSlots | None = None
-    opened: int = 0
-
-
-def request(pod: Pod) -> Resources:
-    """What a pod takes from a node, its pod slot included."""
-    return pod.requests + filters.ONE_POD
-
-
 class Engine:
     """The cluster a plan places pods in: bins with their pods, and the counts the inter-pod filters read."""
 
@@ -66,7 +49,7 @@ class Engine:
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         journal: Journal | None = None,
     ) -> None:
-        self.templates: Templates = templates if templates is not None else _NoTemplates()
+        self.templates: Templates = templates if templates is not None else NoTemplates()
         self.journal = journal if journal is not None else Journal()
         self.topology = Topology(namespaces, self.journal)
         self.bins: list[Bin] = []
@@ -283,7 +266,7 @@ class Engine:
         for opt in options:
             k = need.times_fit(opt.alloc, bin.used)
             if share is not None and k > 0:
-                k = _shares_fitting(bin, opt, share, min(k, want))[1]
+                k = shares_fitting(bin, opt, share, min(k, want))[1]
             counts.append(k)
             best = max(best, k)
         if best <= 0:
@@ -294,7 +277,7 @@ class Engine:
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
         gpus, opened = None, 0
         if share is not None:
-            gpus, _, opened = _shares_fitting(bin, fitting[0], share, k)
+            gpus, _, opened = shares_fitting(bin, fitting[0], share, k)
             fitting = tuple(o for o in fitting if device_model(o.devices) == device_model(fitting[0].devices))
         if not profile.inter_pod:
             return Fit(k, fitting, gpus=gpus, opened=opened)
@@ -374,7 +357,7 @@ class Engine:
         for values in choices:
             chosen = {key: v for key, v in zip(open_keys, values, strict=True) if v is not None}
             absent = {key for key, v in zip(open_keys, values, strict=True) if v is None}
-            narrowed = _narrow(options, self.templates, chosen, absent)
+            narrowed = narrow(options, self.templates, chosen, absent)
             if not narrowed:
                 continue
             labels = {**bin.labels, **chosen}
@@ -478,42 +461,6 @@ class Engine:
 Options = Mapping[tuple[str, str], frozenset[Offering]]
 
 
-def _narrow(
-    options: Sequence[Option], templates: Templates, chosen: Mapping[str, str], absent: set[str]
-) -> tuple[Option, ...]:
-    out = []
-    for opt in options:
-        kept = tuple(
-            o
-            for o in opt.offerings
-            if all(templates.labels(o).get(k) == v for k, v in chosen.items())
-            and not any(k in templates.labels(o) for k in absent)
-        )
-        if kept:
-            out.append(opt if len(kept) == len(opt.offerings) else Option(opt.alloc, kept))
-    return tuple(out)
-
-
-def _shares_fitting(bin: Bin, option: Option, share: GpuShare, want: int) -> tuple[GpuSlots, int, int]:
-    """How a new node that becomes ``option`` takes up to ``want`` pods of ``share``, its whole-GPU pods
-    counted: (slots after, pods placed, devices opened)."""
-    slots = bin.devices
-    if slots is None:
-        slots = option.devices
-        slots = replace(slots, whole=max(0, slots.whole - bin.used.get(NVIDIA_GPU, 0) // 1000))
-    return slots.take_many(share, want)
-
-
 _NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)
 _NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
 _NO_ROOM = Rejection(Filter.NODE_RESOURCES_FIT, "no room")
-
-
-class _NoTemplates:
-    """For a cluster that only has nodes that exist (the simulator's scheduler): nothing is launched."""
-
-    def labels(self, o: Offering) -> Mapping[str, str]:
-        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")
-
-    def taints(self, o: Offering) -> tuple[Taint, ...]:
-        raise LookupError(f"no node template for {o.key}: this cluster launches nothing")

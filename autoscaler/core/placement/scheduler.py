@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from autoscaler.core.fit import Constraints
 from autoscaler.core.model import Node, Pod
 from autoscaler.core.placement.bins import Bin, Kind
-from autoscaler.core.placement.engine import Engine, Fit
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.placement.fits import Fit
 from autoscaler.core.placement.reasons import Rejection
 from autoscaler.core.resources import PODS, Resources
 

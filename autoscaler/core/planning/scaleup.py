@@ -24,7 +24,8 @@ from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import Offering, Pod
 from autoscaler.core.placement.bins import Bin, Kind, Option
-from autoscaler.core.placement.engine import Engine, Fit, request
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.placement.fits import Fit, request
 from autoscaler.core.placement.gpus import GpuSlots
 from autoscaler.core.placement.reasons import (
     EXISTING_ANTI_AFFINITY,

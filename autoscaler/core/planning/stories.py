@@ -6,7 +6,7 @@ from __future__ import annotations
 from autoscaler.core.demand import Demand, pod_queue
 from autoscaler.core.fit import AnnotationError, pod_constraints
 from autoscaler.core.model import Pod, Snapshot
-from autoscaler.core.placement.engine import request
+from autoscaler.core.placement.fits import request
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, LaunchPlan
 from autoscaler.core.planning.newnodes import describe
 from autoscaler.core.planning.offerings import OfferingIndex
