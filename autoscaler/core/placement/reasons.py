@@ -42,6 +42,18 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 POD_AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
 POD_ANTI_AFFINITY_MISMATCH = "node(s) didn't match pod anti-affinity rules"
 
+# Filters whose "no" for one pod of a class holds for the next one too while pods are only added to nodes:
+# the node's labels, taints, room and ports, and anti-affinity. Spread and affinity can change their mind.
+LASTING = {
+    Filter.NODE_UNSCHEDULABLE,
+    Filter.NODE_NAME,
+    Filter.TAINT_TOLERATION,
+    Filter.NODE_AFFINITY,
+    Filter.NODE_PORTS,
+    Filter.NODE_RESOURCES_FIT,
+}
+LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
+
 
 @dataclass(frozen=True, slots=True)
 class Rejection:

@@ -11,7 +11,8 @@ The pipeline, one small step each (pure; same input, same plan):
 4. then opens new nodes (:mod:`autoscaler.core.planning.newnodes`: bin-selection and bin-packing);
 5. enforces ``clusterGPULimit`` / ``clusterCPULimit`` / ``maxNodes`` as nodes are opened; a gang that does
    not fit entirely is taken back;
-6. finally each new node takes the cheapest instance type it may still be, with fallbacks.
+6. finally each new node takes the cheapest instance type it may still be, with fallbacks
+   (:mod:`autoscaler.core.planning.launches`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,7 @@ from autoscaler.core.placement.bins import Bin, Kind, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.fits import Fit, request
 from autoscaler.core.placement.gpus import GpuSlots
-from autoscaler.core.placement.reasons import (
-    EXISTING_ANTI_AFFINITY,
-    POD_ANTI_AFFINITY_MISMATCH,
-    Filter,
-    Rejection,
-)
+from autoscaler.core.placement.reasons import LASTING, LASTING_MESSAGES, Filter, Rejection
 from autoscaler.core.planning import newnodes, reserved
 from autoscaler.core.planning.classes import PodClass, choices, order, pod_classes, pod_mode
 from autoscaler.core.planning.decisions import (
@@ -40,30 +36,18 @@ from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     NO_SPEND,
     NO_USAGE,
-    Launch,
     LaunchPlan,
     QueueSpend,
     Unplaced,
     Usage,
 )
+from autoscaler.core.planning.launches import launches
 from autoscaler.core.planning.newnodes import Budget, Choice, describe
-from autoscaler.core.planning.offerings import OfferingIndex, price_order
-from autoscaler.core.planning.why import LaunchWhy, launch_why, mode_reason
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.why import mode_reason
 from autoscaler.core.resources import Resources
 
 __all__ = ["describe", "pod_mode", "scale_up"]
-
-# Filters whose "no" for one pod of a class holds for the next one too while the plan only adds pods:
-# the node's labels, taints, room and ports, and anti-affinity. Spread and affinity can change their mind.
-_LASTING = {
-    Filter.NODE_UNSCHEDULABLE,
-    Filter.NODE_NAME,
-    Filter.TAINT_TOLERATION,
-    Filter.NODE_AFFINITY,
-    Filter.NODE_PORTS,
-    Filter.NODE_RESOURCES_FIT,
-}
-_LASTING_MESSAGES = {POD_ANTI_AFFINITY_MISMATCH, EXISTING_ANTI_AFFINITY}
 
 
 @dataclass(slots=True)
@@ -163,7 +147,7 @@ class _Planner:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
             fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
             if isinstance(fit, Rejection):
-                if skip is not None and (fit.filter in _LASTING or fit.message in _LASTING_MESSAGES):
+                if skip is not None and (fit.filter in LASTING or fit.message in LASTING_MESSAGES):
                     skip.add(b.name)
                 continue
             if b.new and not self._worth_joining(b, fit, unit, len(remaining)):
@@ -434,42 +418,6 @@ class _Planner:
             Unplaced(p.key, detail, limited, why.rejection, gang=gang.key) for p in gang.pods
         )
 
-    # -- step 6 ----------------------------------------------------------------------------------------
-
-    def finalize(self) -> list[Launch]:
-        launches = []
-        cache: dict[tuple[object, ...], tuple[tuple[Offering, ...], LaunchWhy]] = {}
-        # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
-        # every node, and so every option, is held).
-        cheapest: dict[tuple[object, ...], Offering] = {}
-        for b in self.engine.bins:
-            if not b.new or not b.pods:
-                continue
-            classes = sorted(b.classes, key=repr) if len(b.classes) > 1 else list(b.classes)
-            shape = (classes[0].capacity_types, *map(id, b.options))
-            offering = cheapest.get(shape)
-            if offering is None:
-                offering = cheapest[shape] = newnodes.cheapest(b, classes)
-            pods = tuple(sorted(b.pods))
-            reason = self.mode_reasons.get(pods[0], "")
-            settled = tuple(sorted(b.settled.items()))
-            # A node opened for a queue with a budget falls back only within what the budget leaves, and
-            # what its dearest fallback may add is kept from the nodes after it.
-            queue = self.bin_queues.get(b.name, "")
-            left = self.budget.queues.get(queue)
-            budget = (queue, offering.price + max(0.0, left)) if left is not None else None
-            key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
-            found = cache.get(key)
-            if found is None:
-                fb = newnodes.fallbacks(b, offering, self.index, classes, budget)
-                why = launch_why(b, offering, classes, self.index, reason, fb)
-                found = cache[key] = (reserved.without_reserved(fb.offerings), why)
-            if left is not None and found[0]:
-                self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
-            launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
-        launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
-        return launches
-
 
 def scale_up(
     demand: Demand,
@@ -501,10 +449,10 @@ def scale_up(
             planner.place_gang(unit, demand)
         else:
             planner.place_class(unit)
-    launches = planner.finalize()
-    gpus_planned = sum(la.offering.gpu_count for la in launches)
+    launched = launches(engine, index, planner.budget, planner.mode_reasons, planner.bin_queues)
+    gpus_planned = sum(la.offering.gpu_count for la in launched)
     return LaunchPlan(
-        launches=tuple(launches),
+        launches=tuple(launched),
         unplaced=tuple(sorted(planner.unplaced, key=lambda u: u.pod)),
         absorbed=tuple(sorted(planner.absorbed, key=lambda a: a.pod)),
         gpus_before=usage.gpus,
