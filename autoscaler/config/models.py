@@ -38,6 +38,7 @@ __all__ = [
     "checked",
     "error_lines",
     "field_values",
+    "key_path",
     "keys_of",
 ]
 
@@ -329,7 +330,8 @@ def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | N
     return model
 
 
-def _path(loc: Iterable[Any]) -> str:
+def key_path(loc: Iterable[Any]) -> str:
+    """A pydantic error location as the user reads a key path: ``jobs[0].gpus``."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -351,13 +353,13 @@ def error_lines(
     problems = sorted(found, key=lambda p: p["type"] != "extra_forbidden")
     for problem in problems:
         loc = problem["loc"]
-        path = _path((prefix, *loc) if prefix else loc)
+        path = key_path((prefix, *loc) if prefix else loc)
         kind, value = problem["type"], problem["input"]
         if kind == _ERROR_TYPE:
             lines.extend(line.replace(HERE, path) for line in problem["ctx"]["lines"])
         elif kind == "extra_forbidden":
             holder = _model_at(model, loc[:-1])
-            known = [*keys_of(holder), *more_keys(_path(loc[:-1]))] if holder else []
+            known = [*keys_of(holder), *more_keys(key_path(loc[:-1]))] if holder else []
             hint = schema.suggest(str(loc[-1]), known)
             lines.append(f"{path}: unknown key" + (f" (did you mean {hint!r}?)" if hint else ""))
         elif kind == "missing":
