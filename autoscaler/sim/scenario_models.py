@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from autoscaler.config.models import HERE, Section, checked, key_path, keys_of
+from autoscaler.config.fields import HERE, Section, checked, key_path, keys_of
 from autoscaler.config.schema import ConfigError, Converter, parse_duration, suggest
 from autoscaler.core.annotations import split_list
 from autoscaler.core.model import CAPACITY_TYPES, ReservationKind

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from autoscaler.config import schema as schema
-from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.fields import Section, checked, field_values
 from autoscaler.config.options import Config, ConfigError, parse_duration
 from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from autoscaler.cli import main as cli
-from autoscaler.config.models import SECTION_MODELS, ConfigDocument, keys_of
+from autoscaler.config.fields import keys_of
+from autoscaler.config.models import SECTION_MODELS, ConfigDocument
 from autoscaler.config.reference import json_schema
 
 REPO = Path(__file__).resolve().parents[2]
