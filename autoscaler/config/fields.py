@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.alias_generators import to_camel
@@ -40,6 +40,7 @@ __all__ = [
     "field_values",
     "key_path",
     "keys_of",
+    "problem",
 ]
 
 # Stands for the key path in a converter's message until the error is translated: a pydantic validator does
@@ -125,15 +126,33 @@ def keys_of(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds: itself, optional, or as the entries of a list."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
     """The model that holds the last key of ``loc`` (None when ``loc`` leaves the models)."""
     for part in loc:
+        if isinstance(part, int):  # an entry of a list of models: the list's field named the model
+            continue
         fields = {field.alias or name: field for name, field in model.model_fields.items()}
-        inner = fields[part].annotation if part in fields else None
-        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+        inner = _inner_model(fields[part].annotation) if part in fields else None
+        if inner is None:
             return None
         model = inner
     return model
+
+
+def problem(*lines: str) -> PydanticCustomError:
+    """A validator's failure as tidal's lines (``HERE`` in them stands for where the validated value sits)."""
+    return PydanticCustomError(_ERROR_TYPE, "{lines}", {"lines": lines})
 
 
 def key_path(loc: Iterable[Any]) -> str:
