@@ -158,3 +158,16 @@ def test_an_aws_managed_launch_template_as_the_provider_takes_it_satisfies_the_s
 )
 def test_an_editor_flags_a_mistake_inside_an_aws_launch_template(template: dict[str, Any]) -> None:
     assert list(validator().iter_errors({"aws": {"subnetIds": ["subnet-0123456789abcdef0"], **template}}))
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {"capacityFailures": [{"instanceType": "g5.xlarge", "capacityTyp": "spot"}]},
+        {"capacityFailures": [{"capacityType": "cheap"}]},
+        {"reservations": [{"id": "r1", "instanceType": "g5.xlarge", "zone": "us-east-1a", "count": 0}]},
+        {"reservations": [{"id": "r1", "instanceType": "g5.xlarge", "zone": "us-east-1a", "cuont": 2}]},
+    ],
+)
+def test_an_editor_flags_a_mistake_in_an_entry_of_a_simulated_list(entries: dict[str, Any]) -> None:
+    assert list(validator().iter_errors({"simulated": {**PROVIDER_SECTIONS["simulated"], **entries}}))
