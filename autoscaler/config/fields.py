@@ -40,6 +40,7 @@ __all__ = [
     "field_values",
     "key_path",
     "keys_of",
+    "model_at",
     "problem",
 ]
 
@@ -137,7 +138,7 @@ def _inner_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
+def model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
     """The model that holds the last key of ``loc`` (None when ``loc`` leaves the models)."""
     for part in loc:
         if isinstance(part, int):  # an entry of a list of models: the list's field named the model
@@ -183,7 +184,7 @@ def error_lines(
         if kind == _ERROR_TYPE:
             lines.extend(line.replace(HERE, path) for line in problem["ctx"]["lines"])
         elif kind == "extra_forbidden":
-            holder = _model_at(model, loc[:-1])
+            holder = model_at(model, loc[:-1])
             known = [*keys_of(holder), *more_keys(key_path(loc[:-1]))] if holder else []
             hint = schema.suggest(str(loc[-1]), known)
             lines.append(f"{path}: unknown key" + (f" (did you mean {hint!r}?)" if hint else ""))

@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from autoscaler.config.fields import HERE, Section, checked, key_path, keys_of
+from autoscaler.config.fields import HERE, Section, checked, key_path, keys_of, model_at
 from autoscaler.config.schema import ConfigError, Converter, parse_duration, suggest
 from autoscaler.core.annotations import split_list
 from autoscaler.core.model import CAPACITY_TYPES, ReservationKind
@@ -350,20 +350,6 @@ def _problem(key: str, message: str, *, as_written: bool = False, top: bool = Fa
 # --- pydantic's errors as the scenario's one line ---------------------------------------------------------
 
 
-def _holder(loc: tuple[Any, ...]) -> type[Section]:
-    """The model whose key ``loc`` ends with."""
-    outer: dict[str, type[Section]] = {
-        "queues": QueueModel,
-        "jobs": JobModel,
-        "spotInterruptions": InterruptionModel,
-        "capacityOutages": OutageModel,
-        "reservations": ReservationModel,
-        "trace": TraceModel,
-        "catalog": CatalogModel,
-    }
-    return outer[loc[0]] if len(loc) > 1 else ScenarioModel
-
-
 def _raw_at(data: Any, loc: Iterable[Any]) -> Any:
     for part in loc:
         data = data[part]
@@ -379,7 +365,7 @@ def _line(problem: ErrorDetails, data: Any) -> str:
         line: str = problem["ctx"]["lines"][0].replace(HERE, path)
         return line.format(**_raw_at(data, loc)) if problem["ctx"].get("as_written") else line
     if kind == "extra_forbidden":
-        known = keys_of(_holder(loc))
+        known = keys_of(model_at(ScenarioModel, loc[:-1]) or ScenarioModel)
         hint = suggest(str(loc[-1]), known)
         more = f"did you mean {hint!r}?" if hint else f"known: {', '.join(sorted(known))}"
         return f"{where + ': ' if where else ''}unknown key {loc[-1]!r} ({more})"
