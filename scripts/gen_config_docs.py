@@ -4,8 +4,8 @@
     python scripts/gen_config_docs.py           # rewrite the file (the same as: tidal config docs > FILE)
     python scripts/gen_config_docs.py --check   # exit 1 when the file is not what this script writes
 
-The options come from autoscaler/config/models.py and the providers' registered sections; each one's default
-and description from the comment above it in autoscaler/config/defaults.yaml (see autoscaler/config/reference.py).
+The options and their descriptions come from autoscaler/config/models.py and the providers' registered
+sections; each one's default from autoscaler/config/defaults.yaml (see autoscaler/config/reference.py).
 """
 
 from __future__ import annotations

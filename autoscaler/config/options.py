@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from autoscaler.config import schema as schema
+from autoscaler.config.fields import error_lines, field_values, keys_of
 from autoscaler.config.models import (
     KEEP,
     RELEASE,
@@ -28,9 +29,6 @@ from autoscaler.config.models import (
     VERBATIM,
     WAIT,
     ConfigDocument,
-    error_lines,
-    field_values,
-    keys_of,
 )
 from autoscaler.config.schema import ConfigError, parse_duration, parse_selector_string
 from autoscaler.config.sections import check_section, section_names

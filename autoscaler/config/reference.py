@@ -1,9 +1,9 @@
 """What the configuration documents about itself: its JSON Schema and its Markdown reference.
 
-Both are built from the models of :mod:`autoscaler.config.models` (which options exist, where, of which type)
-and the providers' registered sections, with each option's default and description taken from the comment
-above it in ``autoscaler/config/defaults.yaml`` — the file users copy, where every option has one — so the text is
-written once. ``tidal config schema`` prints the schema (``deploy/config.schema.json`` is it, for editors
+Both are built from the models of :mod:`autoscaler.config.models` (which options exist, where, of which type,
+and what each does: its field's description) and the providers' registered sections, with each option's
+default taken from ``autoscaler/config/defaults.yaml``, the file users copy. That file's comments repeat the
+models' descriptions, and a test holds them equal, so the text has one source. ``tidal config schema`` prints the schema (``deploy/config.schema.json`` is it, for editors
 validating the ConfigMap); ``tidal config docs`` prints docs/configuration.md.
 """
 
@@ -20,11 +20,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from autoscaler.config.models import SECTION_MODELS, ConfigDocument, keys_of
+from autoscaler.config.fields import keys_of
+from autoscaler.config.models import SECTION_MODELS, ConfigDocument
 from autoscaler.config.options import provider_sections
 from autoscaler.config.sections import section_model
 
-__all__ = ["Option", "SourceError", "json_schema", "markdown", "options", "parse", "render"]
+__all__ = ["Option", "SourceError", "description", "json_schema", "markdown", "options", "parse", "render"]
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z][A-Za-z0-9]*):(?: (?P<value>.*))?$")
@@ -94,23 +95,30 @@ def _model_options(model: type[BaseModel], prefix: str) -> list[Option]:
     ]
 
 
+def description(model: type[BaseModel], key: str) -> str:
+    """What the option ``key`` of ``model`` does, as its field says."""
+    fields = {info.alias or name: info for name, info in model.model_fields.items()}
+    return fields[key].description or ""
+
+
 def options() -> list[Option]:
-    """Every option the models take, in their order, documented from the default file; provider sections
-    last, each with its own options when its provider registered a model."""
+    """Every option the models take, in their order, described by the models, with the defaults of the default
+    file; provider sections last, each with its own options when its provider registered a model."""
     documented = _documented()
 
-    def option(path: str) -> Option:
+    def option(model: type[BaseModel], key: str, path: str) -> Option:
         if path not in documented:
             raise SourceError(f"defaults.yaml: {path} has no default and comment")
-        return documented[path]
+        return Option(path, documented[path].default, description(model, key))
 
     out = []
     for key in keys_of(ConfigDocument):
-        top = option(key)
-        children = (
-            [option(f"{key}.{k}") for k in keys_of(SECTION_MODELS[key])] if key in SECTION_MODELS else []
-        )
-        out.append(Option(top.path, top.default, top.description, children))
+        top = option(ConfigDocument, key, key)
+        if key in SECTION_MODELS:
+            top.children = [
+                option(SECTION_MODELS[key], k, f"{key}.{k}") for k in keys_of(SECTION_MODELS[key])
+            ]
+        out.append(top)
     registered = provider_sections()
     for name in [n for n in documented if n in registered] + [n for n in registered if n not in documented]:
         model = section_model(name)
@@ -160,10 +168,13 @@ def markdown() -> str:
 # --- JSON Schema --------------------------------------------------------------------------------------------
 
 
-def _describe(node: dict[str, Any], option: Option | None) -> None:
+def _describe(node: dict[str, Any], option: Option | None, *, text: bool = False) -> None:
+    """Give ``node`` the default of ``option`` (and, with ``text``, its description: a provider's section,
+    which no model of tidal's describes)."""
     if option is None:
         return
-    node["description"] = option.description
+    if text:
+        node["description"] = option.description
     if option.default and not option.children:
         node["default"] = yaml.safe_load(option.default)
 
@@ -208,7 +219,7 @@ def json_schema() -> dict[str, Any]:
         model_schema.pop("required", None)
     for name in provider_sections():
         schema["properties"][name] = _provider_schema(name, defs)
-        _describe(schema["properties"][name], documented.get(name))
+        _describe(schema["properties"][name], documented.get(name), text=True)
     _untitled(schema, *defs.values(), *schema["properties"].values())
     return {
         "$schema": SCHEMA_DIALECT,
@@ -223,7 +234,7 @@ def json_schema() -> dict[str, Any]:
 INTRO = (
     "# Configuration reference",
     "",
-    "<!-- Generated by `tidal config docs` from autoscaler/config/models.py and the comments of",
+    "<!-- Generated by `tidal config docs` from autoscaler/config/models.py and the defaults of",
     "     autoscaler/config/defaults.yaml (config/default.yaml): edit those, not this file. -->",
     "",
     "tidal reads YAML documents: `tidal run --config FILE` (in the cluster, the `config.yaml` key of",

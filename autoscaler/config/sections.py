@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ValidationError
 
 from autoscaler.cloud import ENTRY_POINT_GROUP
-from autoscaler.config.models import error_lines
+from autoscaler.config.fields import error_lines
 from autoscaler.config.schema import ConfigError, raw_map
 
 __all__ = ["ConfiguredProvider", "check_section", "section_model", "section_names"]

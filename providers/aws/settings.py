@@ -17,8 +17,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
+from pydantic import BeforeValidator, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
+
 from autoscaler.config import schema as schema
-from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.fields import HERE, Section, checked, error_lines, field_values, problem
+from autoscaler.config.fields import integer as integer_schema
 from autoscaler.config.options import Config, ConfigError
 
 __all__ = [
@@ -165,23 +168,6 @@ def _queue(value: Any, path: str) -> str:
     schema.fail(path, f"{schema.show(value)} is not an SQS queue URL or queue name")
 
 
-def _section(keys: Mapping[str, tuple[str, Convert]], value: Any, path: str) -> dict[str, Any]:
-    """Convert a nested map key by key, collecting every error; the result holds only the keys given."""
-    if not isinstance(value, Mapping):
-        schema.fail(path, f"{schema.show(value)} is not a map")
-    errors = schema.unknown_keys(value, keys, f"{path}.")
-    out: dict[str, Any] = {}
-    for key, (attr, convert) in keys.items():
-        if key in value:
-            try:
-                out[attr] = convert(value[key], f"{path}.{key}")
-            except ConfigError as err:
-                errors.extend(err.errors)
-    if errors:
-        raise ConfigError(errors)
-    return out
-
-
 def _version(value: Any, path: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return str(value)
@@ -189,55 +175,6 @@ def _version(value: Any, path: str) -> str:
     if text in ("$Default", "$Latest") or text.isdigit():
         return text
     schema.fail(path, f"{schema.show(value)} is not a version number, $Default or $Latest")
-
-
-_NAMED_KEYS: dict[str, tuple[str, Convert]] = {
-    "name": ("name", schema.text(pattern=r"[A-Za-z0-9().\-/_]{3,128}", rule="a launch template name")),
-    "id": ("id", schema.text(pattern=_LT_ID, rule="an id like lt-0123456789abcdef0")),
-    "version": ("version", _version),
-}
-
-
-def _named_template(value: Any, path: str) -> NamedTemplate:
-    fields = _section(_NAMED_KEYS, value, path)
-    if ("name" in fields) == ("id" in fields):
-        schema.fail(path, "give exactly one of name or id")
-    return NamedTemplate(**fields)
-
-
-_DEVICE_KEYS: dict[str, tuple[str, Convert]] = {
-    "deviceName": (
-        "device_name",
-        schema.text(pattern=r"/dev/[a-z0-9]+", rule="a device name like /dev/xvda"),
-    ),
-    "volumeSize": ("volume_size_gib", schema.integer(minimum=1, maximum=65536)),
-    "volumeType": ("volume_type", schema.choice(VOLUME_TYPES)),
-    "iops": ("iops", schema.integer(minimum=100, maximum=256000)),
-    "throughput": ("throughput", schema.integer(minimum=125, maximum=2000)),
-    "encrypted": ("encrypted", schema.boolean),
-    "kmsKeyId": ("kms_key_id", schema.text()),
-}
-
-
-def _block_devices(value: Any, path: str) -> tuple[BlockDevice, ...]:
-    if not isinstance(value, list) or not value:
-        schema.fail(path, f"{schema.show(value)} is not a non-empty list of {{deviceName, volumeSize}} maps")
-    devices, errors = [], []
-    for i, item in enumerate(value):
-        where = f"{path}[{i}]"
-        try:
-            fields = _section(_DEVICE_KEYS, item, where)
-        except ConfigError as err:
-            errors.extend(err.errors)
-            continue
-        missing = [k for k in ("deviceName", "volumeSize") if _DEVICE_KEYS[k][0] not in fields]
-        if missing:
-            errors.append(f"{where}: {' and '.join(missing)} required")
-            continue
-        devices.append(BlockDevice(**fields))
-    if errors:
-        raise ConfigError(errors)
-    return tuple(devices)
 
 
 def _certificate(value: Any, path: str) -> str:
@@ -257,47 +194,157 @@ def _cidr(value: Any, path: str) -> str:
         schema.fail(path, f"{schema.show(value)} is not a CIDR block like 10.100.0.0/16")
 
 
-_MANAGED_KEYS: dict[str, tuple[str, Convert]] = {
-    "instanceProfile": ("instance_profile", schema.text()),
-    "amiFamily": ("ami_family", schema.choice(AMI_FAMILIES)),
-    "amiId": ("ami_id", schema.text(pattern=_AMI_ID, rule="an id like ami-0123456789abcdef0")),
-    "amiSsmParameter": (
-        "ami_ssm_parameter",
-        schema.text(pattern=r"/\S+", rule="an SSM parameter name (/...)"),
-    ),
-    "kubernetesVersion": (
-        "kubernetes_version",
-        schema.text(pattern=_K8S_VERSION, rule="a version like 1.31"),
-    ),
-    "blockDevices": ("block_devices", _block_devices),
-    "userData": ("user_data", schema.text()),
-    "clusterEndpoint": ("cluster_endpoint", _url),
-    "clusterCertificateAuthority": ("cluster_certificate_authority", _certificate),
-    "clusterServiceCidr": ("cluster_service_cidr", _cidr),
-}
+def _devices(value: Any) -> Any:
+    if not isinstance(value, list) or not value:
+        raise problem(
+            f"{HERE}: {schema.show(value)} is not a non-empty list of {{deviceName, volumeSize}} maps"
+        )
+    return value
 
 
-def _managed_template(value: Any, path: str) -> ManagedTemplate:
-    errors: list[str] = []
-    try:
-        fields = _section(_MANAGED_KEYS, value, path)
-    except ConfigError as err:
-        if not isinstance(value, Mapping):
-            raise
-        errors.extend(err.errors)
-        fields = {_MANAGED_KEYS[k][0]: v for k, v in value.items() if k in _MANAGED_KEYS}
-    if "instance_profile" not in fields:
-        errors.append(f"{path}.instanceProfile: required (the node role's instance profile name or ARN)")
-    if "ami_id" in fields and "ami_ssm_parameter" in fields:
-        errors.append(f"{path}.amiSsmParameter: give amiId or amiSsmParameter, not both")
-    if errors:
-        raise ConfigError(errors)
-    return ManagedTemplate(**fields)
+def _a_map(value: Any) -> Any:
+    if value is None:
+        raise problem(f"{HERE}: null is not a map")
+    return value
+
+
+def _not_null(node: dict[str, Any]) -> None:
+    """The schema of ``X | None`` as that of ``X``: a null there is refused (so it is no default either)."""
+    options = [o for o in node.pop("anyOf", []) if o != {"type": "null"}]
+    node.update(options[0] if options else {})
+    node.pop("default", None)
 
 
 _TEXT = {"type": "string"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _TAGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def _text(pattern: str | None = None, rule: str = "") -> checked:
+    return checked(schema.text(pattern=pattern, rule=rule), _TEXT)
+
+
+def _whole(minimum: int, maximum: int) -> checked:
+    return checked(schema.integer(minimum=minimum, maximum=maximum), integer_schema(minimum, maximum))
+
+
+class NamedTemplateModel(Section):
+    """A launch template the user manages (its name or its id); its user data must join the node to the cluster."""
+
+    name: Annotated[str | None, _text(r"[A-Za-z0-9().\-/_]{3,128}", "a launch template name")] = Field(
+        default=None, description="The launch template's name."
+    )
+    id: Annotated[str | None, _text(_LT_ID, "an id like lt-0123456789abcdef0")] = Field(
+        default=None, description="The launch template's id (lt-...)."
+    )
+    version: Annotated[str, checked(_version, {"type": ["string", "integer"]})] = Field(
+        default="$Default", description="The version launched: a number, $Default or $Latest."
+    )
+
+    @model_validator(mode="after")
+    def _name_or_id(self) -> NamedTemplateModel:
+        if (self.name is None) == (self.id is None):
+            raise problem(f"{HERE}: give exactly one of name or id")
+        return self
+
+    def spec(self) -> NamedTemplate:
+        """The template as the provider launches from it."""
+        return NamedTemplate(self.name, self.id, self.version)
+
+
+class BlockDeviceModel(Section):
+    """One EBS volume of the nodes tidal launches; sizes in GiB."""
+
+    device_name: Annotated[str | None, _text(r"/dev/[a-z0-9]+", "a device name like /dev/xvda")] = Field(
+        default=None, description="Device name, e.g. /dev/xvda (required)."
+    )
+    volume_size_gib: Annotated[int | None, _whole(1, 65536)] = Field(
+        default=None, alias="volumeSize", description="Size in GiB (required)."
+    )
+    volume_type: Annotated[str, checked(schema.choice(VOLUME_TYPES), {"enum": list(VOLUME_TYPES)})] = Field(
+        default="gp3", description="EBS volume type."
+    )
+    iops: Annotated[int | None, _whole(100, 256000)] = Field(default=None, description="Provisioned IOPS.")
+    throughput: Annotated[int | None, _whole(125, 2000)] = Field(
+        default=None, description="Throughput in MiB/s (gp3)."
+    )
+    encrypted: Annotated[bool, checked(schema.boolean, {"type": "boolean"})] = Field(
+        default=True, description="Whether the volume is encrypted."
+    )
+    kms_key_id: Annotated[str | None, _text()] = Field(
+        default=None, description="KMS key that encrypts the volume."
+    )
+
+    @model_validator(mode="after")
+    def _name_and_size(self) -> BlockDeviceModel:
+        given = (("deviceName", self.device_name), ("volumeSize", self.volume_size_gib))
+        missing = [key for key, value in given if value is None]
+        if missing:
+            raise problem(f"{HERE}: {' and '.join(missing)} required")
+        return self
+
+    def spec(self) -> BlockDevice:
+        """The volume as the provider writes it into the launch template."""
+        return BlockDevice(**dict(self))
+
+
+class ManagedTemplateModel(Section):
+    """A launch template tidal writes from these settings (one per AMI variant and user data)."""
+
+    instance_profile: Annotated[str | None, _text()] = Field(
+        default=None, description="The node role's instance profile name or ARN (required)."
+    )
+    ami_family: Annotated[str, checked(schema.choice(AMI_FAMILIES), {"enum": list(AMI_FAMILIES)})] = Field(
+        default=AL2023, description="The AMI family nodes boot: AL2023 or Bottlerocket."
+    )
+    ami_id: Annotated[str | None, _text(_AMI_ID, "an id like ami-0123456789abcdef0")] = Field(
+        default=None, description="The AMI nodes boot, instead of the family's recommended one."
+    )
+    ami_ssm_parameter: Annotated[str | None, _text(r"/\S+", "an SSM parameter name (/...)")] = Field(
+        default=None, description="An SSM parameter naming the AMI nodes boot, instead of amiId."
+    )
+    kubernetes_version: Annotated[str | None, _text(_K8S_VERSION, "a version like 1.31")] = Field(
+        default=None, description="The cluster's Kubernetes version, which picks the recommended AMI."
+    )
+    block_devices: Annotated[tuple[BlockDeviceModel, ...], BeforeValidator(_devices)] = Field(
+        default=(), description="The nodes' EBS volumes."
+    )
+    user_data: Annotated[str | None, _text()] = Field(
+        default=None, description="Extra user data for the nodes."
+    )
+    cluster_endpoint: Annotated[str | None, checked(_url, _TEXT)] = Field(
+        default=None, description="The EKS API server endpoint the nodes join."
+    )
+    cluster_certificate_authority: Annotated[str | None, checked(_certificate, _TEXT)] = Field(
+        default=None, description="The cluster's certificate authority data, base64."
+    )
+    cluster_service_cidr: Annotated[str | None, checked(_cidr, _TEXT)] = Field(
+        default=None, description="The cluster's service CIDR block."
+    )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _every_problem(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> ManagedTemplateModel:
+        """The problems of the template's keys and of what ties them together, all at once."""
+        if not isinstance(value, Mapping):
+            return handler(value)  # type: ignore[no-any-return]
+        lines: list[str] = []
+        model: ManagedTemplateModel | None = None
+        try:
+            model = handler(value)
+        except ValidationError as err:
+            lines = error_lines(err, cls, prefix=HERE)
+        if "instanceProfile" not in value:
+            lines.append(f"{HERE}.instanceProfile: required (the node role's instance profile name or ARN)")
+        if "amiId" in value and "amiSsmParameter" in value:
+            lines.append(f"{HERE}.amiSsmParameter: give amiId or amiSsmParameter, not both")
+        if lines or model is None:
+            raise problem(*lines)
+        return model
+
+    def spec(self) -> ManagedTemplate:
+        """The template as the provider writes it."""
+        return ManagedTemplate(**{**dict(self), "block_devices": tuple(d.spec() for d in self.block_devices)})
 
 
 class AwsSection(Section):
@@ -310,10 +357,13 @@ class AwsSection(Section):
     security_group_ids: Annotated[
         tuple[str, ...] | None, checked(_ids(_SG_ID, "sg-0123456789abcdef0"), _STRINGS)
     ] = None
-    launch_template: Annotated[NamedTemplate | None, checked(_named_template, {"type": "object"})] = None
-    managed_launch_template: Annotated[
-        ManagedTemplate | None, checked(_managed_template, {"type": "object"})
-    ] = None
+    # Null is refused, and the schema says so: a map is what either template is.
+    launch_template: Annotated[NamedTemplateModel | None, BeforeValidator(_a_map)] = Field(
+        default=None, json_schema_extra=_not_null
+    )
+    managed_launch_template: Annotated[ManagedTemplateModel | None, BeforeValidator(_a_map)] = Field(
+        default=None, json_schema_extra=_not_null
+    )
     endpoint_url: Annotated[str | None, checked(_url, _TEXT)] = None
     catalog_fallback: Annotated[Path | None, checked(_path, _TEXT)] = None
     spot_allocation_strategy: Annotated[
@@ -389,4 +439,7 @@ def parse_settings(raw: Mapping[str, Any], config: Config) -> AwsSettings:
     if errors:
         raise AwsConfigError(errors + missing)
     values.setdefault("eks_cluster_name", config.cluster_name)
+    for key in ("launch_template", "managed_launch_template"):
+        if key in values:
+            values[key] = values[key].spec()
     return AwsSettings(**values, launch_problems=tuple(missing))

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from autoscaler.config import schema as schema
-from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.fields import Section, checked, field_values
 from autoscaler.config.options import Config, ConfigError
 from autoscaler.core.model import Offering
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv

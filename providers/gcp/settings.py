@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from autoscaler.config import schema as schema
-from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.fields import Section, checked, field_values
 from autoscaler.config.options import Config, ConfigError
 
 __all__ = [

@@ -14,10 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from autoscaler.config import schema as schema
-from autoscaler.config.models import Section, checked, field_values
+from autoscaler.config.fields import Section, checked, error_lines, field_values
 from autoscaler.config.options import Config, ConfigError, parse_duration
 from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 SECTION = "simulated"
+_KINDS = tuple(k.value for k in ReservationKind)
 
 
 class ProviderConfigError(ConfigError):
@@ -143,35 +144,6 @@ def _path(value: Any, path: str) -> Path:
     return Path(os.path.expanduser(schema.text()(value, path)))
 
 
-def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, Sequence) or isinstance(value, str):
-        schema.fail(path, f"{schema.show(value)} is not a list of {{instanceType, zone, capacityType}} maps")
-    fields = {
-        "instanceType": schema.text(),
-        "zone": schema.text(),
-        "capacityType": schema.choice(CAPACITY_TYPES),
-    }
-    rules, errors = [], []
-    for i, item in enumerate(value):
-        where = f"{path}[{i}]"
-        if not isinstance(item, Mapping):
-            errors.append(f"{where}: {schema.show(item)} is not a map")
-            continue
-        errors.extend(schema.unknown_keys(item, fields, f"{where}."))
-        got: dict[str, str | None] = {}
-        for key, convert in fields.items():
-            try:
-                got[key] = None if item.get(key) is None else convert(item[key], f"{where}.{key}")
-            except ConfigError as err:
-                errors.extend(err.errors)
-        rules.append(CapacityRule(got.get("instanceType"), got.get("zone"), got.get("capacityType")))
-    if errors:
-        raise ConfigError(errors)
-    return tuple(rules)
-
-
 def _time(value: Any, path: str) -> float:
     """Clock seconds: a number, or an RFC 3339 time."""
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -183,57 +155,110 @@ def _time(value: Any, path: str) -> float:
         schema.fail(path, f"{schema.show(value)} is not a time (clock seconds or RFC 3339)")
 
 
-_RESERVATION_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "id": schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", rule="a reservation id (a label value)"),
-    "instanceType": schema.text(),
-    "zone": schema.text(),
-    "count": schema.integer(minimum=1),
-    "kind": schema.choice(tuple(k.value for k in ReservationKind)),
-    "start": _time,
-    "end": _time,
-}
+def _maybe(convert: Callable[[Any, str], Any], json_schema: Mapping[str, Any]) -> checked:
+    """An entry's key: null is as if it were left out."""
+    return checked(schema.optional(convert), json_schema)
+
+
+_STRING = {"type": "string"}
+_CLOCK = {"type": ["number", "string"]}
+
+
+class CapacityFailureModel(Section):
+    """Offerings the simulated cloud has no capacity for: those matching every key given."""
+
+    instance_type: Annotated[str | None, _maybe(schema.text(), _STRING)] = Field(
+        default=None, description="Instance type (any when left out)."
+    )
+    zone: Annotated[str | None, _maybe(schema.text(), _STRING)] = Field(
+        default=None, description="Zone (any when left out)."
+    )
+    capacity_type: Annotated[
+        str | None, _maybe(schema.choice(CAPACITY_TYPES), {"enum": list(CAPACITY_TYPES)})
+    ] = Field(default=None, description="Capacity type (any when left out).")
+
+
+class ReservationModel(Section):
+    """Capacity bought ahead in the simulated cloud."""
+
+    id: Annotated[
+        str | None,
+        _maybe(
+            schema.text(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", rule="a reservation id (a label value)"),
+            _STRING,
+        ),
+    ] = Field(default=None, description="The reservation's id (required).")
+    instance_type: Annotated[str | None, _maybe(schema.text(), _STRING)] = Field(
+        default=None, description="Instance type reserved (required)."
+    )
+    zone: Annotated[str | None, _maybe(schema.text(), _STRING)] = Field(
+        default=None, description="Zone reserved in (required)."
+    )
+    count: Annotated[int | None, _maybe(schema.integer(minimum=1), {"type": "integer", "minimum": 1})] = (
+        Field(default=None, description="Instances reserved (required).")
+    )
+    kind: Annotated[str | None, _maybe(schema.choice(_KINDS), {"enum": list(_KINDS)})] = Field(
+        default=None, description="open (the default), targeted or capacity-block."
+    )
+    start: Annotated[float | None, _maybe(_time, _CLOCK)] = Field(
+        default=None, description="When a Capacity Block starts: clock seconds or an RFC 3339 time."
+    )
+    end: Annotated[float | None, _maybe(_time, _CLOCK)] = Field(
+        default=None, description="When a Capacity Block ends: clock seconds or an RFC 3339 time."
+    )
+
+
+def _entries(
+    model: type[Section], value: Any, path: str, keys: str
+) -> list[tuple[str, Any, Section | None, list[str]]]:
+    """Each entry of a list of ``model`` maps: where it is, as given, as checked (None when it is not valid),
+    and the lines for its problems."""
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        schema.fail(path, f"{schema.show(value)} is not a list of {{{keys}}} maps")
+    out: list[tuple[str, Any, Section | None, list[str]]] = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        try:
+            out.append((where, item, model.model_validate(item), []))
+        except ValidationError as err:
+            out.append((where, item, None, error_lines(err, model, prefix=where)))
+    return out
+
+
+def _capacity_failures(value: Any, path: str) -> tuple[CapacityRule, ...]:
+    if value is None:
+        return ()
+    entries = _entries(CapacityFailureModel, value, path, "instanceType, zone, capacityType")
+    errors = [line for *_, lines in entries for line in lines]
+    if errors:
+        raise ConfigError(errors)
+    rules = [e for _, _, e, _ in entries if isinstance(e, CapacityFailureModel)]
+    return tuple(CapacityRule(r.instance_type, r.zone, r.capacity_type) for r in rules)
 
 
 def _reservations(value: Any, path: str) -> tuple[SimReservation, ...]:
-    if not isinstance(value, Sequence) or isinstance(value, str):
-        schema.fail(path, f"{schema.show(value)} is not a list of {{id, instanceType, zone, count}} maps")
     out, errors = [], []
-    for i, item in enumerate(value):
-        where = f"{path}[{i}]"
+    for where, item, entry, lines in _entries(ReservationModel, value, path, "id, instanceType, zone, count"):
+        errors.extend(lines)
         if not isinstance(item, Mapping):
-            errors.append(f"{where}: {schema.show(item)} is not a map")
             continue
-        errors.extend(schema.unknown_keys(item, _RESERVATION_FIELDS, f"{where}."))
-        got: dict[str, Any] = {}
-        for key, convert in _RESERVATION_FIELDS.items():
-            if item.get(key) is None:
-                continue
-            try:
-                got[key] = convert(item[key], f"{where}.{key}")
-            except ConfigError as err:
-                errors.extend(err.errors)
         missing = [k for k in ("id", "instanceType", "zone", "count") if item.get(k) is None]
         if missing:
             errors.append(f"{where}: {', '.join(missing)} required")
             continue
-        if len(got) < len([k for k in _RESERVATION_FIELDS if item.get(k) is not None]):
+        if not isinstance(entry, ReservationModel):
             continue
-        kind = ReservationKind(got.get("kind", ReservationKind.OPEN.value))
-        if kind == ReservationKind.CAPACITY_BLOCK and ("start" not in got or "end" not in got):
+        kind = ReservationKind(entry.kind or ReservationKind.OPEN.value)
+        if kind == ReservationKind.CAPACITY_BLOCK and (entry.start is None or entry.end is None):
             errors.append(f"{where}: a capacity-block needs start and end")
             continue
-        if "start" in got and "end" in got and got["end"] <= got["start"]:
+        if entry.start is not None and entry.end is not None and entry.end <= entry.start:
             errors.append(f"{where}.end: not after start")
             continue
+        assert entry.id and entry.instance_type and entry.zone and entry.count  # none is missing (above)
         out.append(
             SimReservation(
-                got["id"],
-                got["instanceType"],
-                got["zone"],
-                got["count"],
-                kind,
-                got.get("start"),
-                got.get("end"),
+                entry.id, entry.instance_type, entry.zone, entry.count, kind, entry.start, entry.end
             )
         )
     ids = [r.id for r in out]
@@ -245,7 +270,10 @@ def _reservations(value: Any, path: str) -> tuple[SimReservation, ...]:
 
 _TEXT = {"type": ["string", "null"]}
 _DURATION = {"type": ["string", "number"]}
-_LIST = {"type": ["array", "null"], "items": {"type": "object"}}
+
+
+def _list_of(model: type[Section]) -> dict[str, Any]:
+    return {"type": ["array", "null"], "items": model.model_json_schema(by_alias=True)}
 
 
 class SimulatedSection(Section):
@@ -258,7 +286,9 @@ class SimulatedSection(Section):
     launch_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
     registration_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
     gpu_ready_delay: Annotated[float | None, checked(_duration, _DURATION)] = None
-    capacity_failures: Annotated[tuple[CapacityRule, ...] | None, checked(_capacity_failures, _LIST)] = None
+    capacity_failures: Annotated[
+        tuple[CapacityRule, ...] | None, checked(_capacity_failures, _list_of(CapacityFailureModel))
+    ] = None
     quota_gpus: Annotated[
         int | None,
         checked(schema.optional(schema.integer(minimum=0)), {"type": ["integer", "null"], "minimum": 0}),
@@ -271,7 +301,9 @@ class SimulatedSection(Section):
     spot_interruption_notice: Annotated[float | None, checked(schema.duration(positive=False), _DURATION)] = (
         None
     )
-    reservations: Annotated[tuple[SimReservation, ...] | None, checked(_reservations, _LIST)] = None
+    reservations: Annotated[
+        tuple[SimReservation, ...] | None, checked(_reservations, _list_of(ReservationModel))
+    ] = None
 
 
 def parse_settings(raw: Mapping[str, Any]) -> SimulatedSettings:

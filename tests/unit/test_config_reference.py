@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from autoscaler.cli import main as cli
-from autoscaler.config.models import SECTION_MODELS, ConfigDocument, keys_of
+from autoscaler.config.fields import keys_of
+from autoscaler.config.models import SECTION_MODELS, ConfigDocument
 from autoscaler.config.reference import json_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,3 +123,51 @@ def test_a_providers_section_as_its_provider_takes_it_satisfies_the_schema(cloud
 @pytest.mark.parametrize("cloud", sorted(PROVIDER_SECTIONS))
 def test_an_editor_flags_a_misspelt_key_in_a_providers_section(cloud: str) -> None:
     assert list(validator().iter_errors({cloud: {**PROVIDER_SECTIONS[cloud], "priceRefreshIntervall": "1h"}}))
+
+
+MANAGED_TEMPLATE = {
+    "instanceProfile": "eks-gpu-nodes",
+    "blockDevices": [{"deviceName": "/dev/xvda", "volumeSize": 200, "volumeType": "gp3"}],
+}
+
+
+def test_an_aws_managed_launch_template_as_the_provider_takes_it_satisfies_the_schema() -> None:
+    section = {"subnetIds": ["subnet-0123456789abcdef0"], "managedLaunchTemplate": MANAGED_TEMPLATE}
+    assert [e.message for e in validator().iter_errors({"aws": section})] == []
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        {"launchTemplate": {"name": "eks-gpu-nodes", "verison": 3}},
+        {"launchTemplate": None},
+        {"managedLaunchTemplate": {**MANAGED_TEMPLATE, "amiFamly": "AL2023"}},
+        {
+            "managedLaunchTemplate": {
+                **MANAGED_TEMPLATE,
+                "blockDevices": [{"deviceName": "/dev/xvda", "size": 9}],
+            }
+        },
+        {
+            "managedLaunchTemplate": {
+                **MANAGED_TEMPLATE,
+                "blockDevices": [{"volumeSize": 9, "volumeType": "st1"}],
+            }
+        },
+    ],
+)
+def test_an_editor_flags_a_mistake_inside_an_aws_launch_template(template: dict[str, Any]) -> None:
+    assert list(validator().iter_errors({"aws": {"subnetIds": ["subnet-0123456789abcdef0"], **template}}))
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        {"capacityFailures": [{"instanceType": "g5.xlarge", "capacityTyp": "spot"}]},
+        {"capacityFailures": [{"capacityType": "cheap"}]},
+        {"reservations": [{"id": "r1", "instanceType": "g5.xlarge", "zone": "us-east-1a", "count": 0}]},
+        {"reservations": [{"id": "r1", "instanceType": "g5.xlarge", "zone": "us-east-1a", "cuont": 2}]},
+    ],
+)
+def test_an_editor_flags_a_mistake_in_an_entry_of_a_simulated_list(entries: dict[str, Any]) -> None:
+    assert list(validator().iter_errors({"simulated": {**PROVIDER_SECTIONS["simulated"], **entries}}))
