@@ -24,12 +24,13 @@ node-scale-adjuster (:mod:`autoscaler.sim.scale_adjuster`), which they see as or
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.options import Config
 from autoscaler.core.demand import select
+from autoscaler.core.disruption.choose import held_nodes
 from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SHARED_POD_NAME_LABEL,
@@ -205,6 +206,7 @@ def _plan(
     now: float,
     launching: Sequence[Launching],
     launching_usage: Usage,
+    draining: Collection[str] = (),
 ) -> Plan:
     config, blind, index = prepared.config, prepared.blind, prepared.index
     snapshot = peer_view(snapshot)
@@ -244,7 +246,10 @@ def _plan(
         total.gpus + sum(la.offering.gpu_count for la in launches),
     )
     needed = {a.node for a in absorbed.absorbed}
-    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, engine=engine)
+    # Like Karpenter, never consolidate a node that is being replaced or is a replacement still waiting for
+    # the pods it was launched for.
+    held = held_nodes(snapshot, draining)
+    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, engine=engine, held=held)
     return Plan(demand, plan, removal)
 
 
@@ -274,6 +279,14 @@ def planner_for(policy: str) -> Planner | None:
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
-        return _plan(policy, ready, request.snapshot, request.now, request.launching, request.launching_usage)
+        return _plan(
+            policy,
+            ready,
+            request.snapshot,
+            request.now,
+            request.launching,
+            request.launching_usage,
+            request.draining,
+        )
 
     return planner

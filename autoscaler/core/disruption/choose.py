@@ -64,6 +64,14 @@ def progress(snapshot: Snapshot) -> dict[str, InProgress]:
     return out
 
 
+def held_nodes(snapshot: Snapshot, draining: Collection[str] = ()) -> dict[str, str]:
+    """The managed nodes no removal may choose now, with why: nodes waiting for their replacements, the
+    replacements themselves (their room is for the pods of the node they replace), nodes being drained and
+    nodes annotated do-not-disrupt. Every planner acting through the controller must leave these alone, or
+    it removes a replacement as empty and the controller launches the next one."""
+    return _held(snapshot, progress(snapshot), draining)
+
+
 def _held(snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Collection[str]) -> dict[str, str]:
     held: dict[str, str] = {}
     owner = {t: p.node for p in waiting.values() for t in p.tokens}
