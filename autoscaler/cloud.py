@@ -15,6 +15,7 @@ own (:class:`ReportsInterruptions`, :class:`Starts`, :class:`Stops`), checked wi
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -44,6 +45,7 @@ __all__ = [
     "Throttled",
     "available_providers",
     "launch_failure",
+    "lazy_exports",
     "load_provider",
 ]
 
@@ -329,3 +331,20 @@ def load_provider(
                 f"cloud {name!r} needs the {name} extra: pip install 'tidal-autoscaler[{name}]' ({missing})"
             ) from None
         raise ProviderNotFound(f"cloud {name!r}: its provider cannot be loaded ({missing})") from None
+
+
+def lazy_exports(package: str, lazy: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for a provider package whose names in ``lazy`` (name -> module) need its
+    cloud SDK: they are imported when first used, so what needs no SDK (its node templates) loads without
+    it. The first use imports every one of those modules in order, as an eager import would, so a missing
+    SDK is named as it always was."""
+
+    def __getattr__(name: str) -> Any:
+        module = lazy.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        for each in dict.fromkeys(lazy.values()):
+            importlib.import_module(each)
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__

@@ -8,9 +8,9 @@ package loads it only when a name that needs it is first used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from autoscaler.cloud import lazy_exports
 from providers.azure.node_template import node_template as offering_template
 
 if TYPE_CHECKING:
@@ -27,11 +27,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # All of them, in this order, as an eager import would: a missing SDK is then named as it always was.
-    for each in dict.fromkeys(_LAZY.values()):
-        importlib.import_module(each)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
