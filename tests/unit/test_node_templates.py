@@ -3,6 +3,8 @@ core plans with that template whoever built it: a cloud tidal ships or a provide
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -212,3 +214,17 @@ def test_the_core_plans_with_a_third_party_providers_template(
 
 def test_no_template_builder_for_a_cloud_no_provider_is_registered_for() -> None:
     assert offering_templates("no-such-cloud") is None
+
+
+@pytest.mark.parametrize(
+    ("cloud", "sdk"), [("aws", "boto3"), ("gcp", "google.cloud"), ("azure", "azure.mgmt")]
+)
+def test_a_providers_templates_load_without_its_cloud_sdk(cloud: str, sdk: str) -> None:
+    # Offline `tidal plan` reads templates for a catalog of any cloud; the cloud's extra may not be installed.
+    code = (
+        f"import sys, providers.{cloud} as p\n"
+        "p.offering_template\n"
+        f"assert not [m for m in sys.modules if m == {sdk!r} or m.startswith({sdk!r} + '.')], 'sdk loaded'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
