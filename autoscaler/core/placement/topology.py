@@ -413,14 +413,7 @@ class Topology:
 
     def keys_for(self, pod: Pod) -> set[str]:
         """Topology keys whose value on a node decides whether ``pod`` may go there, or that count it."""
-        keys = {c.topology_key for c in pod.spread}
-        keys |= {t.topology_key for t in pod.pod_affinity}
-        keys |= {t.topology_key for t in pod.pod_anti_affinity}
-        keys |= {
-            t.topology_key
-            for t, counts in self._held.items()
-            if counts and term_selects(t, pod, self.namespaces)
-        }
+        keys = self.check_keys(pod)
         if self.selected(pod):
             keys |= {c.topology_key for g in self._spread.values() for c in g.key.constraints}
             keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
