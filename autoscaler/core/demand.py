@@ -241,9 +241,10 @@ def pod_gpus(pod: Pod, gpu_memory_mib: int = 0) -> float:
     """GPUs a pod counts as against a KAI queue: whole ones, MIG instances by their compute slices (one
     ``3g.40gb`` is 3, as KAI counts them), plus a share as KAI counts it (a memory share as its part of a
     device of ``gpu_memory_mib``; of a whole GPU per device when that memory is unknown)."""
-    whole = pod.requests.gpus + sum(
-        kai_quota_units(r, pod.requests[r] // 1000) for r in mig_resources(pod.requests)
-    )
+    whole = pod.requests.gpus
+    mig = mig_resources(pod.requests)
+    if mig:
+        whole += sum(kai_quota_units(r, pod.requests[r] // 1000) for r in mig)
     share = pod.gpu_share
     if share is None:
         return whole
@@ -331,17 +332,22 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
             detail = f"gang {key} has {have} of minMember {group.min_member} pods"
             demand.ignored.extend(Ignored(p.key, Reason.GANG_INCOMPLETE, detail) for p in pods)
             continue
-        reason, refusal = book.admit(
-            group.queue,
-            sum(pod_gpus(p, gpu_memory_mib) for p in pods),
-            _non_preemptible_gpus(pods, group, groups, have, gpu_memory_mib),
+        reason, refusal = (
+            book.admit(
+                group.queue,
+                sum(pod_gpus(p, gpu_memory_mib) for p in pods),
+                _non_preemptible_gpus(pods, group, groups, have, gpu_memory_mib),
+            )
+            if book.queues
+            else (None, "")
         )
         if reason:
             demand.ignored.extend(Ignored(p.key, reason, refusal) for p in pods)
             continue
         demand.gangs.append(Gang(key, group.min_member, tuple(pods)))
     for pod in singles:
-        gpus = pod_gpus(pod, gpu_memory_mib)
+        # Without KAI Queues no limit or quota can refuse a pod: the book would admit every one.
+        gpus = pod_gpus(pod, gpu_memory_mib) if book.queues else 0
         if gpus:
             held = gpus if pod_preemptibility(pod, groups) != "preemptible" else 0
             reason, refusal = book.admit(pod_queue(pod, groups), gpus, held)

@@ -20,7 +20,7 @@ from autoscaler.config.options import Config
 from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.fit import Constraints, eligible_offerings, offering_filters
 from autoscaler.core.gpu.layouts import node_layout, with_layouts
-from autoscaler.core.model import DaemonSet, GpuLayout, Offering, Taint
+from autoscaler.core.model import DaemonSet, Offering, Taint
 from autoscaler.core.new_nodes import NewNodes
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.bins import Option, shape_key
@@ -50,7 +50,7 @@ class OfferingIndex:
         # What the configuration (or a capacity error) took away, cheapest first, to explain a pod's verdict.
         self.excluded: list[Offering] = sorted(excluded, key=price_order)
         self._excluded_for: dict[Constraints, list[Offering]] = {}
-        self._alloc: dict[tuple[str, str, str, GpuLayout | None], Resources] = {}
+        self._alloc: dict[tuple[object, ...], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
@@ -101,12 +101,23 @@ class OfferingIndex:
 
     def allocatable(self, o: Offering) -> Resources:
         """What pods can use on a new node of ``o``: capacity − reservations − DaemonSet overhead."""
-        key = (o.instance_type, o.zone, o.capacity_type, o.layout)
+        key = self._alloc_key(o)
         alloc = self._alloc.get(key)
         if alloc is None:
             alloc = node_allocatable(o, reserved=self.config.kube_reserved, overhead=self.overhead(o))
             self._alloc[key] = alloc
         return alloc
+
+    def _alloc_key(self, o: Offering) -> tuple[object, ...]:
+        """What a node's allocatable is worked out from. Without DaemonSets to match against the node's labels
+        and taints (or with a configured overhead) that is only its size and its template's reservation, so
+        the zones and capacity types of one instance type (thousands of offerings, a few hundred sizes) share
+        one answer; otherwise each offering's own labels may count."""
+        reserved = o.template.reserved if o.template is not None else None
+        size = (o.vcpu, o.memory_mib, o.max_pods, o.layout, o.gpu_count, o.gpu_vendor, reserved)
+        if self.config.daemon_set_overhead is not None or not self.daemonsets:
+            return size
+        return (*size, o.instance_type, o.zone, o.capacity_type)
 
     def smallest_gpu_memory(self) -> int:
         """The least memory one NVIDIA GPU tidal may launch has (0 without GPU offerings)."""

@@ -41,13 +41,16 @@ class QueueView:
 
 def _shares(pods: Sequence[Pod], groups: Mapping[tuple[str, str], PodGroup], memory: int) -> dict[str, float]:
     """Each queue's part of a node whose ``pods`` are these: by GPU requests, else by cpu requests."""
+    queues = [pod_queue(p, groups) for p in pods]
+    if not any(queues):
+        return {}  # pods of no queue: nothing to charge (most nodes of a plan, so skip their GPU counts)
     weights: dict[str, float] = defaultdict(float)
-    for p in pods:
-        weights[pod_queue(p, groups)] += pod_gpus(p, memory)
+    for q, p in zip(queues, pods, strict=True):
+        weights[q] += pod_gpus(p, memory)
     if not any(weights.values()):
         weights.clear()
-        for p in pods:
-            weights[pod_queue(p, groups)] += p.requests.cpu
+        for q, p in zip(queues, pods, strict=True):
+            weights[q] += p.requests.cpu
     total = sum(weights.values())
     return {q: w / total for q, w in weights.items() if w} if total else {}
 
