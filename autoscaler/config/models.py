@@ -23,7 +23,7 @@ from autoscaler.config.schema import ConfigError, Converter
 from autoscaler.core.disruption.budgets import Budget, budget_list
 from autoscaler.core.disruption.unhealthy import ConditionRule, condition_rules
 from autoscaler.core.gpu.layouts import GpuSharing, gpu_sharing
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Taint
+from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Taint
 from autoscaler.core.resources import Resources
 
 __all__ = [
@@ -139,7 +139,7 @@ class ScaleDownModel(Section):
 class ReservationsModel(Section):
     reserved_nodes: Annotated[str, checked(schema.choice((KEEP, RELEASE)), _choice((KEEP, RELEASE)))]
     drain_before_block_end: Duration
-    before_block_start: Annotated[str, checked(schema.choice((WAIT, ON_DEMAND)), _choice((WAIT, ON_DEMAND)))]
+    before_block_start: Annotated[str, checked(schema.choice((WAIT, ON_DEMAND.value)), _choice((WAIT, ON_DEMAND.value)))]
 
 
 class DisruptionModel(Section):
@@ -219,10 +219,10 @@ class ConfigDocument(Section):
     capacity_types: Annotated[
         tuple[str, ...],
         checked(
-            schema.string_list(item=schema.choice((SPOT, ON_DEMAND, RESERVED)), non_empty=True, unique=True),
+            schema.string_list(item=schema.choice(CAPACITY_TYPES), non_empty=True, unique=True),
             {
                 "type": "array",
-                "items": _choice((SPOT, ON_DEMAND, RESERVED)),
+                "items": _choice(CAPACITY_TYPES),
                 "minItems": 1,
                 "uniqueItems": True,
             },

@@ -90,9 +90,9 @@ def _held(snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Colle
 
 def _forced(
     node: Node, index: OfferingIndex, now: float, template: str, sick: int, managed: int
-) -> tuple[str, str, str]:
+) -> tuple[Method | None, str, str]:
     """(method, why, what holds it) of the first method that does not wait for the node to be unneeded;
-    empty strings when none applies."""
+    no method and empty strings when none applies."""
     cfg = index.config.disruption
     why = unhealthy.unhealthy(node, cfg.unhealthy_conditions, now)
     if why:
@@ -107,12 +107,12 @@ def _forced(
             )
         return Method.UNHEALTHY, why, ""
     if not node.ready:
-        return "", "", ""
+        return None, "", ""
     why = expired.expired(node, cfg.node_max_lifetime, now)
     if why:
         return Method.EXPIRED, why, ""
     why = drifted(node, template) if cfg.drift else ""
-    return (Method.DRIFTED, why, "") if why else ("", "", "")
+    return (Method.DRIFTED, why, "") if why else (None, "", "")
 
 
 REMOVED, HELD, FREE = "removed", "held", "free"
@@ -120,7 +120,7 @@ REMOVED, HELD, FREE = "removed", "held", "free"
 
 def _decide_forced(
     node: Node,
-    method: str,
+    method: Method,
     why: str,
     pods: Sequence[Pod],
     snapshot: Snapshot,
@@ -208,7 +208,7 @@ def disrupt(
                 state.block(node.name, f"{method}: {why}; {holds}")
                 held[node.name] = state.blocked[node.name][-1]
                 continue
-            if not method:
+            if method is None:
                 continue
             pods = workload(by_node.get(node.name, ()))
             verdict = _decide_forced(
@@ -302,9 +302,7 @@ def _within_budgets(
     order = {m: i for i, m in enumerate(ORDER)}
     taken = 0
     chosen: set[str] = set()
-    for r in sorted(
-        removals, key=lambda r: order.get(Method(r.method), len(order)) if r.method else len(order)
-    ):
+    for r in sorted(removals, key=lambda r: order.get(r.method, len(order))):
         room, budget = allowed(r.method, budgets, managed, len(busy) + taken, now)
         if room is not None and room <= 0:
             assert budget is not None

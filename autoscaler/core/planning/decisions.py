@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Ignored
+from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Offering, Pod
 from autoscaler.core.placement.reasons import Filter, Rejection
 
@@ -23,9 +24,9 @@ class LaunchMode(enum.StrEnum):
     PACKING = "bin-packing"
 
 
-# The plain strings: a node's mode is one of its labels, and Kubernetes objects hold nothing but ``str``.
-BIN_SELECTION: str = LaunchMode.SELECTION.value
-BIN_PACKING: str = LaunchMode.PACKING.value
+# Short names for the members; a node's mode written into one of its labels is converted to its ``.value``.
+BIN_SELECTION = LaunchMode.SELECTION
+BIN_PACKING = LaunchMode.PACKING
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ class Launch:
 
     offering: Offering
     pods: tuple[str, ...]
-    mode: str  # a LaunchMode value (the placement engine's bins carry it as text)
+    mode: LaunchMode
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
     # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.core.planning.why.
@@ -166,8 +167,8 @@ class Removal:
     node: str
     reason: str
     empty: bool
-    pods: tuple[str, ...] = ()
-    method: str = ""  # a Method value: the kind of removal, of which ``reason`` is the detail
+    pods: tuple[str, ...]
+    method: Method  # the kind of removal, of which ``reason`` is the detail
     replacement: tuple[Launch, ...] = ()
     gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 

@@ -40,6 +40,7 @@ from autoscaler.core.planning.decisions import (
     NO_SPEND,
     NO_USAGE,
     Launch,
+    LaunchMode,
     LaunchPlan,
     QueueSpend,
     Unplaced,
@@ -465,7 +466,7 @@ class _Planner:
                 found = cache[key] = (reserved.without_reserved(fb.offerings), why)
             if left is not None and found[0]:
                 self.budget.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
-            launches.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
+            launches.append(Launch(offering, pods, LaunchMode(b.mode), found[0], b.gang, found[1]))
         launches.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
         return launches
 
