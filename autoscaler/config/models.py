@@ -139,7 +139,9 @@ class ScaleDownModel(Section):
 class ReservationsModel(Section):
     reserved_nodes: Annotated[str, checked(schema.choice((KEEP, RELEASE)), _choice((KEEP, RELEASE)))]
     drain_before_block_end: Duration
-    before_block_start: Annotated[str, checked(schema.choice((WAIT, ON_DEMAND.value)), _choice((WAIT, ON_DEMAND.value)))]
+    before_block_start: Annotated[
+        str, checked(schema.choice((WAIT, ON_DEMAND.value)), _choice((WAIT, ON_DEMAND.value)))
+    ]
 
 
 class DisruptionModel(Section):

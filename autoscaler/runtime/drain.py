@@ -117,9 +117,7 @@ class DrainJob:
     termination: Termination = Termination.DRAIN
 
 
-def remove_node(
-    actions: Actions, provider: Terminator | None, node: str, instance: Instance | None
-) -> None:
+def remove_node(actions: Actions, provider: Terminator | None, node: str, instance: Instance | None) -> None:
     """Delete the Node object, then terminate its instance (the order keeps the scheduler off a dying node);
     an instance the cloud no longer has is done."""
     actions.delete_node(node)
