@@ -187,7 +187,7 @@ def node(
         all_labels.update(
             {
                 "tidal.dev/managed": "true",
-                "tidal.dev/capacity-type": capacity_type,
+                "tidal.dev/capacity-type": str(capacity_type),
                 "tidal.dev/cluster": "tidal",
             }
         )
