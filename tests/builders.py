@@ -7,7 +7,15 @@ from dataclasses import replace
 from typing import Any
 
 from autoscaler.cli.snapshot import SnapshotBuilder
-from autoscaler.core.model import RESERVED, Arch, Offering, Reservation, ReservationKind, Snapshot
+from autoscaler.core.model import (
+    RESERVED,
+    Arch,
+    CapacityType,
+    Offering,
+    Reservation,
+    ReservationKind,
+    Snapshot,
+)
 from providers.aws import offering_template as aws_node_template
 
 T0 = "2026-11-20T10:00:00Z"
@@ -179,7 +187,7 @@ def node(
         all_labels.update(
             {
                 "tidal.dev/managed": "true",
-                "tidal.dev/capacity-type": capacity_type,
+                "tidal.dev/capacity-type": str(capacity_type),
                 "tidal.dev/cluster": "tidal",
             }
         )
@@ -317,7 +325,7 @@ def offering(
     shape = Offering(
         instance_type=instance_type,
         zone=zone,
-        capacity_type=capacity_type,
+        capacity_type=CapacityType(capacity_type),
         vcpu=vcpu,
         memory_mib=int(memory_gib * 1024),
         price=price,

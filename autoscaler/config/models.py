@@ -43,7 +43,7 @@ from autoscaler.core.disruption.budgets import Budget, budget_list
 from autoscaler.core.disruption.unhealthy import ConditionRule, condition_rules
 from autoscaler.core.gpu.layouts import GpuSharing
 from autoscaler.core.gpu.layouts import gpu_sharing as sharing_of_gpus
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Taint
+from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Taint
 
 __all__ = [
     "KEEP",
@@ -113,7 +113,7 @@ class ReservationsModel(Section):
         )
     )
     before_block_start: Annotated[
-        str, checked(schema.choice((WAIT, ON_DEMAND)), choice((WAIT, ON_DEMAND)))
+        str, checked(schema.choice((WAIT, ON_DEMAND.value)), choice((WAIT, ON_DEMAND.value)))
     ] = Field(
         description=(
             "Pods that only a Capacity Block not yet started would hold: wait for it (their reason "
@@ -296,10 +296,10 @@ class ConfigDocument(Section):
     capacity_types: Annotated[
         tuple[str, ...],
         checked(
-            schema.string_list(item=schema.choice((SPOT, ON_DEMAND, RESERVED)), non_empty=True, unique=True),
+            schema.string_list(item=schema.choice(CAPACITY_TYPES), non_empty=True, unique=True),
             {
                 "type": "array",
-                "items": choice((SPOT, ON_DEMAND, RESERVED)),
+                "items": choice(CAPACITY_TYPES),
                 "minItems": 1,
                 "uniqueItems": True,
             },

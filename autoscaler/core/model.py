@@ -43,11 +43,11 @@ class CapacityType(enum.StrEnum):
     RESERVED = "reserved"
 
 
-# The plain strings: they go into Node labels, launch templates (YAML) and Kubernetes objects, whose readers
-# accept nothing but ``str`` itself.
-SPOT: str = CapacityType.SPOT.value
-ON_DEMAND: str = CapacityType.ON_DEMAND.value
-RESERVED: str = CapacityType.RESERVED.value
+# Short names for the members. Where one is written into a Node label, a tag, JSON or YAML it is converted to
+# its ``.value`` first: Kubernetes objects and YAML writers accept nothing but ``str`` itself.
+SPOT = CapacityType.SPOT
+ON_DEMAND = CapacityType.ON_DEMAND
+RESERVED = CapacityType.RESERVED
 CAPACITY_TYPES: tuple[str, ...] = tuple(c.value for c in CapacityType)
 
 
@@ -433,7 +433,7 @@ class Offering:
 
     instance_type: str
     zone: str
-    capacity_type: str
+    capacity_type: CapacityType
     vcpu: int
     memory_mib: int
     price: float
@@ -505,8 +505,8 @@ class Instance:
     provider_id: str
     instance_type: str
     zone: str
-    capacity_type: str
-    state: str  # an InstanceState value
+    capacity_type: CapacityType
+    state: InstanceState
     launch_token: str = ""
     created: float = 0.0
     price: float = 0.0

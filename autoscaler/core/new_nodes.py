@@ -41,7 +41,7 @@ def node_labels(offering: Offering, config: Config) -> dict[str, str]:
         LABEL_INSTANCE_TYPE: offering.instance_type,
         LABEL_ARCH: offering.arch.value,
         LABEL_OS: "linux",
-        LABEL_CAPACITY_TYPE: offering.capacity_type,
+        LABEL_CAPACITY_TYPE: offering.capacity_type.value,
         LABEL_MANAGED: "true",
         LABEL_CLUSTER: config.cluster_name,
         LABEL_REGION: offering.region or config.region,

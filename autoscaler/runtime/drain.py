@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
+from autoscaler.cloud import InstanceNotFound, ProviderError
 from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
 from autoscaler.core.quantity import format_duration
@@ -83,6 +83,12 @@ class Actions(Protocol):
     def workload_on(self, node_name: str) -> list[str]: ...
 
 
+class Terminator(Protocol):
+    """What a drain needs of the cloud: to terminate the instance of the node it removed."""
+
+    def terminate(self, instance: Instance) -> None: ...
+
+
 class Recorder(Protocol):
     def node(self, node_name: str, reason: str, message: str, event_type: str = "Normal") -> object: ...
 
@@ -111,9 +117,7 @@ class DrainJob:
     termination: Termination = Termination.DRAIN
 
 
-def remove_node(
-    actions: Actions, provider: CloudProvider | None, node: str, instance: Instance | None
-) -> None:
+def remove_node(actions: Actions, provider: Terminator | None, node: str, instance: Instance | None) -> None:
     """Delete the Node object, then terminate its instance (the order keeps the scheduler off a dying node);
     an instance the cloud no longer has is done."""
     actions.delete_node(node)
@@ -137,7 +141,7 @@ class Drainer:
     def __init__(
         self,
         actions: Actions,
-        provider: CloudProvider | None,
+        provider: Terminator | None,
         events: Recorder,
         pods_on_node: Callable[[str], list[Pod]],
         *,

@@ -194,7 +194,7 @@ class Launcher:
             LABEL_MANAGED: "true",
             LABEL_CLUSTER: cfg.cluster_name,
             LABEL_LAUNCH_TOKEN: outcome.token,
-            NODE_MODE: la.mode,
+            NODE_MODE: la.mode.value,
             **({TEMPLATE_LABEL: self.node_template} if self.node_template else {}),
             **cfg.node_labels,
         }

@@ -29,7 +29,7 @@ from autoscaler.cloud import Attempt, LaunchFailed, Refusal, Throttled
 from autoscaler.config.options import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.disruption.method import REPLACEMENTS
-from autoscaler.core.model import Instance, LaunchRequest, Pod, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Instance, LaunchRequest, Pod, Snapshot
 from autoscaler.runtime.kube.actions import EvictionResult
 from autoscaler.runtime.kube.client import KubeApiError
 from autoscaler.runtime.launching import launch_token
@@ -308,21 +308,10 @@ class ChaosCloud(SimulatedProvider):
         super().warn_interruption(instance_id)
 
 
-_FLAKY = (
-    "cordon",
-    "uncordon",
-    "annotate_node",
-    "label_node",
-    "delete_node",
-    "workload_on",
-    "node_for",
-    "evict",
-)
-
-
 class FlakyActions:
     """The cluster's actions as the API server answers them: while ``rate`` is above 0, that share of the
-    writes and of the fresh reads fail (an eviction as FAILED, the rest with an error)."""
+    writes and of the fresh reads fail (an eviction as FAILED, the rest with an error). Annotating pods and
+    writing the status ConfigMap never fail here."""
 
     def __init__(self, cluster: ChaosCluster, rng: random.Random, ledger: Ledger) -> None:
         self.cluster = cluster
@@ -330,24 +319,57 @@ class FlakyActions:
         self.ledger = ledger
         self.rate = 0.0
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self.cluster, name)
-        if name not in _FLAKY:
-            return target
+    def _fails(self, action: str, target: str) -> None:
+        """Raise the injected API error for this share of the calls."""
+        if self._faulted():
+            raise KubeApiError(f"{action} {target}", 500, "injected fault")
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if name == "evict":
-                self.cluster.attempts.add(f"{args[0]}/{args[1]}")
-            elif name == "cordon":
-                self.cluster.touched.add(args[0])
-            if self.rate and self.rng.random() < self.rate:
-                self.ledger.faults["api_error"] += 1
-                if name == "evict":
-                    return EvictionResult.FAILED
-                raise KubeApiError(f"{name} {args[0] if args else ''}", 500, "injected fault")
-            return target(*args, **kwargs)
+    def _faulted(self) -> bool:
+        if self.rate and self.rng.random() < self.rate:
+            self.ledger.faults["api_error"] += 1
+            return True
+        return False
 
-        return call
+    def cordon(self, node_name: str, *, taint_key: str = TAINT_DISRUPTED) -> None:
+        self.cluster.touched.add(node_name)
+        self._fails("cordon", node_name)
+        self.cluster.cordon(node_name, taint_key=taint_key)
+
+    def uncordon(self, node_name: str, *, taint_key: str = TAINT_DISRUPTED) -> None:
+        self._fails("uncordon", node_name)
+        self.cluster.uncordon(node_name, taint_key=taint_key)
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Any:
+        self.cluster.attempts.add(f"{namespace}/{name}")
+        if self._faulted():
+            return EvictionResult.FAILED
+        return self.cluster.evict(namespace, name, grace_period_seconds=grace_period_seconds)
+
+    def delete_node(self, name: str) -> bool:
+        self._fails("delete_node", name)
+        return self.cluster.delete_node(name)
+
+    def workload_on(self, node_name: str) -> list[str]:
+        self._fails("workload_on", node_name)
+        return self.cluster.workload_on(node_name)
+
+    def node_for(self, provider_id: str) -> str | None:
+        self._fails("node_for", provider_id)
+        return self.cluster.node_for(provider_id)
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        self._fails("label_node", name)
+        self.cluster.label_node(name, labels)
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        self._fails("annotate_node", name)
+        self.cluster.annotate_node(name, annotations)
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self.cluster.annotate_pod(namespace, name, annotations)
+
+    def write_status(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self.cluster.write_status(namespace, name, data)
 
 
 class StaleView:

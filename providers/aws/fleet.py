@@ -147,7 +147,7 @@ def fleet_request(attempt: FleetAttempt, *, spot_strategy: str, tags: Mapping[st
         "LaunchTemplateConfigs": configs,
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": attempt.capacity_type,
+            "DefaultTargetCapacityType": str(attempt.capacity_type),  # a plain str on the wire
         },
         # Every resource the IAM policy conditions on tidal's cluster tag is tagged in the request itself, so a
         # launch template tidal does not manage cannot make the launch fail the policy.

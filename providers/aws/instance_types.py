@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.core.model import ON_DEMAND, SPOT, Arch, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Arch, CapacityType, Offering
 
 __all__ = [
     "InstanceSpec",
@@ -48,7 +48,7 @@ class InstanceSpec:
         return Offering(
             instance_type=self.instance_type,
             zone=zone,
-            capacity_type=capacity_type,
+            capacity_type=CapacityType(capacity_type),
             vcpu=self.vcpu,
             memory_mib=self.memory_mib,
             price=price,

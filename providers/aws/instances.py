@@ -10,7 +10,17 @@ from typing import Any
 import botocore.exceptions
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, RESERVED, Instance
+from autoscaler.core.model import (
+    LABEL_CLUSTER,
+    LABEL_LAUNCH_TOKEN,
+    LABEL_MANAGED,
+    ON_DEMAND,
+    RESERVED,
+    SPOT,
+    CapacityType,
+    Instance,
+    InstanceState,
+)
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, provider_error
 from providers.aws.offerings import OfferingSource
@@ -89,8 +99,8 @@ class Ec2Instances:
             provider_id=provider_id(zone, instance_id),
             instance_type=instance_type,
             zone=zone,
-            capacity_type=capacity_type,
-            state=state,
+            capacity_type=CapacityType(capacity_type),
+            state=InstanceState(state),
             launch_token=tags.get(LABEL_LAUNCH_TOKEN, ""),
             created=created,
             price=known.price if known else 0.0,
@@ -115,7 +125,7 @@ class Ec2Instances:
         tags = {str(t["Key"]): str(t.get("Value", "")) for t in data.get("Tags") or []}
         zone = str(data.get("Placement", {}).get("AvailabilityZone", ""))
         instance_type = str(data.get("InstanceType", ""))
-        capacity_type = "spot" if data.get("InstanceLifecycle") == "spot" else "on-demand"
+        capacity_type = SPOT if data.get("InstanceLifecycle") == "spot" else ON_DEMAND
         reservation = str(data.get("CapacityReservationId") or "")
         if reservation and reservation in self.source.reservation_ids:
             # In a reservation tidal launches into. (EC2 also runs on-demand launches in any matching open

@@ -19,7 +19,7 @@ def node_template(offering: Offering) -> NodeTemplate:
     r = offering.reservation
     spot = offering.capacity_type == SPOT
     labels = {
-        "karpenter.sh/capacity-type": offering.capacity_type,
+        "karpenter.sh/capacity-type": offering.capacity_type.value,
         "eks.amazonaws.com/capacityType": (
             "SPOT" if spot else "CAPACITY_BLOCK" if r is not None and r.block else "ON_DEMAND"
         ),

@@ -139,7 +139,7 @@ class CatalogFallback:
         offerings = read_catalog_csv(path, cloud="aws", region=region, max_pods=max_pods)
         if not offerings:
             raise NoRowsForRegion(f"{path}: no rows for cloud 'aws' region {region!r}")
-        prices = {(o.instance_type, o.capacity_type, o.zone): o.price for o in offerings}
+        prices = {(o.instance_type, o.capacity_type.value, o.zone): o.price for o in offerings}
         return cls(path, tuple(offerings), offerings[0].price_source, prices)
 
     def price(self, instance_type: str, capacity_type: str, zone: str) -> float | None:

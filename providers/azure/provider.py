@@ -37,7 +37,7 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, InstanceState, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.azure import clients
 from providers.azure.arm import ArmCompute
@@ -415,7 +415,7 @@ class AzureProvider:
             present = {i.provider_id: i for i in flexible}
             for pid, inst in self._flex_live.items():
                 if pid not in present and pid not in self._flex_gone:
-                    self._flex_gone[pid] = (dataclasses.replace(inst, state="terminated"), now)
+                    self._flex_gone[pid] = (dataclasses.replace(inst, state=InstanceState.TERMINATED), now)
             self._flex_live = {p: i for p, i in present.items() if i.state in LIVE}
             for pid in list(self._flex_gone):
                 if pid in present or now - self._flex_gone[pid][1] > TERMINATED_RETENTION:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from autoscaler.core.model import InstanceState
+
 __all__ = [
     "ScaleSet",
     "VirtualMachine",
@@ -150,18 +152,18 @@ def vm_from_wire(data: Mapping[str, Any], scale_set: str) -> VirtualMachine:
     )
 
 
-def instance_state(vm: VirtualMachine) -> str:
+def instance_state(vm: VirtualMachine) -> InstanceState:
     """The contract's state (pending | running | stopping | terminated) of a VM as ARM reports it."""
     provisioning = vm.provisioning.lower()
     if provisioning == "failed":
-        return "terminated"  # the allocation failed: nothing runs, nothing is billed
+        return InstanceState.TERMINATED  # the allocation failed: nothing runs, nothing is billed
     if provisioning == "deleting" or vm.power in ("stopping", "stopped"):
-        return "stopping"
+        return InstanceState.STOPPING
     if vm.power in ("deallocated", "deallocating"):
-        return "terminated"  # a Spot VM evicted with the Deallocate policy, or stopped by hand
+        return InstanceState.TERMINATED  # a Spot VM evicted with the Deallocate policy, or stopped by hand
     if provisioning in ("creating", "updating", "") and vm.power in ("", "starting"):
-        return "pending"
-    return "running"
+        return InstanceState.PENDING
+    return InstanceState.RUNNING
 
 
 def _base(subscription: str, resource_group: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, Offering
 from providers.azure.prices import PriceBook
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import AzureSettings
@@ -193,7 +193,7 @@ def make_offerings(
                 Offering(
                     instance_type=target.size,
                     zone=label,
-                    capacity_type=target.capacity_type,
+                    capacity_type=CapacityType(target.capacity_type),
                     vcpu=shape.vcpu,
                     memory_mib=shape.memory_mib,
                     price=price,

@@ -20,6 +20,7 @@ from autoscaler.core.model import (
     ON_DEMAND,
     SPOT,
     Instance,
+    InstanceState,
     Offering,
 )
 from providers.azure.arm import ArmCompute
@@ -118,9 +119,13 @@ class UniformPools:
         vm = vms.get(number) if number is not None else None
         if number is None:  # capacity raised, instance not listed yet
             young = record.kind == PENDING and now - record.since < self.settings.pending_timeout
-            state, key, zone = ("pending" if young else "terminated"), f"pending-{record.token[:8]}", ""
+            state, key, zone = (
+                (InstanceState.PENDING if young else InstanceState.TERMINATED),
+                f"pending-{record.token[:8]}",
+                "",
+            )
         else:
-            state, key = (instance_state(vm) if vm else "terminated"), str(number)
+            state, key = (instance_state(vm) if vm else InstanceState.TERMINATED), str(number)
             # A scale set spanning several zones is sold as one zone-less offering (Azure picks the zone);
             # the instance reports the offering's zone so tidal matches its Node to that offering. The
             # Node still carries its real zone label from AKS.

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from google.cloud import compute_v1
 
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance
+from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, InstanceState
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_MANAGED, LABEL_TOKEN, gce_label
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
@@ -27,15 +27,15 @@ __all__ = ["GONE_RETENTION", "Inventory", "instance_from_gce", "provider_id"]
 GONE_RETENTION = 600.0  # seconds a vanished VM is still reported as terminated
 PAGE_SIZE = 500
 _STATES = {
-    "PROVISIONING": "pending",
-    "STAGING": "pending",
-    "RUNNING": "running",
-    "REPAIRING": "running",
-    "STOPPING": "stopping",
-    "SUSPENDING": "stopping",
-    "STOPPED": "terminated",
-    "SUSPENDED": "terminated",
-    "TERMINATED": "terminated",
+    "PROVISIONING": InstanceState.PENDING,
+    "STAGING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "REPAIRING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "SUSPENDING": InstanceState.STOPPING,
+    "STOPPED": InstanceState.TERMINATED,
+    "SUSPENDED": InstanceState.TERMINATED,
+    "TERMINATED": InstanceState.TERMINATED,
 }
 
 
@@ -79,7 +79,7 @@ def instance_from_gce(
         instance_type=instance_type,
         zone=zone,
         capacity_type=capacity_type,
-        state=_STATES.get(vm.status, "pending"),
+        state=_STATES.get(vm.status, InstanceState.PENDING),
         launch_token=vm.labels.get(LABEL_TOKEN, ""),
         created=_created(vm.creation_timestamp),
         price=price(instance_type, zone, capacity_type),
@@ -140,7 +140,10 @@ class Inventory:
         """Report ``instance`` as terminated for ``GONE_RETENTION`` seconds (unless GCE lists it again): a
         launch that answered ``pending`` and whose insert then failed never gets a VM to vanish."""
         with self._lock:
-            self._gone[instance.provider_id] = (replace(instance, state="terminated"), self.clock())
+            self._gone[instance.provider_id] = (
+                replace(instance, state=InstanceState.TERMINATED),
+                self.clock(),
+            )
 
     def owned(self) -> list[Instance]:
         """Owned VMs in any state, with recently vanished ones reported as terminated."""
@@ -150,7 +153,7 @@ class Inventory:
             current = {i.provider_id: i for i in listed}
             for pid, before in self._last.items():
                 if pid not in current and pid not in self._gone:
-                    self._gone[pid] = (replace(before, state="terminated"), now)
+                    self._gone[pid] = (replace(before, state=InstanceState.TERMINATED), now)
             for pid in list(self._gone):
                 if pid in current or now - self._gone[pid][1] >= GONE_RETENTION:
                     del self._gone[pid]

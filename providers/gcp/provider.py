@@ -30,7 +30,7 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import RESERVED, Instance, LaunchRequest, Offering
+from autoscaler.core.model import RESERVED, CapacityType, Instance, InstanceState, LaunchRequest, Offering
 from autoscaler.core.new_nodes import node_labels as offering_node_labels
 from autoscaler.runtime.catalog import with_templates
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
@@ -288,7 +288,7 @@ class GcpProvider:
         return Offering(
             instance_type=shape.name,
             zone=shape.zone,
-            capacity_type=capacity_type,
+            capacity_type=CapacityType(capacity_type),
             vcpu=shape.vcpu,
             memory_mib=shape.memory_mib,
             price=price,
@@ -442,7 +442,7 @@ class GcpProvider:
                 instance_type=offering.instance_type,
                 zone=shape.zone,
                 capacity_type=offering.capacity_type,
-                state="pending",
+                state=InstanceState.PENDING,
                 launch_token=request.token,
                 created=self.clock(),
                 price=offering.price,

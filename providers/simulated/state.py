@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import Arch, Instance, Offering, Reservation, ReservationKind, Taint
+from autoscaler.core.model import (
+    Arch,
+    CapacityType,
+    Instance,
+    InstanceState,
+    Offering,
+    Reservation,
+    ReservationKind,
+    Taint,
+)
 from providers.simulated.settings import CapacityRule
 
 __all__ = ["CloudState", "FileStore", "InstanceRecord", "MemoryStore", "StateStore"]
@@ -63,7 +72,7 @@ class InstanceRecord:
             instance_type=self.offering.instance_type,
             zone=self.offering.zone,
             capacity_type=self.offering.capacity_type,
-            state=self.state,
+            state=InstanceState(self.state),
             launch_token=self.token,
             created=self.created,
             price=self.offering.price,
@@ -95,7 +104,11 @@ class InstanceRecord:
     def from_json(cls, data: dict[str, Any]) -> InstanceRecord:
         """Inverse of :meth:`to_json`."""
         values = dict(data)
-        offering = {**data["offering"], "arch": Arch(data["offering"]["arch"])}
+        offering = {
+            **data["offering"],
+            "arch": Arch(data["offering"]["arch"]),
+            "capacity_type": CapacityType(data["offering"]["capacity_type"]),
+        }
         r = offering.get("reservation")
         if r is not None:
             offering["reservation"] = Reservation(**{**r, "kind": ReservationKind(r["kind"])})

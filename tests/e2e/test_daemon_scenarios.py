@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from autoscaler.runtime.kube.leader import LeaderElector
 from tests.builders import pdb
 from tests.e2e.harness import cluster, gpu_pod, podgroup, queue
 
@@ -24,6 +25,16 @@ if TYPE_CHECKING:
     from tests.e2e.harness import Cluster
 
 pytestmark = pytest.mark.slow
+
+
+class CrashedElector(LeaderElector):
+    """A leader whose election loop has died: a round renews nothing (and so never releases the lease)."""
+
+    crashed = threading.Event()  # set by the first round that ran crashed
+
+    def try_acquire_or_renew(self) -> bool:
+        CrashedElector.crashed.set()
+        return False
 
 
 def test_scale_from_zero_for_one_gpu_pod(tmp_path: Path) -> None:
@@ -466,14 +477,10 @@ def test_a_crashed_leaders_lease_expires_and_its_drain_stops_before_the_standby_
 
         # The leader's election loop dies without releasing the lease (a crash, or a partition from the API
         # server); its drain thread lives on. Nothing reconciles on it any more.
-        crashed = threading.Event()
-
-        def crashed_round() -> bool:
-            crashed.set()
-            return False
-
         assert leader.elector is not None and standby.elector is not None
-        leader.elector.try_acquire_or_renew = crashed_round
+        crashed = CrashedElector.crashed
+        crashed.clear()
+        leader.elector.__class__ = CrashedElector  # its next rounds neither renew nor release
         c.daemons.remove(leader)
         c.stop_at_exit(leader)  # its threads must not outlive the test
         c.wait_for(crashed.is_set)  # rounds run one after another: a renewal under way has been written

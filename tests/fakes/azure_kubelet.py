@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import SPOT, Offering, Taint
+from autoscaler.core.model import ON_DEMAND, SPOT, Offering, Taint
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_catalog import SIZES_BY_NAME
@@ -39,7 +39,7 @@ def _offering(vm: FakeVM, region: str) -> Offering:
     return Offering(
         instance_type=vm.size,
         zone=f"{region}-{vm.zone}" if vm.zone else "",
-        capacity_type=SPOT if vm.priority == "Spot" else "on-demand",
+        capacity_type=SPOT if vm.priority == "Spot" else ON_DEMAND,
         vcpu=size.vcpus,
         memory_mib=int(size.memory_gb * 1024),
         price=0.0,

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import Arch, Offering, Taint
+from autoscaler.core.model import SPOT, Arch, Offering, Taint
 from providers.simulated.node import gpu_status, node_manifest
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_rules import last
@@ -67,7 +67,7 @@ class GkeKubelet:
         return Offering(
             instance_type=machine,
             zone=zone,
-            capacity_type="spot",
+            capacity_type=SPOT,
             vcpu=mt["guestCpus"],
             memory_mib=mt["memoryMb"],
             price=0.0,

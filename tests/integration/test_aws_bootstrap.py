@@ -13,7 +13,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from autoscaler.core.model import LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, LaunchRequest, Offering
 from providers.aws.userdata import BOUNDARY
 from tests.fakes.aws_cloud import (
     AMI,
@@ -74,7 +74,7 @@ def test_the_ami_comes_from_ssm_and_the_cluster_from_eks(network: Network) -> No
     instance = provider.launch(
         LaunchRequest(
             "aaaaaaaa-0000-4000-8000-000000000000",
-            (Offering("g5.xlarge", "us-east-1a", "on-demand", 4, 16384, 1.0, gpu_count=1),),
+            (Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.0, gpu_count=1),),
         )
     )
     ec2 = ec2_client()
@@ -98,7 +98,7 @@ def test_the_ami_comes_from_ssm_and_the_cluster_from_eks(network: Network) -> No
 
 def launch(provider: AwsProvider, token: str) -> Any:
     return provider.launch(
-        LaunchRequest(token, (Offering("g5.xlarge", "us-east-1a", "on-demand", 4, 16384, 1.0, gpu_count=1),))
+        LaunchRequest(token, (Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.0, gpu_count=1),))
     )
 
 

@@ -23,7 +23,7 @@ from autoscaler.cloud import (
     Throttled,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering, Taint
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, LaunchRequest, Offering, Taint
 from providers.aws import AwsProvider, ClientOptions
 from providers.aws.userdata import parse_al2023_flags
 from tests.fakes.aws_cloud import (
@@ -60,7 +60,7 @@ def make(server: str) -> Callable[..., AwsProvider]:
 def offering(
     instance_type: str,
     zone: str = "us-east-1a",
-    capacity_type: str = ON_DEMAND,
+    capacity_type: CapacityType = ON_DEMAND,
     price: float = 1.0,
     gpus: int = 1,
 ) -> Offering:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, LaunchRequest, Offering
 from providers.aws import AwsProvider
 from tests.fakes.aws_cloud import (
     AMI,
@@ -69,7 +69,7 @@ def tag_specifications(params: Mapping[str, list[str]], prefix: str = "") -> dic
     return out
 
 
-def offering(capacity_type: str) -> Offering:
+def offering(capacity_type: CapacityType) -> Offering:
     return Offering(
         "g5.xlarge",
         "us-east-1a",
@@ -84,7 +84,7 @@ def offering(capacity_type: str) -> Offering:
     )
 
 
-def request(capacity_type: str) -> LaunchRequest:
+def request(capacity_type: CapacityType) -> LaunchRequest:
     return LaunchRequest(
         TOKEN,
         (offering(capacity_type),),
@@ -118,7 +118,7 @@ def named_template_config(network: Network) -> Config:
 @pytest.mark.parametrize("capacity_type", [ON_DEMAND, SPOT])
 @pytest.mark.parametrize("template", ["managed", "named"])
 def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_the_requests(
-    network: Network, make: Callable[..., AwsProvider], template: str, capacity_type: str
+    network: Network, make: Callable[..., AwsProvider], template: str, capacity_type: CapacityType
 ) -> None:
     fleets = spy("before-send.ec2.CreateFleet")
     templates = spy("before-send.ec2.CreateLaunchTemplate")
@@ -144,7 +144,7 @@ def test_every_resource_the_policy_conditions_on_the_cluster_tag_is_tagged_in_th
     ],
 )
 def test_a_managed_template_tags_a_spot_request_only_for_spot_launches(
-    network: Network, make: Callable[..., AwsProvider], capacity_type: str, resources: list[str]
+    network: Network, make: Callable[..., AwsProvider], capacity_type: CapacityType, resources: list[str]
 ) -> None:
     # EC2 refuses a launch whose template tags a spot request when it makes none.
     templates = spy("before-send.ec2.CreateLaunchTemplate")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import InstanceNotFound, ProviderError, Throttled
-from autoscaler.core.model import Instance, LaunchRequest
+from autoscaler.core.model import SPOT, Instance, InstanceState, LaunchRequest
 from providers.gcp.inventory import GONE_RETENTION
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
@@ -123,8 +123,8 @@ def test_terminate_refuses_a_vm_of_another_cluster(gcp: FakeGcp) -> None:
         "gce://tidal-test/us-central1-a/vm",
         "e2-standard-2",
         ZONE_A,
-        "spot",
-        "running",
+        SPOT,
+        InstanceState.RUNNING,
         tags={"tidal-cluster": "other"},
     )
     with pytest.raises(ProviderError, match="belongs to cluster 'other'"):

@@ -9,7 +9,7 @@ import pytest
 
 from autoscaler.cloud import ProviderError, load_provider
 from autoscaler.config.options import Config, ConfigError, config_from_mapping
-from autoscaler.core.model import LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, LaunchRequest, Offering
 from providers.aws import AwsConfigError, AwsProvider, load_settings
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
@@ -161,7 +161,7 @@ def test_a_provider_built_to_list_offerings_needs_only_the_region() -> None:
     provider = AwsProvider(config({"families": ["g5"]}))  # as `tidal catalog` builds it
     request = LaunchRequest(
         "3b8a1f0e-5d1c-4c1e-9f57-1d3c9b2a7e10",
-        (Offering("g5.xlarge", "us-east-1a", "on-demand", 4, 16384, 1.006, gpu_count=1),),
+        (Offering("g5.xlarge", "us-east-1a", ON_DEMAND, 4, 16384, 1.006, gpu_count=1),),
     )
     with pytest.raises(ProviderError) as caught:
         provider.launch(request)

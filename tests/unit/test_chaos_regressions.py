@@ -13,7 +13,7 @@ from autoscaler.cloud import Throttled
 from autoscaler.config.options import Config
 from autoscaler.core.disruption.interrupted import interrupted
 from autoscaler.core.model import Instance
-from autoscaler.core.planning.decisions import Launch
+from autoscaler.core.planning.decisions import BIN_SELECTION, Launch
 from autoscaler.runtime.availability import Availability
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob
@@ -107,7 +107,7 @@ def test_a_disruption_started_is_not_started_again_while_the_cache_lags(
 
 def gpu_launches(cfg: Config, provider: SimulatedProvider, n: int) -> list[Launch]:
     g5 = next(o for o in provider.offerings() if o.instance_type == "g5.xlarge")
-    return [Launch(g5, (f"default/infer-{i}",), "bin-selection") for i in range(n)]
+    return [Launch(g5, (f"default/infer-{i}",), BIN_SELECTION) for i in range(n)]
 
 
 def test_after_a_throttle_the_rest_of_the_round_is_held_back(config: Callable[..., Config]) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from autoscaler.config.options import ConfigError, config_from_mapping
 from autoscaler.core.disruption.budgets import Budget, allowed, parse_cron
+from autoscaler.core.planning.decisions import Hold
 from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, snapshot
 
@@ -53,6 +54,19 @@ def test_nodes_already_being_disrupted_count_against_the_budget(make_config: Cal
     assert result.removal.removals == ()
     assert kept["cpu-0"] == "being drained"
     assert "(1 of 3 nodes being disrupted)" in kept["cpu-1"]
+
+
+def test_a_blocked_node_says_in_kind_which_budget_or_drain_keeps_it(
+    make_config: Callable[..., Config],
+) -> None:
+    nodes = empty_nodes(3)
+    nodes[0]["spec"].update(
+        unschedulable=True, taints=[{"key": "tidal.dev/disrupted", "effect": "NoSchedule"}]
+    )
+    cfg = make_config(disruption={"budgets": [{"nodes": 1}]})
+    result = plan(PlanInput(snapshot(*nodes), aws_offerings(), cfg, NOW, draining={"cpu-0"}))
+    kinds = {b.node: b.kinds for b in result.removal.blocked}
+    assert kinds == {"cpu-0": (Hold.DISRUPTING,), "cpu-1": (Hold.BUDGET,), "cpu-2": (Hold.BUDGET,)}
 
 
 def test_a_node_a_drain_left_cordoned_is_decided_again(make_config: Callable[..., Config]) -> None:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from autoscaler.cloud import ProviderError
 from autoscaler.core.disruption.method import Method
-from autoscaler.core.model import Instance
+from autoscaler.core.model import ON_DEMAND, Instance, InstanceState
 from autoscaler.runtime.drain import Drainer, DrainJob, Termination
 from autoscaler.runtime.kube.actions import EvictionResult as Result
 from autoscaler.runtime.kube.convert import pod_from_dict
@@ -80,14 +81,52 @@ class Clock:
         self.now += seconds
 
 
-INSTANCE = Instance("i-1", "aws:///us-east-1a/i-1", "m6i.large", "us-east-1a", "on-demand", "running")
+class HeldCordon(FakeActions):
+    """Each cordon holds its drain (and its slot in the pool) until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__([])
+        self.release = release
+
+    def cordon(self, node_name: str, *, taint_key: str = "tidal.dev/disrupted") -> None:
+        self.release.wait(10)
 
 
-def make(answers: Iterable[Result], pods: Iterable[Pod]) -> tuple[Drainer, FakeActions, FakeProvider, Events]:
-    actions = FakeActions(answers)
+class LingeringPods(FakeActions):
+    """The API server's answers to successive looks at a node's pods, one list per look."""
+
+    def __init__(self, answers: Iterable[Result], looks: Iterable[list[str]]) -> None:
+        super().__init__(answers)
+        self.looks = iter(looks)
+
+    def workload_on(self, node_name: str) -> list[str]:
+        return next(self.looks)
+
+
+class RefusingProvider(FakeProvider):
+    """A cloud that throttles every termination."""
+
+    def terminate(self, instance: Instance) -> None:
+        raise ProviderError("throttled")
+
+
+INSTANCE = Instance(
+    "i-1", "aws:///us-east-1a/i-1", "m6i.large", "us-east-1a", ON_DEMAND, InstanceState.RUNNING
+)
+
+
+def make(
+    answers: Iterable[Result],
+    pods: Iterable[Pod],
+    *,
+    actions: FakeActions | None = None,
+    provider: FakeProvider | None = None,
+) -> tuple[Drainer, FakeActions, FakeProvider, Events]:
+    actions = actions if actions is not None else FakeActions(answers)
     actions.on_node = {p.key: p for p in pods}
     clock = Clock()
-    provider, events = FakeProvider(), Events()
+    provider = provider if provider is not None else FakeProvider()
+    events = Events()
     drainer = Drainer(
         actions,
         provider,
@@ -146,9 +185,8 @@ def test_a_failed_eviction_aborts_the_drain() -> None:
 
 
 def test_the_number_of_parallel_drains_is_bounded() -> None:
-    drainer, actions, *_ = make([], [])  # max_parallel=2
     release = threading.Event()
-    actions.cordon = lambda node_name, **_: release.wait(10)  # each drain holds its slot until released
+    drainer, *_ = make([], [], actions=HeldCordon(release))  # max_parallel=2
     try:
         assert drainer.submit(DrainJob("a", (), None, "empty", termination=Termination.EMPTY))
         assert drainer.submit(DrainJob("b", (), None, "empty", termination=Termination.EMPTY))
@@ -211,15 +249,8 @@ def test_the_method_that_decided_a_removal_names_its_termination_label(
 
 
 def test_a_node_removed_whose_instance_would_not_terminate_is_an_error_outcome() -> None:
-    from autoscaler.cloud import ProviderError
-
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
-    drainer, actions, provider, _ = make([Result.EVICTED], [web])
-
-    def refuse(instance: Instance) -> None:
-        raise ProviderError("throttled")
-
-    provider.terminate = refuse
+    drainer, actions, _, _ = make([Result.EVICTED], [web], provider=RefusingProvider())
     done = finished(drainer)
     drainer._run(DrainJob("ip-1", (web,), INSTANCE, "empty", termination=Termination.EMPTY))
     assert ("delete_node", "ip-1") in actions.calls
@@ -302,12 +333,12 @@ def test_a_pod_bound_during_the_drain_that_only_the_api_server_knows_keeps_the_n
 
 def test_an_evicted_pod_the_api_server_still_holds_is_waited_for_before_the_node_goes() -> None:
     web = pod_from_dict(pod("web-1", node_name="ip-1", phase="Running", message=None))
-    drainer, actions, _, _ = make([Result.EVICTED], [web])
-    terminating = iter([["default/web-1"], ["default/web-1"], []])  # gone on the third look
-    actions.workload_on = lambda node_name: next(terminating)
+    looks = [["default/web-1"], ["default/web-1"], []]  # gone on the third look
+    drainer, actions, _, _ = make([Result.EVICTED], [web], actions=LingeringPods([Result.EVICTED], looks))
     ok, _ = drainer.drain(
         DrainJob("ip-1", (web,), INSTANCE, "utilization 0.10", termination=Termination.UNDERUTILIZED)
     )
     assert ok
+    assert isinstance(drainer.clock, Clock)
     assert drainer.clock.now == 1010.0  # two polls of 5s each before the last look found it gone
     assert actions.calls[-1] == ("delete_node", "ip-1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.core.model import Instance
+from autoscaler.core.model import ON_DEMAND, SPOT, Instance, InstanceState
 from autoscaler.runtime.fleet import TRANSITIONS, Action, Fleet, State
 from tests.builders import aws_offerings, node, pod, snapshot
 
@@ -34,8 +34,8 @@ def instance(
         provider_id=f"aws:///us-east-1a/{i}",
         instance_type=itype,
         zone="us-east-1a",
-        capacity_type="on-demand",
-        state=state,
+        capacity_type=ON_DEMAND,
+        state=InstanceState(state),
         launch_token=token,
         created=created,
         price=0.526,
@@ -159,7 +159,7 @@ def test_a_reclaimed_spot_instance_names_its_spot_offering_so_it_can_be_benched(
     from dataclasses import replace
 
     fleet = Fleet(make_config())
-    reclaimed = replace(instance(state="terminated"), capacity_type="spot", price=0.2104)
+    reclaimed = replace(instance(state="terminated"), capacity_type=SPOT, price=0.2104)
     overdue = observe(fleet, [reclaimed], gpu_node())
     assert [(o.action, o.member.offering) for o in overdue] == [
         (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.core.model import Instance
+from autoscaler.core.model import SPOT, Instance, InstanceState
 from autoscaler.core.projection import without_dead_nodes
 from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation
@@ -22,8 +22,8 @@ def test_a_node_whose_instance_terminated_holds_no_gpus_and_its_pods_are_pending
     )
     reclaimed, alive = view.nodes
     instances = [
-        Instance("i-1", reclaimed.provider_id, "g4dn.xlarge", "us-east-1a", "spot", "terminated"),
-        Instance("i-2", alive.provider_id, "g4dn.xlarge", "us-east-1a", "spot", "running"),
+        Instance("i-1", reclaimed.provider_id, "g4dn.xlarge", "us-east-1a", SPOT, InstanceState.TERMINATED),
+        Instance("i-2", alive.provider_id, "g4dn.xlarge", "us-east-1a", SPOT, InstanceState.RUNNING),
     ]
     after = without_dead_nodes(view, instances, now=100.0)
     assert [n.name for n in after.nodes] == ["ip-10-0-0-2"]

@@ -32,7 +32,7 @@ from autoscaler.core.disruption.replace import replacement
 from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
-from autoscaler.core.planning.decisions import Blocked, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaledown import scale_down
 
@@ -44,14 +44,14 @@ class _Pass:
     """What one plan has decided so far."""
 
     removals: list[Removal] = field(default_factory=list)
-    blocked: dict[str, list[str]] = field(default_factory=dict)
+    blocked: dict[str, list[Block]] = field(default_factory=dict)
     wake: list[float] = field(default_factory=list)
     evicting: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def block(self, node: str, why: str) -> None:
+    def block(self, node: str, kind: Hold, why: str) -> None:
         reasons = self.blocked.setdefault(node, [])
-        if why not in reasons:  # gangs and budgets are decided again until they agree
-            reasons.append(why)
+        if all(b.detail != why for b in reasons):  # gangs and budgets are decided again until they agree
+            reasons.append(Block(kind, why))
 
 
 def progress(snapshot: Snapshot) -> dict[str, InProgress]:
@@ -64,7 +64,7 @@ def progress(snapshot: Snapshot) -> dict[str, InProgress]:
     return out
 
 
-def held_nodes(snapshot: Snapshot, draining: Collection[str] = ()) -> dict[str, str]:
+def held_nodes(snapshot: Snapshot, draining: Collection[str] = ()) -> dict[str, Block]:
     """The managed nodes no removal may choose now, with why: nodes waiting for their replacements, the
     replacements themselves (their room is for the pods of the node they replace), nodes being drained and
     nodes annotated do-not-disrupt. Every planner acting through the controller must leave these alone, or
@@ -72,35 +72,39 @@ def held_nodes(snapshot: Snapshot, draining: Collection[str] = ()) -> dict[str, 
     return _held(snapshot, progress(snapshot), draining)
 
 
-def _held(snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Collection[str]) -> dict[str, str]:
-    held: dict[str, str] = {}
+def _held(
+    snapshot: Snapshot, waiting: Mapping[str, InProgress], draining: Collection[str]
+) -> dict[str, Block]:
+    held: dict[str, Block] = {}
     owner = {t: p.node for p in waiting.values() for t in p.tokens}
     for node in snapshot.nodes:
         if not node.managed:
             continue
         if node.name in waiting:
             p = waiting[node.name]
-            held[node.name] = (
-                f"being disrupted ({p.method}): waiting for {len(p.tokens)} replacement node(s) to be Ready"
+            held[node.name] = Block(
+                Hold.DISRUPTING,
+                f"being disrupted ({p.method}): waiting for {len(p.tokens)} replacement node(s) to be Ready",
             )
         elif node.labels.get(LABEL_LAUNCH_TOKEN, "") in owner:
-            held[node.name] = (
-                f"replacement for node {owner[node.labels[LABEL_LAUNCH_TOKEN]]}, kept for its pods"
+            held[node.name] = Block(
+                Hold.DISRUPTING,
+                f"replacement for node {owner[node.labels[LABEL_LAUNCH_TOKEN]]}, kept for its pods",
             )
         elif node.name in draining:
             # A node left cordoned by a drain that is no longer running (it failed to uncordon, or the
             # replica restarted) is not held: it is decided again, and its removal finished or undone.
-            held[node.name] = "being drained"
+            held[node.name] = Block(Hold.DISRUPTING, BEING_DRAINED)
         elif node.annotations.get(NODE_DO_NOT_DISRUPT, "").lower() == "true":
-            held[node.name] = f"the Node is annotated {NODE_DO_NOT_DISRUPT}"
+            held[node.name] = Block(Hold.DISRUPTING, f"the Node is annotated {NODE_DO_NOT_DISRUPT}")
     return held
 
 
 def _forced(
     node: Node, index: OfferingIndex, now: float, template: str, sick: int, managed: int
-) -> tuple[str, str, str]:
+) -> tuple[Method | None, str, str]:
     """(method, why, what holds it) of the first method that does not wait for the node to be unneeded;
-    empty strings when none applies."""
+    no method and empty strings when none applies."""
     cfg = index.config.disruption
     why = unhealthy.unhealthy(node, cfg.unhealthy_conditions, now)
     if why:
@@ -115,20 +119,21 @@ def _forced(
             )
         return Method.UNHEALTHY, why, ""
     if not node.ready:
-        return "", "", ""
+        return None, "", ""
     why = expired.expired(node, cfg.node_max_lifetime, now)
     if why:
         return Method.EXPIRED, why, ""
     why = drifted(node, template) if cfg.drift else ""
-    return (Method.DRIFTED, why, "") if why else ("", "", "")
+    return (Method.DRIFTED, why, "") if why else (None, "", "")
 
 
 REMOVED, HELD, FREE = "removed", "held", "free"
+BEING_DRAINED = "being drained"
 
 
 def _decide_forced(
     node: Node,
-    method: str,
+    method: Method,
     why: str,
     pods: Sequence[Pod],
     snapshot: Snapshot,
@@ -144,7 +149,7 @@ def _decide_forced(
     counted = dict(state.evicting)
     blocker = eviction_blocker(pods, snapshot.pdbs, counted)
     if blocker:
-        state.block(node.name, f"{method}: {why}; {blocker}")
+        state.block(node.name, Hold.PODS_STAY, f"{method}: {why}; {blocker}")
         return FREE
     keys = tuple(p.key for p in pods)
     kept = empty.kept(pods)
@@ -155,7 +160,9 @@ def _decide_forced(
     again = retry_after(node.annotations)
     if again > now:
         state.block(
-            node.name, f"{method}: {why}; a replacement was given up, tried again in {int(again - now)}s"
+            node.name,
+            Hold.RETRY_LATER,
+            f"{method}: {why}; a replacement was given up, tried again in {int(again - now)}s",
         )
         state.wake.append(again)
         return HELD
@@ -168,10 +175,14 @@ def _decide_forced(
         return REMOVED
     found = replacement(node, kept, index, total)
     if found.blocker:
-        state.block(node.name, f"{method}: {why}; nowhere to move its pods ({found.blocker})")
+        state.block(node.name, Hold.PODS_STAY, f"{method}: {why}; nowhere to move its pods ({found.blocker})")
         return FREE
     if not found.first:
-        state.block(node.name, f"{method}: {why}; a replacement would exceed a cluster limit while both run")
+        state.block(
+            node.name,
+            Hold.CLUSTER_LIMIT,
+            f"{method}: {why}; a replacement would exceed a cluster limit while both run",
+        )
         return FREE
     state.evicting = counted
     reason = f"{method}: {why}; {len(found.launches)} new node(s) first"
@@ -213,17 +224,17 @@ def disrupt(
             _wake(node, cfg.disruption.node_max_lifetime, rules, now, state)
             method, why, holds = _forced(node, index, now, template, sick, len(managed))
             if holds:
-                state.block(node.name, f"{method}: {why}; {holds}")
+                state.block(node.name, Hold.CLUSTER_FAULT, f"{method}: {why}; {holds}")
                 held[node.name] = state.blocked[node.name][-1]
                 continue
-            if not method:
+            if method is None:
                 continue
             pods = workload(by_node.get(node.name, ()))
             verdict = _decide_forced(
                 node, method, why, pods, snapshot, index, engine, total, now, state, held
             )
             if verdict == REMOVED:
-                held[node.name] = f"chosen as {method}"
+                held[node.name] = Block(Hold.DISRUPTING, f"chosen as {method}")
                 # Its replacements run beside it for a while: the next one is planned within what is left.
                 total += Usage.of(la.offering for la in state.removals[-1].replacement)
             elif verdict == HELD:
@@ -242,8 +253,9 @@ def disrupt(
         held=held,
     )
     for b in consolidation.blocked:
-        if b.node not in chosen and b.reason not in state.blocked.get(b.node, ()):
-            state.block(b.node, b.reason)
+        if b.node not in chosen:
+            for block in b.blocks:
+                state.block(b.node, block.kind, block.detail)
     removals = [*state.removals, *consolidation.removals]
     while True:  # a budget that holds back one node of a gang holds back the whole gang
         before = len(removals)
@@ -251,7 +263,7 @@ def disrupt(
         removals = _within_budgets(removals, snapshot, index, now, len(managed), waiting, held, state)
         if len(removals) == before:
             break
-    blocked = tuple(Blocked(n, "; ".join(reasons)) for n, reasons in sorted(state.blocked.items()))
+    blocked = tuple(Blocked(n, tuple(reasons)) for n, reasons in sorted(state.blocked.items()))
     future = [t for t in state.wake if t > now]
     return RemovalPlan(tuple(removals), blocked, consolidation.unneeded_since, min(future, default=None))
 
@@ -282,7 +294,7 @@ def _whole_gangs(
             leaving = later if r.replacement else now_
             blocker = gang_blocker(workload(by_node.get(r.node, ())), snapshot, leaving)
             if blocker:
-                state.block(r.node, f"{r.method}: {blocker}")
+                state.block(r.node, Hold.GANG, f"{r.method}: {blocker}")
                 dropped = True
             else:
                 kept.append(r)
@@ -298,26 +310,25 @@ def _within_budgets(
     now: float,
     managed: int,
     waiting: Mapping[str, InProgress],
-    held: Mapping[str, str],
+    held: Mapping[str, Block],
     state: _Pass,
 ) -> list[Removal]:
     """The removals the disruption budgets leave room for, in method order."""
     budgets = index.config.disruption.budgets
     if not budgets:
         return removals
-    busy = {n for n, why in held.items() if n in waiting or why == "being drained"}
+    busy = {n for n, why in held.items() if n in waiting or why.detail == BEING_DRAINED}
     busy |= {n.name for n in snapshot.nodes if n.managed and n.deleting}
     order = {m: i for i, m in enumerate(ORDER)}
     taken = 0
     chosen: set[str] = set()
-    for r in sorted(
-        removals, key=lambda r: order.get(Method(r.method), len(order)) if r.method else len(order)
-    ):
+    for r in sorted(removals, key=lambda r: order.get(r.method, len(order))):
         room, budget = allowed(r.method, budgets, managed, len(busy) + taken, now)
         if room is not None and room <= 0:
             assert budget is not None
             state.block(
                 r.node,
+                Hold.BUDGET,
                 f"{r.method}: disruption budget {budget.describe()} allows no more now "
                 f"({len(busy) + taken} of {managed} nodes being disrupted)",
             )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Ignored
+from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Offering, Pod
 from autoscaler.core.placement.reasons import Filter, Rejection
 
@@ -23,9 +24,9 @@ class LaunchMode(enum.StrEnum):
     PACKING = "bin-packing"
 
 
-# The plain strings: a node's mode is one of its labels, and Kubernetes objects hold nothing but ``str``.
-BIN_SELECTION: str = LaunchMode.SELECTION.value
-BIN_PACKING: str = LaunchMode.PACKING.value
+# Short names for the members; a node's mode written into one of its labels is converted to its ``.value``.
+BIN_SELECTION = LaunchMode.SELECTION
+BIN_PACKING = LaunchMode.PACKING
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ class Launch:
 
     offering: Offering
     pods: tuple[str, ...]
-    mode: str  # a LaunchMode value (the placement engine's bins carry it as text)
+    mode: LaunchMode
     alternatives: tuple[Offering, ...] = ()
     gang: str = ""
     # Why this offering (candidates, filters, fallbacks' cap, idle GPUs): see autoscaler.core.planning.why.
@@ -166,16 +167,55 @@ class Removal:
     node: str
     reason: str
     empty: bool
-    pods: tuple[str, ...] = ()
-    method: str = ""  # a Method value: the kind of removal, of which ``reason`` is the detail
+    pods: tuple[str, ...]
+    method: Method  # the kind of removal, of which ``reason`` is the detail
     replacement: tuple[Launch, ...] = ()
     gpus: int = 0  # the node's GPUs, which its removal takes out of the cluster
 
 
+class Hold(enum.StrEnum):
+    """What kind of "not now" keeps a managed node from being removed; its :class:`Block` says the rest."""
+
+    # Another disruption, a drain or a replacement is under way on it, it is annotated do-not-disrupt, or a
+    # method that does not wait for it to be unneeded holds it.
+    DISRUPTING = "disrupting"
+    PENDING_PODS = "pendingPods"  # pods waiting to be scheduled will run on it
+    UNREADABLE = "unreadable"  # tidal cannot read all of its Node
+    RESERVATION = "reservation"  # the reservation it runs in keeps it
+    UTILISED = "utilised"  # its utilization is at or above the threshold
+    PODS_STAY = "podsStay"  # its pods may not be evicted, fit nowhere else, or no cheaper node takes them
+    RETRY_LATER = "retryLater"  # a replacement of it was given up a while ago
+    UNNEEDED_TOO_SHORT = "unneededTooShort"  # unneeded for less than nodeUnneededDuration
+    NEW_NODE = "newNode"  # younger than newNodeGracePeriod
+    CLUSTER_LIMIT = "clusterLimit"  # a replacement would exceed a cluster limit while both run
+    CLUSTER_FAULT = "clusterFault"  # too many nodes are unhealthy for new ones to help
+    GANG = "gang"  # it holds part of a running gang that would be left behind
+    BUDGET = "budget"  # a disruption budget allows no more now
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One reason a node stays: its kind, and the words reports print."""
+
+    kind: Hold
+    detail: str
+
+
 @dataclass(frozen=True, slots=True)
 class Blocked:
+    """A managed node that stays, with every reason found for it, in the order they were found."""
+
     node: str
-    reason: str
+    blocks: tuple[Block, ...]
+
+    @property
+    def reason(self) -> str:
+        """The reasons as reports print them."""
+        return "; ".join(b.detail for b in self.blocks)
+
+    @property
+    def kinds(self) -> tuple[Hold, ...]:
+        return tuple(b.kind for b in self.blocks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from autoscaler.core.model import Offering
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import newnodes, reserved
-from autoscaler.core.planning.decisions import Launch
+from autoscaler.core.planning.decisions import Launch, LaunchMode
 from autoscaler.core.planning.newnodes import Budget
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.planning.why import LaunchWhy, launch_why
@@ -55,6 +55,6 @@ def launches(
             found = cache[key] = (reserved.without_reserved(fb.offerings), why)
         if left is not None and found[0]:
             budget_left.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
-        planned.append(Launch(offering, pods, b.mode, found[0], b.gang, found[1]))
+        planned.append(Launch(offering, pods, LaunchMode(b.mode), found[0], b.gang, found[1]))
     planned.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
     return planned

@@ -27,7 +27,7 @@ from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import reserved
 from autoscaler.core.planning.cluster import build_engine, node_gpus, pods_by_node, usage
-from autoscaler.core.planning.decisions import Blocked, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.quantity import format_duration
 from autoscaler.core.timestamps import parse_time
@@ -79,7 +79,7 @@ def scale_down(
     engine: Engine | None = None,
     total: Usage | None = None,
     contended: str = "",
-    held: Mapping[str, str] | None = None,
+    held: Mapping[str, Block] | None = None,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
@@ -105,19 +105,21 @@ def scale_down(
         if not node.managed or node.deleting:
             continue
         if node.name in held:
-            blocked.append(Blocked(node.name, held[node.name]))
+            blocked.append(Blocked(node.name, (held[node.name],)))
             continue
         if node.name in needed:
-            blocked.append(Blocked(node.name, "pending pods will run here"))
+            blocked.append(_blocked(node, Hold.PENDING_PODS, "pending pods will run here"))
             continue
         if node.unreadable:
-            blocked.append(Blocked(node.name, f"tidal cannot read all of this Node ({node.unreadable})"))
+            blocked.append(
+                _blocked(node, Hold.UNREADABLE, f"tidal cannot read all of this Node ({node.unreadable})")
+            )
             continue
         if not node.ready:
             continue
         keeps = reserved.keeps(node, listed, index.config, now)
         if keeps:
-            blocked.append(Blocked(node.name, keeps))
+            blocked.append(_blocked(node, Hold.RESERVATION, keeps))
             continue
         # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
         workload = workload_of(by_node.get(node.name, ()))
@@ -131,7 +133,9 @@ def scale_down(
         ):
             mode = underutilised.mode(node)
             blocked.append(
-                Blocked(node.name, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})")
+                _blocked(
+                    node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
+                )
             )
             continue
         candidates.append((util, node, workload))
@@ -148,6 +152,7 @@ def scale_down(
             since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
         how = ""
         found = Replacement()
+        hold = Hold.PODS_STAY
         kept = empty.kept(workload)
         counted = dict(evicting)
         blocker = eviction_blocker(workload, snapshot.pdbs, counted)
@@ -162,16 +167,18 @@ def scale_down(
                 blocker, how, found = cheaper(node, kept, index, savings, total)
                 again = retry_after(node.annotations)
                 if not blocker and again > now:
+                    hold = Hold.RETRY_LATER
                     blocker = f"a replacement was given up; tried again in {format_duration(again - now)}"
         if blocker:
-            blocked.append(Blocked(node.name, blocker))
+            blocked.append(_blocked(node, hold, blocker))
             continue
         seen[node.name] = since
         waited = now - since
         if waited < cfg.node_unneeded_duration:
             blocked.append(
-                Blocked(
-                    node.name,
+                _blocked(
+                    node,
+                    Hold.UNNEEDED_TOO_SHORT,
                     f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
                 )
             )
@@ -181,8 +188,9 @@ def scale_down(
         age = now - node.created
         if node.created and age < grace:
             blocked.append(
-                Blocked(
-                    node.name,
+                _blocked(
+                    node,
+                    Hold.NEW_NODE,
                     f"new node: {format_duration(age)} old of newNodeGracePeriod {format_duration(grace)}",
                 )
             )
@@ -208,3 +216,7 @@ def scale_down(
         )
     blocked.sort(key=lambda b: b.node)
     return RemovalPlan(tuple(removals), tuple(blocked), seen)
+
+
+def _blocked(node: Node, kind: Hold, detail: str) -> Blocked:
+    return Blocked(node.name, (Block(kind, detail),))
