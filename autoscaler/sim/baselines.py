@@ -155,6 +155,7 @@ def _ffd(
                         pod.key,
                         reason.message if reason else "no offering fits or GPU limit reached",
                         rejection=reason,
+                        no_offering=not any(need.fits_in(index.allocatable(o)) for o in eligible),
                     )
                 )
                 continue

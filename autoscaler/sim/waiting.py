@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from autoscaler.core.demand import Reason
 from autoscaler.core.planning.planner import Plan
 from autoscaler.sim.cluster import SimPod
 
@@ -33,7 +34,7 @@ def waiting_reasons(plan: Plan | None) -> dict[str, str]:
         return {}
     out = {a.pod: "waiting for room on a node" for a in plan.launch.absorbed}
     for i in plan.demand.ignored:
-        if i.reason.value.startswith("queue"):
+        if i.reason in (Reason.QUEUE_LIMIT, Reason.QUEUE_QUOTA):
             # The same fact as KAI's own hold, in the same words: tidal saw the queue full before KAI said so.
             out[i.pod] = short(i.detail).replace(" would exceed its GPU limit", " at its GPU limit")
             out[i.pod] = out[i.pod].replace(

@@ -327,3 +327,26 @@ def test_a_node_as_old_as_new_node_grace_period_can_go(make_config: Callable[...
     old_enough = created_at(gpu_node("gpu-a", annotations={}), "2026-11-20T10:58:00Z")
     result = run(make_config, old_enough, scaleDown={"nodeUnneededDuration": "0s"})
     assert [(r.node, r.empty) for r in result.removal.removals] == [("gpu-a", True)]
+
+
+def test_a_node_whose_pod_has_an_unreadable_annotation_is_kept_and_says_which(
+    make_config: Callable[..., Config],
+) -> None:
+    big = big_gpu_node(annotations=LONG_AGO)
+    bad = running(
+        "infer-1",
+        "gpu-big",
+        gpu=1,
+        cpu="2",
+        memory="8Gi",
+        annotations={"node.elotl.co/instance-max-cost": "cheap"},
+    )
+    result = run(make_config, big, bad)
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [
+        (
+            "gpu-big",
+            "nowhere to move its pods (annotation node.elotl.co/instance-max-cost: 'cheap' is not a positive "
+            "price per hour)",
+        )
+    ]

@@ -50,3 +50,35 @@ def test_a_gang_refused_by_the_gpu_limit_is_counted_as_a_gang_not_as_the_limit(
 def test_a_pod_no_offering_can_hold_is_counted_as_no_offering(make_config: Callable[..., Config]) -> None:
     huge = pod("giant-0", cpu="4000", memory="8Gi")
     assert shortfalls(make_config, huge) == {"default/giant-0": Shortfall.NO_OFFERING}
+
+
+def test_a_pod_whose_node_selector_matches_no_offering_is_counted_as_no_offering(
+    make_config: Callable[..., Config],
+) -> None:
+    arm_only = pod("encoder-0", node_selector={"kubernetes.io/arch": "riscv64"})
+    found = shortfalls(make_config, arm_only)
+    assert found == {"default/encoder-0": Shortfall.NO_OFFERING}
+
+
+def test_a_pod_the_configured_zones_leave_without_offerings_is_counted_as_no_offering(
+    make_config: Callable[..., Config],
+) -> None:
+    found = shortfalls(make_config, gpu_pod("infer-0"), zones=["us-east-1z"])
+    assert found == {"default/infer-0": Shortfall.NO_OFFERING}
+
+
+def test_a_pod_a_new_node_would_not_take_for_its_pod_affinity_is_counted_as_other(
+    make_config: Callable[..., Config],
+) -> None:
+    # Required affinity to pods that run nowhere: every offering fits, yet no new node can hold it.
+    follower = pod(
+        "cache-0",
+        pod_affinity=[
+            {
+                "labelSelector": {"matchLabels": {"app": "db"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ],
+    )
+    found = shortfalls(make_config, follower)
+    assert found == {"default/cache-0": Shortfall.OTHER}

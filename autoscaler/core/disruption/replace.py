@@ -35,6 +35,8 @@ class Replacement:
     cost: float = float("inf")
     launches: tuple[Launch, ...] = ()
     first: bool = False
+    # The blocker is a pod's annotation tidal cannot read (an error message, not a clause about new nodes).
+    unreadable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Us
     try:
         constraints = {p.key: pod_constraints(p, index.config) for p in pods}
     except AnnotationError as err:
-        return Replacement(str(err))
+        return Replacement(str(err), unreadable=True)
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
     memo = index.memo.replacements
@@ -132,9 +134,9 @@ def cheaper(
         return "nowhere to move its pods, and its price is unknown", "", Replacement()
     found = replacement(node, pods, index, total)
     if found.blocker:
-        if "affinity or topology" in found.blocker or found.blocker.startswith("no offering"):
-            return f"nowhere to move its pods, and {found.blocker}", "", found
-        return f"nowhere to move its pods ({found.blocker})", "", found
+        if found.unreadable:
+            return f"nowhere to move its pods ({found.blocker})", "", found
+        return f"nowhere to move its pods, and {found.blocker}", "", found
     cost = found.cost
     if cost > current.price * (1 - savings):
         return (

@@ -112,9 +112,6 @@ class Shortfall(enum.StrEnum):
 _LIMITS = {
     s.value: s for s in (Shortfall.CLUSTER_GPU_LIMIT, Shortfall.CLUSTER_CPU_LIMIT, Shortfall.MAX_NODES)
 }
-# Offering filters' verdicts that no offering is left (the planner's "no offering fits …", a zone, an
-# architecture, a price cap), as opposed to a new node the pod's scheduling constraints would not take.
-_NO_OFFERING = "no offering"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +126,14 @@ class Unplaced:
     # The offering that came closest, and what it lacks (empty when no offering is near: a limit, a gang).
     nearest: str = ""
     gang: str = ""  # the gang (namespace/name) that could not be placed whole, when that is why
+    # The offering filters (the pod's own constraints, the configuration, the size of its request) left no
+    # offering, as opposed to a new node that the pod's scheduling constraints would not take.
+    no_offering: bool = False
 
     @property
     def shortfall(self) -> Shortfall:
         """The kind of this verdict: a gang not placed whole, the cluster limit or queue budget that is used
-        up (by the rejection's filter and key), no offering left, or something else."""
+        up (by the rejection's filter and key), no offering left (``no_offering``), or something else."""
         if self.gang:
             return Shortfall.GANG
         r = self.rejection
@@ -141,9 +141,7 @@ class Unplaced:
             return _LIMITS[r.key]
         if r is not None and r.filter == Filter.QUEUE_BUDGET:
             return Shortfall.QUEUE_BUDGET
-        # Rejections do not say whether they came from the offering filters or from a new node's scheduling
-        # constraints; the offering filters' verdicts all say "no offering".
-        return Shortfall.NO_OFFERING if self.reason.startswith(_NO_OFFERING) else Shortfall.OTHER
+        return Shortfall.NO_OFFERING if self.no_offering else Shortfall.OTHER
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,11 @@ class Choice:
     per_node: int
 
 
+# ``choose``'s verdicts that an offering fits but may not be launched now; any other says no offering holds
+# the pod (its constraints, the configuration or its size left none).
+HELD_BACK = frozenset({Filter.CLUSTER_LIMIT, Filter.QUEUE_BUDGET, Filter.RESERVATION})
+
+
 def choose(
     index: OfferingIndex,
     c: Constraints,

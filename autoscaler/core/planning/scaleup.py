@@ -251,7 +251,7 @@ class _Planner:
                 if wider is not None:  # on-demand until the Capacity Block they wait for starts
                     unit = PodClass(unit.pods, wider, unit.mode, unit.queue)
                     continue
-                self._unplace(remaining, choice, unit)
+                self._unplace(remaining, choice, unit, choice.filter not in newnodes.HELD_BACK)
                 return []
             n = self._batch(choice, len(remaining), pod, unit.queue)
             for _ in range(n):
@@ -366,10 +366,12 @@ class _Planner:
             options = self._options[key] = reserved.same_capacity(options, o)
         return _Opening(choice, unit, take, options, (*key, pod.requests, pod.gpu_share))
 
-    def _unplace(self, pods: list[Pod], why: Rejection, unit: PodClass) -> None:
+    def _unplace(self, pods: list[Pod], why: Rejection, unit: PodClass, no_offering: bool = False) -> None:
         limited = why.filter == Filter.CLUSTER_LIMIT
         near = newnodes.nearest_miss(self.index, unit.c, request(pods[0]), unit.mode, why)
-        self.unplaced.extend(Unplaced(p.key, why.message, limited, why, near) for p in pods)
+        self.unplaced.extend(
+            Unplaced(p.key, why.message, limited, why, near, no_offering=no_offering) for p in pods
+        )
 
     # -- units -----------------------------------------------------------------------------------------
 
