@@ -298,6 +298,8 @@ class EmulatedCluster:
         return placed or None
 
     def _release_reservations(self) -> None:
+        if not self.sharing.reservations:
+            return  # the common case, a cluster without shared GPUs: no need to read every pod's groups
         live = {g for sp in self.pods.values() if sp.pod.node_name for g in pod_groups(sp.pod.labels)}
         if self.sharing.release(live, self.nodes):
             self._changed()
