@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from autoscaler.core.model import Instance, LaunchRequest, Offering
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 
 __all__ = [
     "Attempt",

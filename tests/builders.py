@@ -7,15 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from autoscaler.cli.snapshot import SnapshotBuilder
-from autoscaler.core.model import (
-    RESERVED,
-    Arch,
-    CapacityType,
-    Offering,
-    Reservation,
-    ReservationKind,
-    Snapshot,
-)
+from autoscaler.core.model import RESERVED, Arch, CapacityType, Snapshot
+from autoscaler.core.offering import Offering, Reservation, ReservationKind
 from providers.aws import offering_template as aws_node_template
 
 T0 = "2026-11-20T10:00:00Z"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import CatalogError, offering_templates, read_catalog_csv
 
 SIMULATED = "simulated"

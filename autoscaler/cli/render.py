@@ -9,7 +9,7 @@ from typing import Any
 
 from autoscaler.cli.snapshot import LoadedSnapshot
 from autoscaler.config.options import Config
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.planning.why import LaunchWhy, PodStory, idle_warning

@@ -8,7 +8,7 @@ the arithmetic they share and tidal's default for an offering whose template sta
 
 from __future__ import annotations
 
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.core.resources import CPU, MEMORY, MIB, MILLI, Resources
 
 __all__ = [

@@ -26,15 +26,14 @@ from autoscaler.core.model import (
     LABEL_RESERVATION_ID,
     RESERVED,
     NodeSelectorTerm,
-    Offering,
     Pod,
-    ReservationKind,
     Toleration,
 )
 from autoscaler.core.new_nodes import GPU_TAINT as GPU_TAINT
 from autoscaler.core.new_nodes import NewNodes
 from autoscaler.core.new_nodes import node_labels as node_labels
 from autoscaler.core.new_nodes import node_taints as node_taints
+from autoscaler.core.offering import Offering, ReservationKind
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.gpus import device_slots
 from autoscaler.core.placement.reasons import Filter, Rejection

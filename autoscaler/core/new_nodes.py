@@ -1,7 +1,7 @@
 """What a new node of an offering will carry: its provider's node template, and tidal's own labels and taints.
 
 The cloud's part (EKS, GKE or AKS labels, the AKS spot taint) is the offering's
-:class:`~autoscaler.core.model.NodeTemplate`, built by the provider; this module adds only what is the same on
+:class:`~autoscaler.core.offering.NodeTemplate`, built by the provider; this module adds only what is the same on
 every cloud: the well-known Kubernetes labels, tidal's labels, GPU and GPU-layout labels, the configured
 ``nodeLabels`` and ``nodeTaints``, and the GPU taint.
 """
@@ -24,9 +24,9 @@ from autoscaler.core.model import (
     LABEL_RESERVATION_ID,
     LABEL_RESERVATION_TYPE,
     LABEL_ZONE,
-    Offering,
     Taint,
 )
+from autoscaler.core.offering import Offering
 from autoscaler.core.resources import NVIDIA_GPU
 
 __all__ = ["GPU_TAINT", "NewNodes", "node_labels", "node_taints"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.core.model import TAINT_DISRUPTED, Condition, Instance, Snapshot, Taint
+from autoscaler.core.model import TAINT_DISRUPTED, Condition, Snapshot, Taint
+from autoscaler.core.offering import Instance
 
 INTERRUPTED_MESSAGE = "0/1 nodes are available: 1 node(s) had untolerated taint {tidal.dev/disrupted: }."
 

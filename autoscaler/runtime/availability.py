@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from autoscaler.cloud import Attempt, QuotaScope, Refusal
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 
 __all__ = ["Availability", "Bench"]
 

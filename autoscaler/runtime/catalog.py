@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.cloud import ENTRY_POINT_GROUP
-from autoscaler.core.model import ON_DEMAND, SPOT, Arch, NodeTemplate, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Arch
+from autoscaler.core.offering import NodeTemplate, Offering
 
 # How a provider says what its nodes look like: the node template of one of its offerings. It needs no
 # credentials and no cloud SDK, so that catalogs read offline get the same templates as the live cloud.

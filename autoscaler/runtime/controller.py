@@ -17,8 +17,9 @@ from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config.options import Config
 from autoscaler.core.disruption.choose import progress
 from autoscaler.core.disruption.method import Method
-from autoscaler.core.model import Instance, Offering, Snapshot
+from autoscaler.core.model import Snapshot
 from autoscaler.core.new_nodes import node_labels
+from autoscaler.core.offering import Instance, Offering
 from autoscaler.core.planning.decisions import Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan

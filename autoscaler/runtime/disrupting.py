@@ -36,7 +36,8 @@ from autoscaler.core.disruption.method import (
     Method,
 )
 from autoscaler.core.disruption.protection import eviction_blocker, gang_blocker, workload
-from autoscaler.core.model import Instance, Node, Pod, Snapshot
+from autoscaler.core.model import Node, Pod, Snapshot
+from autoscaler.core.offering import Instance
 from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import Removal
 from autoscaler.runtime.availability import Availability

@@ -25,7 +25,8 @@ import structlog
 
 from autoscaler.cloud import InstanceNotFound, ProviderError
 from autoscaler.core.disruption.method import Method
-from autoscaler.core.model import TAINT_DISRUPTED, Instance, Pod, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Pod, Snapshot
+from autoscaler.core.offering import Instance
 from autoscaler.core.quantity import format_duration
 
 log = structlog.get_logger("tidal.drain")

@@ -20,7 +20,8 @@ import structlog
 
 from autoscaler.config.options import Config
 from autoscaler.core.gpu.layouts import gpus_visible
-from autoscaler.core.model import TAINT_DISRUPTED, Instance, Node, Offering, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Node, Snapshot
+from autoscaler.core.offering import Instance, Offering
 from autoscaler.core.planning.cluster import node_gpus, pods_by_node
 from autoscaler.core.planning.decisions import Launching, Usage
 from autoscaler.core.quantity import format_duration

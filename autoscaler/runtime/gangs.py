@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.core.model import Instance
+from autoscaler.core.offering import Instance
 from autoscaler.core.planning.planner import Plan
 from autoscaler.runtime.fleet import Fleet, State
 from autoscaler.runtime.launching import Launcher, LaunchOutcome

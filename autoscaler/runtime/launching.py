@@ -31,15 +31,9 @@ from autoscaler.cloud import (
 )
 from autoscaler.config.options import Config
 from autoscaler.core.disruption.drifted import TEMPLATE_LABEL
-from autoscaler.core.model import (
-    LABEL_CLUSTER,
-    LABEL_LAUNCH_TOKEN,
-    LABEL_MANAGED,
-    Instance,
-    LaunchRequest,
-    Offering,
-)
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED
 from autoscaler.core.new_nodes import node_taints
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.core.planning.decisions import Launch
 from autoscaler.core.planning.scaledown import NODE_MODE
 from autoscaler.runtime.availability import Availability

@@ -37,7 +37,8 @@ from autoscaler.core.gpu.kai_pods import (
     SHARED_POD_NAMESPACE_LABEL,
     is_scale_adjuster_pod,
 )
-from autoscaler.core.model import CapacityType, Offering, Pod, Snapshot
+from autoscaler.core.model import CapacityType, Pod, Snapshot
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.core.planning.decisions import (
     BIN_SELECTION,

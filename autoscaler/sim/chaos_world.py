@@ -29,7 +29,8 @@ from autoscaler.cloud import Attempt, LaunchFailed, Refusal, Throttled
 from autoscaler.config.options import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.disruption.method import REPLACEMENTS
-from autoscaler.core.model import TAINT_DISRUPTED, Instance, LaunchRequest, Pod, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Pod, Snapshot
+from autoscaler.core.offering import Instance, LaunchRequest
 from autoscaler.runtime.kube.actions import EvictionResult
 from autoscaler.runtime.kube.client import KubeApiError
 from autoscaler.runtime.launching import launch_token

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import CapacityType, Instance, InstanceState
+from autoscaler.core.model import CapacityType, InstanceState
+from autoscaler.core.offering import Instance
 from autoscaler.core.planning.planner import Plan, Planner
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob, last_look, remove_node

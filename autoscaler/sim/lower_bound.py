@@ -25,7 +25,7 @@ from typing import Any
 from autoscaler.config.options import Config
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.share import GpuShare
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.resources import Resources
 from autoscaler.sim.cluster import SimPod

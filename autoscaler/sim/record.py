@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autoscaler.core.model import Instance
+from autoscaler.core.offering import Instance
 from autoscaler.sim.pods import SimPod
 
 __all__ = [

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.schema import ConfigError, load_yaml
-from autoscaler.core.model import ReservationKind
+from autoscaler.core.offering import ReservationKind
 from autoscaler.sim.scenario_models import ScenarioError, ScenarioModel, clock_time, validate
 
 __all__ = [

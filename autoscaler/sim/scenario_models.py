@@ -18,7 +18,8 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from autoscaler.config.fields import HERE, Section, checked, key_path, keys_of, model_at
 from autoscaler.config.schema import ConfigError, Converter, parse_duration, suggest
 from autoscaler.core.annotations import split_list
-from autoscaler.core.model import CAPACITY_TYPES, ReservationKind
+from autoscaler.core.model import CAPACITY_TYPES
+from autoscaler.core.offering import ReservationKind
 from autoscaler.core.quantity import QuantityError, to_milli
 
 _CLOCK = re.compile(r"^(\d{1,3}):([0-5]\d)(?::([0-5]\d))?$")

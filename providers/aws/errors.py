@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import botocore.exceptions
 
 from autoscaler.cloud import Attempt, ProviderError, QuotaScope, Refusal, Throttled
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.offering import Offering
 
 __all__ = [
     "AUTH_CODES",

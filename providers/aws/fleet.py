@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.cloud import Attempt, ProviderError, Refusal, Throttled, launch_failure
-from autoscaler.core.model import SPOT, Instance, Offering
+from autoscaler.core.model import SPOT
+from autoscaler.core.offering import Instance, Offering
 from providers.aws.errors import CAPACITY_CODES, ApiGuard, refusal
 from providers.aws.launch_template import TemplateRef
 

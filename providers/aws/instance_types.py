@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.core.model import ON_DEMAND, SPOT, Arch, CapacityType, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, Arch, CapacityType
+from autoscaler.core.offering import Offering
 
 __all__ = [
     "InstanceSpec",

@@ -18,9 +18,9 @@ from autoscaler.core.model import (
     RESERVED,
     SPOT,
     CapacityType,
-    Instance,
     InstanceState,
 )
+from autoscaler.core.offering import Instance
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, provider_error
 from providers.aws.offerings import OfferingSource

@@ -26,7 +26,8 @@ import botocore.exceptions
 import structlog
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT, Arch, Offering, Taint
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_MANAGED, SPOT, Arch, Taint
+from autoscaler.core.offering import Offering
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, error_code, provider_error
 from providers.aws.settings import BOTTLEROCKET, AwsSettings, BlockDevice, ManagedTemplate

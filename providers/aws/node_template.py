@@ -4,7 +4,8 @@ reserves (the EKS AMI's formula). Needs no credentials and no boto3: ``tidal pla
 from __future__ import annotations
 
 from autoscaler.core.allocatable import CPU_TIERS, reservation, tiered
-from autoscaler.core.model import SPOT, NodeTemplate, Offering
+from autoscaler.core.model import SPOT
+from autoscaler.core.offering import NodeTemplate, Offering
 from autoscaler.core.resources import MILLI
 
 __all__ = ["node_template"]

@@ -17,7 +17,8 @@ import structlog
 
 from autoscaler.cloud import ProviderError
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.aws.clients import ClientFactory
 from providers.aws.errors import ApiGuard, describe

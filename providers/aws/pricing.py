@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = [

@@ -26,15 +26,8 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import (
-    LABEL_CLUSTER,
-    LABEL_LAUNCH_TOKEN,
-    LABEL_MANAGED,
-    RESERVED,
-    Instance,
-    LaunchRequest,
-    Offering,
-)
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, RESERVED
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import CatalogError
 from providers.aws.clients import ClientFactory, ClientOptions
 from providers.aws.errors import (

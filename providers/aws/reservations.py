@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.cloud import Attempt, Refusal
-from autoscaler.core.model import RESERVED, Offering, Reservation, ReservationKind
+from autoscaler.core.model import RESERVED
+from autoscaler.core.offering import Offering, Reservation, ReservationKind
 from providers.aws.errors import refusal
 from providers.aws.launch_template import TemplateRef
 from providers.aws.settings import AwsSettings

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 
 __all__ = [
     "CAPACITY_CODES",

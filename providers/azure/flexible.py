@@ -16,16 +16,8 @@ import structlog
 from azure.core.exceptions import HttpResponseError
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError
-from autoscaler.core.model import (
-    LABEL_CLUSTER,
-    LABEL_LAUNCH_TOKEN,
-    LABEL_MANAGED,
-    ON_DEMAND,
-    RESERVED,
-    SPOT,
-    Instance,
-    Offering,
-)
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, ON_DEMAND, RESERVED, SPOT
+from autoscaler.core.offering import Instance, Offering
 from providers.azure.arm import ArmCompute
 from providers.azure.errors import classify, is_not_found
 from providers.azure.resources import (

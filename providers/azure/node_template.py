@@ -5,7 +5,8 @@ offline."""
 from __future__ import annotations
 
 from autoscaler.core.allocatable import reservation
-from autoscaler.core.model import SPOT, NodeTemplate, Offering, Taint
+from autoscaler.core.model import SPOT, Taint
+from autoscaler.core.offering import NodeTemplate, Offering
 
 __all__ = ["SPOT_TAINT", "node_template"]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import structlog
 
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.offering import Offering
 
 __all__ = ["API_SOURCE", "PriceBook", "Prices", "classify_item", "prices_from_items"]
 

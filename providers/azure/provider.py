@@ -37,7 +37,8 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, InstanceState, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, InstanceState
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.azure import clients
 from providers.azure.arm import ArmCompute

@@ -19,7 +19,8 @@ import re
 from collections.abc import Mapping
 
 from autoscaler.cloud import QuotaScope
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.offering import Offering
 from providers.azure.skus import VmShape
 from providers.azure.targets import zone_label
 

@@ -21,7 +21,8 @@ import structlog
 from azure.core.exceptions import AzureError
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import ON_DEMAND, RESERVED, Offering, Reservation, ReservationKind
+from autoscaler.core.model import ON_DEMAND, RESERVED
+from autoscaler.core.offering import Offering, Reservation, ReservationKind
 from providers.azure.arm import ArmCompute
 from providers.azure.errors import classify
 from providers.azure.targets import LaunchTarget, zone_label

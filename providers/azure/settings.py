@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from autoscaler.config import schema as schema
 from autoscaler.config.fields import Section, checked, field_values
 from autoscaler.config.options import Config, ConfigError
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = ["SECTION", "AzureSection", "AzureSettings", "ProviderConfigError", "parse_settings"]

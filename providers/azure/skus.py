@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.core.model import Arch, Offering
+from autoscaler.core.model import Arch
+from autoscaler.core.offering import Offering
 
 __all__ = ["GpuSpec", "VmShape", "gpu_spec", "shape_from_offering", "shapes_from_skus"]
 

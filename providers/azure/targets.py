@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType
+from autoscaler.core.offering import Offering
 from providers.azure.prices import PriceBook
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import AzureSettings

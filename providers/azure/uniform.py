@@ -19,10 +19,9 @@ from autoscaler.core.model import (
     LABEL_MANAGED,
     ON_DEMAND,
     SPOT,
-    Instance,
     InstanceState,
-    Offering,
 )
+from autoscaler.core.offering import Instance, Offering
 from providers.azure.arm import ArmCompute
 from providers.azure.errors import classify, is_not_found
 from providers.azure.ledger import (

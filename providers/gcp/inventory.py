@@ -15,7 +15,8 @@ from datetime import datetime
 
 from google.cloud import compute_v1
 
-from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, Instance, InstanceState
+from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, InstanceState
+from autoscaler.core.offering import Instance
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_MANAGED, LABEL_TOKEN, gce_label
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from autoscaler.core.allocatable import default_reserved
 from autoscaler.core.gpu.names import gpu_model_name
-from autoscaler.core.model import SPOT, NodeTemplate, Offering
+from autoscaler.core.model import SPOT
+from autoscaler.core.offering import NodeTemplate, Offering
 
 __all__ = ["gke_accelerator", "node_template"]
 

@@ -11,7 +11,8 @@ from google.cloud import compute_v1
 from autoscaler.core.model import LABEL_CLUSTER as TIDAL_CLUSTER
 from autoscaler.core.model import LABEL_LAUNCH_TOKEN as TIDAL_TOKEN
 from autoscaler.core.model import LABEL_MANAGED as TIDAL_MANAGED
-from autoscaler.core.model import Arch, LaunchRequest, Offering
+from autoscaler.core.model import Arch
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.gcp.bootstrap import (
     KUBE_ENV,
     KUBE_LABELS,

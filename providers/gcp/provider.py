@@ -30,8 +30,9 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import RESERVED, CapacityType, Instance, InstanceState, LaunchRequest, Offering
+from autoscaler.core.model import RESERVED, CapacityType, InstanceState
 from autoscaler.core.new_nodes import node_labels as offering_node_labels
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.gcp.bootstrap import LABEL_CLUSTER, LABEL_TOKEN, gce_label
 from providers.gcp.cache import Refreshing

@@ -21,7 +21,8 @@ from datetime import datetime
 
 from google.cloud import compute_v1
 
-from autoscaler.core.model import RESERVED, SPOT, Offering, Reservation, ReservationKind
+from autoscaler.core.model import RESERVED, SPOT
+from autoscaler.core.offering import Offering, Reservation, ReservationKind
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error
 from providers.gcp.gpus import ATTACHABLE, attached_name

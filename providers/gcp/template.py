@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from google.cloud import compute_v1
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import SPOT, Offering, Taint
+from autoscaler.core.model import SPOT, Taint
+from autoscaler.core.offering import Offering
 from providers.gcp.bootstrap import KUBE_ENV, KUBE_LABELS, format_labels, parse_labels, rewrite_kube_env
 from providers.gcp.clients import ClientFactory
 from providers.gcp.errors import CALL_ERRORS, api_error

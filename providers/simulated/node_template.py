@@ -5,7 +5,7 @@ the simulator runs it) takes that cloud's provider's templates instead (see :fun
 from __future__ import annotations
 
 from autoscaler.core.allocatable import default_reserved
-from autoscaler.core.model import NodeTemplate, Offering
+from autoscaler.core.offering import NodeTemplate, Offering
 from autoscaler.runtime.catalog import TemplateBuilder, offering_templates
 
 __all__ = ["node_template", "template_builder"]

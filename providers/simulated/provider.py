@@ -30,15 +30,8 @@ from autoscaler.cloud import (
     launch_failure,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import (
-    LABEL_CLUSTER,
-    LABEL_LAUNCH_TOKEN,
-    LABEL_MANAGED,
-    SPOT,
-    Instance,
-    LaunchRequest,
-    Offering,
-)
+from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, SPOT
+from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.simulated.kubelets import Kubelets, describe_error, record_done
 from providers.simulated.node import NodeRegistrar

@@ -8,7 +8,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from autoscaler.cloud import Attempt, Refusal
-from autoscaler.core.model import ON_DEMAND, RESERVED, Offering, Reservation
+from autoscaler.core.model import ON_DEMAND, RESERVED
+from autoscaler.core.offering import Offering, Reservation
 from providers.simulated.settings import SimReservation
 from providers.simulated.state import TERMINATED, CloudState
 

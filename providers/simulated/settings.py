@@ -19,7 +19,8 @@ from pydantic import Field, ValidationError
 from autoscaler.config import schema as schema
 from autoscaler.config.fields import Section, checked, error_lines, field_values
 from autoscaler.config.options import Config, ConfigError, parse_duration
-from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND, Offering, ReservationKind
+from autoscaler.core.model import CAPACITY_TYPES, ON_DEMAND
+from autoscaler.core.offering import Offering, ReservationKind
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
 
 __all__ = [

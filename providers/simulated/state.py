@@ -19,16 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import (
-    Arch,
-    CapacityType,
-    Instance,
-    InstanceState,
-    Offering,
-    Reservation,
-    ReservationKind,
-    Taint,
-)
+from autoscaler.core.model import Arch, CapacityType, InstanceState, Taint
+from autoscaler.core.offering import Instance, Offering, Reservation, ReservationKind
 from providers.simulated.settings import CapacityRule
 
 __all__ = ["CloudState", "FileStore", "InstanceRecord", "MemoryStore", "StateStore"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler.core.model import Instance
+from autoscaler.core.offering import Instance
 from autoscaler.runtime.daemon import Daemon
 from autoscaler.runtime.kube.client import make_api_client
 from autoscaler.runtime.kube.convert import node_from_dict

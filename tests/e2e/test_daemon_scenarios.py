@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.cloud import CloudProvider
-    from autoscaler.core.model import Instance
+    from autoscaler.core.offering import Instance
     from autoscaler.runtime.daemon import Daemon
     from tests.e2e.harness import Cluster
 

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering, Taint
+from autoscaler.core.model import ON_DEMAND, SPOT, Taint
+from autoscaler.core.offering import Offering
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.azure_catalog import SIZES_BY_NAME

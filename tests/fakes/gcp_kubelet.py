@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import SPOT, Arch, Offering, Taint
+from autoscaler.core.model import SPOT, Arch, Taint
+from autoscaler.core.offering import Offering
 from providers.simulated.node import gpu_status, node_manifest
 from tests.fakes.gcp_cloud import FakeGcp
 from tests.fakes.gcp_rules import last

@@ -13,7 +13,8 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from autoscaler.core.model import ON_DEMAND, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.aws.userdata import BOUNDARY
 from tests.fakes.aws_cloud import (
     AMI,

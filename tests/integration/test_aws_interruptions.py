@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.core.model import ON_DEMAND, SPOT, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT
+from autoscaler.core.offering import LaunchRequest, Offering
 from tests.fakes.aws_cloud import (
     aws_config,
     ec2_client,

@@ -23,7 +23,8 @@ from autoscaler.cloud import (
     Throttled,
 )
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, LaunchRequest, Offering, Taint
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, Taint
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.aws import AwsProvider, ClientOptions
 from providers.aws.userdata import parse_al2023_flags
 from tests.fakes.aws_cloud import (

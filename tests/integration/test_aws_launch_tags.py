@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND, SPOT, CapacityType
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.aws import AwsProvider
 from tests.fakes.aws_cloud import (
     AMI,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 ON_DEMAND_PRICES = {"g5.xlarge": 1.006, "g6.xlarge": 0.8048, "p4d.24xlarge": 21.957642, "p5.48xlarge": 55.04}
 

@@ -11,7 +11,8 @@ from structlog.testing import capture_logs
 
 from autoscaler.cloud import Refusal
 from autoscaler.config.options import Config
-from autoscaler.core.model import ON_DEMAND, RESERVED, LaunchRequest, Offering, ReservationKind
+from autoscaler.core.model import ON_DEMAND, RESERVED
+from autoscaler.core.offering import LaunchRequest, Offering, ReservationKind
 from autoscaler.core.planning.planner import PlanInput, plan
 from providers.aws import AwsConfigError, AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.core.model import SPOT, LaunchRequest, Offering
+from autoscaler.core.model import SPOT
+from autoscaler.core.offering import LaunchRequest, Offering
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob
 from tests.builders import node, pod, snapshot

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import CapacityUnavailable
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from tests.fakes.azure_reservations import FakeCapacityReservation
 from tests.fakes.azure_setup import (
     FLEX,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from pathlib import Path
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
     from tests.fakes.azure_http import Exchange

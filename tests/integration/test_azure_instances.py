@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from tests.fakes.azure_setup import (
     A100,
     FLEX,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from autoscaler.core.model import Instance
+    from autoscaler.core.offering import Instance
     from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 

@@ -16,7 +16,7 @@ from autoscaler.cloud import (
     Refusal,
     Throttled,
 )
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from tests.fakes.azure_model import ArmError
 from tests.fakes.azure_setup import (
     CPU,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 

@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.cloud import ProviderError
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from tests.fakes.azure_setup import (
     A100,
     CPU,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from tests.fakes.azure_arm import FakeArm
 
 API = "Azure Retail Prices API"

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.core.model import RESERVED, LaunchRequest, ReservationKind
+from autoscaler.core.model import RESERVED
+from autoscaler.core.offering import LaunchRequest, ReservationKind
 from providers.azure.settings import ProviderConfigError
 from tests.fakes.azure_reservations import FakeCapacityReservation
 from tests.fakes.azure_setup import FLEX, T4_FLEX, azure_config, azure_provider, running_arm
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.azure import AzureProvider
     from tests.fakes.azure_arm import FakeArm
 

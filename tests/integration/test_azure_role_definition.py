@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from providers.azure.permissions import (
     ACTIONS,
     FLEXIBLE_ACTIONS,

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import CapacityUnavailable, LateFailure, QuotaExceeded
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from tests.fakes.discovery_shapes import Discovery, load_discovery
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.gcp import GcpProvider
     from tests.fakes.gcp_http import Exchange
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from autoscaler.core.model import LaunchRequest
+from autoscaler.core.offering import LaunchRequest
 from providers.gcp.permissions import API_PERMISSIONS, SERVICE_ACCOUNT_PERMISSIONS
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 

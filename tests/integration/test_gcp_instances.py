@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import InstanceNotFound, ProviderError, Throttled
-from autoscaler.core.model import SPOT, Instance, InstanceState, LaunchRequest
+from autoscaler.core.model import SPOT, InstanceState
+from autoscaler.core.offering import Instance, LaunchRequest
 from providers.gcp.inventory import GONE_RETENTION
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 

@@ -12,7 +12,8 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Refusal, Throttled
-from autoscaler.core.model import LaunchRequest, Taint
+from autoscaler.core.model import Taint
+from autoscaler.core.offering import LaunchRequest
 from providers.gcp.launch import request_id
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 from tests.fakes.gcp_fixtures import attachable_gpu_prices
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.gcp import GcpProvider
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"

@@ -14,7 +14,7 @@ from tests.fakes.gcp_http import Fault
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 LIST = machines()
 GPU_PRICES = attachable_gpu_prices()

@@ -10,7 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.cloud import Refusal
-from autoscaler.core.model import RESERVED, LaunchRequest, ReservationKind
+from autoscaler.core.model import RESERVED
+from autoscaler.core.offering import LaunchRequest, ReservationKind
 from providers.gcp.settings import ProviderConfigError
 from tests.fakes.gcp_cloud import FakeGcp, make_provider
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from providers.gcp import GcpProvider
 
 ZONE_A, ZONE_B = "us-central1-a", "us-central1-b"

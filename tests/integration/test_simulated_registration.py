@@ -11,7 +11,8 @@ import pytest
 
 from autoscaler.config.options import Config
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import SPOT, LaunchRequest, Taint
+from autoscaler.core.model import SPOT, Taint
+from autoscaler.core.offering import LaunchRequest
 from autoscaler.core.resources import NVIDIA_GPU
 from autoscaler.runtime.kube.convert import node_from_dict
 from providers.simulated import NodeRegistrar, SimulatedProvider

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 T0 = 1_795_168_800.0
 

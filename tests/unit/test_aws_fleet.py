@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cloud import CapacityUnavailable, ProviderError, QuotaExceeded, Throttled
-from autoscaler.core.model import ON_DEMAND, Offering
+from autoscaler.core.model import ON_DEMAND
+from autoscaler.core.offering import Offering
 from providers.aws.fleet import (
     FleetAttempt,
     capacity_from_message,

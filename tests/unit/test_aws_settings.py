@@ -9,7 +9,8 @@ import pytest
 
 from autoscaler.cloud import ProviderError, load_provider
 from autoscaler.config.options import Config, ConfigError, config_from_mapping
-from autoscaler.core.model import ON_DEMAND, LaunchRequest, Offering
+from autoscaler.core.model import ON_DEMAND
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.aws import AwsConfigError, AwsProvider, load_settings
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"

@@ -12,7 +12,7 @@ import pytest
 from autoscaler.cloud import Throttled
 from autoscaler.config.options import Config
 from autoscaler.core.disruption.interrupted import interrupted
-from autoscaler.core.model import Instance
+from autoscaler.core.offering import Instance
 from autoscaler.core.planning.decisions import BIN_SELECTION, Launch
 from autoscaler.runtime.availability import Availability
 from autoscaler.runtime.controller import Controller
@@ -143,7 +143,7 @@ def test_a_rolled_back_gang_node_the_api_server_shows_running_pods_is_kept(
     cfg = config()
     provider = SimulatedProvider(cfg, clock=Clock())
     [g5] = gpu_launches(cfg, provider, 1)
-    from autoscaler.core.model import LaunchRequest
+    from autoscaler.core.offering import LaunchRequest
 
     instance = provider.launch(LaunchRequest("tok-1", (g5.offering,)))
     terminated: list[str] = []

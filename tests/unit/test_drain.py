@@ -9,7 +9,8 @@ import pytest
 
 from autoscaler.cloud import ProviderError
 from autoscaler.core.disruption.method import Method
-from autoscaler.core.model import ON_DEMAND, Instance, InstanceState
+from autoscaler.core.model import ON_DEMAND, InstanceState
+from autoscaler.core.offering import Instance
 from autoscaler.runtime.drain import Drainer, DrainJob, Termination
 from autoscaler.runtime.kube.actions import EvictionResult as Result
 from autoscaler.runtime.kube.convert import pod_from_dict

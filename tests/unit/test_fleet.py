@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.core.model import ON_DEMAND, SPOT, Instance, InstanceState
+from autoscaler.core.model import ON_DEMAND, SPOT, InstanceState
+from autoscaler.core.offering import Instance
 from autoscaler.runtime.fleet import TRANSITIONS, Action, Fleet, State
 from tests.builders import aws_offerings, node, pod, snapshot
 

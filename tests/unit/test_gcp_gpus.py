@@ -4,7 +4,7 @@ import pytest
 
 from autoscaler.config.schema import label_value_problem
 from autoscaler.core.fit import gpu_model_name
-from autoscaler.core.model import instance_family
+from autoscaler.core.offering import instance_family
 from providers.gcp.gpus import accelerator, attached_name, split_attached_name
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.config.options import Config
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 pytest.importorskip("scipy")
 

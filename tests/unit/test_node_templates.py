@@ -13,8 +13,9 @@ import pytest
 from autoscaler.cli.catalog_files import read_catalogs
 from autoscaler.config.options import Config
 from autoscaler.core.allocatable import node_allocatable
-from autoscaler.core.model import ON_DEMAND, SPOT, Offering, Taint
+from autoscaler.core.model import ON_DEMAND, SPOT, Taint
 from autoscaler.core.new_nodes import node_labels, node_taints
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.resources import CPU, MEMORY, MIB, Resources
@@ -148,7 +149,8 @@ def test_equal_templates_are_shared_by_the_offerings_that_have_them() -> None:
 # --- a provider tidal does not ship -----------------------------------------------------------------
 
 ACME_MODULE = """
-from autoscaler.core.model import NodeTemplate, Taint
+from autoscaler.core.model import Taint
+from autoscaler.core.offering import NodeTemplate
 from autoscaler.core.resources import Resources
 
 

@@ -11,7 +11,7 @@ from autoscaler.runtime.catalog import OfferingCatalog
 from tests.builders import aws_offerings
 
 if TYPE_CHECKING:
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 T0 = 1_795_168_800.0
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import Instance, LaunchRequest
+from autoscaler.core.offering import Instance, LaunchRequest
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.kube.client import KubeApiError
 from providers.simulated import SimulatedProvider

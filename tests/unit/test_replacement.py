@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from autoscaler.core.model import SPOT, Instance, InstanceState
+from autoscaler.core.model import SPOT, InstanceState
+from autoscaler.core.offering import Instance
 from autoscaler.core.projection import without_dead_nodes
 from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation

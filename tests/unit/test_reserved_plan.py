@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from autoscaler.cli.render import plan_to_json, plan_to_table
 from autoscaler.core.demand import Reason
 from autoscaler.core.fit import node_labels
-from autoscaler.core.model import ReservationKind
+from autoscaler.core.offering import ReservationKind
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.reserved import InFlight
 from autoscaler.runtime.catalog import offerings_from_rows, write_catalog_csv
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.config.options import Config
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z

@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.config.options import Config
 from autoscaler.core.fit import node_labels
-from autoscaler.core.model import Instance
+from autoscaler.core.offering import Instance
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob
 from providers.simulated import SimulatedProvider

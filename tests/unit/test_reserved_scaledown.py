@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autoscaler.core.fit import node_labels
-from autoscaler.core.model import ReservationKind
+from autoscaler.core.offering import ReservationKind
 from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import aws_offerings, node, reserved, snapshot
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.config.options import Config
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
 
 T0 = 1_795_168_800.0  # when the test nodes were created
 NOW = T0 + 6 * 3600

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoscaler.config.options import Config
-    from autoscaler.core.model import Offering
+    from autoscaler.core.offering import Offering
     from autoscaler.core.planning.planner import Plan
 
 NOW = 1_795_168_800.0  # 2026-11-20T10:00:00Z

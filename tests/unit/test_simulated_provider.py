@@ -28,10 +28,9 @@ from autoscaler.core.model import (
     ON_DEMAND,
     SPOT,
     Arch,
-    LaunchRequest,
-    Offering,
     Taint,
 )
+from autoscaler.core.offering import LaunchRequest, Offering
 from providers.simulated import TERMINATED_RETENTION, ProviderConfigError, SimulatedProvider
 
 HEADER = (

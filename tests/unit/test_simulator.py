@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from autoscaler.core.model import Instance, LaunchRequest
+    from autoscaler.core.offering import Instance, LaunchRequest
     from autoscaler.sim.run import Outcome
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from autoscaler.config.options import Config
 from autoscaler.core.demand import Demand
 from autoscaler.core.fit import AnnotationError, pod_constraints
-from autoscaler.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, Offering, Pod
+from autoscaler.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.cluster import node_gpus
 from autoscaler.core.planning.decisions import NO_USAGE, Launch, Usage

@@ -4,7 +4,7 @@ A node's GPUs reach pods as whole ``nvidia.com/gpu`` unless NVIDIA's GPU operato
 labels on the node: ``nvidia.com/mig.config`` makes the MIG manager cut every GPU by a layout (and the device
 plugin advertise ``nvidia.com/mig-<profile>``), ``nvidia.com/device-plugin.config`` makes the device plugin
 replicate each GPU (``nvidia.com/gpu`` × replicas). The ``gpuSharing`` configuration says which layout new nodes
-of each GPU model get; each becomes an offering variant (:class:`~autoscaler.core.model.GpuLayout`) with the
+of each GPU model get; each becomes an offering variant (:class:`~autoscaler.core.offering.GpuLayout`) with the
 resources the node will advertise and the label that makes it so. MIG variants stand beside the whole-GPU
 offering (a node is cut only for pods that ask for MIG instances); a device-plugin config replaces it (every
 node of that model is shared, as the operator would share it).
@@ -38,7 +38,7 @@ from autoscaler.core.gpu.mig import (
     node_mig_resources,
     parse_profile,
 )
-from autoscaler.core.model import GpuLayout, Offering
+from autoscaler.core.offering import GpuLayout, Offering
 
 __all__ = [
     "NO_GPU_SHARING",

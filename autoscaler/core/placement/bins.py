@@ -14,7 +14,8 @@ from typing import Protocol
 
 from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
-from autoscaler.core.model import LABEL_HOSTNAME, HostPort, Offering, Taint
+from autoscaler.core.model import LABEL_HOSTNAME, HostPort, Taint
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.gpus import GpuSlots, device_slots
 from autoscaler.core.resources import EMPTY, NVIDIA_GPU, Resources
 

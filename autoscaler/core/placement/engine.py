@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from autoscaler.core.fit import Constraints
-from autoscaler.core.model import LABEL_HOSTNAME, Offering, Pod, Taint
+from autoscaler.core.model import LABEL_HOSTNAME, Pod, Taint
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.bins import Bin, Kind, NoTemplates, Option, Templates, narrow, shares_fitting
 from autoscaler.core.placement.fits import Fit, request

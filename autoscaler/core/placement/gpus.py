@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
 from autoscaler.core.gpu.share import ComputeMode, GpuShare
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 
 FULL = 100  # hundredths of a device
 

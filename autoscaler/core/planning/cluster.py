@@ -16,10 +16,10 @@ from autoscaler.core.model import (
     LABEL_INSTANCE_TYPE,
     TAINT_DISRUPTED,
     Node,
-    Offering,
     Pod,
     Snapshot,
 )
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.gpus import GpuSlots, device_slots, slots_of

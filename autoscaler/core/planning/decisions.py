@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Ignored
 from autoscaler.core.disruption.method import Method
-from autoscaler.core.model import Offering, Pod
+from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.reasons import Filter, Rejection
 
 if TYPE_CHECKING:

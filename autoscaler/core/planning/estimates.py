@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from autoscaler.core.demand import Demand, Gang
 from autoscaler.core.fit import Constraints
-from autoscaler.core.model import Offering, Pod
+from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import NO_USAGE
 from autoscaler.core.planning.offerings import OfferingIndex

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import newnodes, reserved
 from autoscaler.core.planning.decisions import Launch, LaunchMode

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from autoscaler.core.disruption.replace import _Planned
     from autoscaler.core.fit import Constraints
     from autoscaler.core.gpu.share import GpuShare
-    from autoscaler.core.model import Offering, Reservation
+    from autoscaler.core.offering import Offering, Reservation
     from autoscaler.core.placement.gpus import GpuSlots
     from autoscaler.core.planning.why import _Screening
 

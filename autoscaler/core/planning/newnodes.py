@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.core.fit import Constraints, last_candidate
 from autoscaler.core.gpu.share import GpuShare
-from autoscaler.core.model import Offering
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Option
 from autoscaler.core.placement.filters import insufficient_all
 from autoscaler.core.placement.gpus import GpuSlots, device_model, device_slots

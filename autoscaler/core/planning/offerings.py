@@ -20,8 +20,9 @@ from autoscaler.config.options import Config
 from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.fit import Constraints, eligible_offerings, offering_filters
 from autoscaler.core.gpu.layouts import node_layout, with_layouts
-from autoscaler.core.model import DaemonSet, Offering, Taint
+from autoscaler.core.model import DaemonSet, Taint
 from autoscaler.core.new_nodes import NewNodes
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.bins import Option, shape_key
 from autoscaler.core.placement.engine import Options

@@ -10,7 +10,8 @@ from autoscaler.config.options import Config
 from autoscaler.core.demand import Demand, Ignored, select
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
-from autoscaler.core.model import Offering, Snapshot
+from autoscaler.core.model import Snapshot
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.core.planning.decisions import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
 from autoscaler.core.planning.estimates import Estimate, estimate

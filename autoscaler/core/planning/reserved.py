@@ -28,10 +28,8 @@ from autoscaler.core.model import (
     LABEL_RESERVATION_TYPE,
     ON_DEMAND,
     Node,
-    Offering,
-    Reservation,
-    ReservationKind,
 )
+from autoscaler.core.offering import Offering, Reservation, ReservationKind
 from autoscaler.core.placement.bins import Option
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.planning.memo import PlanMemo

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from autoscaler.core.demand import Demand, Gang, Ignored, Reason
 from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
-from autoscaler.core.model import Offering, Pod
+from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Kind, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.fits import Fit, request

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from autoscaler.config.options import Config
 from autoscaler.core.fit import Constraints, gpu_model_name, offering_filters
-from autoscaler.core.model import Offering, Pod
+from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin
 from autoscaler.core.placement.gpus import device_model, device_slots
 from autoscaler.core.placement.reasons import TOO_MANY_PODS, Filter, Rejection
