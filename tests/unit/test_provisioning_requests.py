@@ -181,6 +181,16 @@ def test_booked_room_keeps_its_node_from_scale_down(make_config: Callable[..., C
         )
     )
     assert result.removal.removals == ()
+    unbooked = plan(
+        PlanInput(
+            snapshot(gpu_node(), TRAINER),
+            aws_offerings(),
+            cfg,
+            BOOKED_AT + 300,
+            unneeded_since={"gpu-a": BOOKED_AT - 3600},
+        )
+    )
+    assert [r.node for r in unbooked.removal.removals] == ["gpu-a"]
 
 
 def test_pods_that_consume_the_request_take_the_place_of_its_booked_pods(

@@ -169,7 +169,9 @@ def provisioningrequest_from_api(obj: Mapping[str, Any]) -> ProvisioningRequest:
         return provisioningrequest_from_dict(obj)
     except ConversionError as err:
         meta = field_map(obj, "metadata")
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        raw = obj.get("spec")
+        spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        generation = meta.get("generation")
         conditions: tuple[StatusCondition, ...] = ()
         with contextlib.suppress(FieldError, ValueError):
             conditions = _conditions(obj)
@@ -179,7 +181,7 @@ def provisioningrequest_from_api(obj: Mapping[str, Any]) -> ProvisioningRequest:
             class_name=str(spec.get("provisioningClassName") or ""),
             conditions=conditions,
             uid=str(meta.get("uid") or ""),
-            generation=meta.get("generation") if type(meta.get("generation")) is int else 0,
+            generation=generation if type(generation) is int else 0,
             version=_version(obj),
             unreadable=str(err).split(": ", 1)[-1],
         )
