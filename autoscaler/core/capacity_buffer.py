@@ -72,8 +72,13 @@ class BufferAnswer:
 
     @property
     def changed(self) -> bool:
+        """The status differs from the one the buffer carries (times aside)."""
         shape = sorted((c.type, c.status, c.reason, c.message) for c in self.conditions)
-        return shape != sorted((c.type, c.status, c.reason, c.message) for c in self.buffer.conditions)
+        return (
+            shape != sorted((c.type, c.status, c.reason, c.message) for c in self.buffer.conditions)
+            or self.replicas != self.buffer.status_replicas
+            or self.template != self.buffer.status_template
+        )
 
 
 def standby(snapshot: Snapshot) -> Buffers:

@@ -425,6 +425,9 @@ class CapacityBuffer:
     created: float = 0.0
     generation: int = 0
     unreadable: str = ""
+    # What its status says was resolved last: replicas and the PodTemplate.
+    status_replicas: int | None = None
+    status_template: str = ""
 
     @property
     def key(self) -> str:

@@ -218,10 +218,18 @@ def _capacitybuffer(obj: Mapping[str, Any]) -> CapacityBuffer:
         if type(value) not in (str, int, float):
             raise FieldError(f"spec.limits.{key}", f"expected a quantity, got {got(value)}")
         limits[str(key)] = str(value)
+    status = field_map(obj, "status")
+    status_template = ""
+    if status.get("podTemplateRef") is not None:
+        status_template = string(
+            field_map(status, "podTemplateRef", "status."), "name", "", "status.podTemplateRef."
+        )
     return CapacityBuffer(
         namespace=namespace,
         name=name,
         template=template,
+        status_replicas=None if status.get("replicas") is None else integer(status, "replicas", 0, "status."),
+        status_template=status_template,
         scalable=scalable,
         replicas=_optional_int(spec, "replicas"),
         percentage=_optional_int(spec, "percentage"),
