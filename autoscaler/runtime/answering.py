@@ -59,6 +59,7 @@ class Answers:
                 "provisioning_request_answered",
                 request=pr.key,
                 conditions={c.type: f"{c.status}/{c.reason}" for c in conditions},
+                messages={c.type: c.message for c in conditions if c not in pr.conditions},
             )
             written += 1
             if self.writes is not None and not self.dry_run:
