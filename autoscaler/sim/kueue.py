@@ -62,6 +62,8 @@ class RequestStore:
         self.templates: dict[str, PodTemplate] = {}
         self.events: list[tuple[str, str, str]] = []
         self.writes = 0
+        # Every answer written: when, to which request, each condition's (status, reason).
+        self.history: list[tuple[float, str, dict[str, tuple[str, str]]]] = []
 
     def put_template(self, template: PodTemplate) -> None:
         self.templates[template.name] = template
@@ -87,6 +89,7 @@ class RequestStore:
             return  # deleted meanwhile: the API server would answer 404
         conditions = _conditions(status, self.clock())
         self.requests[request.name] = replace(found, conditions=conditions)
+        self.history.append((self.clock(), request.name, {c.type: (c.status, c.reason) for c in conditions}))
         self.writes += 1
         self.changed()
 
