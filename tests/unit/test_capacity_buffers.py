@@ -3,9 +3,13 @@ clusterGPULimit, and keep warm nodes from being taken away."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from autoscaler.config.options import Config
 from autoscaler.core import capacity_buffer
@@ -135,3 +139,15 @@ def test_a_percentage_of_a_workload_rounds_up_to_whole_chunks(make_config: Calla
     snap = replace(snap, capacity_buffers=(replace(snap.capacity_buffers[0], scalable=ref),))
     resolved = capacity_buffer.standby(snap).resolved[0]
     assert (resolved.replicas, len(resolved.pods)) == (3, 3)
+
+
+def test_the_buffer_in_the_kueue_guide_plans_two_warm_gpu_chunks(make_config: Callable[..., Config]) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kueue.md").read_text()
+    block = next(
+        b for b in re.findall(r"^```yaml\n(.*?)^```", text, flags=re.M | re.S) if "CapacityBuffer" in b
+    )
+    objects = [d for d in yaml.safe_load_all(block) if d]
+    result = decide(make_config(), *objects)
+    answer = status(result, "warm-gpus")
+    assert (answer.replicas, answer.template) == (2, "inference-chunk")
+    assert sum(la.offering.gpu_count for la in result.launch.launches) == 2
