@@ -19,7 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.demand import Demand
-from autoscaler.core.model import CapacityBuffer, OwnerRef, Pod, PodTemplate, Snapshot, StatusCondition
+from autoscaler.core.model import (
+    CapacityBuffer,
+    OwnerRef,
+    Pod,
+    PodTemplate,
+    Snapshot,
+    StatusCondition,
+    Workload,
+)
 from autoscaler.core.planning.decisions import LaunchPlan
 from autoscaler.core.provisioning import merge_conditions
 from autoscaler.core.quantity import QuantityError, to_milli
@@ -86,6 +94,7 @@ def standby(snapshot: Snapshot) -> Buffers:
     if not snapshot.capacity_buffers:
         return Buffers()
     templates = {(t.namespace, t.name): t for t in snapshot.pod_templates}
+    workloads = {(w.namespace, w.kind, w.name): w for w in snapshot.workloads}
     resolved: list[Resolved] = []
     unsupported: list[tuple[CapacityBuffer, str]] = []
     for b in sorted(snapshot.capacity_buffers, key=lambda b: (b.created, b.namespace, b.name)):
@@ -94,8 +103,20 @@ def standby(snapshot: Snapshot) -> Buffers:
                 (b, f"provisioningStrategy {b.strategy!r} is not served by tidal (it serves {ACTIVE})")
             )
             continue
-        resolved.append(_resolve(b, templates))
+        resolved.append(_resolve(_with_workload(b, workloads), templates))
     return Buffers(tuple(resolved), tuple(unsupported))
+
+
+def _with_workload(b: CapacityBuffer, workloads: Mapping[tuple[str, str, str], Workload]) -> CapacityBuffer:
+    """The buffer with its ``scalableRef`` read through to the workload's replicas and pod, when the snapshot
+    has that workload (a ref already read through is kept)."""
+    ref = b.scalable
+    if ref is None or ref.replicas is not None:
+        return b
+    found = workloads.get((b.namespace, ref.kind, ref.name))
+    if found is None or found.pod is None:
+        return b
+    return replace(b, scalable=replace(ref, replicas=found.replicas, pod=found.pod))
 
 
 def _resolve(b: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate]) -> Resolved:
@@ -124,7 +145,9 @@ def _resolve(b: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate]
         if ref.replicas is None or ref.pod is None:
             return Resolved(
                 b,
-                error=f"scalableRef {ref.kind}/{ref.name}: not found, or tidal does not read that kind",
+                error=(
+                    f"scalableRef {ref.kind}/{ref.name}: not found (tidal reads Deployments and StatefulSets)"
+                ),
                 reason="NotReadyForProvisioning",
             )
         pod, base = ref.pod, ref.replicas
@@ -148,7 +171,7 @@ def _resolve(b: CapacityBuffer, templates: Mapping[tuple[str, str], PodTemplate]
             b, error="spec sets none of replicas, percentage and limits", reason="NotReadyForProvisioning"
         )
     replicas = min(wanted)
-    template = b.template or (pod.name if pod is not None else "")
+    template = b.template
     if replicas == 0:
         return Resolved(b, replicas=0, template=template, reason="BufferIsEmpty")
     pods = tuple(_placeholder(b, pod, i) for i in range(1, replicas + 1))

@@ -408,6 +408,19 @@ class ScalableRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Workload:
+    """A Deployment or StatefulSet as a CapacityBuffer's ``scalableRef`` sizes itself from it: its desired
+    replicas and the pod of its template (None when the template cannot be read, with why)."""
+
+    namespace: str
+    kind: str
+    name: str
+    replicas: int
+    pod: Pod | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CapacityBuffer:
     """An ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffer: standby capacity for ``replicas`` chunks, each
     shaped like the pod of its PodTemplate (``template``) or of its workload (``scalable``)."""
@@ -452,3 +465,6 @@ class Snapshot:
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     capacity_buffers: tuple[CapacityBuffer, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()
+    workloads: tuple[
+        Workload, ...
+    ] = ()  # Deployments and StatefulSets, read while CapacityBuffers are served

@@ -722,17 +722,45 @@ def test_a_capacity_buffer_keeps_a_warm_gpu_node_and_reports_it(tmp_path: Path) 
                 "spec": {"podTemplateRef": {"name": "warm-chunk"}, "replicas": 1},
             }
         )
+        # A Deployment nothing runs yet (no controller here), and a buffer of half its replicas.
+        serve = _trainer_template("serve")
+        c.api.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "serve", "namespace": "default"},
+                "spec": {
+                    "replicas": 4,
+                    "selector": {"matchLabels": {"app": "serve"}},
+                    "template": serve["template"],
+                },
+            }
+        )
+        c.api.create(
+            {
+                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+                "kind": "CapacityBuffer",
+                "metadata": {"name": "warm-serve", "namespace": "default"},
+                "spec": {
+                    "scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
+                    "percentage": 50,
+                },
+            }
+        )
         c.daemon()
 
         def reported() -> bool:
-            buffer = c.api.get("capacitybuffers", "default", "warm-gpus")
-            return _conditions(buffer).get("Provisioning", ("", ""))[0] == "True" and c.gpus_up() == 1
+            buffers = [c.api.get("capacitybuffers", "default", n) for n in ("warm-gpus", "warm-serve")]
+            provisioning = [_conditions(b).get("Provisioning", ("", ""))[0] for b in buffers]
+            return provisioning == ["True", "True"] and c.gpus_up() == 3
 
         c.run_until(reported)
-        for _ in range(5):  # nodeUnneededDuration is 1s: the warm node stays all the same
+        for _ in range(5):  # nodeUnneededDuration is 1s: the warm nodes stay all the same
             c.step()
             time.sleep(0.3)
-        assert c.gpus_up() == 1
+        assert c.gpus_up() == 3
         buffer = c.api.get("capacitybuffers", "default", "warm-gpus")
         assert buffer is not None and buffer["status"]["replicas"] == 1
         assert _conditions(buffer)["ReadyForProvisioning"] == ("True", "AttributesSetSuccessfully")
+        by_workload = c.api.get("capacitybuffers", "default", "warm-serve")
+        assert by_workload is not None and by_workload["status"]["replicas"] == 2

@@ -268,11 +268,38 @@ def test_a_capacity_buffer_gets_a_warm_node_and_its_status(
         }
         custom = kubernetes.client.CustomObjectsApi(api)
         custom.create_namespaced_custom_object(GROUP, "v1beta1", "team-warm", "capacitybuffers", body)
+        # A Deployment scaled to zero, and a buffer of half its replicas: at least one chunk of its pods.
+        spec = gpu_pod("serve", namespace="team-warm")["spec"]
+        kubernetes.client.AppsV1Api(api).create_namespaced_deployment(
+            "team-warm",
+            {
+                "metadata": {"name": "serve"},
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": {"app": "serve"}},
+                    "template": {"metadata": {"labels": {"app": "serve"}}, "spec": spec},
+                },
+            },
+        )
+        by_workload = {
+            "apiVersion": f"{GROUP}/v1beta1",
+            "kind": "CapacityBuffer",
+            "metadata": {"name": "warm-serve"},
+            "spec": {
+                "scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
+                "percentage": 50,
+            },
+        }
+        custom.create_namespaced_custom_object(GROUP, "v1beta1", "team-warm", "capacitybuffers", by_workload)
         with tidal(control_plane, installed, tmp_path) as step:
 
             def warm() -> bool:
-                c = _conditions(api, "team-warm", "capacitybuffers", "warm-gpus", "v1beta1")
-                return c.get("Provisioning", {}).get("status") == "True" and len(_managed_gpu_nodes(api)) == 1
+                states = [
+                    _conditions(api, "team-warm", "capacitybuffers", name, "v1beta1").get("Provisioning", {})
+                    for name in ("warm-gpus", "warm-serve")
+                ]
+                provisioning = [s.get("status") for s in states]
+                return provisioning == ["True", "True"] and len(_managed_gpu_nodes(api)) == 2
 
             _until(step, warm)
             buffer = custom.get_namespaced_custom_object(
@@ -283,3 +310,7 @@ def test_a_capacity_buffer_gets_a_warm_node_and_its_status(
         assert buffer["status"]["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
         ready = {c["type"]: c["status"] for c in buffer["status"]["conditions"]}
         assert ready == {"ReadyForProvisioning": "True", "Provisioning": "True"}
+        serve = custom.get_namespaced_custom_object(
+            GROUP, "v1beta1", "team-warm", "capacitybuffers", "warm-serve"
+        )
+        assert serve["status"]["replicas"] == 1

@@ -151,3 +151,28 @@ def test_the_buffer_in_the_kueue_guide_plans_two_warm_gpu_chunks(make_config: Ca
     answer = status(result, "warm-gpus")
     assert (answer.replicas, answer.template) == (2, "inference-chunk")
     assert sum(la.offering.gpu_count for la in result.launch.launches) == 2
+
+
+def test_a_buffer_of_a_percentage_of_a_deployment_is_shaped_like_its_pods(
+    make_config: Callable[..., Config],
+) -> None:
+    spec = pod("serve-0", namespace="team-a", gpu=1, cpu="3", memory="12Gi")["spec"]
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serve", "namespace": "team-a", "creationTimestamp": "2026-11-20T10:00:00Z"},
+        "spec": {"replicas": 10, "template": {"metadata": {"labels": {"app": "serve"}}, "spec": spec}},
+    }
+    result = decide(
+        make_config(), deployment, buffer("warm-serve", scalable=("Deployment", "serve"), percentage=25)
+    )
+    answer = status(result, "warm-serve")
+    assert answer.replicas == 3  # 25% of 10, rounded up
+    assert sum(la.offering.gpu_count for la in result.launch.launches) == 3
+
+
+def test_a_buffer_of_a_workload_tidal_cannot_find_is_not_ready(make_config: Callable[..., Config]) -> None:
+    result = decide(make_config(), buffer("warm-serve", scalable=("Deployment", "missing"), percentage=25))
+    ready = next(c for c in status(result, "warm-serve").conditions if c.type == "ReadyForProvisioning")
+    assert (ready.status, ready.reason) == ("False", "error")
+    assert "Deployment/missing" in ready.message

@@ -61,6 +61,8 @@ class CustomKind:
     convert: Callable[[Mapping[str, Any]], Any]
     unless: str = ""
     follows: tuple[str, ...] = ()
+    # How a built-in kind is listed: (API class, its all-namespaces list method, its namespaced one).
+    builtin: tuple[type[Any], str, str] | None = None
 
 
 KAI_PODGROUPS = CustomKind(
@@ -118,8 +120,45 @@ POD_TEMPLATES = CustomKind(
     True,
     convert_requests.podtemplate_from_api,
     follows=("provisioningrequests", "provisioningrequests-v1beta1", "capacitybuffers"),
+    builtin=(
+        kubernetes.client.CoreV1Api,
+        "list_pod_template_for_all_namespaces",
+        "list_namespaced_pod_template",
+    ),
 )
-REQUEST_KINDS = (PROVISIONING_REQUESTS, PROVISIONING_REQUESTS_BETA, CAPACITY_BUFFERS, POD_TEMPLATES)
+# The workloads a CapacityBuffer's scalableRef names, read only while CapacityBuffers are served.
+DEPLOYMENTS = CustomKind(
+    "deployments",
+    "apps",
+    "v1",
+    "deployments",
+    True,
+    convert_requests.deployment_from_api,
+    follows=("capacitybuffers",),
+    builtin=(kubernetes.client.AppsV1Api, "list_deployment_for_all_namespaces", "list_namespaced_deployment"),
+)
+STATEFULSETS = CustomKind(
+    "statefulsets",
+    "apps",
+    "v1",
+    "statefulsets",
+    True,
+    convert_requests.statefulset_from_api,
+    follows=("capacitybuffers",),
+    builtin=(
+        kubernetes.client.AppsV1Api,
+        "list_stateful_set_for_all_namespaces",
+        "list_namespaced_stateful_set",
+    ),
+)
+REQUEST_KINDS = (
+    PROVISIONING_REQUESTS,
+    PROVISIONING_REQUESTS_BETA,
+    CAPACITY_BUFFERS,
+    POD_TEMPLATES,
+    DEPLOYMENTS,
+    STATEFULSETS,
+)
 
 
 class ClusterCache:
@@ -195,12 +234,13 @@ class ClusterCache:
         return informer
 
     def _custom_list_fn(self, ck: CustomKind) -> ListFn:
-        if not ck.group:  # a core kind
-            core = self._client.core
+        if ck.builtin is not None:
+            api, every, namespaced = ck.builtin
+            client = self._client.api(api)
             if self._namespace:
-                return functools.partial(core.list_namespaced_pod_template, self._namespace)
-            every: ListFn = core.list_pod_template_for_all_namespaces
-            return every
+                return functools.partial(getattr(client, namespaced), self._namespace)
+            listed: ListFn = getattr(client, every)
+            return listed
         custom = self._client.api(kubernetes.client.CustomObjectsApi)
         if not ck.namespaced:
             return functools.partial(custom.list_cluster_custom_object, ck.group, ck.version, ck.plural)
@@ -280,6 +320,7 @@ class ClusterCache:
                 ),
                 capacity_buffers=tuple(self._items(CAPACITY_BUFFERS.kind)),
                 pod_templates=tuple(self._items(POD_TEMPLATES.kind)),
+                workloads=(*self._items(DEPLOYMENTS.kind), *self._items(STATEFULSETS.kind)),
             )
 
     def dra_objects(self) -> DraObjects:

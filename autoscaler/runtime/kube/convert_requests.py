@@ -20,6 +20,7 @@ from autoscaler.core.model import (
     ProvisioningRequest,
     ScalableRef,
     StatusCondition,
+    Workload,
 )
 from autoscaler.core.quantity import QuantityMemo
 from autoscaler.runtime.kube.convert import pod_from_dict
@@ -120,6 +121,40 @@ def podtemplate_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = Non
     except ConversionError as err:
         meta = field_map(obj, "metadata")
         return PodTemplate(str(meta.get("namespace") or "default"), object_name(meta), None, str(err))
+
+
+# --- Deployments and StatefulSets (a CapacityBuffer's scalableRef) -------------------------------------
+
+
+def workload_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Workload:
+    """An ``apps/v1`` Deployment or StatefulSet: its desired replicas and its template's pod (a template that
+    cannot be read is kept, with why)."""
+
+    def read(o: Mapping[str, Any]) -> Workload:
+        namespace, name, _, _, _ = _meta(o)
+        spec = field_map(o, "spec")
+        replicas = integer(spec, "replicas", 1, "spec.")
+        template = field_map(spec, "template", "spec.")
+        meta = dict(field_map(template, "metadata", "spec.template."))
+        meta.update(namespace=namespace, name=name)
+        kind = string(o, "kind", "", "") or "Deployment"
+        pod = {"metadata": meta, "spec": field_map(template, "spec", "spec.template."), "status": {}}
+        try:
+            return Workload(namespace, kind, name, replicas, pod_from_dict(pod, memo))
+        except ConversionError as err:
+            return Workload(namespace, kind, name, replicas, None, str(err).split(": ", 1)[-1])
+
+    return guard(obj, read)
+
+
+def deployment_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Workload:
+    """A Deployment as its informer lists it (list items carry no ``kind``)."""
+    return workload_from_api({**obj, "kind": "Deployment"}, memo)
+
+
+def statefulset_from_api(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Workload:
+    """A StatefulSet as its informer lists it."""
+    return workload_from_api({**obj, "kind": "StatefulSet"}, memo)
 
 
 # --- ProvisioningRequest --------------------------------------------------------------------------------
