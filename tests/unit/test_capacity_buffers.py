@@ -17,7 +17,7 @@ from autoscaler.core.model import ScalableRef, StatusCondition
 from autoscaler.core.planning.planner import Plan, PlanInput, plan
 from tests.autoscaling_objects import capacity_buffer as buffer
 from tests.autoscaling_objects import pod_template
-from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod, snapshot
+from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod, queue, snapshot
 
 NOW = 1_795_168_800.0 + 60
 
@@ -176,3 +176,21 @@ def test_a_buffer_of_a_workload_tidal_cannot_find_is_not_ready(make_config: Call
     ready = next(c for c in status(result, "warm-serve").conditions if c.type == "ReadyForProvisioning")
     assert (ready.status, ready.reason) == ("False", "error")
     assert "Deployment/missing" in ready.message
+
+
+def test_a_buffer_stays_inside_its_kai_queues_budget(make_config: Callable[..., Config]) -> None:
+    chunk = pod_template(
+        "research-chunk", gpu=1, cpu="3", memory="12Gi", labels={"kai.scheduler/queue": "research"}
+    )
+    cfg = make_config(queueBudgets={"research": 1.2}, capacityTypes=["on-demand"])
+    result = decide(
+        cfg,
+        queue("research", quota=8, limit=8),
+        chunk,
+        buffer("warm-research", template="research-chunk", replicas=3),
+    )
+    # g4dn.xlarge at $0.526/h: two fit $1.20/h, the third would not.
+    assert [la.offering.instance_type for la in result.launch.launches] == ["g4dn.xlarge", "g4dn.xlarge"]
+    provisioning = next(c for c in status(result, "warm-research").conditions if c.type == "Provisioning")
+    assert provisioning.message.startswith("2 of 3 chunks have room")
+    assert "queueBudgets.research" in provisioning.message
