@@ -29,7 +29,6 @@ from autoscaler.core.model import (
     ProvisioningRequest,
     Snapshot,
     StatusCondition,
-    Toleration,
 )
 from autoscaler.core.planning.decisions import LaunchPlan
 
@@ -254,7 +253,7 @@ def _ask(
                     pr.generation,
                 ),
             )
-        waiting = [_starting(p) for p in _unconsumed(pods, consumers)]
+        waiting = _unconsumed(pods, consumers)
         if not waiting:
             return None  # every pod arrived: the room is theirs
         return Asked(pr, Phase.BOOKED, Gang(gang_key(pr), len(waiting), tuple(waiting), Claim.BOOKED))
@@ -309,15 +308,6 @@ def _pod(pr: ProvisioningRequest, template: Pod, i: int, j: int) -> Pod:
         scheduled=None,
         owner=OwnerRef("ProvisioningRequest", pr.name, True),
     )
-
-
-# A node launched for a request registers before it is Ready, and the node lifecycle controller taints it
-# not-ready meanwhile: its booked room is still there.
-_STARTING = Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoSchedule")
-
-
-def _starting(pod: Pod) -> Pod:
-    return replace(pod, tolerations=(*pod.tolerations, _STARTING))
 
 
 def _unconsumed(pods: Sequence[Pod], consumers: Sequence[Pod]) -> list[Pod]:
