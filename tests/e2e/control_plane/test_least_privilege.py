@@ -16,7 +16,13 @@ import pytest
 from tests.k8s.cluster import RBAC_FILES, manifests
 from tests.k8s.control_plane import TIDAL_USER, ControlPlane
 
-SCENARIO_MODULES = ("test_scale_up", "test_faults", "test_leadership", "test_reload")
+SCENARIO_MODULES = (
+    "test_scale_up",
+    "test_faults",
+    "test_leadership",
+    "test_reload",
+    "test_autoscaling_requests",
+)
 
 
 @dataclass(frozen=True)
