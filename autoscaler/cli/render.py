@@ -304,7 +304,7 @@ def story_lines(story: PodStory) -> list[str]:
     if story.capacity_types:
         out.append(f"  capacity types, in order of preference: {', '.join(story.capacity_types)}")
     if story.steps or story.candidates:
-        out.append(f"  filters, from {story.offerings} offerings:")
+        out.append(f"  filters, from {count(story.offerings, 'offering')}:")
         out += [
             "    " + line
             for line in table(

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from autoscaler.core.words import count
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.engine import _hhmm
 from autoscaler.sim.record import Record, cost_so_far, over_limit_launches
@@ -102,7 +103,7 @@ def never_served_line(doc: dict[str, Any]) -> str:
     """Why pods were never served, the commonest reasons first: one line for a person."""
     reasons = doc.get("neverServedBecause") or {}
     shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:3])
-    return f"{doc['podsNeverServed']} of {doc['pods']['submitted']} pods were never served: {shown}"
+    return f"{doc['podsNeverServed']} of {count(doc['pods']['submitted'], 'pod')} {'was' if doc['podsNeverServed'] == 1 else 'were'} never served: {shown}"
 
 
 def timeline_text(rec: Record) -> list[str]:
