@@ -525,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
+        print("tidal: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
         if isinstance(err, bad_input()):
