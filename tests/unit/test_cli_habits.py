@@ -147,3 +147,31 @@ def test_one_pod_and_one_node_are_said_in_the_singular(make_config: Callable[...
     head = plan_to_table(result, make_config()).splitlines()[:2]
     assert head[0] == "1 pod needs capacity, 0 need no new node, 0 cannot be placed"
     assert head[1].startswith("launch 1 node for $")
+
+
+# --- a cloud tidal does not know ---------------------------------------------------------------------------
+
+UNKNOWN = "is not a cloud tidal knows (choices: aws, azure, gcp, simulated)"
+
+
+def test_plan_with_an_unknown_cloud_says_so_and_lists_the_choices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("cloud: digitalocean\nregion: nyc3\n")
+    assert main(["plan", "--snapshot", KAI, "--catalog", CATALOG, "--config", str(config)]) == 2
+    assert capsys.readouterr().err == f"tidal: error: cloud: 'digitalocean' {UNKNOWN}\n"
+
+
+def test_catalog_with_a_mistyped_cloud_names_the_choices_not_an_extra(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["catalog", "--cloud", "gcpp"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tidal: error: cloud: 'gcpp' {UNKNOWN}\n"
+    assert "pip install" not in err
+
+
+def test_simulate_with_an_unknown_cloud_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--scenario", "kai-day", "--cloud", "oci"]) == 2
+    assert capsys.readouterr().err == f"tidal: error: cloud: 'oci' {UNKNOWN}\n"
