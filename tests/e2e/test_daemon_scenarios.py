@@ -659,3 +659,25 @@ def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path: Path) -
         assert new.allocatable.gpus == 1
         events = [e["reason"] for e in c.api.list("events") if e["involvedObject"]["name"] == old.name]
         assert "DisruptionStarted" in events
+
+
+def test_the_command_lines_log_format_and_level_survive_a_reload_of_the_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import structlog
+
+    from autoscaler.runtime.observability.logging import configure_logging
+    from tests.e2e.harness import base_config
+
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        # As `tidal run --log-format json --log-level info` leaves it: logging set from the flags.
+        d.manage_logging, d.log_format, d.log_level = True, "json", "info"
+        configure_logging("json", "info")
+        c.write_config(base_config(logFormat="console", logLevel="error", clusterGPULimit=3))
+        assert d.watcher is not None and d.watcher.check()
+        assert d.config.cluster_gpu_limit == 3  # the reload applied
+        capsys.readouterr()
+        structlog.get_logger("tidal.test").info("after_reload", check=1)
+        lines = [line for line in capsys.readouterr().out.splitlines() if "after_reload" in line]
+        assert len(lines) == 1 and json.loads(lines[0])["event"] == "after_reload"
