@@ -47,6 +47,7 @@ from autoscaler.core.planning.newnodes import Budget, Choice, describe
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.why import mode_reason
 from autoscaler.core.resources import Resources
+from autoscaler.core.words import count
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -428,7 +429,7 @@ class _Planner:
         del self.absorbed[counts[0] :]
         del self.unplaced[counts[1] :]
         why = failed[0]
-        detail = f"gang {gang.key} ({len(gang.pods)} pods) cannot be placed whole: {why.reason}"
+        detail = f"gang {gang.key} ({count(len(gang.pods), 'pod')}) cannot be placed whole: {why.reason}"
         limited = any(u.limited for u in failed)
         self.unplaced.extend(
             Unplaced(p.key, detail, limited, why.rejection, gang=gang.key) for p in gang.pods
