@@ -22,6 +22,7 @@ dollars. Without the Karpenter binary (``../shared/peers/karpenter-kwok``) its h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import lzma
@@ -151,10 +152,8 @@ class Watcher:
                 ]
             }
         }
-        try:
+        with contextlib.suppress(Exception):
             self.core.patch_node_status(name, status, _request_timeout=5)
-        except Exception:
-            pass
 
 
 def start_karpenter(plane: ControlPlane, binary: Path, folder: Path) -> subprocess.Popen[bytes]:
