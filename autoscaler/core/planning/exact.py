@@ -15,8 +15,8 @@ bought.
 
 Two uses: ``bench/plan_optimality.py`` measures the heuristic against this optimum, and scale-up replaces the
 heuristic's nodes with the exact ones when a batch is small and they are strictly cheaper
-(:mod:`autoscaler.core.planning.exact_step`). SciPy (HiGHS) solves it; without SciPy :func:`solve` says so
-and the heuristic's plan stands.
+(:mod:`autoscaler.core.planning.exact_step`). This module states the problem and checks a plan of it in whole
+numbers; :mod:`autoscaler.core.planning.exact_model` writes it as a mixed-integer program and solves it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,19 @@ from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.resources import NVIDIA_GPU, Resources
 
-__all__ = ["Limits", "NodeType", "PodGroup", "Problem", "Solution", "problem", "solve", "verify"]
+__all__ = [
+    "Bought",
+    "Limits",
+    "NodeType",
+    "PodGroup",
+    "Problem",
+    "Solution",
+    "device_shape",
+    "need",
+    "pack",
+    "problem",
+    "verify",
+]
 
 FULL = 100  # hundredths of a device, as KAI accounts shares
 
@@ -113,10 +125,6 @@ class Solution:
     cost: float
 
 
-class SolverMissing(RuntimeError):
-    """SciPy, which solves the model, is not installed (the ``exact`` extra)."""
-
-
 def problem(
     pods: Sequence[tuple[Pod, Constraints, str]], index: OfferingIndex, limits: Limits = Limits()
 ) -> Problem:
@@ -147,7 +155,7 @@ def problem(
             if not fits:
                 continue
             alloc = index.allocatable(o)
-            same = (alloc, o.price, _devices(o), o.gpu_count, o.vcpu, mode, fits)
+            same = (alloc, o.price, device_shape(o), o.gpu_count, o.vcpu, mode, fits)
             alike.setdefault(same, (alloc, mode, fits, []))[3].append(o)
     types = [
         NodeType(tuple(sorted(offerings, key=price_order)), alloc, mode, fits)
@@ -158,7 +166,7 @@ def problem(
     return Problem(tuple(groups), tuple(types), limits)
 
 
-def _devices(o: Offering) -> tuple[int, int, float]:
+def device_shape(o: Offering) -> tuple[int, int, float]:
     """An offering's GPU devices as shares see them: how many, one's memory, the part of a GPU one is."""
     if o.gpu_count and 0 < o.gpu_fraction < o.gpu_count:
         return (o.gpu_count, o.gpu_memory_mib, o.gpu_fraction / o.gpu_count)
@@ -195,7 +203,7 @@ def _dominates(a: NodeType, b: NodeType, limits: Limits) -> bool:
         return False
     if any(a.alloc.get(r) < v for r, v in b.alloc.items()):
         return False
-    if _devices(a.offering) != _devices(b.offering):
+    if device_shape(a.offering) != device_shape(b.offering):
         return False  # shares pack per device: another device size is not simply more room
     oa, ob = a.offering, b.offering
     if limits.gpus is not None and oa.gpu_count > ob.gpu_count:
@@ -235,7 +243,7 @@ def _node_fault(p: Problem, t: NodeType, node: Bought) -> str:
         if g_index not in t.groups:
             return f"pods of group {g_index} on a {t.offering.key}, which they may not get"
         used = used + p.groups[g_index].request.scaled(n)
-    devices = _devices(t.offering)
+    devices = device_shape(t.offering)
     if len(node.devices) > devices[0]:
         return f"{len(node.devices)} GPUs shared on a {t.offering.key}"
     on_devices = dict.fromkeys((g for g, _ in node.counts if p.groups[g].share is not None), 0)
@@ -262,205 +270,63 @@ def _node_fault(p: Problem, t: NodeType, node: Bought) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the solver found: the optimum (``optimal``), none cheaper than the bound (``infeasible``), or
-    nothing it could prove within its time limit (``limit``, with the best plan found, if any)."""
+def pack(
+    shares: Sequence[tuple[int, GpuShare, int]], devices: tuple[int, int, float]
+) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+    """The GPU devices of one node holding ``shares`` (group index, share, pods), each device as (group,
+    pods) pairs; None when they do not fit on ``devices``. Exhaustive over assignments (a node has a few
+    devices and its pods are few), biggest shares first, an empty device tried once."""
+    items: list[tuple[int, ComputeMode, int, int]] = []  # need, mode, spread, group
+    for g, share, n in shares:
+        k = need(share, devices)
+        if k is None or share.devices > devices[0]:
+            return None
+        items.extend([(k, share.compute_mode, share.devices, g)] * n)
+    items.sort(key=lambda i: (-i[0] * i[2], i[3]))
+    loads: list[list[int]] = []  # per device: hundredths used, then one count per item placed
+    modes: list[ComputeMode] = []
+    placed: list[list[int]] = []  # per device: the items' groups
+    budget = [_PACK_STEPS]
 
-    status: str
-    solution: Solution | None = None
+    def place(i: int) -> bool:
+        if i == len(items):
+            return True
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        k, mode, spread, g = items[i]
+        return _spread(i, k, mode, spread, g, 0, set())
 
-
-def solve(p: Problem, *, cost_bound: float | None = None, time_limit: float | None = None) -> Outcome:
-    """The cheapest plan of ``p`` that costs at most ``cost_bound`` $/h. ``time_limit`` (seconds) only
-    makes the solver give up: a plan it returns is proven optimal or marked ``limit``."""
-    try:
-        import numpy as np
-        from scipy.optimize import LinearConstraint, milp
-        from scipy.sparse import csr_array
-    except ImportError as err:  # the "exact" extra is not installed
-        raise SolverMissing(f"the exact plan needs SciPy ({err})") from None
-    m = _Model(p, cost_bound)
-    if not m.slots:
-        return Outcome("infeasible")
-    rows, cols, vals = zip(*m.entries, strict=True) if m.entries else ((), (), ())
-    a = csr_array((vals, (rows, cols)), shape=(len(m.lo), len(m.cost)))
-    options: dict[str, object] = {"disp": False, "mip_rel_gap": 1e-9, "presolve": True}
-    if time_limit is not None:
-        options["time_limit"] = time_limit
-    res = milp(
-        np.array(m.cost),
-        integrality=np.ones(len(m.cost)),
-        bounds=(np.zeros(len(m.cost)), np.array(m.upper, dtype=float)),
-        constraints=LinearConstraint(a, np.array(m.lo, dtype=float), np.array(m.hi, dtype=float)),
-        options=options,
-    )
-    if res.x is None:
-        return Outcome("infeasible" if res.status == 2 else "limit")
-    solution = m.read([round(v) for v in res.x])
-    return Outcome("optimal" if res.status == 0 else "limit", solution)
-
-
-class _Model:
-    """The mixed-integer program of a :class:`Problem`: variables (cost, upper bound) and rows (sparse
-    entries, lower and upper sides), all in whole numbers (a row is divided by the gcd of its numbers)."""
-
-    def __init__(self, p: Problem, cost_bound: float | None) -> None:
-        self.p = p
-        self.cost: list[float] = []
-        self.upper: list[int] = []
-        self.entries: list[tuple[int, int, int]] = []
-        self.lo: list[float] = []
-        self.hi: list[float] = []
-        # Per slot: (type index, used variable, {group: count variable}, [per device: (shared variable,
-        # {group: share variable})]).
-        self.slots: list[tuple[int, int, dict[int, int], list[tuple[int, dict[int, int]]]]] = []
-        counts: dict[int, list[int]] = {i: [] for i in range(len(p.groups))}
-        lim = p.limits
-        for t_index, t in enumerate(p.types):
-            fitting = self._fitting(t)
-            if not fitting:
+    def _spread(i: int, k: int, mode: ComputeMode, left: int, g: int, start: int, used: set[int]) -> bool:
+        if left == 0:
+            return place(i + 1)
+        tried_empty = False
+        for d in range(start, len(loads) + 1):
+            if d == len(loads):
+                if len(loads) >= devices[0] or tried_empty:
+                    return False
+                loads.append([k])
+                modes.append(mode)
+                placed.append([g])
+                if _spread(i, k, mode, left - 1, g, d + 1, used | {d}):
+                    return True
+                loads.pop()
+                modes.pop()
+                placed.pop()
+                return False
+            if d in used or modes[d] != mode or loads[d][0] + k > FULL:
                 continue
-            room = sum(len(p.groups[g].pods) for g in fitting)
-            k = room
-            if cost_bound is not None and t.price > 0:
-                k = min(k, int(cost_bound / t.price + 1e-9))
-            o = t.offering
-            if lim.gpus is not None and o.gpu_count:
-                k = min(k, lim.gpus // o.gpu_count)
-            if lim.cpu_milli is not None and o.vcpu:
-                k = min(k, lim.cpu_milli // (o.vcpu * 1000))
-            if lim.nodes is not None:
-                k = min(k, lim.nodes)
-            previous = -1
-            for _ in range(k):
-                slot = self._slot(t_index, t, fitting)
-                for g, var in slot[2].items():
-                    counts[g].append(var)
-                if previous >= 0:  # nodes of a type are bought in order: no two plans differ by naming
-                    self._row([(previous, 1), (slot[1], -1)], 0, math.inf)
-                previous = slot[1]
-        for g, variables in counts.items():
-            n = len(p.groups[g].pods)
-            self._row([(v, 1) for v in variables], n, n)
-        used = [(s[1], p.types[s[0]]) for s in self.slots]
-        if lim.gpus is not None:
-            self._row([(v, t.offering.gpu_count) for v, t in used], 0, lim.gpus)
-        if lim.cpu_milli is not None:
-            self._row([(v, t.offering.vcpu * 1000) for v, t in used], 0, lim.cpu_milli)
-        if lim.nodes is not None:
-            self._row([(v, 1) for v, _ in used], 0, lim.nodes)
-        if cost_bound is not None:
-            # In cents ×10⁴ so the row stays whole; a plan at the bound itself is allowed.
-            self._row([(v, round(t.price * 1e6)) for v, t in used], 0, round(cost_bound * 1e6))
+            loads[d][0] += k
+            placed[d].append(g)
+            if _spread(i, k, mode, left - 1, g, d + 1, used | {d}):
+                return True
+            loads[d][0] -= k
+            placed[d].pop()
+        return False
 
-    def _fitting(self, t: NodeType) -> dict[int, int]:
-        """The groups a node of ``t`` takes, with how many of each fit on it alone."""
-        out = {}
-        devices = _devices(t.offering)
-        for g in sorted(t.groups):
-            group = self.p.groups[g]
-            k = group.request.times_fits_in(t.alloc)
-            share = group.share
-            if share is not None and k > 0:
-                hundredths = need(share, devices)
-                if hundredths is None or devices[0] < share.devices:
-                    continue
-                whole = t.alloc.get(NVIDIA_GPU) // 1000
-                k = min(k, (FULL // hundredths) * min(devices[0], whole) // share.devices)
-            if k > 0:
-                out[g] = min(k, len(group.pods))
-        return out
+    if not place(0):
+        return None
+    return tuple(tuple(sorted((g, device.count(g)) for g in set(device))) for device in placed)
 
-    def _var(self, cost: float, upper: int) -> int:
-        self.cost.append(cost)
-        self.upper.append(upper)
-        return len(self.cost) - 1
 
-    def _row(self, terms: list[tuple[int, int]], lo: float, hi: float) -> None:
-        terms = [(v, a) for v, a in terms if a]
-        if not terms:
-            return
-        scale = 0
-        for _, a in terms:
-            scale = math.gcd(scale, a)
-        for x in (lo, hi):
-            if math.isfinite(x):
-                scale = math.gcd(scale, int(x))
-        r = len(self.lo)
-        self.entries.extend((r, v, a // scale) for v, a in terms)
-        self.lo.append(int(lo) // scale if math.isfinite(lo) else -math.inf)
-        self.hi.append(int(hi) // scale if math.isfinite(hi) else math.inf)
-
-    def _slot(
-        self, t_index: int, t: NodeType, fitting: dict[int, int]
-    ) -> tuple[int, int, dict[int, int], list[tuple[int, dict[int, int]]]]:
-        p = self.p
-        u = self._var(t.price, 1)
-        n = {g: self._var(0.0, k) for g, k in fitting.items()}
-        for g, var in n.items():
-            self._row([(var, 1), (u, -fitting[g])], -math.inf, 0)
-        devices = _devices(t.offering)
-        sharing = {g: p.groups[g].share for g in n if p.groups[g].share is not None}
-        per_device: list[tuple[int, dict[int, int]]] = []
-        if sharing:
-            modes = {s.compute_mode for s in sharing.values() if s is not None}
-            previous = -1
-            for _ in range(devices[0]):
-                z = self._var(0.0, 1)
-                shares = {}
-                load = []
-                for g, share in sharing.items():
-                    assert share is not None
-                    k = need(share, devices)
-                    assert k is not None
-                    shares[g] = self._var(0.0, min(fitting[g], FULL // k))
-                    load.append((shares[g], k))
-                self._row([*load, (z, -FULL)], -math.inf, 0)
-                if len(modes) > 1:
-                    q = self._var(0.0, 1)  # 1: the device's shares are sm-sharing
-                    for g, share in sharing.items():
-                        assert share is not None
-                        cap = FULL
-                        if share.compute_mode == ComputeMode.SM_SHARING:
-                            self._row([(shares[g], 1), (q, -cap)], -math.inf, 0)
-                        else:
-                            self._row([(shares[g], 1), (q, cap)], -math.inf, cap)
-                if previous >= 0:
-                    self._row([(previous, 1), (z, -1)], 0, math.inf)
-                previous = z
-                per_device.append((z, shares))
-            for g, share in sharing.items():
-                assert share is not None
-                terms = [(d[1][g], 1) for d in per_device]
-                self._row([*terms, (n[g], -share.devices)], 0, 0)
-                if share.devices > 1:  # one slot on each of that many different devices
-                    for d in per_device:
-                        self._row([(d[1][g], 1), (n[g], -1)], -math.inf, 0)
-        names = sorted({r for g in n for r in p.groups[g].request} | ({NVIDIA_GPU} if sharing else set()))
-        for r in names:
-            terms = [(var, p.groups[g].request.get(r)) for g, var in n.items()]
-            if r == NVIDIA_GPU:
-                terms += [(z, 1000) for z, _ in per_device]
-            self._row([*terms, (u, -t.alloc.get(r))], -math.inf, 0)
-        slot = (t_index, u, n, per_device)
-        self.slots.append(slot)
-        return slot
-
-    def read(self, x: list[int]) -> Solution:
-        nodes = []
-        cost = 0.0
-        for t_index, u, n, per_device in self.slots:
-            if not x[u]:
-                continue
-            counts = tuple((g, x[v]) for g, v in n.items() if x[v])
-            if not counts:
-                continue  # bought for nothing: an optimum never does, a plan cut short might
-            devices = tuple(
-                tuple((g, x[v]) for g, v in shares.items() if x[v])
-                for z, shares in per_device
-                if any(x[v] for v in shares.values())
-            )
-            nodes.append(Bought(t_index, counts, devices))
-            cost += self.p.types[t_index].price
-        return Solution(tuple(nodes), round(cost, 6))
+_PACK_STEPS = 20_000  # assignments tried before a node's shares count as not fitting

@@ -2,10 +2,11 @@
 for the same pods instead, if they cost strictly less.
 
 The step keeps the decision pure and deterministic: whether it runs depends on the batch's size
-(``exactPlanMaxPods`` pods on new nodes), never on the clock, and its plan is taken only when the solver
-proves it optimal. ``exactPlanTimeLimit`` is a safety net against a batch the size limit let through that is
-unexpectedly hard: the solver then gives up and the heuristic's plan stands (which a slower machine would
-reach more often, so the size limit is what keeps the step in its time).
+(``exactPlanMaxPods`` pods on new nodes), never on the clock; the solver works on one thread within a budget
+of its deterministic time (``WORK``, counted in its own units of work, the same on every machine) and at most
+``ROUNDS`` programs; and its plan is taken only when the solver proves it optimal. ``exactPlanTimeLimit`` is a
+wall-clock safety net against a machine far slower than expected: the solver then gives up and the
+heuristic's plan stands, the only case where the machine can change a plan.
 
 The exact nodes go through the placement engine like any other: each is opened with the offerings of its
 type and takes its pods by ``can_add``/``add``; if the engine refuses one (it packs GPU shares as KAI's
@@ -23,13 +24,15 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.planning import exact, newnodes
+from autoscaler.core.planning import exact, exact_model, exact_solve, newnodes
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 
 __all__ = ["explained", "improve", "limits"]
 
 CHEAPER = 1e-6  # $/h: the exact plan must save at least this much to replace the heuristic's
+ROUNDS = 3  # programs solved at most (each finer than the last, see exact_solve): a bound on the work
+WORK = 0.05  # CP-SAT's deterministic seconds per program: the same work, so the same plan, on any machine
 
 
 def limits(index: OfferingIndex, usage: Usage) -> exact.Limits:
@@ -65,8 +68,10 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     current = round(sum(o.price for o in chosen), 6)
     problem = exact.problem(items, index, limits(index, usage))
     try:
-        outcome = exact.solve(problem, cost_bound=current - CHEAPER, time_limit=cfg.exact_plan_time_limit)
-    except exact.SolverMissing:
+        outcome = exact_solve.solve(
+            problem, cost_bound=current - CHEAPER, time_limit=cfg.exact_plan_time_limit
+        )
+    except exact_model.SolverMissing:
         return 0.0
     solution = outcome.solution
     if outcome.status != "optimal" or solution is None or exact.verify(problem, solution):
@@ -94,6 +99,7 @@ def _apply(engine: Engine, index: OfferingIndex, p: exact.Problem, s: exact.Solu
     mark = journal.mark()
     for b in old:
         _close(engine, b)
+    taken = [0] * len(p.groups)  # the nodes take each group's pods in order
     for node in s.nodes:
         t = p.types[node.type]
         o = t.offering
@@ -101,11 +107,11 @@ def _apply(engine: Engine, index: OfferingIndex, p: exact.Problem, s: exact.Solu
             [Option(index.allocatable(o), t.offerings)], mode=t.mode, gpus=o.gpu_count, vcpu=o.vcpu
         )
         # Bigger shares first, as they leave the fewest ways to pack the rest.
-        counts = sorted(node.counts, key=lambda gc: _share_order(p.groups[gc[0]]))
-        for g_index, n in counts:
-            if not _add(engine, index, b, p.groups[g_index], n, _taken(s, node, g_index)):
+        for g_index, n in sorted(node.counts, key=lambda gc: _share_order(p.groups[gc[0]])):
+            if not _add(engine, index, b, p.groups[g_index], n, taken[g_index]):
                 journal.rollback(mark)
                 return False
+            taken[g_index] += n
     journal.commit(mark)
     return True
 
@@ -114,16 +120,6 @@ def _share_order(g: exact.PodGroup) -> tuple[float, str]:
     share = g.share
     size = 0.0 if share is None else -(share.portion or 0.0) - (share.memory_mib or 0) / 1e6
     return (size, g.pods[0].key)
-
-
-def _taken(s: exact.Solution, upto: exact.Bought, g_index: int) -> int:
-    """How many pods of the group the nodes before ``upto`` hold (they take the group's pods in order)."""
-    n = 0
-    for node in s.nodes:
-        if node is upto:
-            break
-        n += dict(node.counts).get(g_index, 0)
-    return n
 
 
 def _add(engine: Engine, index: OfferingIndex, b: Bin, g: exact.PodGroup, n: int, start: int) -> bool:
