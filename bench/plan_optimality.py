@@ -328,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snapshots", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-write", action="store_true", help="print the summary without recording it")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where to record the result")
     ap.add_argument("--compare-solvers", action="store_true")
     ap.add_argument("--max-pods", type=int, help="exactPlanMaxPods for tidal's plans (default: the default)")
     args = ap.parse_args(argv)
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(shown, indent=2))
     if not args.no_write:
         summary["commit"] = commit()
-        RESULTS.write_text(json.dumps(summary, indent=1) + "\n")
+        args.out.write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from autoscaler.cli.render import why_lines
 from autoscaler.core.demand import select
 from autoscaler.core.gpu.share import ComputeMode, GpuShare, ShareSource
 from autoscaler.core.planning import exact
@@ -77,23 +78,47 @@ def test_eight_quarter_gpu_pods_get_two_g4dn_2xlarge_not_three_g4dn_xlarge(
     ]
 
 
-def test_the_heuristic_alone_buys_three_g4dn_xlarge_for_them(make_config: Callable[..., Config]) -> None:
+def test_the_heuristic_alone_prices_the_batch_whole_and_buys_two_g4dn_2xlarge(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, *[quarter(f"infer-{i}") for i in range(8)], exactPlanMaxPods=0)
-    assert launched(result) == {"g4dn.xlarge": 3}
+    assert launched(result) == {"g4dn.2xlarge": 2}
+
+
+def memory_shares() -> list[dict[str, Any]]:
+    """A model server asking KAI for 12000 MiB of a GPU and an embedder asking for 4000 MiB: both fit one T4
+    (16384 MiB), which the heuristic does not see: it gives the embedder a quarter-L4 g6f.2xlarge ($0.475/h)
+    and the model server a g4dn.xlarge ($0.526/h)."""
+    objs = [quarter("llm-0"), quarter("embed-0")]
+    for obj, mib in zip(objs, ("12000", "4000"), strict=True):
+        annotations = obj["metadata"]["annotations"]
+        del annotations["gpu-fraction"]
+        annotations["gpu-memory"] = mib
+    return objs
+
+
+def test_two_memory_shares_that_fit_one_gpu_get_one_node(make_config: Callable[..., Config]) -> None:
+    heuristic = run(make_config, *memory_shares(), exactPlanMaxPods=0)
+    assert launched(heuristic) == {"g6f.2xlarge": 1, "g4dn.xlarge": 1}
+    result = run(make_config, *memory_shares())
+    assert [(la.offering.instance_type, la.pods) for la in result.launch.launches] == [
+        ("g4dn.xlarge", ("default/embed-0", "default/llm-0"))
+    ]
+    assert result.launch.cost_per_hour == pytest.approx(0.526)
 
 
 def test_a_batch_over_exact_plan_max_pods_keeps_the_heuristic_plan(
     make_config: Callable[..., Config],
 ) -> None:
-    result = run(make_config, *[quarter(f"infer-{i}") for i in range(8)], exactPlanMaxPods=7)
-    assert launched(result) == {"g4dn.xlarge": 3}
+    result = run(make_config, *memory_shares(), exactPlanMaxPods=1)
+    assert launched(result) == {"g6f.2xlarge": 1, "g4dn.xlarge": 1}
 
 
 def test_exact_launches_say_what_the_exact_plan_saves(make_config: Callable[..., Config]) -> None:
-    result = run(make_config, *[quarter(f"infer-{i}") for i in range(8)])
+    result = run(make_config, *memory_shares())
     for la in result.launch.launches:
         assert la.why is not None
-        assert la.why.exact_saving == pytest.approx(1.578 - 1.504)
+        assert la.why.exact_saving == pytest.approx(1.001 - 0.526)
         assert la.alternatives, "an exact node still has fallbacks for a capacity error"
 
 
@@ -159,8 +184,8 @@ def test_without_the_solver_the_heuristic_plan_stands(
     make_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "ortools.sat.python", None)  # as if the exact extra were not installed
-    result = run(make_config, *[quarter(f"infer-{i}") for i in range(8)])
-    assert launched(result) == {"g4dn.xlarge": 3}
+    result = run(make_config, *memory_shares())
+    assert launched(result) == {"g6f.2xlarge": 1, "g4dn.xlarge": 1}
 
 
 # -- the model itself ----------------------------------------------------------------------------------
@@ -231,3 +256,15 @@ def test_shares_of_two_compute_modes_never_share_a_device() -> None:
     shares = [(0, share(0.25), 1), (1, share(0.25, ComputeMode.SM_SHARING), 1)]
     assert exact.pack(shares, (1, 16384, 1.0)) is None
     assert exact.pack(shares, (2, 16384, 1.0)) == (((0, 1),), ((1, 1),))
+
+
+def test_tidal_plan_says_the_launches_are_an_exact_plan_and_what_it_saves(
+    make_config: Callable[..., Config],
+) -> None:
+    lines = why_lines(run(make_config, *memory_shares()).launch.launches)
+    assert (
+        "  exact plan: these launches cost $0.4750/h less than the heuristic's for the same pods"
+        " (exactPlanMaxPods)"
+    ) in lines
+    heuristic = why_lines(run(make_config, *memory_shares(), exactPlanMaxPods=0).launch.launches)
+    assert not any("exact plan" in line for line in heuristic)

@@ -45,6 +45,8 @@ def solve(
     solved (None: as many as it takes; past them the outcome is ``limit``), each within ``work_limit`` of the
     solver's deterministic time and ``time_limit`` seconds, which only make it give up: a plan it returns as
     ``optimal`` is proven so. ``runner`` solves one program (CP-SAT; HiGHS to compare)."""
+    if not p.groups:
+        return Outcome("optimal", Solution((), 0.0))
     slotted: frozenset[int] = frozenset()
     done = 0
     while rounds is None or done < rounds:

@@ -32,7 +32,7 @@ __all__ = ["explained", "improve", "limits"]
 
 CHEAPER = 1e-6  # $/h: the exact plan must save at least this much to replace the heuristic's
 ROUNDS = 3  # programs solved at most (each finer than the last, see exact_solve): a bound on the work
-WORK = 0.05  # CP-SAT's deterministic seconds per program: the same work, so the same plan, on any machine
+WORK = 0.02  # CP-SAT's deterministic seconds per program: the same work, so the same plan, on any machine
 
 
 def limits(index: OfferingIndex, usage: Usage) -> exact.Limits:
