@@ -41,8 +41,10 @@ class SolverMissing(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What the solver found: the optimum (``optimal``), no plan at or under the bound (``infeasible``), or
-    nothing it could prove within its time limit (``limit``, with the best plan found, if any)."""
+    """What the solver found: the optimum (``optimal``), the best plan it found within its work budget, not
+    proven optimal (``feasible``: the same on every machine), no plan at or under the bound
+    (``infeasible``), or nothing usable within its time limit (``limit``, with the best plan found, if any;
+    the clock stopped it, so another machine may find another)."""
 
     status: str
     solution: Solution | None = None
@@ -97,8 +99,12 @@ def run(m: Program, time_limit: float | None, work_limit: float | None = None) -
         return Outcome("limit")
     solution = m.read([int(solver.value(x)) for x in xs])
     if solution is None:
-        return Outcome("finer" if status == cp_model.OPTIMAL else "limit")
-    return Outcome("optimal" if status == cp_model.OPTIMAL else "limit", solution)
+        return Outcome("finer")
+    if status == cp_model.OPTIMAL:
+        return Outcome("optimal", solution)
+    # Stopped by the work budget, the best plan found is the same on any machine; by the clock, it is not.
+    worked = work_limit is not None and solver.deterministic_time >= work_limit * 0.999
+    return Outcome("feasible" if worked else "limit", solution)
 
 
 def run_highs(m: Program, time_limit: float | None, work_limit: float | None = None) -> Outcome:

@@ -4,7 +4,8 @@ for the same pods instead, if they cost strictly less.
 The step keeps the decision pure and deterministic: whether it runs depends on the batch's size
 (``exactPlanMaxPods`` pods on new nodes), never on the clock; the solver works on one thread within a budget
 of its deterministic time (``WORK``, counted in its own units of work, the same on every machine) and at most
-``ROUNDS`` programs; and its plan is taken only when the solver proves it optimal. ``exactPlanTimeLimit`` is a
+``ROUNDS`` programs; and its plan is taken when strictly cheaper, whether proven optimal or the best the
+solver found within that budget (the same on every machine either way). ``exactPlanTimeLimit`` is a
 wall-clock safety net against a machine far slower than expected: the solver then gives up and the
 heuristic's plan stands, the only case where the machine can change a plan.
 
@@ -74,7 +75,7 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     except exact_model.SolverMissing:
         return 0.0
     solution = outcome.solution
-    if outcome.status != "optimal" or solution is None or exact.verify(problem, solution):
+    if outcome.status not in ("optimal", "feasible") or solution is None or exact.verify(problem, solution):
         return 0.0
     if solution.cost > current - CHEAPER:
         return 0.0
