@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -212,7 +213,7 @@ def run(seeds: range, compare: bool, max_pods: int | None = None) -> dict[str, A
     offerings = read_catalog_csv(
         CATALOG, cloud="aws", region="us-east-1", zones=ZONES, template=offering_templates("aws")
     )
-    import ortools.sat.python.cp_model  # loaded once, as in a running daemon: no plan's time includes it
+    _warm_up()
 
     rows = []
     for seed in seeds:
@@ -252,6 +253,17 @@ def run(seeds: range, compare: bool, max_pods: int | None = None) -> dict[str, A
         if compare:
             row["solvers"] = _compare(problem, heuristic.launch.cost_per_hour)
     return _summary(rows)
+
+
+def _warm_up() -> None:
+    """Load and start the solver once, as a running daemon has: no plan's time includes that."""
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 3, "x")
+    model.add(x >= 1)
+    model.minimize(x)
+    cp_model.CpSolver().solve(model)
 
 
 def _ratio(cost: float, optimum: float) -> float:
@@ -340,7 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": [args.seed, args.seed + args.snapshots - 1],
         "wallSeconds": round(time.perf_counter() - t0, 1),
         **summary,
-        "machine": {"python": platform.python_version(), "processor": platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "processor": platform.machine(),
+            "cpus": os.cpu_count(),
+            # Other work on the machine inflates every time measured here; the costs do not depend on it.
+            "loadAverage": [round(x, 1) for x in os.getloadavg()],
+        },
     }
     if args.compare_solvers:
         summary["solvers"] = _solver_summary(summary["rows"])
