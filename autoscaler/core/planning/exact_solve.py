@@ -11,7 +11,7 @@ again, until the optimum is a plan (at worst every type is numbered; past that, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.planning.exact import FULL, Bought, NodeType, Problem, Solution, device_shape, need, pack
@@ -40,39 +40,49 @@ def solve(
     rounds: int | None = None,
     work_limit: float | None = None,
     runner: Runner = run,
+    tight: bool = False,
 ) -> Outcome:
     """The cheapest plan of ``p`` that costs at most ``cost_bound`` $/h. At most ``rounds`` programs are
     solved (None: as many as it takes; past them the outcome is ``limit``), each within ``work_limit`` of the
     solver's deterministic time and ``time_limit`` seconds, which only make it give up: a plan it returns as
-    ``optimal`` is proven so. ``runner`` solves one program (CP-SAT; HiGHS to compare)."""
+    ``optimal`` is proven so. ``runner`` solves one program (CP-SAT; HiGHS to compare). ``tight`` numbers
+    only one node more of a type than the counts wanted when its counts did not split: a far smaller program
+    that still finds plans, but proves nothing (its answer is at best ``feasible``)."""
     if not p.groups:
         return Outcome("optimal", Solution((), 0.0))
-    slotted: frozenset[int] = frozenset()
+    slotted: dict[int, int | None] = {}
     done = 0
     while rounds is None or done < rounds:
         done += 1
         m = Counts(p, cost_bound, slotted)
         outcome = runner(m, time_limit, work_limit)
         if outcome.status != "finer":
-            return outcome
+            cut = any(n is not None for n in slotted.values())
+            return Outcome("feasible", outcome.solution) if cut and outcome.status == "optimal" else outcome
         if not m.failed:  # the numbered nodes' shares do not pack in aggregate: device by device
             if rounds is not None and done >= rounds:
                 break
             return runner(Model(p, cost_bound, per_device=True), time_limit, work_limit)
-        slotted |= m.failed
+        for t_index, wanted in m.failed.items():
+            slotted[t_index] = wanted + 1 if tight else None
     return Outcome("limit")
 
 
 class Counts(Model):
     """The program by counts for the types not ``slotted`` (nodes of each type, pods of each group on each
-    type), and by numbered nodes for those that are."""
+    type), and by numbered nodes for those that are (at most as many as ``slotted`` says, None: as many as
+    may be bought)."""
 
-    def __init__(self, p: Problem, cost_bound: float | None, slotted: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, p: Problem, cost_bound: float | None, slotted: Mapping[int, int | None] | None = None
+    ) -> None:
+        slotted = slotted or {}
         Rows.__init__(self)
         self.p = p
         self.per_device = False
         self.slots = []
-        self.failed: frozenset[int] = frozenset()  # the types whose counts did not split onto their nodes
+        # The types whose counts did not split onto their nodes, with how many nodes the counts wanted.
+        self.failed: dict[int, int] = {}
         # Per type counted: (type index, nodes variable, count variable per group).
         self.types: list[tuple[int, int, dict[int, int]]] = []
         counts: dict[int, list[int]] = {i: [] for i in range(len(p.groups))}
@@ -84,7 +94,8 @@ class Counts(Model):
             if most <= 0:
                 continue
             if t_index in slotted:
-                self.add_slots(t_index, t, fits, most, counts)
+                cap = slotted[t_index]
+                self.add_slots(t_index, t, fits, most if cap is None else min(most, cap), counts)
                 continue
             y = self.var(t.price, most)
             x = {g: self.var(0.0, min(len(p.groups[g].pods), k * most)) for g, k in fits.items()}
@@ -133,17 +144,17 @@ class Counts(Model):
         nodes = self.read_slots(x)
         if nodes is None:
             return None
-        failed = set()
+        failed = {}
         for t_index, y, counts in self.types:
             if not x[y]:
                 continue
             on = split(self.p, t_index, {g: x[v] for g, v in counts.items() if x[v]}, x[y])
             if on is None:
-                failed.add(t_index)
+                failed[t_index] = x[y]
             else:
                 nodes.extend(on)
         if failed:
-            self.failed = frozenset(failed)
+            self.failed = failed
             return None
         nodes.sort(key=lambda b: b.type)
         return Solution(tuple(nodes), round(sum(self.p.types[b.type].price for b in nodes), 6))

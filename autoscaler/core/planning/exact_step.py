@@ -70,7 +70,12 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     problem = exact.problem(items, index, limits(index, usage))
     try:
         outcome = exact_solve.solve(
-            problem, cost_bound=current - CHEAPER, time_limit=cfg.exact_plan_time_limit
+            problem,
+            cost_bound=current - CHEAPER,
+            time_limit=cfg.exact_plan_time_limit,
+            rounds=ROUNDS,
+            work_limit=WORK,
+            tight=True,
         )
     except exact_model.SolverMissing:
         return 0.0
