@@ -16,7 +16,8 @@ bought.
 Two uses: ``bench/plan_optimality.py`` measures the heuristic against this optimum, and scale-up replaces the
 heuristic's nodes with the exact ones when a batch is small and they are strictly cheaper
 (:mod:`autoscaler.core.planning.exact_step`). This module states the problem and checks a plan of it in whole
-numbers; :mod:`autoscaler.core.planning.exact_model` writes it as a mixed-integer program and solves it.
+numbers; :mod:`autoscaler.core.planning.exact_model` writes it as a mixed-integer program and
+:mod:`autoscaler.core.planning.exact_solve` solves it.
 """
 
 from __future__ import annotations
