@@ -19,7 +19,7 @@ from autoscaler.core.planning.exact_solve import solve
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.runtime.catalog import offering_templates, read_catalog_csv
-from tests.builders import pod, snapshot
+from tests.builders import anti_affinity, pod, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -268,3 +268,17 @@ def test_tidal_plan_says_the_launches_are_an_exact_plan_and_what_it_saves(
     ) in lines
     heuristic = why_lines(run(make_config, *memory_shares(), exactPlanMaxPods=0).launch.launches)
     assert not any("exact plan" in line for line in heuristic)
+
+
+def test_pods_whose_place_depends_on_other_pods_keep_the_heuristic_plan(
+    make_config: Callable[..., Config],
+) -> None:
+    # The model has no inter-pod terms: with any in the batch the exact step stands aside.
+    apart = anti_affinity("kubernetes.io/hostname", {"app": "batch"})
+    objs = [
+        *memory_shares(),
+        pod("batch-0", cpu="1", memory="1Gi", labels={"app": "batch"}, pod_anti_affinity=[apart]),
+    ]
+    result = run(make_config, *objs)
+    assert all(la.why is None or la.why.exact_saving == 0 for la in result.launch.launches)
+    assert {"g6f.2xlarge", "g4dn.xlarge"} <= set(launched(result))
