@@ -30,7 +30,6 @@ from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import ComputeMode, GpuShare
 from autoscaler.core.model import Pod
 from autoscaler.core.offering import Offering
-from autoscaler.core.placement.bins import shape_key
 from autoscaler.core.placement.fits import request
 from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
@@ -142,19 +141,23 @@ def problem(
         c, mode, req = heads[group_key]
         groups.append(PodGroup(tuple(sorted(members, key=lambda p: p.key)), c, mode, req))
     groups.sort(key=lambda g: g.pods[0].key)
-    allowed = [index.allowed(g.c, g.mode == BIN_PACKING) for g in groups]
+    # Which groups may go on each offering, by mode (from the offerings each group may get).
+    fits_of: dict[tuple[Offering, str], set[int]] = {}
+    for i, g in enumerate(groups):
+        for offerings in index.allowed(g.c, g.mode == BIN_PACKING).values():
+            for o in offerings:
+                fits_of.setdefault((o, g.mode), set()).add(i)
+    modes = sorted({g.mode for g in groups})
     # Offerings that are the same to the model become one node type (its cheapest offering first).
     alike: dict[tuple[object, ...], tuple[Resources, str, frozenset[int], list[Offering]]] = {}
     for o in index.offerings:
         if o.reservation is not None:
             continue
-        sk = shape_key(o)
-        for mode in sorted({g.mode for g in groups}):
-            fits = frozenset(
-                i for i, g in enumerate(groups) if g.mode == mode and o in allowed[i].get(sk, frozenset())
-            )
-            if not fits:
+        for mode in modes:
+            found = fits_of.get((o, mode))
+            if not found:
                 continue
+            fits = frozenset(found)
             alloc = index.allocatable(o)
             same = (alloc, o.price, device_shape(o), o.gpu_count, o.vcpu, mode, fits)
             alike.setdefault(same, (alloc, mode, fits, []))[3].append(o)
@@ -189,27 +192,32 @@ def need(share: GpuShare, devices: tuple[int, int, float]) -> int | None:
 
 
 def _undominated(types: list[NodeType], limits: Limits) -> list[NodeType]:
-    """Drop a type when another of its mode is no dearer, holds at least as much of everything, takes every
-    pod group it takes and counts no more against the limits (the first in price order wins a tie)."""
-    ordered = sorted(types, key=lambda t: price_order(t.offering))
-    kept: list[NodeType] = []
-    for t in ordered:
-        if not any(_dominates(k, t, limits) for k in kept):
-            kept.append(t)
-    return kept
+    """Drop a type when another of its mode is no dearer, holds at least as much of everything on the same
+    GPU devices, takes every pod group it takes and counts no more against the limits (the first in price
+    order wins a tie)."""
+    names = sorted({r for t in types for r in t.alloc})
+    kept: list[tuple[NodeType, tuple[int, ...], tuple[int, int, float]]] = []
+    for t in sorted(types, key=lambda t: price_order(t.offering)):
+        mine = (t, tuple(t.alloc.get(n) for n in names), device_shape(t.offering))
+        if not any(_dominates(k, mine, limits) for k in kept):
+            kept.append(mine)
+    return [k[0] for k in kept]
 
 
-def _dominates(a: NodeType, b: NodeType, limits: Limits) -> bool:
-    if a.mode != b.mode or a.price > b.price or not b.groups <= a.groups:
-        return False
-    if any(a.alloc.get(r) < v for r, v in b.alloc.items()):
-        return False
-    if device_shape(a.offering) != device_shape(b.offering):
+def _dominates(
+    a: tuple[NodeType, tuple[int, ...], tuple[int, int, float]],
+    b: tuple[NodeType, tuple[int, ...], tuple[int, int, float]],
+    limits: Limits,
+) -> bool:
+    ta, tb = a[0], b[0]
+    if ta.mode != tb.mode or ta.price > tb.price or a[2] != b[2] or not tb.groups <= ta.groups:
         return False  # shares pack per device: another device size is not simply more room
-    oa, ob = a.offering, b.offering
+    oa, ob = ta.offering, tb.offering
     if limits.gpus is not None and oa.gpu_count > ob.gpu_count:
         return False
-    return limits.cpu_milli is None or oa.vcpu <= ob.vcpu
+    if limits.cpu_milli is not None and oa.vcpu > ob.vcpu:
+        return False
+    return all(x >= y for x, y in zip(a[1], b[1], strict=True))
 
 
 def verify(p: Problem, s: Solution) -> str:
