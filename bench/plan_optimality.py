@@ -366,8 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(shown, indent=2))
     if not args.no_write:
         summary["commit"] = commit()
-        args.out.write_text(json.dumps(summary, indent=1) + "\n")
+        args.out.write_text(dumps(summary) + "\n")
     return 0
+
+
+def dumps(summary: dict[str, Any]) -> str:
+    """The result as JSON, its per-snapshot rows one a line."""
+    head = json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2)
+    rows = ",\n".join("    " + json.dumps(r) for r in summary["rows"])
+    return f'{head[:-2]},\n  "rows": [\n{rows}\n  ]\n}}'
 
 
 def _solver_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
