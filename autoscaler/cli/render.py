@@ -62,6 +62,7 @@ def _why_json(why: LaunchWhy) -> dict[str, Any]:
         "leftOutAboveCap": why.left_out.key if why.left_out is not None else None,
         "gpusUsed": why.gpus_used,
         "idleGpus": why.idle_gpus,
+        "exactPlanSavingPerHour": why.exact_saving or None,
     }
 
 
@@ -254,6 +255,11 @@ def why_lines(launches: Sequence[Launch]) -> list[str]:
         nodes = f"{count(len(group), 'node')} " if len(group) > 1 else ""
         out.append(f"{nodes}{_priced(la.offering)} for {_pods(pods, 3)}")
         out.append(f"  mode: {_mode(la.mode, [len(g.pods) for g in group])}, because {why.mode_reason}")
+        if why.exact_saving:
+            out.append(
+                f"  exact plan: these launches cost ${why.exact_saving:.4f}/h less than the heuristic's"
+                " for the same pods (exactPlanMaxPods)"
+            )
         if why.compared:
             listed = "; ".join(
                 f"{c.offering.instance_type} {c.offering.capacity_type} "

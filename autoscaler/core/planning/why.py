@@ -93,6 +93,9 @@ class LaunchWhy:
     gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
     idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
     smaller: str = ""  # then, why no smaller node was taken
+    # Set on every node of an exact plan (exactPlanMaxPods): the $/h it saves over the heuristic's nodes for
+    # the same pods, which it replaced.
+    exact_saving: float = 0.0
 
     @property
     def ruled_out(self) -> tuple[RuledOut, ...]:
