@@ -17,7 +17,8 @@ from autoscaler.config.options import ConfigError
 from autoscaler.sim.baselines import planner_for
 from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation
-from autoscaler.sim.lower_bound import lower_bound
+from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY
+from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record
 from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
@@ -28,6 +29,8 @@ TRACE_FRAME = "trace"
 # After the last pod of a trace window is submitted, the run goes on this long for it to be served.
 TRACE_TAIL = 3600.0
 EXIT_NOTHING_RAN = 1
+# What the simulated cloud takes from a launch to a node that runs pods (with its GPUs, for GPU pods).
+BOOT = Boot(LAUNCH_DELAY + REGISTRATION_DELAY, LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY)
 
 
 @dataclass(slots=True)
@@ -165,7 +168,9 @@ def _simulate(
     offerings = [o for o in sim.provider.offerings() if o.reservation is None]
     vcpus = {o.instance_type: o.vcpu for o in offerings}
     lb = (
-        lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages)
+        lower_bound(
+            [*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages, BOOT
+        )
         if bound
         else None
     )
