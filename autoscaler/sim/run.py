@@ -15,9 +15,9 @@ from typing import Any
 from autoscaler.config.layers import Layers, read_layers
 from autoscaler.config.options import ConfigError
 from autoscaler.sim.baselines import planner_for
-from autoscaler.sim.configuration import build_config
+from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY, build_config
+from autoscaler.sim.cost_causes import causes
 from autoscaler.sim.engine import Simulation
-from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY
 from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record
 from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
@@ -168,15 +168,13 @@ def _simulate(
     offerings = [o for o in sim.provider.offerings() if o.reservation is None]
     vcpus = {o.instance_type: o.vcpu for o in offerings}
     lb = (
-        lower_bound(
-            [*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages, BOOT
-        )
+        lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages, BOOT)
         if bound
         else None
     )
-    doc = summary(
-        record, vcpus, lower_bound=lb, reservations=reservation_fee(scenario, offerings, record.end)
-    )
+    fee = reservation_fee(scenario, offerings, record.end)
+    above = causes(record, offerings, config, lb, reservations=fee, boot=BOOT) if lb else None
+    doc = summary(record, vcpus, lower_bound=lb, reservations=fee, causes=above)
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)
 
