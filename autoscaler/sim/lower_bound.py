@@ -18,8 +18,10 @@ Needs scipy (the ``bench`` environment has it); without it there is no bound.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,7 @@ from autoscaler.sim.scenario import Outage
 SAMPLES = 200
 # Slices of time whose least demand gets an integer program, and how long one may take.
 WINDOWS = 200
-MILP_SECONDS = 2.0
+MILP_SECONDS = 0.5
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
 GPU = RESOURCES.index("nvidia.com/gpu")
 Class = tuple[Constraints, Resources, tuple[Outage, ...]]  # what a run asked for, and what was out then
@@ -213,16 +215,17 @@ class Columns:
 
         nx, nr = len(self.offers), len(RESOURCES)
         a_ub, a_eq, b_eq, ny = self._matrices(demand)
-        res = milp(
-            np.concatenate([self.price, np.zeros(ny)]),
-            constraints=[
-                LinearConstraint(a_ub, -np.inf, np.zeros(nx * nr)),
-                LinearConstraint(a_eq, b_eq, b_eq),
-            ],
-            integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
-            bounds=Bounds(0, np.inf),
-            options={"time_limit": MILP_SECONDS},
-        )
+        with _quiet():
+            res = milp(
+                np.concatenate([self.price, np.zeros(ny)]),
+                constraints=[
+                    LinearConstraint(a_ub, -np.inf, np.zeros(nx * nr)),
+                    LinearConstraint(a_eq, b_eq, b_eq),
+                ],
+                integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
+                bounds=Bounds(0, np.inf),
+                options={"time_limit": MILP_SECONDS},
+            )
         bound = getattr(res, "mip_dual_bound", None)
         if bound is None or not np.isfinite(bound):
             return None
@@ -241,6 +244,24 @@ class Columns:
         # A class with nowhere to go is left out, which only lowers the bound.
         worth[~np.isfinite(worth)] = 0.0
         return worth
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Standard error closed to the solver: HiGHS's MIP solver writes debugging lines to it itself (file
+    descriptor 2, past Python), which would bury the timeline."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def moment_bound(demand: Mapping[tuple[Constraints, Resources], int], index: OfferingIndex) -> float | None:

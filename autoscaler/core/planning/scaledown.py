@@ -10,6 +10,10 @@ a cluster limit keeps pending pods out, no node is replaced: the budget it frees
 A node whose pods all started within ``replaceYoungPodsWithin`` is replaced, however busy, when new nodes cost
 at least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
 bought for bigger pods (the scheduler binds a new pod to any idle node that fits) for their whole run.
+
+An empty node waits ``nodeUnneededDuration`` only while a pod that waits could use it (held back by its KAI
+queue, a member of a gang not yet whole, any pending pod the node would hold); otherwise ``unneededWithoutDemand``
+(shorter): what it is kept for then is a pod nobody has asked for yet.
 """
 
 from __future__ import annotations
@@ -66,6 +70,23 @@ def _young_replaceable(
         return False
     blocker, _, _ = cheaper(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
     return not blocker
+
+
+def _waiting(snapshot: Snapshot) -> list[Pod]:
+    """Pods that wait for a place (whether or not they count as demand now)."""
+    return [p for p in snapshot.pods if p.pending and not p.daemonset and not p.mirror]
+
+
+def _wanted(node: Node, waiting: Sequence[Pod]) -> bool:
+    """Whether a waiting pod could use ``node`` by its requests: GPU pods (whole GPUs or a share) a node with
+    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them)."""
+    alloc = node.allocatable
+    for p in waiting:
+        if bool(p.requests.gpus or p.gpu_share is not None) != bool(alloc.gpus):
+            continue
+        if p.requests.fits_in(alloc):
+            return True
+    return False
 
 
 def scale_down(
@@ -146,6 +167,8 @@ def scale_down(
     targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
+    waiting = _waiting(snapshot) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
+    wake: list[float] = []
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)
         if since is None:
@@ -174,12 +197,16 @@ def scale_down(
             continue
         seen[node.name] = since
         waited = now - since
-        if waited < cfg.node_unneeded_duration:
+        wait = cfg.node_unneeded_duration
+        if waiting is not None and not kept and not _wanted(node, waiting):
+            wait = cfg.unneeded_without_demand
+            wake.append(since + wait)
+        if waited < wait:
             blocked.append(
                 _blocked(
                     node,
                     Hold.UNNEEDED_TOO_SHORT,
-                    f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
+                    f"unneeded for {format_duration(waited)} of {format_duration(wait)}",
                 )
             )
             continue
@@ -215,7 +242,8 @@ def scale_down(
             )
         )
     blocked.sort(key=lambda b: b.node)
-    return RemovalPlan(tuple(removals), tuple(blocked), seen)
+    future = [t for t in wake if t > now]
+    return RemovalPlan(tuple(removals), tuple(blocked), seen, min(future, default=None))
 
 
 def _blocked(node: Node, kind: Hold, detail: str) -> Blocked:
