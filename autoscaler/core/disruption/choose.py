@@ -251,6 +251,7 @@ def disrupt(
         total=total,
         contended=contended,
         held=held,
+        move_shares=True,
     )
     for b in consolidation.blocked:
         if b.node not in chosen:
