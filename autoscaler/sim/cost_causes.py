@@ -30,6 +30,7 @@ from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.sim.lower_bound import GPU, Boot, Class, Columns
 from autoscaler.sim.pods import SimPod
 from autoscaler.sim.record import Record
+from autoscaler.sim.scenario import Outage
 
 __all__ = ["CAUSES", "causes"]
 
@@ -88,9 +89,11 @@ def causes(
     *,
     reservations: float = 0.0,
     boot: Boot,
+    outages: Sequence[Outage] = (),
 ) -> dict[str, float]:
     """USD of each cause in :data:`CAUSES` for the run ``rec``; they add up to its cost (instances plus the
-    ``reservations`` fee) less ``bound["cost"]``. Empty when the bound has no cost."""
+    ``reservations`` fee) less ``bound["cost"]``. Empty when the bound has no cost. As in the bound, a pod
+    that started during a capacity outage could not have had the offerings it took away."""
     if not bound.get("cost"):
         return {}
     runs = [sp for sp in (*rec.pods, *rec.cut_runs) if sp.started is not None and sp.pod.node_name]
@@ -98,8 +101,10 @@ def causes(
     class_of: dict[Class, int] = {}
     run_class: list[tuple[SimPod, int]] = []
     for sp in runs:
+        assert sp.started is not None
         try:
-            asked: Class = (pod_constraints(sp.pod, config), sp.pod.requests, ())
+            active = tuple(o for o in outages if o.at <= sp.started < o.until)
+            asked: Class = (pod_constraints(sp.pod, config), sp.pod.requests, active)
         except AnnotationError:
             continue
         run_class.append((sp, class_of.setdefault(asked, len(class_of))))

@@ -173,7 +173,11 @@ def _simulate(
         else None
     )
     fee = reservation_fee(scenario, offerings, record.end)
-    above = causes(record, offerings, config, lb, reservations=fee, boot=BOOT) if lb else None
+    above = (
+        causes(record, offerings, config, lb, reservations=fee, boot=BOOT, outages=scenario.outages)
+        if lb
+        else None
+    )
     doc = summary(record, vcpus, lower_bound=lb, reservations=fee, causes=above)
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)

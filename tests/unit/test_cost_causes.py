@@ -13,7 +13,7 @@ from autoscaler.sim.cost_causes import causes
 from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record, cost_so_far
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
-from autoscaler.sim.scenario import parse_scenario
+from autoscaler.sim.scenario import Outage, parse_scenario
 from tests.builders import pod, snapshot
 
 if TYPE_CHECKING:
@@ -178,3 +178,18 @@ def test_a_node_that_never_held_a_pod_is_empty_before_use(world: tuple[Config, l
     found, _ = run.causes(config, 3735.0)
     assert found["emptyBeforeUse"] == pytest.approx(0.526 * 600 / 3600, abs=1e-4)
     assert found["boot"] == pytest.approx(0.526 * 135 / 3600, abs=1e-4)  # its boot is not the bound's
+
+
+def test_a_bigger_node_bought_while_the_right_one_was_out_is_not_oversized(
+    world: tuple[Config, list[Offering]],
+) -> None:
+    config, offerings = world
+    run = _Run(offerings)
+    node = run.node("g4dn.2xlarge", 0.0, 3735.0)
+    run.pod(node, 135.0, 3735.0, **GPU_POD)
+    outage = Outage(at=0.0, until=600.0, instance_type="g4dn.xlarge")
+    run.rec.end = 3735.0
+    bound = lower_bound(run.rec.pods, offerings, config, 3735.0, [outage], BOOT)
+    found = causes(run.rec, offerings, config, bound, boot=BOOT, outages=[outage])
+    assert found["oversized"] == pytest.approx(0.0, abs=1e-4)
+    assert sum(found.values()) == pytest.approx(cost_so_far(run.rec, 3735.0) - bound["cost"], abs=1e-3)
