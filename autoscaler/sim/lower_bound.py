@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,9 +151,12 @@ class Columns:
             out[j] = bool(hit) and all(any(x.zone in (None, "", z) for x in hit) for z in self.zones[j])
         return out
 
-    def _matrices(self, demand: dict[int, int]) -> tuple[Any, Any, list[float], int]:
+    def _matrices(self, demand: dict[int, int], slots: bool = False) -> tuple[Any, Any, list[float], int]:
         """The LP's constraints for ``demand`` {class: pods}: capacity rows (``A_ub x <= 0``), one row per class
-        (``A_eq x = pods``), and the number of placement columns; node columns come first."""
+        (``A_eq x = pods``), and the number of placement columns; node columns come first. With ``slots``, a
+        row more per placement column: no more pods of a class on a type's nodes than one node holds of them
+        alone, times the nodes (true of every real packing: a pod is never split across nodes)."""
+        import numpy as np
         from scipy.sparse import coo_matrix
 
         nx, nr = len(self.offers), len(RESOURCES)
@@ -173,7 +177,20 @@ class Columns:
                 rows.append(j * nr + r)
                 cols.append(j)
                 vals.append(-self.alloc[j, r])
-        a_ub = coo_matrix((vals, (rows, cols)), shape=(nx * nr, nx + len(y))).tocsr()
+        height = nx * nr
+        if slots:
+            for v, (ci, j) in enumerate(y):
+                need = self.req[ci].copy()
+                need[GPU] += self.share[ci, j]
+                used = need > 1e-12
+                fits = np.floor(np.min(self.alloc[j, used] / need[used]) + 1e-9) if used.any() else np.inf
+                if not np.isfinite(fits):
+                    continue
+                rows += [height, height]
+                cols += [nx + v, j]
+                vals += [1.0, -float(max(fits, 1.0))]
+                height += 1
+        a_ub = coo_matrix((vals, (rows, cols)), shape=(height, nx + len(y))).tocsr()
         pos = {ci: i for i, ci in enumerate(classes)}
         a_eq = coo_matrix(
             ([1.0] * len(y), ([pos[ci] for ci, _ in y], [nx + v for v in range(len(y))])),
@@ -213,13 +230,13 @@ class Columns:
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
 
-        nx, nr = len(self.offers), len(RESOURCES)
-        a_ub, a_eq, b_eq, ny = self._matrices(demand)
+        nx = len(self.offers)
+        a_ub, a_eq, b_eq, ny = self._matrices(demand, slots=True)
         with _quiet():
             res = milp(
                 np.concatenate([self.price, np.zeros(ny)]),
                 constraints=[
-                    LinearConstraint(a_ub, -np.inf, np.zeros(nx * nr)),
+                    LinearConstraint(a_ub, -np.inf, np.zeros(a_ub.shape[0])),
                     LinearConstraint(a_eq, b_eq, b_eq),
                 ],
                 integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
@@ -248,20 +265,24 @@ class Columns:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Standard error closed to the solver: HiGHS's MIP solver writes debugging lines to it itself (file
-    descriptor 2, past Python), which would bury the timeline."""
+    """Standard output and error closed to the solver: HiGHS's MIP solver writes debugging lines itself (file
+    descriptors 1 and 2, past Python), which would bury the timeline."""
     try:
-        saved = os.dup(2)
+        saved = [os.dup(1), os.dup(2)]
     except OSError:
         yield
         return
     try:
         with open(os.devnull, "w") as null:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(null.fileno(), 1)
             os.dup2(null.fileno(), 2)
             yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in enumerate(saved, start=1):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def moment_bound(demand: Mapping[tuple[Constraints, Resources], int], index: OfferingIndex) -> float | None:

@@ -184,6 +184,22 @@ def test_three_half_gpu_pods_need_two_gpus_of_whole_nodes(world: tuple[Config, l
     assert bound["cost"] == pytest.approx(2 * 0.526, rel=1e-4)  # two g4dn.xlarge: no 1.5-GPU node exists
 
 
+def test_a_memory_share_needs_its_memory_over_the_gpus(world: tuple[Config, list[Offering]]) -> None:
+    config, offerings = world
+    t4 = next(o for o in offerings if o.instance_type == "g4dn.xlarge")
+    half = {"gpu-memory": str(t4.gpu_memory_mib // 2)}
+    bound = lower_bound(_share_runs(2, half), offerings, config, end=3600.0)
+    assert bound["cost"] == pytest.approx(0.526)
+
+
+def test_a_share_on_a_partial_gpu_size_needs_its_part_of_a_whole_gpu_over_the_part_the_size_is() -> None:
+    eighth_l4 = offering("g6f.large", 2, 8, 0.202, gpus=1, gpu_model="L4", gpu_memory_gib=3, fraction=0.125)
+    assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.1), eighth_l4) == pytest.approx(0.8)
+    assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.25), eighth_l4) is None
+    two = GpuShare(ShareSource.FRACTION, "main", devices=2, portion=0.1)
+    assert share_need(two, eighth_l4) is None  # one device only
+
+
 def test_the_whole_node_bound_of_a_slice_holds_only_where_demand_is_at_least_its_least(
     world: tuple[Config, list[Offering]],
 ) -> None:
@@ -216,3 +232,13 @@ def test_capacity_is_up_a_boot_time_before_the_demand_it_holds_but_serves_moment
     falling = lookahead_cost(times, np.array([3.0, 1.0]), 60.0)
     assert falling == pytest.approx((160 * 3 + 100 * 1) / 3600)  # the first run's capacity from -60 s
     assert lookahead_cost(times, np.array([3.0, 1.0]), 0.0) == pytest.approx(400 / 3600)
+
+
+def test_pods_that_only_fit_one_to_a_node_are_never_packed_two_to_a_node_in_whole_nodes(
+    world: tuple[Config, list[Offering]],
+) -> None:
+    config, offerings = world
+    # Three pods of 0.6 of a GPU: 1.8 GPUs in all, but no T4 holds two of them, so three g4dn.xlarge.
+    bound = lower_bound(_share_runs(3, {"gpu-fraction": "0.6"}), offerings, config, end=3600.0)
+    assert bound["fractional"] == pytest.approx(1.8 * 0.526, rel=1e-6)
+    assert bound["cost"] == pytest.approx(3 * 0.526, rel=1e-4)
