@@ -9,14 +9,16 @@ import pytest
 from autoscaler.core.model import CapacityType, InstanceState
 from autoscaler.core.offering import Instance
 from autoscaler.sim.configuration import build_config
-from autoscaler.sim.cost_causes import causes
+from autoscaler.sim.cost_causes import CAUSES, causes
 from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record, cost_so_far
-from autoscaler.sim.run import DEFAULT_CATALOG, _provider
-from autoscaler.sim.scenario import Outage, parse_scenario
+from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
+from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import pod, snapshot
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from autoscaler.config.options import Config
     from autoscaler.core.offering import Offering
 
@@ -193,3 +195,15 @@ def test_a_bigger_node_bought_while_the_right_one_was_out_is_not_oversized(
     found = causes(run.rec, offerings, config, bound, boot=BOOT, outages=[outage])
     assert found["oversized"] == pytest.approx(0.0, abs=1e-4)
     assert sum(found.values()) == pytest.approx(cost_so_far(run.rec, 3735.0) - bound["cost"], abs=1e-3)
+
+
+def test_a_simulated_days_report_says_where_the_cost_above_its_bound_went(tmp_path: Path) -> None:
+    doc = simulate(load_scenario("kai-day"), report_dir=str(tmp_path)).summary
+    above = doc["costAboveBound"]
+    assert set(above) == set(CAUSES)
+    assert sum(above.values()) == pytest.approx(doc["cost"]["total"] - doc["lowerBound"]["cost"], abs=0.01)
+    bound = doc["lowerBound"]
+    assert bound["cost"] == pytest.approx(bound["fractional"] + bound["wholeNodes"] + bound["boot"], abs=1e-3)
+    report = (tmp_path / "report.md").read_text()
+    assert f"Cost above the bound: ${doc['cost']['total'] - bound['cost']:.2f}." in report
+    assert f"| {CAUSES['oversized']} | {above['oversized']:.2f} |" in report
