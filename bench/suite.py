@@ -54,6 +54,10 @@ def scenarios() -> list[tuple[str, Prepared]]:
     return out
 
 
+def pending_p50(doc: dict[str, Any]) -> float:
+    return max((v["p50"] for v in doc["pendingSeconds"].values()), default=0.0)
+
+
 def pending_p95(doc: dict[str, Any]) -> float:
     return max((v["p95"] for v in doc["pendingSeconds"].values()), default=0.0)
 
@@ -74,7 +78,38 @@ def row(path: Path) -> tuple[Any, ...]:
         doc["wallSeconds"],
         doc.get("commit", "unrecorded"),
         doc["cost"].get("withoutReservations"),
+        pending_p50(doc),
     )
+
+
+def causes_table(paths: list[Path]) -> list[str]:
+    """The lower bound's parts and the cost above it by cause (USD), one row per recorded run that has them."""
+    from autoscaler.sim.cost_causes import CAUSES
+
+    out = [
+        "",
+        "## Where the cost above the lower bound went",
+        "",
+        "USD. The bound is fractional nodes + whole nodes + boot (docs/simulation-costs.md); the causes add up to",
+        "the cost less the bound.",
+        "",
+        "| scenario | policy | cost | bound | fractional | whole nodes | boot in bound | "
+        + " | ".join(CAUSES)
+        + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(CAUSES),
+    ]
+    for path in paths:
+        doc = json.loads(path.read_text())
+        lb, above = doc.get("lowerBound") or {}, doc.get("costAboveBound")
+        if not above or lb.get("cost") is None:
+            continue
+        cells = [f"{above.get(k, 0.0):.2f}" for k in CAUSES]
+        out.append(
+            f"| {path.stem.split('--')[0]} | {doc['policy']} | {doc['cost']['total']:.2f} | {lb['cost']:.2f}"
+            f" | {lb.get('fractional', 0.0):.2f} | {lb.get('wholeNodes', 0.0):.2f} | {lb.get('boot', 0.0):.2f}"
+            f" | {' | '.join(cells)} |"
+        )
+    return out
 
 
 def main() -> int:
@@ -113,23 +148,29 @@ def main() -> int:
         "",
         "Produced by `make bench` (`bench/suite.py`, `bench/plan_scale.py`, `bench/scaleup_latency.py`,",
         "`bench/reconcile_scale.py`; `bench/chaos.py` for the 1,000-seed chaos run) on a 2-core machine.",
-        "Costs are USD of list prices over the scenario. The lower bound is the LP relaxation of the cheapest",
-        "capacity holding the pods that ran (runs cut short by a spot interruption included; a run started during a",
-        "capacity outage cannot use what the outage took), integrated between every pod start and end with the",
-        "LP's duals: no policy can pay less. With reservations (kai-day-reserved, kai-day-block) the cost includes",
+        "Costs are USD of list prices over the scenario. The lower bound is the cheapest capacity holding the pods",
+        "that ran (runs cut short by a spot interruption included; a run started during a capacity outage cannot use",
+        "what the outage took), in whole nodes, up a boot time before the pods it holds (docs/simulation-costs.md):",
+        "no policy can pay less. Runs recorded before it was tightened divide by the LP relaxation alone (the",
+        "fractional bound). With reservations (kai-day-reserved, kai-day-block) the cost includes",
         "what they cost, used or not (their instances at the on-demand price for as long as they last); the bound",
         "prices only what can be bought, and the same scenario run without them gives the cost without them.",
         "",
         "| scenario | policy | cost | cost without reservations | cost / lower bound | GPU-hours idle"
-        " | pending p95 (s) | over-limit launches | GPU limit violations | pods never served | wall (s) | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " | pending p50 (s) | pending p95 (s) | over-limit launches | GPU limit violations | pods never served"
+        " | wall (s) | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         without = "-" if r[11] is None else f"{r[11]:.2f}"
         lines.append(
-            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]}"
-            f" | {r[9]} | {r[10]} |"
+            f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[12]} | {r[5]} | {r[6]} | {r[7]}"
+            f" | {r[8]} | {r[9]} | {r[10]} |"
         )
+    lines += causes_table(sorted(RESULTS.glob("*--*.json")))
+    changes = RESULTS / "policy-changes.md"
+    if changes.exists():  # written by hand from measured runs: what each policy change saved, per scenario
+        lines += ["", changes.read_text().strip()]
     for extra in (
         "plan_scale",
         "plan_scale_fractional",

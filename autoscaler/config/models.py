@@ -68,6 +68,13 @@ _DNS_LABEL = "a DNS label (lowercase letters, digits and '-')"
 class ScaleDownModel(Section):
     enabled: Flag = Field(description="Whether tidal removes nodes at all.")
     node_unneeded_duration: Wait = Field(description="How long a node must be unneeded before it is removed.")
+    unneeded_without_demand: Wait = Field(
+        description=(
+            "An empty node that no waiting pod could use (none held back by its KAI queue, none of a gang "
+            "not yet whole, that would fit it) is removed after this, not nodeUnneededDuration: only pods "
+            "that arrive later would have used it. Equal to nodeUnneededDuration turns this off."
+        )
+    )
     utilization_threshold_bin_packing: Share = Field(
         description="A bin-packing node below this share (0 to 1) of requested cpu and memory is drained and removed."
     )

@@ -65,6 +65,7 @@ class ScaleDownConfig:
 
     enabled: bool
     node_unneeded_duration: float
+    unneeded_without_demand: float
     utilization_threshold_bin_packing: float
     utilization_threshold_bin_selection: float
     max_parallel_drains: int

@@ -106,6 +106,12 @@ def _prepare(
                 replace_savings=1.0,
             ),
         )
+    # Karpenter's consolidateAfter and cluster-autoscaler's scale-down-unneeded-time are one wait for every
+    # node: tidal's shorter wait for empty nodes nobody waits for is not theirs.
+    blind = replace(
+        blind,
+        scale_down=replace(blind.scale_down, unneeded_without_demand=blind.scale_down.node_unneeded_duration),
+    )
     return _Prepared(
         config,
         blind,

@@ -18,8 +18,12 @@ Needs scipy (the ``bench`` environment has it); without it there is no bound.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.config.options import Config
@@ -32,9 +36,23 @@ from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.scenario import Outage
 
 SAMPLES = 200
+# Slices of time whose least demand gets an integer program, and how long one may take.
+WINDOWS = 200
+MILP_SECONDS = 0.5
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
 GPU = RESOURCES.index("nvidia.com/gpu")
 Class = tuple[Constraints, Resources, tuple[Outage, ...]]  # what a run asked for, and what was out then
+
+
+@dataclass(frozen=True, slots=True)
+class Boot:
+    """Seconds from a launch to a node that runs pods: CPU-only pods, and pods that need its GPUs."""
+
+    cpu: float = 0.0
+    gpu: float = 0.0
+
+
+NO_BOOT = Boot()
 
 
 def share_need(share: GpuShare, o: Offering) -> float | None:
@@ -53,7 +71,7 @@ def share_need(share: GpuShare, o: Offering) -> float | None:
     return part * share.devices if part <= 1 + 1e-9 else None
 
 
-class _Columns:
+class Columns:
     """The LP's node columns (cheapest zone of each instance type and capacity type) and who may use them."""
 
     def __init__(self, index: OfferingIndex, classes: Sequence[Class]):
@@ -133,10 +151,12 @@ class _Columns:
             out[j] = bool(hit) and all(any(x.zone in (None, "", z) for x in hit) for z in self.zones[j])
         return out
 
-    def solve(self, demand: dict[int, int]) -> Any:
-        """The node resource prices ``mu`` (offerings x resources) of the LP for ``demand`` {class: pods}."""
+    def _matrices(self, demand: dict[int, int], slots: bool = False) -> tuple[Any, Any, list[float], int]:
+        """The LP's constraints for ``demand`` {class: pods}: capacity rows (``A_ub x <= 0``), one row per class
+        (``A_eq x = pods``), and the number of placement columns; node columns come first. With ``slots``, a
+        row more per placement column: no more pods of a class on a type's nodes than one node holds of them
+        alone, times the nodes (true of every real packing: a pod is never split across nodes)."""
         import numpy as np
-        from scipy.optimize import linprog
         from scipy.sparse import coo_matrix
 
         nx, nr = len(self.offers), len(RESOURCES)
@@ -157,18 +177,40 @@ class _Columns:
                 rows.append(j * nr + r)
                 cols.append(j)
                 vals.append(-self.alloc[j, r])
-        a_ub = coo_matrix((vals, (rows, cols)), shape=(nx * nr, nx + len(y))).tocsr()
+        height = nx * nr
+        if slots:
+            for v, (ci, j) in enumerate(y):
+                need = self.req[ci].copy()
+                need[GPU] += self.share[ci, j]
+                used = need > 1e-12
+                fits = np.floor(np.min(self.alloc[j, used] / need[used]) + 1e-9) if used.any() else np.inf
+                if not np.isfinite(fits):
+                    continue
+                rows += [height, height]
+                cols += [nx + v, j]
+                vals += [1.0, -float(max(fits, 1.0))]
+                height += 1
+        a_ub = coo_matrix((vals, (rows, cols)), shape=(height, nx + len(y))).tocsr()
         pos = {ci: i for i, ci in enumerate(classes)}
         a_eq = coo_matrix(
             ([1.0] * len(y), ([pos[ci] for ci, _ in y], [nx + v for v in range(len(y))])),
             shape=(len(classes), nx + len(y)),
         ).tocsr()
+        return a_ub, a_eq, [float(demand[ci]) for ci in classes], len(y)
+
+    def solve(self, demand: dict[int, int]) -> Any:
+        """The node resource prices ``mu`` (offerings x resources) of the LP for ``demand`` {class: pods}."""
+        import numpy as np
+        from scipy.optimize import linprog
+
+        nx, nr = len(self.offers), len(RESOURCES)
+        a_ub, a_eq, b_eq, ny = self._matrices(demand)
         res = linprog(
-            np.concatenate([self.price, np.zeros(len(y))]),
+            np.concatenate([self.price, np.zeros(ny)]),
             A_ub=a_ub,
             b_ub=np.zeros(nx * nr),
             A_eq=a_eq,
-            b_eq=[float(demand[ci]) for ci in classes],
+            b_eq=b_eq,
             bounds=(0, None),
             method="highs",
         )
@@ -179,6 +221,32 @@ class _Columns:
         worth = (self.alloc * mu).sum(axis=1)
         over = np.max(np.where(self.price > 0, worth / np.maximum(self.price, 1e-12), 0.0), initial=0.0)
         return mu / over if over > 1.0 else mu
+
+    def solve_whole(self, demand: dict[int, int]) -> float | None:
+        """A lower bound (USD/hour) on whole nodes holding ``demand`` {class: pods}: the same program with
+        node counts integer, pods still free to spread over the nodes of one type. The solver's own bound
+        (never its best answer, which may sit within its gap above the optimum) after at most
+        ``MILP_SECONDS``; None when it has none."""
+        import numpy as np
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        nx = len(self.offers)
+        a_ub, a_eq, b_eq, ny = self._matrices(demand, slots=True)
+        with _quiet():
+            res = milp(
+                np.concatenate([self.price, np.zeros(ny)]),
+                constraints=[
+                    LinearConstraint(a_ub, -np.inf, np.zeros(a_ub.shape[0])),
+                    LinearConstraint(a_eq, b_eq, b_eq),
+                ],
+                integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
+                bounds=Bounds(0, np.inf),
+                options={"time_limit": MILP_SECONDS},
+            )
+        bound = getattr(res, "mip_dual_bound", None)
+        if bound is None or not np.isfinite(bound):
+            return None
+        return max(0.0, float(bound))
 
     def pod_worth(self, mu: Any) -> Any:
         """What one pod of each class is worth under node resource prices ``mu``: its cheapest eligible slot."""
@@ -195,11 +263,33 @@ class _Columns:
         return worth
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Standard output and error closed to the solver: HiGHS's MIP solver writes debugging lines itself (file
+    descriptors 1 and 2, past Python), which would bury the timeline."""
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(null.fileno(), 1)
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        for fd, copy in enumerate(saved, start=1):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
 def moment_bound(demand: Mapping[tuple[Constraints, Resources], int], index: OfferingIndex) -> float | None:
     """The LP bound in USD/hour for one moment's demand, ``{(constraints, requests): pods}``, over
     ``index``'s offerings; None when the LP has no solution. Pods no offering can hold are left out."""
     classes: list[Class] = [(c, req, ()) for c, req in demand]
-    columns = _Columns(index, classes)
+    columns = Columns(index, classes)
     counts = {ci: n for ci, n in enumerate(demand.values()) if n > 0 and columns.eligible[ci]}
     if not counts:
         return 0.0
@@ -216,14 +306,17 @@ def lower_bound(
     config: Config,
     end: float,
     outages: Sequence[Outage] = (),
+    boot: Boot = NO_BOOT,
 ) -> dict[str, Any]:
-    """``{"cost": USD or None, "samples": n, ...}``: the LP bound integrated over [0, end); a run that
-    started during a capacity outage cannot have used the offerings it took away."""
+    """``{"cost": USD or None, "fractional": USD, "wholeNodes": USD, "boot": USD, ...}``: the bound integrated
+    over [0, end) with whole nodes and, with ``boot`` (seconds from launch to a node that runs pods: CPU-only
+    pods, pods needing GPUs), the capacity every run needs that long before it starts. A run that started
+    during a capacity outage cannot have used the offerings it took away."""
     try:
         import scipy  # noqa: F401
     except ImportError:
         return {"cost": None, "why": "scipy is not installed (pip install 'tidal-autoscaler[dev]')"}
-    doc, _ = bound_rates(pods, offerings, config, end, outages)
+    doc, _ = bound_rates(pods, offerings, config, end, outages, boot)
     return doc
 
 
@@ -233,8 +326,10 @@ def bound_rates(
     config: Config,
     end: float,
     outages: Sequence[Outage] = (),
+    boot: Boot = NO_BOOT,
 ) -> tuple[dict[str, Any], Any]:
-    """The bound's summary and its rate (USD/hour) over time: an array of (start, end, rate) rows."""
+    """The bound's summary and its rate (USD/hour) over time: an array of (start, end, fractional rate, whole
+    nodes rate) rows between consecutive pod starts and ends (the boot lookahead is in the summary only)."""
     import numpy as np
 
     index = OfferingIndex(offerings, config)
@@ -254,9 +349,9 @@ def bound_rates(
         key = (constraints, sp.pod.requests, active)
         spans.append((sp.started, min(stop, end), class_of.setdefault(key, len(class_of))))
     if not spans:
-        return {"cost": 0.0, "samples": 0, "intervals": 0}, np.zeros((0, 3))
+        return {"cost": 0.0, "samples": 0, "intervals": 0}, np.zeros((0, 4))
     classes = sorted(class_of, key=class_of.__getitem__)
-    columns = _Columns(index, classes)
+    columns = Columns(index, classes)
     placeable = [ci for ci in range(len(classes)) if columns.eligible[ci]]
     unbounded = sum(1 for _, _, ci in spans if not columns.eligible[ci])
 
@@ -292,13 +387,83 @@ def bound_rates(
             continue
         worths.append(columns.pod_worth(mu))
     if not worths:
-        return {"cost": None, "why": "no sampled LP had a solution"}, np.zeros((0, 3))
+        return {"cost": None, "why": "no sampled LP had a solution"}, np.zeros((0, 4))
     rate = (demand @ np.array(worths).T).max(axis=1)  # USD/hour in each interval
+    whole = np.maximum(rate, _whole_nodes(columns, demand, times, placeable))
+    cpu_only = any(columns.nominal_gpus[ci] == 0 for ci in placeable)
+    ahead = boot.cpu if cpu_only else boot.gpu
+    fractional = float(rate @ seconds) / 3600
+    integer = float(whole @ seconds) / 3600
+    total = lookahead_cost(times, whole, ahead)
     doc: dict[str, Any] = {
-        "cost": round(float(rate @ seconds) / 3600, 4),
+        "cost": round(total, 4),
+        "fractional": round(fractional, 4),
+        "wholeNodes": round(integer - fractional, 4),
+        "boot": round(total - integer, 4),
+        "bootSeconds": ahead,
         "samples": len(worths),
         "intervals": len(seconds),
     }
     if unbounded:
         doc["podsWithoutEligibleOffering"] = unbounded
-    return doc, np.column_stack([times[:-1], times[1:], rate])
+    return doc, np.column_stack([times[:-1], times[1:], rate, whole])
+
+
+def _whole_nodes(columns: Columns, demand: Any, times: Any, placeable: Sequence[int]) -> Any:
+    """A whole-node bound (USD/hour) for every interval: integer programs for the least demand of each of
+    WINDOWS slices of time, each applied to every interval whose demand holds at least that much of every
+    class (more pods never need less capacity)."""
+    import numpy as np
+
+    out = np.zeros(len(demand))
+    edges = np.linspace(times[0], times[-1], WINDOWS + 1)
+    slice_of = np.clip(np.searchsorted(edges, times[:-1], side="right") - 1, 0, WINDOWS - 1)
+    solved: set[bytes] = set()
+    for w in range(WINDOWS):
+        rows = np.nonzero(slice_of == w)[0]
+        if not len(rows):
+            continue
+        least = demand[rows].min(axis=0)
+        if not least.any() or least.tobytes() in solved:
+            continue
+        solved.add(least.tobytes())
+        value = columns.solve_whole({ci: int(least[ci]) for ci in placeable if least[ci] > 0})
+        if value is None:
+            continue
+        holds = (demand >= least).all(axis=1)
+        out[holds] = np.maximum(out[holds], value)
+    return out
+
+
+def lookahead_cost(times: Any, rate: Any, ahead: float) -> float:
+    """USD of ``rate`` (USD/hour between consecutive ``times``) when every moment must also pay for the
+    largest rate of the next ``ahead`` seconds: a node that runs a pod at ``t`` was launched by ``t - ahead``
+    and runs at every moment in between, so the capacity up at ``s`` holds the demand of any one moment of
+    [s, s + ahead] (not of all of them together: one node may serve them one after another)."""
+    import numpy as np
+
+    starts, ends = times[:-1], times[1:]
+    if not len(rate):
+        return 0.0
+    if ahead <= 0:
+        return float(rate @ (ends - starts)) / 3600
+    points = np.unique(np.concatenate([times, times - ahead]))
+    mids = (points[:-1] + points[1:]) / 2
+    # The intervals meeting [m, m + ahead]: from the first ending after m to the last starting by m + ahead.
+    lo = np.searchsorted(ends, mids, side="right")
+    hi = np.searchsorted(starts, mids + ahead, side="right") - 1
+    table = [np.asarray(rate, dtype=float)]
+    while (1 << len(table)) <= len(rate):
+        prev, half = table[-1], 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+    ok = (lo <= hi) & (lo < len(rate)) & (hi >= 0)
+    lo_ok, hi_ok = lo[ok], hi[ok]
+    level = np.floor(np.log2(hi_ok - lo_ok + 1)).astype(int)
+    best = np.zeros(len(mids))
+    picked = np.empty(len(lo_ok))
+    for k in np.unique(level):
+        sel = level == k
+        row = table[k]
+        picked[sel] = np.maximum(row[lo_ok[sel]], row[hi_ok[sel] - (1 << k) + 1])
+    best[ok] = picked
+    return float(best @ np.diff(points)) / 3600

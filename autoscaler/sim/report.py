@@ -9,6 +9,7 @@ from typing import Any
 
 from autoscaler.core.words import count
 from autoscaler.sim.cluster import SimPod
+from autoscaler.sim.cost_causes import CAUSES
 from autoscaler.sim.record import Record, cost_so_far, over_limit_launches
 
 
@@ -46,9 +47,11 @@ def summary(
     *,
     lower_bound: dict[str, Any] | None = None,
     reservations: float = 0.0,
+    causes: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``summary.json`` document; ``reservations`` is what the capacity bought ahead cost, used or not
-    (part of the total)."""
+    (part of the total); ``causes`` the cost above the lower bound by cause
+    (:func:`autoscaler.sim.cost_causes.causes`)."""
     pending: dict[str, list[float]] = defaultdict(list)
     for sp in rec.pods:
         if sp.started is not None:
@@ -95,7 +98,34 @@ def summary(
         doc["lowerBound"] = lower_bound
         if lower_bound.get("cost"):
             doc["cost"]["overLowerBound"] = round(cost / lower_bound["cost"], 4)
+        if lower_bound.get("fractional"):
+            doc["cost"]["overFractionalBound"] = round(cost / lower_bound["fractional"], 4)
+    if causes:
+        doc["costAboveBound"] = causes
     return doc
+
+
+def bound_lines(doc: dict[str, Any]) -> list[str]:
+    """The lower bound and where the cost above it went, cause by cause, as report.md says them."""
+    lb = doc["lowerBound"]
+    if lb.get("cost") is None:
+        return [f"Lower bound: none ({lb.get('why', 'unknown')})."]
+    lines = [
+        f"Lower bound: ${lb['cost']:.2f}: ${lb.get('fractional', lb['cost']):.2f} for the capacity the pods "
+        f"that ran needed in fractional nodes, ${lb.get('wholeNodes', 0.0):.2f} more as whole nodes, "
+        f"${lb.get('boot', 0.0):.2f} more for nodes up {lb.get('bootSeconds', 0):g}s before their pods."
+    ]
+    above = doc.get("costAboveBound")
+    if above:
+        lines += [
+            "",
+            f"Cost above the bound: ${doc['cost']['total'] - lb['cost']:.2f}.",
+            "",
+            "| cause | USD |",
+            "|---|---|",
+            *(f"| {CAUSES[k]} | {v:.2f} |" for k, v in sorted(above.items(), key=lambda kv: -kv[1])),
+        ]
+    return lines
 
 
 def never_served_line(doc: dict[str, Any]) -> str:
@@ -162,11 +192,7 @@ def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]
     if doc["podsNeverServed"]:
         md += [never_served_line(doc) + ".", ""]
     if "lowerBound" in doc:
-        lb = doc["lowerBound"]
-        md.append(
-            f"Lower bound: {lb.get('cost')} ({lb.get('why', 'LP relaxation of the capacity for the pods that ran, integrated over the run')})."
-        )
-        md.append("")
+        md += [*bound_lines(doc), ""]
     md += ["## Timeline", "", "```", *timeline_text(rec), "```", ""]
     md.append(
         "![timeline](timeline.png)"

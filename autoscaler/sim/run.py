@@ -15,9 +15,10 @@ from typing import Any
 from autoscaler.config.layers import Layers, read_layers
 from autoscaler.config.options import ConfigError
 from autoscaler.sim.baselines import planner_for
-from autoscaler.sim.configuration import build_config
+from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY, build_config
+from autoscaler.sim.cost_causes import causes
 from autoscaler.sim.engine import Simulation
-from autoscaler.sim.lower_bound import lower_bound
+from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record
 from autoscaler.sim.report import REPORT_FILES, never_served_line, shown_timeline, summary, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
@@ -29,6 +30,8 @@ TRACE_FRAME = "trace"
 TRACE_TAIL = 3600.0
 EXIT_NOTHING_RAN = 1
 EXIT_INTERRUPTED = 130  # what a shell reports for a command Ctrl-C (SIGINT) stopped
+# What the simulated cloud takes from a launch to a node that runs pods (with its GPUs, for GPU pods).
+BOOT = Boot(LAUNCH_DELAY + REGISTRATION_DELAY, LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY)
 
 
 @dataclass(slots=True)
@@ -166,13 +169,17 @@ def _simulate(
     offerings = [o for o in sim.provider.offerings() if o.reservation is None]
     vcpus = {o.instance_type: o.vcpu for o in offerings}
     lb = (
-        lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages)
+        lower_bound([*record.pods, *record.cut_runs], offerings, config, record.end, scenario.outages, BOOT)
         if bound
         else None
     )
-    doc = summary(
-        record, vcpus, lower_bound=lb, reservations=reservation_fee(scenario, offerings, record.end)
+    fee = reservation_fee(scenario, offerings, record.end)
+    above = (
+        causes(record, offerings, config, lb, reservations=fee, boot=BOOT, outages=scenario.outages)
+        if lb
+        else None
     )
+    doc = summary(record, vcpus, lower_bound=lb, reservations=fee, causes=above)
     files = write_report(record, doc, Path(report_dir)) if report_dir else []
     return Outcome(record, doc, files)
 

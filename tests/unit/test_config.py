@@ -91,6 +91,7 @@ REGEXP_KEYS = [
 SCALE_DOWN_KEYS = [
     ("enabled", "enabled", False, False),
     ("nodeUnneededDuration", "node_unneeded_duration", "10m", 600.0),
+    ("unneededWithoutDemand", "unneeded_without_demand", "1m", 60.0),
     ("utilizationThresholdBinPacking", "utilization_threshold_bin_packing", 0.5, 0.5),
     ("utilizationThresholdBinSelection", "utilization_threshold_bin_selection", 0.9, 0.9),
     ("maxParallelDrains", "max_parallel_drains", 2, 2),
@@ -194,6 +195,7 @@ def test_defaults_are_the_documented_values() -> None:
     assert config.scale_down == ScaleDownConfig(
         enabled=True,
         node_unneeded_duration=300.0,
+        unneeded_without_demand=30.0,
         utilization_threshold_bin_packing=0.2,
         utilization_threshold_bin_selection=0.75,
         max_parallel_drains=5,

@@ -184,7 +184,13 @@ def test_a_node_whose_gpu_condition_held_past_its_duration_is_drained_without_wa
 def test_a_condition_younger_than_its_duration_is_tolerated_until_then(
     make_config: Callable[..., Config],
 ) -> None:
-    result = run(make_config, sick("gpu-a", since="2026-12-21T09:55:00Z"), disruption=GPU_LOST)
+    # An empty node nobody waits for would be looked at again after unneededWithoutDemand: not here.
+    result = run(
+        make_config,
+        sick("gpu-a", since="2026-12-21T09:55:00Z"),
+        disruption=GPU_LOST,
+        scaleDown={"unneededWithoutDemand": "5m"},
+    )
     assert result.removal.removals == ()
     assert result.removal.next_check == NOW + 300
 

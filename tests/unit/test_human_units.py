@@ -61,7 +61,8 @@ def test_a_node_not_yet_unneeded_long_enough_says_both_durations_in_minutes(
     make_config: Callable[..., Config],
 ) -> None:
     snap = snapshot(_idle_gpu_node("gpu-a", "2026-11-20T10:08:00Z"))
-    result = plan(PlanInput(snap, aws_offerings(), make_config(), NOW + 600))
+    config = make_config(scaleDown={"unneededWithoutDemand": "5m"})  # one wait for every empty node
+    result = plan(PlanInput(snap, aws_offerings(), config, NOW + 600))
     assert [b.reason for b in result.removal.blocked] == ["unneeded for 2m of 5m"]
 
 

@@ -13,7 +13,7 @@ from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.configuration import build_config
-from autoscaler.sim.lower_bound import lower_bound, moment_bound, share_need
+from autoscaler.sim.lower_bound import Boot, lookahead_cost, lower_bound, moment_bound, share_need
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import offering, pod, snapshot
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from autoscaler.core.offering import Offering
 
 pytest.importorskip("scipy")
+np = pytest.importorskip("numpy")
 
 SCENARIO = parse_scenario(
     {
@@ -160,12 +161,27 @@ def test_four_quarter_gpu_pods_are_bounded_by_one_gpu_not_four(world: tuple[Conf
     assert bound["cost"] == pytest.approx(0.526)  # one g4dn.xlarge holds all four quarters
 
 
-def test_a_quarter_gpu_pod_is_worth_a_quarter_of_the_gpu_it_needs(
+def test_a_quarter_gpu_pod_is_worth_a_quarter_of_the_gpu_it_needs_in_fractional_nodes(
     world: tuple[Config, list[Offering]],
 ) -> None:
     config, offerings = world
-    one = lower_bound(_share_runs(1, QUARTER), offerings, config, end=3600.0)["cost"]
-    assert one == pytest.approx(0.526 / 4, rel=1e-6)  # nodes come in fractions, so does the GPU
+    one = lower_bound(_share_runs(1, QUARTER), offerings, config, end=3600.0)
+    assert one["fractional"] == pytest.approx(0.526 / 4, rel=1e-6)  # nodes in fractions, so is the GPU
+
+
+def test_a_lone_quarter_gpu_pod_still_needs_a_whole_node(world: tuple[Config, list[Offering]]) -> None:
+    config, offerings = world
+    one = lower_bound(_share_runs(1, QUARTER), offerings, config, end=3600.0)
+    assert one["cost"] == pytest.approx(0.526, rel=1e-4)  # a whole g4dn.xlarge for the hour
+    assert one["wholeNodes"] == pytest.approx(0.526 * 3 / 4, rel=1e-3)
+
+
+def test_three_half_gpu_pods_need_two_gpus_of_whole_nodes(world: tuple[Config, list[Offering]]) -> None:
+    config, offerings = world
+    half = {"gpu-fraction": "0.5"}
+    bound = lower_bound(_share_runs(3, half), offerings, config, end=3600.0)
+    assert bound["fractional"] == pytest.approx(1.5 * 0.526, rel=1e-6)
+    assert bound["cost"] == pytest.approx(2 * 0.526, rel=1e-4)  # two g4dn.xlarge: no 1.5-GPU node exists
 
 
 def test_a_memory_share_needs_its_memory_over_the_gpus(world: tuple[Config, list[Offering]]) -> None:
@@ -182,3 +198,47 @@ def test_a_share_on_a_partial_gpu_size_needs_its_part_of_a_whole_gpu_over_the_pa
     assert share_need(GpuShare(ShareSource.FRACTION, "main", portion=0.25), eighth_l4) is None
     two = GpuShare(ShareSource.FRACTION, "main", devices=2, portion=0.1)
     assert share_need(two, eighth_l4) is None  # one device only
+
+
+def test_the_whole_node_bound_of_a_slice_holds_only_where_demand_is_at_least_its_least(
+    world: tuple[Config, list[Offering]],
+) -> None:
+    config, offerings = world
+    # One quarter-GPU pod for an hour, then none for an hour: the hour without pods costs nothing.
+    runs = _runs(1, 0.0, 3600.0, cpu="500m", memory="1Gi", annotations=QUARTER, tolerations=[GPU_TOLERATION])
+    runs += _runs(1, 7000.0, 7200.0, gpu=1, cpu="3", memory="12Gi")
+    bound = lower_bound(runs, offerings, config, end=7200.0)
+    assert bound["cost"] == pytest.approx(0.526 + 0.526 * 200 / 3600, rel=1e-4)
+
+
+def test_every_run_pays_for_its_capacity_a_boot_time_before_it_starts(
+    world: tuple[Config, list[Offering]],
+) -> None:
+    config, offerings = world
+    runs = _runs(2, 600.0, 4200.0, gpu=1, cpu="3", memory="12Gi")
+    bound = lower_bound(runs, offerings, config, end=7200.0, boot=Boot(cpu=105.0, gpu=135.0))
+    # Two g4dn.xlarge from 135 s before the pods start: GPU pods wait for the GPUs too.
+    assert bound["boot"] == pytest.approx(2 * 0.526 * 135 / 3600, abs=1e-4)
+    assert bound["cost"] == pytest.approx(2 * 0.526 * (3600 + 135) / 3600, abs=1e-4)
+    assert bound["bootSeconds"] == 135.0
+
+
+def test_capacity_is_up_a_boot_time_before_the_demand_it_holds_but_serves_moments_in_turn() -> None:
+    # 1 $/h of pods for the first 100 s, 3 $/h for the next 100 s, 60 s from launch to running pods: the
+    # 3 $/h are up from 40 s (60 s before they run), but never 1 + 3 at once: one node may serve both runs.
+    times = np.array([0.0, 100.0, 200.0])
+    rising = lookahead_cost(times, np.array([1.0, 3.0]), 60.0)
+    assert rising == pytest.approx((60 * 1 + 40 * 1 + 160 * 3) / 3600)
+    falling = lookahead_cost(times, np.array([3.0, 1.0]), 60.0)
+    assert falling == pytest.approx((160 * 3 + 100 * 1) / 3600)  # the first run's capacity from -60 s
+    assert lookahead_cost(times, np.array([3.0, 1.0]), 0.0) == pytest.approx(400 / 3600)
+
+
+def test_pods_that_only_fit_one_to_a_node_are_never_packed_two_to_a_node_in_whole_nodes(
+    world: tuple[Config, list[Offering]],
+) -> None:
+    config, offerings = world
+    # Three pods of 0.6 of a GPU: 1.8 GPUs in all, but no T4 holds two of them, so three g4dn.xlarge.
+    bound = lower_bound(_share_runs(3, {"gpu-fraction": "0.6"}), offerings, config, end=3600.0)
+    assert bound["fractional"] == pytest.approx(1.8 * 0.526, rel=1e-6)
+    assert bound["cost"] == pytest.approx(3 * 0.526, rel=1e-4)

@@ -38,11 +38,44 @@ def test_an_empty_gpu_node_unneeded_long_enough_is_removed(make_config: Callable
     assert result.removal.removals[0].reason == "empty; unneeded for 2h"
 
 
-def test_an_empty_node_waits_for_node_unneeded_duration(make_config: Callable[..., Config]) -> None:
+def test_an_empty_node_no_waiting_pod_could_use_waits_unneeded_without_demand(
+    make_config: Callable[..., Config],
+) -> None:
     result = run(make_config, gpu_node("gpu-a", annotations={}))
     assert result.removal.removals == ()
-    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 5m")]
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 30s")]
     assert result.removal.unneeded_since == {"gpu-a": NOW}
+    assert result.removal.next_check == NOW + 30  # whoever plans when to look again looks then
+
+
+def test_an_empty_node_a_waiting_pod_could_use_waits_node_unneeded_duration(
+    make_config: Callable[..., Config],
+) -> None:
+    # A GPU pod held back (here by a scheduling gate; a KAI queue over its quota alike) is no demand now, but
+    # it may run here as soon as it is let go.
+    held = pod("train-1", gpu=1, cpu="2", memory="8Gi", gates=["example.com/queue"])
+    since = {"tidal.dev/unneeded-since": "2026-11-20T10:59:00Z"}  # a minute ago
+    result = run(make_config, gpu_node("gpu-a", annotations=since), held)
+    assert result.removal.removals == ()
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 1m of 5m")]
+
+
+def test_an_empty_node_nobody_waits_for_goes_after_unneeded_without_demand(
+    make_config: Callable[..., Config],
+) -> None:
+    since = {"tidal.dev/unneeded-since": "2026-11-20T10:59:00Z"}  # a minute ago
+    cpu_pod_waiting = pod("web-1", cpu="2", memory="2Gi", gates=["example.com/later"])
+    result = run(make_config, gpu_node("gpu-a", annotations=since), cpu_pod_waiting)
+    assert [(r.node, r.reason) for r in result.removal.removals] == [("gpu-a", "empty; unneeded for 1m")]
+
+
+def test_unneeded_without_demand_equal_to_node_unneeded_duration_is_one_wait_for_all(
+    make_config: Callable[..., Config],
+) -> None:
+    since = {"tidal.dev/unneeded-since": "2026-11-20T10:59:00Z"}
+    result = run(make_config, gpu_node("gpu-a", annotations=since), scaleDown={"unneededWithoutDemand": "5m"})
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 1m of 5m")]
+    assert result.removal.next_check is None
 
 
 def test_nodes_tidal_did_not_launch_are_never_removed(make_config: Callable[..., Config]) -> None:

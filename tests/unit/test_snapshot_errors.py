@@ -404,7 +404,7 @@ def test_a_mangled_unneeded_since_annotation_restarts_the_count_instead_of_faili
     )
     result = plan(PlanInput(snapshot(empty), aws_offerings(), make_config(), now))
     assert result.removal.removals == ()
-    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 5m")]
+    assert [(b.node, b.reason) for b in result.removal.blocked] == [("gpu-a", "unneeded for 0s of 30s")]
     assert result.removal.unneeded_since == {"gpu-a": now}
 
 

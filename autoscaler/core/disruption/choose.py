@@ -252,11 +252,14 @@ def disrupt(
         total=total,
         contended=contended,
         held=held,
+        move_shares=True,
     )
     for b in consolidation.blocked:
         if b.node not in chosen:
             for block in b.blocks:
                 state.block(b.node, block.kind, block.detail)
+    if consolidation.next_check is not None:
+        state.wake.append(consolidation.next_check)
     removals = [*state.removals, *consolidation.removals]
     while True:  # a budget that holds back one node of a gang holds back the whole gang
         before = len(removals)

@@ -10,6 +10,15 @@ a cluster limit keeps pending pods out, no node is replaced: the budget it frees
 A node whose pods all started within ``replaceYoungPodsWithin`` is replaced, however busy, when new nodes cost
 at least ``YOUNG_REPLACE_SAVINGS`` less: moving such pods loses minutes of work, while leaving them holds a node
 bought for bigger pods (the scheduler binds a new pod to any idle node that fits) for their whole run.
+
+An empty node waits ``nodeUnneededDuration`` only while a pod that waits could use it (held back by its KAI
+queue, a member of a gang not yet whole, any pending pod the node would hold); otherwise ``unneededWithoutDemand``
+(shorter): what it is kept for then is a pod nobody has asked for yet.
+
+With ``move_shares``, a node's KAI reservation pods do not hold it: each holds a GPU for the pods sharing it,
+which all run on that node, so when every one of them may be evicted the reservation goes with them (KAI
+deletes it once nobody shares its GPU, and makes a new one where they land). tidal never evicts it; the drain
+waits for KAI to delete it before the Node goes.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from autoscaler.core.disruption.protection import eviction_blocker
 from autoscaler.core.disruption.protection import workload as workload_of
 from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering
 from autoscaler.core.disruption.underutilised import NODE_MODE
+from autoscaler.core.gpu.kai_pods import gpu_groups, is_reservation_pod
 from autoscaler.core.model import Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
@@ -69,6 +79,40 @@ def _young_replaceable(
     return not blocker
 
 
+def _without_reservations(workload: Sequence[Pod]) -> list[Pod]:
+    """The workload but the KAI reservation pods whose every GPU is shared by a pod of it: they go with those
+    pods, which the rest of the plan moves (or keeps, when one of them may not be evicted). A reservation no
+    pod shares yet (one bound a moment before its pod) still holds the node."""
+    shared = {
+        g for p in workload if not is_reservation_pod(p.namespace, p.labels) for g in gpu_groups(p.labels)
+    }
+    return [
+        p
+        for p in workload
+        if p.unreadable
+        or not is_reservation_pod(p.namespace, p.labels)
+        or not set(gpu_groups(p.labels)) <= shared
+        or not gpu_groups(p.labels)
+    ]
+
+
+def _waiting(snapshot: Snapshot) -> list[Pod]:
+    """Pods that wait for a place (whether or not they count as demand now)."""
+    return [p for p in snapshot.pods if p.pending and not p.daemonset and not p.mirror]
+
+
+def _wanted(node: Node, waiting: Sequence[Pod]) -> bool:
+    """Whether a waiting pod could use ``node`` by its requests: GPU pods (whole GPUs or a share) a node with
+    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them)."""
+    alloc = node.allocatable
+    for p in waiting:
+        if bool(p.requests.gpus or p.gpu_share is not None) != bool(alloc.gpus):
+            continue
+        if p.requests.fits_in(alloc):
+            return True
+    return False
+
+
 def scale_down(
     snapshot: Snapshot,
     index: OfferingIndex,
@@ -81,6 +125,7 @@ def scale_down(
     total: Usage | None = None,
     contended: str = "",
     held: Mapping[str, Block] | None = None,
+    move_shares: bool = False,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
@@ -88,7 +133,8 @@ def scale_down(
     snapshot's nodes when not given. ``contended`` is the limit that keeps pending pods out, if one does: no
     node is then replaced (its pods would lose the budget it frees to them). ``held`` are nodes another
     disruption has a say in (being replaced, a replacement, chosen by another method), with why: they are
-    neither removed nor given anybody's pods here."""
+    neither removed nor given anybody's pods here. ``move_shares``: KAI reservation pods go with the pods
+    sharing their GPUs (tidal's consolidation; the baselines' leaves their nodes alone)."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
@@ -124,6 +170,8 @@ def scale_down(
             continue
         # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
         workload = workload_of(by_node.get(node.name, ()))
+        if move_shares:
+            workload = _without_reservations(workload)
         kept = empty.kept(workload)
         util = underutilised.utilization(node, kept)
         threshold = underutilised.threshold(node, index.config)
@@ -147,6 +195,8 @@ def scale_down(
     targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
+    waiting = _waiting(snapshot) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
+    wake: list[float] = []
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)
         if since is None:
@@ -175,12 +225,16 @@ def scale_down(
             continue
         seen[node.name] = since
         waited = now - since
-        if waited < cfg.node_unneeded_duration:
+        wait = cfg.node_unneeded_duration
+        if waiting is not None and not kept and not _wanted(node, waiting):
+            wait = cfg.unneeded_without_demand
+            wake.append(since + wait)
+        if waited < wait:
             blocked.append(
                 _blocked(
                     node,
                     Hold.UNNEEDED_TOO_SHORT,
-                    f"unneeded for {format_duration(waited)} of {format_duration(cfg.node_unneeded_duration)}",
+                    f"unneeded for {format_duration(waited)} of {format_duration(wait)}",
                 )
             )
             continue
@@ -217,7 +271,8 @@ def scale_down(
             )
         )
     blocked.sort(key=lambda b: b.node)
-    return RemovalPlan(tuple(removals), tuple(blocked), seen)
+    future = [t for t in wake if t > now]
+    return RemovalPlan(tuple(removals), tuple(blocked), seen, min(future, default=None))
 
 
 def _blocked(node: Node, kind: Hold, detail: str) -> Blocked:
