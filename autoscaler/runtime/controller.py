@@ -222,6 +222,7 @@ class Controller:
             memo=self._index,
             node_template=self.launcher.node_template,
             draining=self.drainer.active() if self.drainer else frozenset(),
+            launched_for=self.fleet.launched_for(),
         )
         return self.planner(request)
 

@@ -102,3 +102,23 @@ def test_a_window_open_reconcile_never_exceeds_the_cluster_gpu_limit(
     ctl.reconcile_once()
 
     assert sum(i.gpu_count for i in provider.instances()) == 2
+
+
+def test_a_pod_created_in_the_same_second_as_a_launched_one_gets_a_node_of_its_own(cfg: Config) -> None:
+    # Both pods carry the same creationTimestamp and the later one has the lower uid, so it sorts first. The
+    # node coming up for the first is still the first's: the second gets a launch of its own, not the first's
+    # again under the first's idempotency token (which the cloud would answer with the first's instance).
+    late, early = gpu_job("train-a"), gpu_job("train-b")
+    cluster = StaticCluster(snapshot(early))
+    ctl, provider = controller(cfg, cluster)
+    [first] = ctl.reconcile_once(window_open=True).launched
+    cluster.view = snapshot(early, late)
+
+    result = ctl.reconcile_once(window_open=True)
+
+    assert launched(result) == [("g4dn.xlarge", ("default/train-a",))]
+    assert len({i.launch_token for i in provider.instances()}) == 2
+    assert result.plan is not None and first.instance is not None
+    assert [(a.pod, a.node) for a in result.plan.launch.absorbed] == [
+        ("default/train-b", first.instance.provider_id)
+    ]
