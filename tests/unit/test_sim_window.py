@@ -12,10 +12,10 @@ GIB = 1024**3 * 1000  # memory in milli-bytes, as scenarios give it
 
 
 def started(policy: str) -> dict[str, float]:
-    jobs = [
+    jobs = (
         JobSpec(600.0, "train", 1, 1, 4000, 16 * GIB, 1800.0),
         JobSpec(600.0, "web", 1, 0, 1000, 2 * GIB, 1800.0),
-    ]
+    )
     scenario = replace(load_scenario("kai-day"), jobs=jobs, interruptions=(), outages=(), duration=3600.0)
     out = simulate(scenario, policy=policy, bound=False)
     return {("gpu" if i.gpu_count else "cpu"): t for i, t in out.record.started.values()}
