@@ -134,6 +134,9 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]}"
             f" | {r[9]} | {r[10]} |"
         )
+    # Notes written beside the results (a before/after comparison), each as it is.
+    for note in sorted(p for p in results.glob("*.md") if p.name != "README.md"):
+        lines += ["", note.read_text().strip()]
     for extra in (
         "plan_scale",
         "plan_scale_fractional",
