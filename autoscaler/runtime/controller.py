@@ -113,6 +113,7 @@ class Controller:
         )
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
+        self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         self.last: ReconcileResult | None = None
         self.reporter = Reporter(
             actions=actions,
@@ -212,9 +213,10 @@ class Controller:
         # A replacement's room is for the pods of the node it replaces: pending pods are not planned into it
         # (it still counts against the limits).
         reserved = self.disruptions.reserved(list(progress(snapshot).values()))
+        self._planned_with = self._offerings(now)
         request = PlanInput(
             snapshot,
-            self._offerings(now),
+            self._planned_with,
             cfg,
             now,
             launching=[la for la in self.fleet.launching_capacity() if la.name not in reserved],
@@ -246,7 +248,8 @@ class Controller:
         for round_ in range(PLAN_ROUNDS):
             launches = decided.launch.launches
             if window_open:
-                ready = launch_now(launches, pods)
+                index = self._index.get(self._planned_with, cfg, snapshot.daemonsets)
+                ready = launch_now(launches, pods, index, decided.demand.constraints)
                 result.held = len(launches) - len(ready)
                 launches = ready
             outcomes = self.launcher.launch_all(launches, cfg, instances, now)

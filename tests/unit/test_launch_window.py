@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 from autoscaler.config.options import Config
 from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, BIN_SELECTION, Launch
+from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.window import fills_its_node, launch_now
 from tests.builders import INSUFFICIENT_GPU, offering, pod, snapshot
@@ -110,3 +112,27 @@ def test_in_a_plan_the_gpu_job_goes_now_and_the_web_pods_wait(make_config: Calla
     assert {p for la in launches if la not in ready for p in la.pods} == {
         f"default/web-{i}" for i in range(3)
     }
+
+
+def planned(make_config: Callable[..., Config], offerings: list[Offering]) -> tuple[Launch, ...]:
+    objects = [gpu_job("train-0")]
+    config = make_config()
+    index = OfferingIndex(offerings, config, ())
+    decided = plan(PlanInput(snapshot(*objects), offerings, config, NOW, index=index))
+    return launch_now(decided.launch.launches, pods_of(*objects), index, decided.demand.constraints)
+
+
+def test_a_one_gpu_node_goes_at_once_when_no_bigger_node_is_cheaper_per_gpu(
+    make_config: Callable[..., Config],
+) -> None:
+    ready = planned(make_config, [G4DN_XLARGE, G4DN_12XLARGE])
+
+    assert [la.offering.instance_type for la in ready] == ["g4dn.xlarge"]
+
+
+def test_a_one_gpu_node_waits_when_a_bigger_node_would_hold_more_such_pods_for_less_each(
+    make_config: Callable[..., Config],
+) -> None:
+    cheap_per_gpu = offering("g4dn.12xlarge", 48, 192, 1.6, gpus=4, gpu_model="T4", gpu_memory_gib=16)
+
+    assert planned(make_config, [G4DN_XLARGE, cheap_per_gpu]) == ()
