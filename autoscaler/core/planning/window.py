@@ -3,9 +3,11 @@
 The window exists so that pods arriving close together are planned together: a node whose type is chosen
 for ten small pods is cheaper than ten nodes chosen one pod at a time. That is worth waiting for only where a
 later pod could share the node, or change which node is bought. A launch whose pods take every GPU of its
-node leaves it no device for any later GPU pod: its type was chosen for those pods alone, and planning them
-again with more pods would buy each the same node. Such a launch goes at once; later pods still see the node
-while it launches (it is a bin like any other), so whatever room it has left is not lost.
+node leaves it no device for any later GPU pod. When no bigger node would hold more such pods for less each,
+planning them again with more pods would buy each the same node: such a launch goes at once. Later pods still
+see the node while it launches (it is a bin like any other), so whatever room it has left is not lost. Where
+a bigger node is cheaper per pod (an 8-GPU node cheaper per GPU than a 1-GPU one), pods arriving in the
+window could share it, so the launch waits.
 
 Everything else waits for the window: bin-packing nodes, GPU nodes with devices left, nodes of GPU shares
 (fractions and time-sliced or MIG layouts, which later shares could join), and pods whose GPUs come through
