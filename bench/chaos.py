@@ -5,6 +5,7 @@ autoscaler/sim/chaos_world.py what is checked).
     python bench/chaos.py                  # 1,000 seeds on two processes, result in bench/results/chaos.json
     python bench/chaos.py --seeds 20 --no-write     # the short form `make bench` runs
     python bench/chaos.py --first 184 --seeds 1 -v  # one seed, every violation it found
+    python bench/chaos.py --short [--out DIR]       # 2 seeds of 15 minutes: a check that it still runs
 
 Exits 1 when any seed broke a promise.
 """
@@ -12,7 +13,6 @@ Exits 1 when any seed broke a promise.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,9 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from autoscaler.runtime.observability.logging import configure_logging  # noqa: E402
 from autoscaler.sim.chaos import ChaosResult, run_seed, summarize  # noqa: E402
-from bench.provenance import commit  # noqa: E402
-
-RESULT = ROOT / "bench" / "results" / "chaos.json"
+from bench import output  # noqa: E402
 
 
 def _quiet() -> None:
@@ -46,9 +44,12 @@ def main() -> int:
     parser.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--hours", type=float, default=2.0, help="simulated hours per seed (default 2)")
-    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULT.relative_to(ROOT)}")
+    parser.add_argument("--no-write", action="store_true", help="do not write the result")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every violation")
-    args = parser.parse_args()
+    output.add_options(parser)
+    args = output.parse_args(parser)
+    if args.short:
+        args.seeds, args.hours, args.jobs = 2, 0.25, 1
     _quiet()
     seeds = range(args.first, args.first + args.seeds)
     started = time.perf_counter()
@@ -64,7 +65,6 @@ def main() -> int:
         "secondsPerSeed": round(sum(r.wall_seconds for r in results) / max(1, len(results)), 3),
         "processes": args.jobs,
         "examples": [{"seed": r.seed, **asdict(v)} for r in results for v in r.violations][:20],
-        "commit": commit(),
     }
     total = sum(doc["violations"].values())
     print(
@@ -79,8 +79,7 @@ def main() -> int:
             for e in r.errors:
                 print(f"  seed {r.seed} reconcile error: {e}")
     if not args.no_write:
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(doc, indent=2) + "\n")
+        output.write(args, "chaos", doc)
     return 1 if total else 0
 
 

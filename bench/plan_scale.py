@@ -17,6 +17,7 @@ independent notebooks would be). The result then counts the GPUs the plan buys f
 their shares.
 
     python bench/plan_scale.py [--pods N] [--catalog CSV] [--repeat K] [--no-lp] [--topology | --fractional]
+    python bench/plan_scale.py --short [--out DIR]   # 200 pods, one plan: a check that it still runs
 """
 
 from __future__ import annotations
@@ -41,10 +42,9 @@ from autoscaler.core.planning.offerings import OfferingIndex  # noqa: E402
 from autoscaler.core.planning.planner import PlanInput, plan  # noqa: E402
 from autoscaler.runtime.catalog import offering_templates, read_catalog_csv  # noqa: E402
 from autoscaler.sim.lower_bound import moment_bound  # noqa: E402
-from bench.provenance import commit  # noqa: E402
+from bench import output  # noqa: E402
 
 SHARED_CATALOG = ROOT.parent / "shared" / "data" / "catalog" / "instance_catalog.csv"
-RESULTS = ROOT / "bench" / "results"
 MESSAGE = "0/40 nodes are available: 40 Insufficient nvidia.com/gpu, 12 Insufficient cpu."
 
 
@@ -265,7 +265,10 @@ def main() -> int:
         default="deployments",
         help="with --fractional: share pods as replicas of 40 Deployments, or every pod drawn on its own",
     )
-    args = parser.parse_args()
+    output.add_options(parser)
+    args = output.parse_args(parser)
+    if args.short:
+        args.pods, args.repeat = 200, 1
     per_pod = args.share_classes == "per-pod"
     if not Path(args.catalog).exists():
         print(f"catalog {args.catalog} not found; skipping", file=sys.stderr)
@@ -326,9 +329,7 @@ def main() -> int:
     if args.fractional:
         summary["sharing"] = sharing_check(result, pods)
     print(json.dumps(summary, indent=2))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    summary["commit"] = commit()
-    (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    output.write(args, name, summary)
     return 0
 
 

@@ -12,6 +12,7 @@ The benchmark times the whole command as a user runs it (a new process: start-up
 planning, printing) and, in the same run, ``json.loads`` of the file; the target is a ratio of at most 4.
 
     python bench/plan_snapshot.py [--pods N] [--nodes N] [--repeat K]
+    python bench/plan_snapshot.py --short [--out DIR]   # 60 pods: a check that it still runs
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import output  # noqa: E402
 from bench.plan_scale import workload  # noqa: E402
-from bench.provenance import commit  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 CATALOG = ROOT / "config" / "catalogs" / "aws-us-east-1.csv"
 T = "2026-11-20T09:{:02d}:{:02d}Z"
 PENDING = (
@@ -351,7 +351,10 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pending", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    output.add_options(parser)
+    args = output.parse_args(parser)
+    if args.short:
+        args.pods, args.nodes, args.pending, args.repeat = 60, 5, 10, 1
     summary: dict[str, Any] = {"benchmark": "plan_snapshot", "pods": args.pods}
     with tempfile.TemporaryDirectory() as tmp:
         cluster = Path(tmp) / "cluster.json"
@@ -366,9 +369,7 @@ def main() -> int:
         summary["pending"] = {"pendingPods": args.pods, **measure(pending, args.repeat)}
     summary["machine"] = {"python": platform.python_version(), "processor": platform.machine()}
     print(json.dumps(summary, indent=2))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    summary["commit"] = commit()
-    (RESULTS / "plan_snapshot.json").write_text(json.dumps(summary, indent=2) + "\n")
+    output.write(args, "plan_snapshot", summary)
     return 0
 
 

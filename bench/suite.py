@@ -9,6 +9,7 @@ A scenario with reservations is run a second time without them: its row shows bo
 includes what the reservations cost, used or not).
 
     python bench/suite.py [--only kai-day,spot-storm] [--policies tidal] [--table-only]
+    python bench/suite.py --short [--out DIR]   # kai-day under tidal, and its table: a check that it still runs
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ sys.path.insert(0, str(ROOT))
 from autoscaler.runtime.observability.logging import configure_logging  # noqa: E402
 from autoscaler.sim.run import Prepared, prepare, simulate  # noqa: E402
 from autoscaler.sim.scenario import ScenarioError, load_scenario  # noqa: E402
-from bench.provenance import commit  # noqa: E402
+from bench import output  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 POLICIES = ("tidal", "ca-like", "karpenter-like")
 # (row, scenario, how trace pods that used part of a GPU ask for it: None for scenarios without a trace)
 SCENARIOS = (
@@ -42,11 +42,14 @@ SCENARIOS = (
 )
 
 
-def scenarios() -> list[tuple[str, Prepared]]:
-    """(name, run) for each benchmark scenario that can run here, prepared exactly as ``tidal simulate
-    --scenario NAME`` prepares it (alibaba-week needs the trace and catalog of $TIDAL_DATA or shared/data)."""
+def scenarios(wanted: set[str] | None = None) -> list[tuple[str, Prepared]]:
+    """(name, run) for each benchmark scenario that can run here (of ``wanted``, when given), prepared exactly
+    as ``tidal simulate --scenario NAME`` prepares it (alibaba-week needs the trace and catalog of $TIDAL_DATA
+    or shared/data)."""
     out: list[tuple[str, Prepared]] = []
     for row, name, sharing in SCENARIOS:
+        if wanted and row not in wanted:
+            continue  # not prepared: reading a trace takes a while
         try:
             out.append((row, prepare(load_scenario(name), gpu_sharing=sharing)))
         except ScenarioError as err:
@@ -117,32 +120,33 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated scenario names")
     parser.add_argument("--policies", help="comma-separated policies (default: all)")
     parser.add_argument("--table-only", action="store_true", help="rebuild README.md from the recorded JSON")
-    args = parser.parse_args()
+    output.add_options(parser)
+    args = output.parse_args(parser)
+    if args.short:  # the quickest scenario, tidal alone
+        args.only, args.policies = args.only or "kai-day", args.policies or "tidal"
     configure_logging("console", "error", stream=sys.stderr)
     wanted = set(args.only.split(",")) if args.only else None
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for name, run in [] if args.table_only else scenarios():
-        if wanted and name not in wanted:
-            continue
+    results = output.directory(args)
+    for name, run in [] if args.table_only else scenarios(wanted):
         for policy in args.policies.split(",") if args.policies else POLICIES:
             out = simulate(
                 run.scenario, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
             )
-            doc = {**out.summary, "commit": commit()}
+            doc = dict(out.summary)
             if run.scenario.reservations:
                 bare = replace(run.scenario, reservations=())
                 without = simulate(
                     bare, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
                 )
                 doc["cost"]["withoutReservations"] = without.summary["cost"]["total"]
-            (RESULTS / f"{name}--{policy}.json").write_text(json.dumps(doc, indent=2) + "\n")
+            output.write(args, f"{name}--{policy}", doc)
             print(
                 f"{name:18} {policy:15} ${doc['cost']['total']:>10.2f}"
                 f"  x{doc['cost'].get('overLowerBound')}  wall {doc['wallSeconds']}s",
                 flush=True,
             )
     # The table always shows every recorded run, so a partial re-run keeps the others.
-    rows = [row(path) for path in sorted(RESULTS.glob("*--*.json"))]
+    rows = [row(path) for path in sorted(results.glob("*--*.json"))]
     lines = [
         "# Benchmark results",
         "",
@@ -167,10 +171,11 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[12]} | {r[5]} | {r[6]} | {r[7]}"
             f" | {r[8]} | {r[9]} | {r[10]} |"
         )
-    lines += causes_table(sorted(RESULTS.glob("*--*.json")))
-    changes = RESULTS / "policy-changes.md"
-    if changes.exists():  # written by hand from measured runs: what each policy change saved, per scenario
-        lines += ["", changes.read_text().strip()]
+    lines += causes_table(sorted(results.glob("*--*.json")))
+    # Notes written beside the results by hand from measured runs (what each policy change saved, a
+    # before/after comparison), each as it is.
+    for note in sorted(p for p in results.glob("*.md") if p.name != "README.md"):
+        lines += ["", note.read_text().strip()]
     for extra in (
         "plan_scale",
         "plan_scale_fractional",
@@ -179,10 +184,10 @@ def main() -> int:
         "scaleup_latency",
         "chaos",
     ):
-        path = RESULTS / f"{extra}.json"
+        path = results / f"{extra}.json"
         if path.exists():
             lines += ["", f"## {extra}", "", "```json", path.read_text().strip(), "```"]
-    (RESULTS / "README.md").write_text("\n".join(lines) + "\n")
+    (results / "README.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -25,6 +25,7 @@ from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
+from autoscaler.core.planning.window import launch_now
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.runtime.answering import Answers
 from autoscaler.runtime.availability import Availability
@@ -65,6 +66,7 @@ class ReconcileResult:
     acted: bool = False
     error: str = ""
     rolled_back: list[str] = field(default_factory=list)  # gangs whose partial launch was undone
+    held: int = 0  # launches of the last plan left for the batch window to close
 
 
 class Controller:
@@ -123,6 +125,7 @@ class Controller:
         self.answers = Answers(requests, dry_run=dry_run)
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
+        self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         self.last: ReconcileResult | None = None
         self.reporter = Reporter(
             actions=actions,
@@ -138,13 +141,17 @@ class Controller:
 
     # -- one step ---------------------------------------------------------------------------------------
 
-    def reconcile_once(self) -> ReconcileResult:
-        """One full reconcile; never raises (errors are reported and the next reconcile starts clean)."""
+    def reconcile_once(self, *, window_open: bool = False) -> ReconcileResult:
+        """One full reconcile; never raises (errors are reported and the next reconcile starts clean).
+
+        ``window_open``: pods are still arriving in a batch window, so only launches no later pod could share
+        are made (:func:`~autoscaler.core.planning.window.launch_now`); the others are planned again when the
+        window closes, and counted in ``ReconcileResult.held``."""
         started = time.perf_counter()
         now = self.clock()
         result = ReconcileResult()
         try:
-            self._reconcile(now, result)
+            self._reconcile(now, result, window_open)
         except Exception as err:  # the loop must survive anything; the error is counted and logged
             result.error = f"{type(err).__name__}: {err}"
             log.exception("reconcile_failed")
@@ -152,7 +159,7 @@ class Controller:
         self.last = result
         return result
 
-    def _reconcile(self, now: float, result: ReconcileResult) -> None:
+    def _reconcile(self, now: float, result: ReconcileResult, window_open: bool = False) -> None:
         cfg = self.config()
         self.fleet.config = cfg
         self.availability.unavailable_for = cfg.offering_unavailable_duration
@@ -192,7 +199,7 @@ class Controller:
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
-            decided = self._launch(decided, snapshot, cfg, instances, result, now)
+            decided = self._launch(decided, snapshot, cfg, instances, result, now, window_open)
             expired = self.gangs.settle(decided, result.launched, now, cfg.gang_launch_timeout)
             result.rolled_back = self.gangs.roll_back(
                 expired,
@@ -219,9 +226,10 @@ class Controller:
         # A replacement's room is for the pods of the node it replaces: pending pods are not planned into it
         # (it still counts against the limits).
         reserved = self.disruptions.reserved(list(progress(snapshot).values()))
+        self._planned_with = self._offerings(now)
         request = PlanInput(
             snapshot,
-            self._offerings(now),
+            self._planned_with,
             cfg,
             now,
             launching=[la for la in self.fleet.launching_capacity() if la.name not in reserved],
@@ -229,6 +237,7 @@ class Controller:
             memo=self._index,
             node_template=self.launcher.node_template,
             draining=self.drainer.active() if self.drainer else frozenset(),
+            launched_for=self.fleet.launched_for(),
         )
         return self.planner(request)
 
@@ -242,12 +251,21 @@ class Controller:
         instances: Sequence[Instance],
         result: ReconcileResult,
         now: float,
+        window_open: bool = False,
     ) -> Plan:
         """Launch the plan; while the cloud refuses launches (whatever the kind: no capacity, a quota, an
         invalid request), plan again with what it refused benched and launch the fallback, in this same
-        reconcile. Returns the last plan made. Throttling stops the rounds: every launch waits for it."""
+        reconcile. Returns the last plan made. Throttling stops the rounds: every launch waits for it.
+        With the batch window open, only the launches that need not wait for it are made."""
+        pods = {p.key: p for p in snapshot.pods} if window_open else {}
         for round_ in range(PLAN_ROUNDS):
-            outcomes = self.launcher.launch_all(decided.launch.launches, cfg, instances, now)
+            launches = decided.launch.launches
+            if window_open:
+                index = self._index.get(self._planned_with, cfg, snapshot.daemonsets)
+                ready = launch_now(launches, pods, index, decided.demand.constraints)
+                result.held = len(launches) - len(ready)
+                launches = ready
+            outcomes = self.launcher.launch_all(launches, cfg, instances, now)
             result.launched += outcomes
             # Candidates passed over by launches that then took another are benched too.
             self._late_failures(now)

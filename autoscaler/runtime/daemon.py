@@ -20,7 +20,7 @@ from autoscaler.cloud import CloudProvider, Starts, Stops, check_cloud, load_pro
 from autoscaler.config.layers import load_layers
 from autoscaler.config.options import Config, load_config
 from autoscaler.core.model import Pod
-from autoscaler.runtime.batching import Batcher
+from autoscaler.runtime.batching import Batcher, Wake
 from autoscaler.runtime.config_watch import ConfigWatcher
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import STOPPED, Drainer, DrainJob, pods_on
@@ -320,15 +320,17 @@ class Daemon:
         self._threads.append(t)
 
     def run_forever(self) -> None:
-        """The thin loop: a batch of unschedulable pods or the scan interval, reconcile, heartbeat."""
+        """The thin loop: pods arriving, a closed batch window or the scan interval, reconcile, heartbeat.
+        While a window is open, a reconcile launches only what no later pod could share."""
         while not self._stop.is_set():
             why = self.batcher.wait(self.config.scan_interval)
-            if why == "stop":
+            if why == Wake.STOP:
                 break
-            self.reconcile()
+            self.reconcile(window_open=self.batcher.is_open())
 
-    def reconcile(self) -> Any:
-        result = self.controller.reconcile_once()
+    def reconcile(self, *, window_open: bool = False) -> Any:
+        """One reconcile; ``window_open`` holds back the launches that wait for the batch window."""
+        result = self.controller.reconcile_once(window_open=window_open)
         self.health.heartbeat(self.clock())
         return result
 

@@ -154,6 +154,9 @@ class Fleet:
         self.on_refused = on_refused
         self.refusals: Counter[tuple[State, State]] = Counter()
         self._pending: dict[str, _Pending] = {}
+        # The pods each launch was for, by launch token, until its node is Ready: the planner keeps a node
+        # coming up for them, not for whichever pending pod sorts first.
+        self._for: dict[str, tuple[str, ...]] = {}
         self._by_type: (
             tuple[
                 Sequence[Offering],
@@ -173,6 +176,7 @@ class Fleet:
         It counts at once: a plan made later in the same reconcile (the fallback after a capacity error)
         must see its room and GPUs, or the same pods would be launched for twice and the limits overrun."""
         self._pending[token] = _Pending(token, offering, tuple(pods), instance, now)
+        self._for[token] = tuple(pods)
         key = f"token:{token}"
         if key not in self.members:
             self.members[key] = Member(
@@ -182,6 +186,7 @@ class Fleet:
     def forget_launch(self, token: str) -> None:
         """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
         self._pending.pop(token, None)
+        self._for.pop(token, None)
         self.members.pop(f"token:{token}", None)
 
     def observe(
@@ -224,7 +229,7 @@ class Fleet:
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
             member = Member(
-                inst.provider_id, State.LAUNCHING, inst, node, offering, pending.pods if pending else ()
+                inst.provider_id, State.LAUNCHING, inst, node, offering, self._for.get(inst.launch_token, ())
             )
             seen[inst.provider_id] = member
             self._settle(member, self._state_of(member, workload), now)
@@ -249,6 +254,12 @@ class Fleet:
             if key not in seen and before.state != State.GONE and not key.startswith("token:"):
                 log.info("fleet_member_gone", member=key, last_state=before.state.value)
         self.members = seen
+        coming = {
+            m.instance.launch_token if m.instance is not None else m.key.removeprefix("token:")
+            for m in seen.values()
+            if m.state in (State.LAUNCHING, State.REGISTERED)
+        }
+        self._for = {t: pods for t, pods in self._for.items() if t in coming}
         return overdue
 
     def _settle(self, member: Member, observed: State, now: float) -> None:
@@ -339,6 +350,21 @@ class Fleet:
             for m in sorted(self.members.values(), key=lambda m: m.key)
             if m.state == State.LAUNCHING and m.offering is not None
         ]
+
+    def launched_for(self) -> dict[str, str]:
+        """The node each pod a node still coming up was launched for waits on, by pod key: the launching
+        member's name (as in :meth:`launching_capacity`) or its Node's, once registered and not yet Ready."""
+        out: dict[str, str] = {}
+        for m in sorted(self.members.values(), key=lambda m: m.key):
+            if m.state == State.LAUNCHING and m.offering is not None:
+                name = m.key
+            elif m.state == State.REGISTERED and m.node is not None:
+                name = m.node.name
+            else:
+                continue
+            for key in m.pods:
+                out.setdefault(key, name)
+        return out
 
     def launching_usage(self) -> Usage:
         """What instances without a Node count against the limits (Nodes count through the snapshot): those

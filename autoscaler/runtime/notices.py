@@ -25,7 +25,8 @@ OVERSIZED_NODE = "OversizedNode"
 def idle_notice(launch: Launch) -> str:
     """The warning about a launch whose node leaves most of its GPUs idle (logged here), or ``""``."""
     why = launch.why
-    if why is None or not why.idle_gpus:
+    # A replacement's launches name no pods (each is for the node it replaces), so there is no one to tell.
+    if why is None or not why.idle_gpus or not launch.pods:
         return ""
     o = launch.offering
     line = idle_warning(o, launch.pods, why)

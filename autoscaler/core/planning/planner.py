@@ -63,7 +63,8 @@ class PlanInput:
     config stay the same; ``index`` is such a preparation made by the caller. ``explain`` names pods
     (namespace/name) whose whole story the plan should tell. ``node_template`` is the digest of what a node
     launched now is made from (a node launched from another has drifted); ``draining`` the nodes whose drains
-    are under way.
+    are under way. ``launched_for`` names, by pod key, the launching (or registered, not yet Ready) node a
+    pending pod was launched for: that node takes that pod before any other.
     """
 
     snapshot: Snapshot
@@ -79,6 +80,7 @@ class PlanInput:
     explain: Collection[str] = ()
     node_template: str = ""
     draining: Collection[str] = ()
+    launched_for: Mapping[str, str] = field(default_factory=dict)
 
 
 class Planner(Protocol):
@@ -111,7 +113,9 @@ def plan(request: PlanInput) -> Plan:
     base = usage(snapshot)
     total = base + launching_usage
     spend = queue_costs(snapshot, index, launching)
-    launch = scale_up(demand, index, engine, usage=total, queue_spend=spend, now=now)
+    launch = scale_up(
+        demand, index, engine, usage=total, queue_spend=spend, now=now, launched_for=request.launched_for
+    )
     needed = {a.node for a in launch.absorbed}
     # A replacement is planned within what this plan's launches leave of the limits; and while a limit keeps
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back

@@ -19,7 +19,7 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.demand import Claim, Demand, Gang, Ignored, Reason
@@ -413,6 +413,25 @@ class _Planner:
         if remaining:
             self._open(remaining, unit, gang, open_bins)
 
+    def place_own(self, pods: Sequence[Pod], demand: Demand, launched_for: Mapping[str, str]) -> set[str]:
+        """Put each pod a node coming up was launched for back on that node, before any other pod is placed:
+        otherwise an identical pod that sorts first (created in the same second) takes its room, and the
+        pod's new launch, under the token of its first, is the cloud's duplicate of that first. Returns the
+        keys placed."""
+        bins = {b.name: b for b in self.cluster}
+        own = [p for p in pods if launched_for.get(p.key) in bins]
+        placed: set[str] = set()
+        if not own:
+            return placed
+        for unit in pod_classes(own, demand.constraints, self.index, self.engine, demand.queues):
+            reason = mode_reason(unit.pods[0], unit.c, self.index.config)
+            for pod in unit.pods:
+                if not self._onto([bins[launched_for[pod.key]]], [pod], unit):
+                    self.modes[pod.key] = unit.mode
+                    self.mode_reasons[pod.key] = reason
+                    placed.add(pod.key)
+        return placed
+
     def place_gang(self, gang: Gang, demand: Demand) -> None:
         """All of a gang's pods get room, or none: what was placed for a gang that fails is taken back."""
         mark = self.journal.mark()
@@ -446,14 +465,20 @@ def scale_up(
     usage: Usage = NO_USAGE,
     queue_spend: QueueSpend = NO_SPEND,
     now: float | None = None,
+    launched_for: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """Plan the cheapest launches for ``demand`` in the cluster ``engine`` holds (its nodes that exist and
     launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
     serving each KAI queue cost already, counted against ``queueBudgets``; ``now`` opens and closes Capacity
-    Blocks (without it none is launched into)."""
+    Blocks (without it none is launched into); ``launched_for`` names the node coming up that each pending pod
+    was launched for, which takes that pod first."""
     for pod in [*demand.counted, *demand.standby]:
         engine.topology.prepare(pod)
     planner = _Planner(index, engine, usage, now, queue_spend)
+    singles = demand.singles
+    if launched_for:
+        placed = planner.place_own(singles, demand, launched_for)
+        singles = [p for p in singles if p.key not in placed]
 
     # Room booked earlier goes first; a capacity check only after the pods that wait (it never launches).
     rank = {Claim.BOOKED: 0, Claim.NEW: 1, Claim.FREE: 2}
@@ -463,7 +488,7 @@ def scale_up(
     ]
     units += [
         ((1, order(u.pods[0], choices(index, u.c))), u)
-        for u in pod_classes(demand.singles, demand.constraints, index, engine, demand.queues)
+        for u in pod_classes(singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
     for _, unit in units:
