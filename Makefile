@@ -37,6 +37,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/plan_optimality.py
 	$(BIN)/python bench/scaleup_latency.py
 	$(BIN)/python bench/reconcile_scale.py
+	$(BIN)/python bench/apiserver_scale.py
+	$(BIN)/python bench/karpenter_side_by_side.py
+	$(BIN)/python bench/capacity_buffer.py
 	$(BIN)/python bench/suite.py
 	$(BIN)/python bench/chaos.py --seeds 20 --no-write
 
