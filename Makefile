@@ -29,7 +29,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_scale.py

@@ -58,7 +58,11 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The least-privilege checks read the audit log of every scenario that ran tidal on the real control
-    plane: they run last in the session."""
+    """Every test on the session's real control plane runs in one process, in order (``make test`` spreads
+    the rest over the other cores: pytest-xdist's ``--dist loadgroup``); the least-privilege checks read the
+    audit log of every scenario that ran tidal there, so they run last."""
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("control-plane"))
     last = [i for i in items if i.nodeid.startswith("tests/e2e/control_plane/test_least_privilege.py")]
     items[:] = [i for i in items if i not in last] + last
