@@ -336,7 +336,7 @@ class PodGroup:
 class QueueLimits:
     quota: int | None = None
     limit: int | None = None
-    over_quota_weight: int = 1
+    over_quota_weight: float = 1  # a number in KAI's CRD, not a count: 0.5 is half a share
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,11 +30,13 @@ def install_crds(objects: Objects) -> None:
     wait_for_crds(objects, [d["metadata"]["name"] for d in docs])
 
 
-def queue(name: str, *, gpu_quota: float, gpu_limit: float, parent: str = "") -> dict[str, Any]:
+def queue(
+    name: str, *, gpu_quota: float, gpu_limit: float, over_quota_weight: float = 1, parent: str = ""
+) -> dict[str, Any]:
     """A Queue as KAI's docs write one: GPUs in whole or fractional units, -1 for none."""
     spec: dict[str, Any] = {
         "resources": {
-            "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": 1},
+            "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": over_quota_weight},
             "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
             "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
         }

@@ -451,6 +451,23 @@ def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
     return int(number)
 
 
+def _weight(gpu: Mapping[str, Any]) -> float:
+    """A KAI queue's ``overQuotaWeight``: any number at or above 0, as KAI's CRD types it (``0.5`` is half a
+    share); absent, 1."""
+    value = gpu.get("overQuotaWeight")
+    if value is None:
+        return 1
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not 0 <= number < float("inf"):
+        raise FieldError(
+            "spec.resources.gpu.overQuotaWeight", f"expected a number at or above 0, got {got(value)}"
+        )
+    return number
+
+
 def _queue(obj: Mapping[str, Any]) -> Queue:
     meta = field_map(obj, "metadata")
     spec = field_map(obj, "spec")
@@ -461,7 +478,7 @@ def _queue(obj: Mapping[str, Any]) -> Queue:
         gpu=QueueLimits(
             quota=_limit(gpu, "quota"),
             limit=_limit(gpu, "limit"),
-            over_quota_weight=integer(gpu, "overQuotaWeight", 1, "spec.resources.gpu.") or 1,
+            over_quota_weight=_weight(gpu),
         ),
         priority=integer(spec, "priority", 0, "spec."),
     )

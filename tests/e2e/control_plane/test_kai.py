@@ -139,6 +139,33 @@ def test_a_stale_capacity_message_of_a_queue_at_its_limit_is_held_and_reported(
     assert cluster.cloud(cluster.config()).launched() == []
 
 
+def test_a_queue_with_a_fractional_over_quota_weight_still_holds_its_pods_at_its_limit(
+    cluster: Cluster, scheduler: kai.KaiScheduler
+) -> None:
+    # KAI's CRD types overQuotaWeight as a number: a weight of 0.5 is accepted and means half a share.
+    queue = f"research-{cluster.namespace}"
+    cluster.create(kai.queue(queue, gpu_quota=2, gpu_limit=4, over_quota_weight=0.5))
+    stored = cluster.objects.get("scheduling.run.ai/v2", "Queue", queue)
+    assert stored is not None and stored["spec"]["resources"]["gpu"]["overQuotaWeight"] == 0.5
+    full_gpu_node(cluster, scheduler, queue, gpus=4)
+    t = cluster.tidal(cluster.config())
+
+    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
+    [pod] = created(cluster, "sweep", 1)
+    name = pod.metadata.name
+    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
+
+    reported = wait_until(
+        lambda: messages(cluster, "NotTriggerScaleUp", name),
+        timeout=60,
+        what="NotTriggerScaleUp on the held pod",
+    )
+    assert f"queue {queue} would exceed its GPU limit: 4 allocated + 1 requested" in reported[0]
+    t.wait_reconciles(3)
+    assert cluster.cloud(cluster.config()).launched() == []
+    assert "cannot decode" not in t.output()
+
+
 def test_a_gang_the_gpu_limit_cannot_hold_whole_gets_no_node_and_every_member_is_told(
     cluster: Cluster, scheduler: kai.KaiScheduler
 ) -> None:
