@@ -13,6 +13,7 @@ from typing import Any
 
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 
 class PodKubelet:
@@ -37,7 +38,7 @@ class PodKubelet:
         while not self._stop.wait(self.interval):
             try:
                 self.step()
-            except (ApiException, OSError):
+            except (ApiException, HTTPError, OSError):
                 continue  # the API server may be down on purpose; try again next round
 
     def step(self) -> None:
