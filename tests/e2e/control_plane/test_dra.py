@@ -96,3 +96,24 @@ def test_every_claim_pod_tidal_launched_for_is_allocated_its_gpu_and_bound(
     # Nothing idle was bought: every launched instance holds a claim pod.
     launched = {i.provider_id for i in cluster.cloud(cfg).launched()}
     assert launched == {nodes[p.spec.node_name].spec.provider_id for p in pods_of(cluster, "train")}
+
+
+def test_a_claim_selecting_gpu_memory_gets_a_node_whose_gpu_the_scheduler_finds_big_enough(
+    cluster: Cluster, device_class: None
+) -> None:
+    # The cheapest GPU here is a T4 with 16 GiB: the claim rules it out, tidal must buy a bigger one.
+    cfg = cluster.config(gpuSharing={"dra": True}, instanceTypeRegexp="(g4dn|g5|g6|m6i)\\..*")
+    cluster.tidal(cfg)
+    selector = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("20Gi")) >= 0'
+    cluster.create(claim_template("big-gpu", selector=selector))
+    cluster.create(claiming_job("infer", "big-gpu", pods=1))
+
+    [pod] = cluster.wait_bound(1, timeout=120)
+    [result] = claim_of(cluster, pod).status.allocation.devices.results
+    resources = kubernetes.client.ResourceV1Api(cluster.api)
+    [published] = [s for s in resources.list_resource_slice().items if s.spec.node_name == pod.spec.node_name]
+    [device] = [d for d in published.spec.devices if d.name == result.device]
+    memory = device.capacity["memory"].value
+    assert memory.endswith("Mi") and int(memory[:-2]) >= 20 * 1024, memory
+    launched = cluster.cloud(cfg).launched()
+    assert len(launched) == 1 and not launched[0].instance_type.startswith("g4dn"), launched
