@@ -428,8 +428,9 @@ def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
     return guard(obj, _podgroup)
 
 
-def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
-    """A KAI queue quota or limit: a number of GPUs, or -1 for none (``None``); other negatives are errors."""
+def _limit(gpu: Mapping[str, Any], key: str) -> float | None:
+    """A KAI queue quota or limit: a number of GPUs, fractions included as KAI counts them (0.5 is half a
+    GPU), or -1 for none (``None``); other negatives are errors."""
     value = gpu.get(key)
     if value is None:
         return None
@@ -448,7 +449,7 @@ def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
         raise FieldError(
             f"spec.resources.gpu.{key}", f"{got(value)} is below 0 and not -1 (which means no limit)"
         )
-    return int(number)
+    return int(number) if number.is_integer() else number
 
 
 def _weight(gpu: Mapping[str, Any]) -> float:

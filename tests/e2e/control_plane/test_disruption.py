@@ -55,7 +55,7 @@ def drift(cluster: Cluster, t: Tidal) -> None:
 
 def left_alone(cluster: Cluster, t: Tidal, pod: Any, node: Any) -> None:
     """Several reconciles later the node and its pod are as they were, and nothing was bought."""
-    t.wait_reconciles(4)
+    t.wait_reconciles(3)
     kept = cluster.core.read_node(node.metadata.name)
     assert not kept.spec.unschedulable
     current = cluster.core.read_namespaced_pod(pod.metadata.name, cluster.namespace)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.control_plane.conftest import Cluster
 from tests.e2e.control_plane.observe import gpus, messages, pods_of, ready
-from tests.e2e.control_plane.workloads import job
+from tests.e2e.control_plane.workloads import GPU_TOLERATION, job
 from tests.k8s import kai
 from tests.k8s.cluster import Objects
 from tests.k8s.tidal import Tidal, wait_until
@@ -164,6 +164,32 @@ def test_a_queue_with_a_fractional_over_quota_weight_still_holds_its_pods_at_its
     t.wait_reconciles(3)
     assert cluster.cloud(cluster.config()).launched() == []
     assert "cannot decode" not in t.output()
+
+
+def test_a_queue_limited_to_half_a_gpu_gets_a_node_for_the_half_gpu_pod_it_allows(
+    cluster: Cluster, scheduler: kai.KaiScheduler
+) -> None:
+    # KAI counts queue resources in GPUs with fractions: a limit of 0.5 lets one half-GPU pod run.
+    queue = f"chat-{cluster.namespace}"
+    cluster.create(kai.queue(queue, gpu_quota=0.5, gpu_limit=0.5))
+    cfg = cluster.config()
+    cluster.tidal(cfg)
+    workload = kai_job(cluster, "chat", queue=queue, pods=1, gpus=0)
+    template = workload["spec"]["template"]
+    template["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+    # It asks for no nvidia.com/gpu, so no admission plugin could add the GPU taint's toleration: it carries it.
+    template["spec"]["tolerations"] = [GPU_TOLERATION]
+    cluster.create(workload)
+    [pod] = created(cluster, "chat", 1)
+    name = pod.metadata.name
+    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 0, 1, 4))
+
+    launching = wait_until(
+        lambda: messages(cluster, "TriggeredScaleUp", name), timeout=60, what="TriggeredScaleUp on the pod"
+    )
+    assert "launching g4dn" in launching[0], launching
+    assert messages(cluster, "NotTriggerScaleUp", name) == []
+    assert sum(i.gpu_count for i in cluster.cloud(cfg).launched()) == 1
 
 
 def test_a_gang_the_gpu_limit_cannot_hold_whole_gets_no_node_and_every_member_is_told(

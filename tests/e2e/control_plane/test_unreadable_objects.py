@@ -63,7 +63,7 @@ def test_the_node_of_a_running_pod_tidal_cannot_read_is_never_removed_and_the_po
         lambda: messages(cluster, "Unreadable", name), timeout=60, what="an Unreadable event on the pod"
     )
     assert "operator: 'Gt'" in told[0] and f"never removes node {node}" in told[0], told
-    t.wait_reconciles(4)
+    t.wait_reconciles(3)
     assert node in {n.metadata.name for n in cluster.nodes()}
     assert not cluster.core.read_node(node).spec.unschedulable
     current = cluster.core.read_namespaced_pod(name, cluster.namespace)
