@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -31,6 +32,13 @@ from autoscaler.runtime.kube.convert_dra import (
     resourceclaim_from_dict,
     resourceclaimtemplate_from_dict,
 )
+from autoscaler.runtime.kube.convert_requests import (
+    capacitybuffer_from_dict,
+    deployment_from_api,
+    podtemplate_from_dict,
+    provisioningrequest_from_dict,
+    statefulset_from_api,
+)
 
 _CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "Pod": ("pods", pod_from_dict),
@@ -39,9 +47,15 @@ _CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "DaemonSet": ("daemonsets", daemonset_from_dict),
     "PodGroup": ("podgroups", podgroup_from_dict),
     "Queue": ("queues", queue_from_dict),
+    "PodTemplate": ("pod_templates", podtemplate_from_dict),
+    "ProvisioningRequest": ("provisioning_requests", provisioningrequest_from_dict),
+    "CapacityBuffer": ("capacity_buffers", capacitybuffer_from_dict),
+    # Read for a CapacityBuffer's scalableRef: replicas and the template's pod.
+    "Deployment": ("deployments", deployment_from_api),
+    "StatefulSet": ("statefulsets", statefulset_from_api),
 }
 # The kinds whose converter reads resource quantities, through the builder's memo.
-_READS_QUANTITIES = frozenset({"Pod", "Node", "DaemonSet"})
+_READS_QUANTITIES = frozenset({"Pod", "Node", "DaemonSet", "PodTemplate", "Deployment", "StatefulSet"})
 # DRA objects are kept apart (SnapshotBuilder.dra) until the Snapshot has fields for them.
 _DRA_VERSION = "resource.k8s.io/v1"
 _DRA_CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
@@ -155,6 +169,10 @@ class SnapshotBuilder:
             queues=tuple(self.parts["queues"].values()),
             namespaces=dict(self.namespaces),
             dra=self.build_dra(),
+            provisioning_requests=tuple(self.parts["provisioning_requests"].values()),
+            capacity_buffers=tuple(self.parts["capacity_buffers"].values()),
+            pod_templates=tuple(self.parts["pod_templates"].values()),
+            workloads=(*self.parts["deployments"].values(), *self.parts["statefulsets"].values()),
         )
 
     def build_dra(self) -> DraObjects:
@@ -197,21 +215,41 @@ class LoadedSnapshot:
     dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))  # not yet in the Snapshot
 
 
-def read_snapshots(paths: Iterable[str | os.PathLike[str]]) -> LoadedSnapshot:
-    """Read snapshot files (in order: a later file's copy of an object wins) into one Snapshot."""
-    builder = SnapshotBuilder()
-    for path in paths:
-        p = Path(path)
+STDIN = (
+    "-"  # ``--snapshot -``: read the snapshot from standard input (``kubectl get ... -o yaml | tidal plan``)
+)
+
+
+def _read(path: str | os.PathLike[str], stdin: TextIO | None) -> tuple[str, str]:
+    """A snapshot file's name, as messages give it, and its text; ``-`` is standard input."""
+    if os.fspath(path) == STDIN:
+        source = stdin if stdin is not None else sys.stdin
         try:
-            text = p.read_text(encoding="utf-8-sig")
-        except OSError as err:
-            raise SnapshotError(f"{p}: {err.strerror or err}") from None
+            return "<stdin>", source.read().removeprefix("\ufeff")
         except UnicodeDecodeError:
-            raise SnapshotError(f"{p}: not a text file") from None
-        for n, doc in enumerate(_documents(text, str(p))):
+            raise SnapshotError("<stdin>: not text") from None
+    p = Path(path)
+    try:
+        return str(p), p.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise SnapshotError(f"{p}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{p}: not a text file") from None
+
+
+def read_snapshots(paths: Iterable[str | os.PathLike[str]], stdin: TextIO | None = None) -> LoadedSnapshot:
+    """Read snapshot files (in order: a later file's copy of an object wins) into one Snapshot; a path ``-``
+    is ``stdin`` (default: the process's standard input), which can be read once."""
+    builder = SnapshotBuilder()
+    names = [os.fspath(p) for p in paths]
+    if names.count(STDIN) > 1:
+        raise SnapshotError("--snapshot -: standard input is given more than once; it can be read only once")
+    for path in names:
+        name, text = _read(path, stdin)
+        for n, doc in enumerate(_documents(text, name)):
             if doc is None:
                 continue
-            builder.add(doc, f"{p}: document {n + 1}" if n else str(p))
+            builder.add(doc, f"{name}: document {n + 1}" if n else name)
     return LoadedSnapshot(
         builder.build(), builder.skipped, builder.duplicates, builder.count, builder.build_dra()
     )

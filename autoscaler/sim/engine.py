@@ -17,11 +17,13 @@ from autoscaler.config.options import Config
 from autoscaler.core.model import CapacityType, InstanceState
 from autoscaler.core.offering import Instance
 from autoscaler.core.planning.planner import Plan, Planner
+from autoscaler.core.words import count
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob, last_look, remove_node
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.sim.cluster import EmulatedCluster, held_by_queue
 from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY
+from autoscaler.sim.kueue import Kueue, buffer_object, buffer_template
 from autoscaler.sim.record import (
     INTERRUPTION,
     LAUNCH,
@@ -127,6 +129,13 @@ class Simulation:
             clock=self.clock,
         )
         kwargs: dict[str, Any] = {"planner": planner} if planner is not None else {}
+        kwargs["requests"] = self.cluster.requests
+        self.kueue = (
+            Kueue(scenario.kueue, self.cluster.requests, self.cluster.submit) if scenario.kueue else None
+        )
+        for b in scenario.buffers:
+            self.cluster.requests.put_template(buffer_template(b, 0.0))
+            self.cluster.requests.put_buffer(buffer_object(b))
         self.controller = Controller(
             config=lambda: self.config,
             cluster=self.cluster,
@@ -176,20 +185,25 @@ class Simulation:
             self.clock.now = t
             while i < len(self.jobs) and self.jobs[i].at <= t:
                 job = self.jobs[i]
-                self.cluster.submit(job, t)
+                if self.kueue is not None:
+                    self.kueue.submit(job, t)
+                else:
+                    self.cluster.submit(job, t)
                 self._say(
-                    f"{job.name}: {job.pods} pods x {_gpus_of(job)} GPU"
+                    f"{job.name}: {count(job.pods, 'pod')} x {_gpus_of(job)} GPU"
                     + (f" in queue {job.queue}" if job.queue else "")
                     + (" (gang)" if job.gang else "")
                 )
                 i += 1
             self.cluster.finish_due(t)
+            self._admit(t)
             self._cloud_events(t, interruptions, outages)
             self.provider.advance()
             self._schedule(t)
             if self._due(t):
                 self._reconcile(t)
                 self.provider.advance()
+                self._admit(t)
                 self._schedule(t)
             self._sample(t)
             nxt = self._next(t, i, interruptions, outages)
@@ -208,6 +222,21 @@ class Simulation:
         rec.scaling_pods = self.adjuster.created if self.adjuster is not None else 0
         rec.wall_seconds = time.perf_counter() - wall
         return rec
+
+    def _admit(self, t: float) -> None:
+        """Kueue admits what its quota and the answers to its ProvisioningRequests allow."""
+        if self.kueue is None:
+            return
+        cluster = self.cluster
+
+        def running(job: str) -> bool:
+            return any(sp.job == job for sp in cluster.pods.values())
+
+        def annotate(key: str, values: dict[str, str]) -> None:
+            namespace, name = key.split("/", 1)
+            cluster.annotate_pod(namespace, name, values)
+
+        self.kueue.step(t, running, annotate)
 
     def _schedule(self, t: float) -> None:
         """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
@@ -273,7 +302,7 @@ class Simulation:
                 assert o.instance is not None
                 kinds[o.instance.instance_type] = kinds.get(o.instance.instance_type, 0) + 1
             desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
-            self._say(f"launch {desc} for {sum(len(o.launch.pods) for o in launched)} pods")
+            self._say(f"launch {desc} for {count(sum(len(o.launch.pods) for o in launched), 'pod')}")
             rec.markers.append((t, LAUNCH, len(launched)))
         after = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
         for gone in sorted(before - after):
@@ -346,6 +375,12 @@ class Simulation:
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         times += self._reservation_times
+        if self.kueue is not None:
+            retry = self.kueue.next_time(t)
+            if retry is not None:
+                times.append(retry)
+            if self.kueue.waiting or any(not w.pods for w in self.kueue.admitted):
+                times.append(t + self.config.scan_interval)  # Kueue watches its requests
         future = [x for x in times if x > t]
         return min(future) if future else None
 

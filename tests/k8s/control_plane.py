@@ -29,6 +29,17 @@ import yaml
 from tests.k8s.pki import Issued, Pki
 
 SERVICE_CIDR = "10.0.0.0/24"
+# What the audit log records: every request of tidal's ServiceAccount (for the least-privilege check),
+# nothing else (the scheduler and controller manager would fill it).
+TIDAL_USER = "system:serviceaccount:tidal-system:tidal"
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["{TIDAL_USER}"]
+  - level: None
+"""
 READY_TIMEOUT = 60.0
 # Toleration operators Lt and Gt (alpha in Kubernetes 1.35): the API server then accepts a pod field tidal does
 # not read, which is how a newer cluster looks to it. The scheduler gets the gate too, so it compares them.
@@ -121,7 +132,24 @@ class ControlPlane:
             "kube-controller-manager",
             cert=self.pki.controller_manager,
         )
+        self.audit_log = self.folder / "logs" / "audit.jsonl"
+        # (started, ready) of every API server start: until its authorizer has synced, a starting server
+        # refuses requests it will allow a moment later, which clients see as a passing 403.
+        self.restarts: list[tuple[float, float]] = []
+        (self.folder / "audit-policy.yaml").write_text(AUDIT_POLICY)
         self._define()
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audited request so far (tidal's ServiceAccount's), oldest first."""
+        if not self.audit_log.exists():
+            return []
+        out = []
+        for line in self.audit_log.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written right now
+        return out
 
     # ------------------------------------------------------------------ kubeconfigs and clients
 
@@ -240,6 +268,10 @@ class ControlPlane:
                 f"--proxy-client-key-file={pki.front_proxy_client.key}",
                 "--allow-privileged=true",
                 FEATURE_GATES,
+                f"--audit-policy-file={self.folder / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
             ],
             logs / "kube-apiserver.log",
         )
@@ -305,8 +337,11 @@ class ControlPlane:
 
     def start_apiserver(self) -> None:
         """(Re)start kube-apiserver on its port and wait for /readyz."""
+        started = time.time()
         self.processes["kube-apiserver"].start()
         self._wait("kube-apiserver /readyz", self._apiserver_ready)
+        if self.processes["kube-apiserver"].popen is not None and hasattr(self, "restarts"):
+            self.restarts.append((started, time.time()))
 
     def second_apiserver(self) -> ControlPlane:
         """Another kube-apiserver on the same etcd, as in a highly available control plane: a client of the

@@ -64,7 +64,7 @@ def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(t
     account = objects[("ServiceAccount", "tidal")]["metadata"]["annotations"]
     container = objects[("Deployment", "tidal")]["spec"]["template"]["spec"]["containers"][0]
     assert account["eks.amazonaws.com/role-arn"] == "arn:aws:iam::123456789012:role/tidal-autoscaler"
-    assert container["image"] == "registry.example.com/tidal-autoscaler:0.1.0-aws"
+    assert container["image"] == "registry.example.com/tidal-autoscaler:0.2.0-aws"
     assert container["args"] == ["run", "--config", "/etc/tidal/config.yaml", "--dry-run"]
 
 

@@ -24,6 +24,7 @@ from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.planning.reserved import ReservedRoom, rank
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
+from autoscaler.core.words import count
 
 MAX_ALTERNATIVES = 20
 
@@ -215,7 +216,7 @@ def limit_rejection(index: OfferingIndex, budget: Budget) -> Rejection:
         if budget.cpu_milli is None or budget.cpu_milli > 0:
             return Rejection(
                 Filter.CLUSTER_LIMIT,
-                f"clusterGPULimit {cfg.cluster_gpu_limit} reached ({used} GPUs in use, launching or planned)",
+                f"clusterGPULimit {cfg.cluster_gpu_limit} reached ({count(used, 'GPU')} in use, launching or planned)",
                 "clusterGPULimit",
             )
     return Rejection(
