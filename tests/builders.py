@@ -279,7 +279,7 @@ def podgroup(
     }
 
 
-def queue(name: str, *, quota: int, limit: int, parent: str = "") -> dict[str, Any]:
+def queue(name: str, *, quota: float, limit: float, parent: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "resources": {
             "gpu": {"quota": quota, "limit": limit, "overQuotaWeight": 1},

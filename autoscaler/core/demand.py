@@ -234,13 +234,13 @@ class _QueueBook:
             if limits.limit is not None and self.used[name] + gpus > limits.limit:
                 return Reason.QUEUE_LIMIT, (
                     f"queue {name} would exceed its GPU limit: {self.used[name]:g} allocated + {gpus:g} "
-                    f"requested > limit {limits.limit}"
+                    f"requested > limit {limits.limit:g}"
                 )
             held = self.non_preemptible[name]
             if non_preemptible and limits.quota is not None and held + non_preemptible > limits.quota:
                 return Reason.QUEUE_QUOTA, (
                     f"queue {name} would exceed its GPU quota with non-preemptible pods, which KAI runs only "
-                    f"within quota: {held:g} allocated + {non_preemptible:g} requested > quota {limits.quota}"
+                    f"within quota: {held:g} allocated + {non_preemptible:g} requested > quota {limits.quota:g}"
                 )
         for name in chain:
             self.used[name] += gpus

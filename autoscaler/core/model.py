@@ -334,14 +334,15 @@ class PodGroup:
 
 @dataclass(frozen=True, slots=True)
 class QueueLimits:
-    quota: int | None = None
-    limit: int | None = None
-    over_quota_weight: int = 1
+    quota: float | None = None  # GPUs; KAI counts fractions (0.5 is half a GPU)
+    limit: float | None = None
+    over_quota_weight: float = 1  # a number in KAI's CRD, not a count: 0.5 is half a share
 
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """A KAI Queue, with GPU quota and limit in whole GPUs (-1 in KAI means unlimited, kept as None)."""
+    """A KAI Queue, with GPU quota and limit in GPUs, fractions included (-1 in KAI means unlimited, kept as
+    None)."""
 
     name: str
     parent: str = ""

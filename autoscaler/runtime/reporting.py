@@ -22,7 +22,7 @@ from autoscaler.runtime.notices import OVERSIZED_NODE, idle_notice, post_estimat
 from autoscaler.runtime.seams import ClusterWrites, EventRecorder, Metrics, attempt
 from autoscaler.runtime.status import STATUS_CONFIGMAP, Leadership, status_summary
 
-__all__ = ["NOTIFY_REASONS", "Reporter"]
+__all__ = ["NOTIFY_REASONS", "UNREADABLE", "Reporter"]
 
 log = structlog.get_logger("tidal.controller")
 NOTIFY_REASONS = {
@@ -33,6 +33,10 @@ NOTIFY_REASONS = {
     Reason.GANG_INCOMPLETE,
     Reason.UNREADABLE,
 }
+
+
+# The event on a running pod or a Node tidal cannot fully read.
+UNREADABLE = "Unreadable"
 
 
 class Reporter:
@@ -93,6 +97,25 @@ class Reporter:
         for i in decided.demand.ignored:
             if i.reason in NOTIFY_REASONS and i.pod in pods:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
+        self._unreadable(snapshot)
+
+    def _unreadable(self, snapshot: Snapshot) -> None:
+        """Say so on every running pod and Node tidal cannot fully read: each keeps a node for ever, which
+        nobody would otherwise learn the reason for (a pending one is told by its NotTriggerScaleUp)."""
+        for pod in snapshot.pods:
+            if pod.unreadable and pod.node_name:
+                msg = (
+                    f"tidal cannot read all of this pod ({pod.unreadable}): it never evicts it and never "
+                    f"removes node {pod.node_name}"
+                )
+                self.events.pod(pod, UNREADABLE, msg, "Warning")
+        for node in snapshot.nodes:
+            if node.unreadable:
+                msg = (
+                    f"tidal cannot read all of this Node ({node.unreadable}): it plans no pod onto it and "
+                    "never removes it"
+                )
+                self.events.node(node.name, UNREADABLE, msg, "Warning")
 
     def _annotate_pod(self, namespace: str, name: str, values: dict[str, str | None]) -> bool:
         return attempt(self.actions.annotate_pod, namespace, name, values)

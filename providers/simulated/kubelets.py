@@ -1,5 +1,6 @@
 """The simulated instances' kubelets: each running instance registers its Node, reports its GPUs once they are
-ready, and its Node goes NotReady when the instance ends, all through the Kubernetes API (``registerNodes``)."""
+ready (on a DRA node, as the ResourceSlice its DRA driver publishes), and its Node goes NotReady when the
+instance ends, all through the Kubernetes API (``registerNodes``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from autoscaler.config.options import Config
 from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.runtime.catalog import TemplateBuilder
+from providers.simulated.devices import is_dra_node
 from providers.simulated.node import NodeRegistrar, gpu_status, node_manifest
 from providers.simulated.state import RUNNING, TERMINATED, CloudState, InstanceRecord
 
@@ -61,6 +63,7 @@ class Kubelets:
             offering = dataclasses.replace(offering, template=self._template(offering))
         capacity = offering.capacity()
         allocatable = node_allocatable(offering, reserved=self.config.kube_reserved)
+        labels = {**node_labels(offering, self.config), **record.labels}
         try:
             if action == _REGISTER:
                 manifest = node_manifest(
@@ -70,7 +73,7 @@ class Kubelets:
                     zone=offering.zone,
                     region=offering.region or self.region,
                     arch=offering.arch.value,
-                    labels={**node_labels(offering, self.config), **record.labels},
+                    labels=labels,
                     taints=record.taints,
                     capacity=capacity,
                     allocatable=allocatable,
@@ -78,6 +81,10 @@ class Kubelets:
                 )
                 created = self.kube.create(manifest)
                 log.info("node_registered" if created else "node_already_registered", node=record.id)
+            elif action == _GPUS and is_dra_node(labels):
+                # NVIDIA's DRA driver, not the device plugin: the GPUs become devices of a ResourceSlice.
+                found = self.kube.publish_devices(record.id, offering)
+                log.info("node_devices_published" if found else "node_gone_before_gpus", node=record.id)
             elif action == _GPUS:
                 found = self.kube.patch_status(record.id, gpu_status(capacity, allocatable))
                 log.info("node_gpus_ready" if found else "node_gone_before_gpus", node=record.id)

@@ -25,8 +25,10 @@ from autoscaler.core.model import (
     LABEL_ZONE,
     Taint,
 )
+from autoscaler.core.offering import Offering
 from autoscaler.core.quantity import format_quantity
 from autoscaler.core.resources import GPU_RESOURCES, Resources
+from providers.simulated.devices import DevicePublisher
 
 __all__ = [
     "KUBELET_VERSION",
@@ -221,6 +223,11 @@ class NodeRegistrar:
                 return False
             raise
         return True
+
+    def publish_devices(self, name: str, offering: Offering) -> bool:
+        """Publish the ResourceSlice of a DRA node's GPUs; False when the Node no longer exists."""
+        publisher = DevicePublisher(self.core.api_client, request_timeout=self.request_timeout)
+        return publisher.publish(name, offering)
 
     def mark_unreachable(self, name: str, now: float) -> bool:
         """Ready=Unknown plus the ``node.kubernetes.io/unreachable`` taints; False when the Node is gone."""

@@ -41,6 +41,9 @@ rules:
   - level: None
 """
 READY_TIMEOUT = 60.0
+# Toleration operators Lt and Gt (alpha in Kubernetes 1.35): the API server then accepts a pod field tidal does
+# not read, which is how a newer cluster looks to it. The scheduler gets the gate too, so it compares them.
+FEATURE_GATES = "--feature-gates=TaintTolerationComparisonOperators=true"
 
 
 class ControlPlaneFailed(RuntimeError):
@@ -264,6 +267,7 @@ class ControlPlane:
                 f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
                 f"--proxy-client-key-file={pki.front_proxy_client.key}",
                 "--allow-privileged=true",
+                FEATURE_GATES,
                 f"--audit-policy-file={self.folder / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
@@ -282,6 +286,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={p['scheduler']}",
                 "--leader-elect=false",
+                FEATURE_GATES,
                 *serving,
             ],
             logs / "kube-scheduler.log",

@@ -209,6 +209,23 @@ def test_preemptible_pods_count_beyond_the_quota_up_to_the_limit(make_config: Ca
     assert reasons(demand) == {"default/batch-2": Reason.QUEUE_LIMIT}
 
 
+def test_a_fractional_queue_limit_holds_gpu_fractions_as_kai_counts_them(
+    make_config: Callable[..., Config],
+) -> None:
+    # KAI's queue resources are in GPUs with fractions: 1.5 GPUs hold one whole GPU and one half, not two halves.
+    objs = [
+        queue("inference", quota=0, limit=1.5),
+        serving("llm-0", node_name="gpu-a"),
+        serving("chat-0", gpu=0, annotations={"gpu-fraction": "0.5"}, created="2026-11-20T10:01:00Z"),
+        serving("chat-1", gpu=0, annotations={"gpu-fraction": "0.5"}, created="2026-11-20T10:02:00Z"),
+    ]
+    demand = select(snapshot(*objs), make_config())
+    assert [p.key for p in demand.counted] == ["default/chat-0"]
+    assert reasons(demand) == {"default/chat-1": Reason.QUEUE_LIMIT}
+    detail = next(i.detail for i in demand.ignored)
+    assert detail == "queue inference would exceed its GPU limit: 1.5 allocated + 0.5 requested > limit 1.5"
+
+
 def test_a_pod_of_priority_100_or_more_is_non_preemptible_when_no_label_says_otherwise(
     make_config: Callable[..., Config],
 ) -> None:

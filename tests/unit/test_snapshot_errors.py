@@ -333,6 +333,24 @@ def test_kai_queues_keep_minus_one_for_no_limit_and_accept_quoted_numbers() -> N
     assert (decoded.gpu.quota, decoded.gpu.limit) == (8, None)
 
 
+def test_a_queue_with_a_fractional_over_quota_weight_is_read_as_kais_crd_allows() -> None:
+    obj = queue("research", quota=2, limit=4)
+    obj["spec"]["resources"]["gpu"]["overQuotaWeight"] = 0.5
+    decoded = queue_from_dict(obj)
+    assert (decoded.gpu.quota, decoded.gpu.limit, decoded.gpu.over_quota_weight) == (2, 4, 0.5)
+
+
+def test_a_queue_over_quota_weight_that_is_not_a_number_names_it() -> None:
+    obj = queue("research", quota=2, limit=4)
+    obj["spec"]["resources"]["gpu"]["overQuotaWeight"] = "heavy"
+    with pytest.raises(
+        ConversionError,
+        match=r"^Queue research: spec\.resources\.gpu\.overQuotaWeight: expected a number at or above 0, "
+        r"got 'heavy'$",
+    ):
+        queue_from_dict(obj)
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

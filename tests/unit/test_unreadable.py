@@ -3,13 +3,17 @@ alone by every decision (never demand, never moved, its node never empty, never 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autoscaler.cli.snapshot import SnapshotBuilder
 from autoscaler.core.demand import Reason
 from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.kube.convert import node_from_api, pod_from_api
+from providers.simulated import SimulatedProvider
 from tests.builders import aws_offerings, node, pod
+from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -18,6 +22,7 @@ if TYPE_CHECKING:
     from autoscaler.config.options import Config
     from autoscaler.core.model import Snapshot
 
+CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
 NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
 LONG_UNNEEDED = {"tidal.dev/unneeded-since": "2026-11-20T09:00:00Z"}
 
@@ -100,3 +105,37 @@ def test_a_node_tidal_cannot_read_is_kept_and_never_removed(make_config: Callabl
     result = plan(PlanInput(from_api(obj), aws_offerings(), make_config(), NOW))
     assert result.removal.removals == ()
     assert [b.node for b in result.removal.blocked] == ["gpu-a"]
+
+
+def _reconcile(snap: Snapshot, cfg: Config) -> CallRecorder:
+    events = CallRecorder()
+    clock = Clock(NOW)
+    controller = Controller(
+        config=lambda: cfg,
+        cluster=StaticCluster(snap),
+        provider=SimulatedProvider(cfg, clock=clock),
+        actions=CallRecorder(),
+        events=events,
+        clock=clock,
+    )
+    assert controller.reconcile_once().error == ""
+    return events
+
+
+def test_a_running_pod_tidal_cannot_read_is_told_that_it_keeps_its_node(
+    make_config: Callable[..., Config],
+) -> None:
+    managed = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
+    running = newer_toleration(pod("batch-0", node_name="gpu-a", phase="Running", message=None))
+    events = _reconcile(from_api(managed, running), make_config(simulated={"catalog": str(CATALOG)}))
+    [told] = [args for args in events.named("pod") if args[1] == "Unreadable"]
+    assert told[0].key == "default/batch-0"
+    assert "spec.tolerations[0].operator: 'Lt'" in told[2] and "never removes node gpu-a" in told[2]
+
+
+def test_a_node_tidal_cannot_read_is_told_that_it_is_kept(make_config: Callable[..., Config]) -> None:
+    obj = node("gpu-a", managed=True, annotations=LONG_UNNEEDED)
+    obj["spec"]["taints"] = [{"key": "example.com/maintenance", "effect": "Drain"}]
+    events = _reconcile(from_api(obj), make_config(simulated={"catalog": str(CATALOG)}))
+    [told] = [args for args in events.named("node") if args[1] == "Unreadable"]
+    assert told[0] == "gpu-a" and "spec.taints[0].effect" in told[2] and "never removes it" in told[2]

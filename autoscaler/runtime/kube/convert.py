@@ -428,8 +428,9 @@ def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
     return guard(obj, _podgroup)
 
 
-def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
-    """A KAI queue quota or limit: a number of GPUs, or -1 for none (``None``); other negatives are errors."""
+def _limit(gpu: Mapping[str, Any], key: str) -> float | None:
+    """A KAI queue quota or limit: a number of GPUs, fractions included as KAI counts them (0.5 is half a
+    GPU), or -1 for none (``None``); other negatives are errors."""
     value = gpu.get(key)
     if value is None:
         return None
@@ -448,7 +449,24 @@ def _limit(gpu: Mapping[str, Any], key: str) -> int | None:
         raise FieldError(
             f"spec.resources.gpu.{key}", f"{got(value)} is below 0 and not -1 (which means no limit)"
         )
-    return int(number)
+    return int(number) if number.is_integer() else number
+
+
+def _weight(gpu: Mapping[str, Any]) -> float:
+    """A KAI queue's ``overQuotaWeight``: any number at or above 0, as KAI's CRD types it (``0.5`` is half a
+    share); absent, 1."""
+    value = gpu.get("overQuotaWeight")
+    if value is None:
+        return 1
+    try:
+        number = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not 0 <= number < float("inf"):
+        raise FieldError(
+            "spec.resources.gpu.overQuotaWeight", f"expected a number at or above 0, got {got(value)}"
+        )
+    return number
 
 
 def _queue(obj: Mapping[str, Any]) -> Queue:
@@ -461,7 +479,7 @@ def _queue(obj: Mapping[str, Any]) -> Queue:
         gpu=QueueLimits(
             quota=_limit(gpu, "quota"),
             limit=_limit(gpu, "limit"),
-            over_quota_weight=integer(gpu, "overQuotaWeight", 1, "spec.resources.gpu.") or 1,
+            over_quota_weight=_weight(gpu),
         ),
         priority=integer(spec, "priority", 0, "spec."),
     )

@@ -23,6 +23,13 @@ SCENARIO_MODULES = (
     "test_leadership",
     "test_reload",
     "test_autoscaling_requests",
+    "test_kai",
+    "test_gpu_fleet",
+    "test_gpu_taint",
+    "test_disruption",
+    "test_unreadable_objects",
+    "test_dra",
+    "test_spot",
 )
 
 
