@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.runtime.kube.leader import LeaderElector
 from tests.builders import pdb
-from tests.e2e.harness import cluster, gpu_pod, podgroup, queue
+from tests.e2e.harness import cluster, gpu_pod, podgroup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,103 +37,6 @@ class CrashedElector(LeaderElector):
         return False
 
 
-def test_scale_from_zero_for_one_gpu_pod(tmp_path: Path) -> None:
-    with cluster(tmp_path) as c:
-        c.daemon()
-        c.api.create(gpu_pod("infer-0"))
-        c.run_until(lambda: c.running() == 1)
-        nodes = c.nodes()
-        assert [n.labels["node.kubernetes.io/instance-type"] for n in nodes] == ["g4dn.xlarge"]
-        assert nodes[0].labels["tidal.dev/managed"] == "true"
-        assert nodes[0].labels["tidal.dev/capacity-type"] == "on-demand"
-        assert len(c.provider.instances()) == 1
-        events = [e for e in c.api.list("events") if e.get("reason") == "TriggeredScaleUp"]
-        assert events and "g4dn.xlarge" in events[0]["message"]
-
-
-def test_seed_scenario_kai_queues_launch_only_what_the_queues_may_use_and_go_back_to_zero(
-    tmp_path: Path,
-) -> None:
-    with cluster(tmp_path, schedulerNames=["kai-scheduler"]) as c:
-        c.api.create(queue("research", quota=4, limit=8))
-        c.api.create(queue("production", quota=8, limit=12))
-        d = c.daemon()
-        for i in range(6):
-            c.api.create(
-                gpu_pod(f"serve-{i}", namespace="production", queue="production", scheduler="kai-scheduler")
-            )
-        c.run_until(lambda: c.running("production") == 6)
-        assert c.gpus_up() == 6
-        for i in range(10):
-            c.api.create(
-                gpu_pod(f"sweep-{i}", namespace="research", queue="research", scheduler="kai-scheduler")
-            )
-        c.run_until(lambda: c.running("research") == 8)
-        for _ in range(5):  # the two held pods must never cause a launch, however long they wait
-            c.step()
-        assert c.gpus_up() == 14
-        assert c.launched_gpus_peak == 14
-        held = [p for p in c.pods("research") if p["status"].get("phase") == "Pending"]
-        assert len(held) == 2
-        assert all(p["status"]["conditions"][0]["message"].startswith("OverLimit") for p in held)
-        assert d.controller.last and d.controller.last.plan
-        # Jobs finish; the held pods are withdrawn; GPU nodes go to zero.
-        for p in c.pods():
-            if p["status"].get("phase") == "Running":
-                c.scheduler.finish(p["metadata"]["namespace"], p["metadata"]["name"])
-            else:
-                c.api.delete("pods", p["metadata"]["namespace"], p["metadata"]["name"])
-        c.run_until(lambda: c.gpus_up() == 0 and not c.nodes(), timeout=30)
-
-
-def test_a_gang_gets_all_its_capacity_at_once(tmp_path: Path) -> None:
-    with cluster(tmp_path, schedulerNames=["kai-scheduler"]) as c:
-        c.api.create(queue("production", quota=8, limit=12))
-        c.api.create(podgroup("pg-train", 4, "production"))
-        d = c.daemon()
-        for i in range(4):
-            c.api.create(
-                gpu_pod(f"train-{i}", queue="production", group="pg-train", scheduler="kai-scheduler")
-            )
-        launched_per_reconcile: list[int] = []  # GPUs; run_until asks after every reconcile
-
-        def gang_running() -> bool:
-            assert d.controller.last is not None
-            outcomes = d.controller.last.launched
-            launched_per_reconcile.append(sum(o.instance.gpu_count for o in outcomes if o.instance))
-            return c.running() == 4
-
-        c.run_until(gang_running)
-        assert [gpus for gpus in launched_per_reconcile if gpus] == [4]
-        assert c.gpus_up() == 4
-
-
-def test_a_gang_larger_than_the_gpu_limit_gets_nothing(tmp_path: Path) -> None:
-    with cluster(tmp_path, schedulerNames=["kai-scheduler"], clusterGPULimit=3) as c:
-        c.api.create(podgroup("pg-train", 4, "production"))
-        d = c.daemon()
-        for i in range(4):
-            c.api.create(gpu_pod(f"train-{i}", group="pg-train", scheduler="kai-scheduler"))
-        for _ in range(6):
-            c.step()
-        assert c.provider.instances() == []
-        assert d.controller.last is not None and d.controller.last.plan is not None
-        unplaced = d.controller.last.plan.launch.unplaced
-        assert len(unplaced) == 4 and "clusterGPULimit 3 reached" in unplaced[0].reason
-
-
-def test_the_gpu_limit_holds_under_a_burst(tmp_path: Path) -> None:
-    with cluster(tmp_path, clusterGPULimit=4) as c:
-        c.daemon()
-        for i in range(12):
-            c.api.create(gpu_pod(f"burst-{i}"))
-        c.run_until(lambda: c.running() == 4)
-        for _ in range(4):
-            c.step()
-        assert c.launched_gpus_peak == 4
-        assert c.gpus_up() == 4
-
-
 def test_a_restart_in_the_middle_of_a_launch_does_not_launch_twice(tmp_path: Path) -> None:
     with cluster(tmp_path, simulated={"launchDelay": "2s"}) as c:
         first = c.daemon(identity="tidal-a")
@@ -144,61 +47,6 @@ def test_a_restart_in_the_middle_of_a_launch_does_not_launch_twice(tmp_path: Pat
         second = c.daemon(identity="tidal-b")
         c.run_until(lambda: c.running() == 1, daemons=[second])
         assert len(c.provider.instances()) == 1
-
-
-def test_leader_failover_never_has_two_actors(tmp_path: Path) -> None:
-    election = {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "1s"}
-    with cluster(tmp_path, leaderElection=election) as c:
-        a = c.daemon(identity="tidal-a")
-        b = c.daemon(identity="tidal-b")
-        deadline = time.monotonic() + 10
-        while not (a.is_leader() or b.is_leader()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        leader, standby = (a, b) if a.is_leader() else (b, a)
-        assert not standby.is_leader()
-        c.api.create(gpu_pod("infer-0"))
-        c.run_until(lambda: c.running() == 1)
-        assert standby.controller.last is not None and not standby.controller.last.acted
-        assert len(c.provider.instances()) == 1
-        leader.stop()
-        c.daemons.remove(leader)
-        c.api.create(gpu_pod("infer-1"))
-        c.run_until(lambda: c.running() == 2, timeout=30)
-        assert standby.is_leader()
-        assert len(c.provider.instances()) == 2
-
-
-def test_a_good_config_reload_applies_and_a_bad_one_keeps_the_last_good(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tests.e2e.harness import base_config
-
-    monkeypatch.setenv("POD_NAME", "tidal-7d9f-abcde")  # as the Deployment's downward API sets it
-    monkeypatch.setenv("POD_NAMESPACE", "tidal-system")
-    with cluster(tmp_path) as c:
-        d = c.daemon()
-        assert d.config.cluster_gpu_limit is None
-        c.write_config(base_config(clusterGPULimit=2, scaleDown={"maxParallelDrains": 2}, scanInterval="20s"))
-        assert d.watcher is not None and d.watcher.check()
-        assert d.config.cluster_gpu_limit == 2
-        assert d.drainer.max_parallel == 2  # in-flight drains are bounded by the new value
-        assert d.staleness_limit() == 120  # liveness allows six of the new scan intervals
-        c.write_config(base_config(clusterGPULimit=-5))
-        d.watcher.check()
-        assert d.config.cluster_gpu_limit == 2
-        metrics = d.metrics.render().decode()
-        assert 'tidal_config_reloads_total{outcome="invalid"} 1.0' in metrics
-        assert "tidal_config_last_reload_success 0.0" in metrics
-        failed = [e for e in c.api.list("events", "tidal-system") if e["reason"] == "ConfigReloadFailed"]
-        assert len(failed) == 1 and failed[0]["type"] == "Warning"
-        assert failed[0]["involvedObject"]["name"] == "tidal-7d9f-abcde"
-        assert "clusterGPULimit: -5 is below 0" in failed[0]["message"]
-        for i in range(4):
-            c.api.create(gpu_pod(f"infer-{i}"))
-        c.run_until(lambda: c.running() == 2)
-        for _ in range(3):
-            c.step()
-        assert c.launched_gpus_peak == 2
 
 
 def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_needed(
@@ -612,28 +460,6 @@ def test_a_pod_bound_where_the_cache_cannot_see_it_keeps_its_node(tmp_path: Path
         c.api.faults.clear()
 
 
-def test_a_running_pod_with_a_toleration_operator_tidal_cannot_read_is_never_killed(tmp_path: Path) -> None:
-    with cluster(tmp_path) as c:
-        d = c.daemon()
-        name = _one_idle_node(c, d)
-        # Kubernetes 1.35 accepts Lt/Gt toleration operators behind a feature gate; tidal does not read them.
-        newer = [{"key": "example.com/slots", "operator": "Lt", "value": "4", "effect": "NoSchedule"}]
-        c.api.create(_bound_pod("batch-0", name, tolerations=newer))
-        c.wait_for(lambda: any(p.name == "batch-0" for p in d.cache.snapshot().pods))
-        deadline = time.monotonic() + 4  # four times nodeUnneededDuration
-        while time.monotonic() < deadline:
-            c.step()
-        assert [n.name for n in c.nodes()] == [name]
-        batch = c.api.get("pods", "default", "batch-0")
-        assert batch is not None
-        assert batch["status"]["phase"] == "Running"
-        evictions = [r for r in c.api.requests if r.path.endswith("/eviction")]
-        assert evictions == []
-        assert d.controller.last is not None and d.controller.last.plan is not None
-        [blocked] = [b for b in d.controller.last.plan.removal.blocked if b.node == name]
-        assert "cannot read all of pod default/batch-0" in blocked.reason
-
-
 def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path: Path) -> None:
     with cluster(tmp_path, disruption={"nodeMaxLifetime": "3s"}) as c:
         c.daemon()
@@ -659,111 +485,6 @@ def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path: Path) -
         assert new.allocatable.gpus == 1
         events = [e["reason"] for e in c.api.list("events") if e["involvedObject"]["name"] == old.name]
         assert "DisruptionStarted" in events
-
-
-def _autoscaling_crds(c: Cluster) -> None:
-    c.api.register_crd("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True)
-    c.api.register_crd("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
-
-
-def _trainer_template(name: str, namespace: str = "default") -> dict[str, Any]:
-    pod = gpu_pod(name, namespace=namespace)
-    return {
-        "apiVersion": "v1",
-        "kind": "PodTemplate",
-        "metadata": {"name": name, "namespace": namespace},
-        "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
-    }
-
-
-def _conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
-    found = (obj or {}).get("status", {}).get("conditions", [])
-    return {c["type"]: (c["status"], c["reason"]) for c in found}
-
-
-def test_an_atomic_provisioning_request_gets_all_its_nodes_and_is_answered_provisioned(
-    tmp_path: Path,
-) -> None:
-    with cluster(tmp_path) as c:
-        _autoscaling_crds(c)
-        c.api.create(_trainer_template("trainer"))
-        c.api.create(
-            {
-                "apiVersion": "autoscaling.x-k8s.io/v1",
-                "kind": "ProvisioningRequest",
-                "metadata": {"name": "job-a-prov-1", "namespace": "default"},
-                "spec": {
-                    "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
-                    "podSets": [{"podTemplateRef": {"name": "trainer"}, "count": 3}],
-                },
-            }
-        )
-        c.daemon()
-
-        def provisioned() -> bool:
-            pr = c.api.get("provisioningrequests", "default", "job-a-prov-1")
-            return _conditions(pr).get("Provisioned") == ("True", "CapacityIsProvisioned")
-
-        c.run_until(provisioned)
-        assert c.gpus_up() == 3
-        pr = c.api.get("provisioningrequests", "default", "job-a-prov-1")
-        assert _conditions(pr)["Accepted"] == ("True", "Accepted")
-
-
-def test_a_capacity_buffer_keeps_a_warm_gpu_node_and_reports_it(tmp_path: Path) -> None:
-    with cluster(tmp_path) as c:
-        _autoscaling_crds(c)
-        c.api.create(_trainer_template("warm-chunk"))
-        c.api.create(
-            {
-                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
-                "kind": "CapacityBuffer",
-                "metadata": {"name": "warm-gpus", "namespace": "default"},
-                "spec": {"podTemplateRef": {"name": "warm-chunk"}, "replicas": 1},
-            }
-        )
-        # A Deployment nothing runs yet (no controller here), and a buffer of half its replicas.
-        serve = _trainer_template("serve")
-        c.api.create(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "serve", "namespace": "default"},
-                "spec": {
-                    "replicas": 4,
-                    "selector": {"matchLabels": {"app": "serve"}},
-                    "template": serve["template"],
-                },
-            }
-        )
-        c.api.create(
-            {
-                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
-                "kind": "CapacityBuffer",
-                "metadata": {"name": "warm-serve", "namespace": "default"},
-                "spec": {
-                    "scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
-                    "percentage": 50,
-                },
-            }
-        )
-        c.daemon()
-
-        def reported() -> bool:
-            buffers = [c.api.get("capacitybuffers", "default", n) for n in ("warm-gpus", "warm-serve")]
-            provisioning = [_conditions(b).get("Provisioning", ("", ""))[0] for b in buffers]
-            return provisioning == ["True", "True"] and c.gpus_up() == 3
-
-        c.run_until(reported)
-        for _ in range(5):  # nodeUnneededDuration is 1s: the warm nodes stay all the same
-            c.step()
-            time.sleep(0.3)
-        assert c.gpus_up() == 3
-        buffer = c.api.get("capacitybuffers", "default", "warm-gpus")
-        assert buffer is not None and buffer["status"]["replicas"] == 1
-        assert _conditions(buffer)["ReadyForProvisioning"] == ("True", "AttributesSetSuccessfully")
-        by_workload = c.api.get("capacitybuffers", "default", "warm-serve")
-        assert by_workload is not None and by_workload["status"]["replicas"] == 2
 
 
 def test_the_command_lines_log_format_and_level_survive_a_reload_of_the_configuration(

@@ -1,6 +1,6 @@
 """What the RBAC rules rendered from deploy/base allow tidal's service account, request by request, as the
-Kubernetes RBAC authorizer would decide (tests/fakes/kube_rbac.py; tests/e2e/test_rbac.py runs the daemon
-against the same rules)."""
+Kubernetes RBAC authorizer would decide (tests/fakes/kube_rbac.py); on the real API server,
+tests/e2e/control_plane/test_least_privilege.py checks the daemon against the same rules."""
 
 from __future__ import annotations
 
