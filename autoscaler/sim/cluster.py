@@ -46,6 +46,7 @@ from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.pods import SimPod
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
+from autoscaler.sim.scheduler_view import SchedulerView
 from autoscaler.sim.workload import job_pods, restarted
 
 __all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
@@ -87,6 +88,10 @@ class EmulatedCluster:
         self.gpu_memory: dict[str, int] = {}
         # PodDisruptionBudgets: name -> (the labels they select, minAvailable); the Eviction API honours them.
         self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
+        # The scheduler's picture of the cluster, brought up to date before each pass; and the version at
+        # which a pass last bound nothing (another pass over the same cluster would bind nothing either).
+        self._view = SchedulerView(self.namespaces)
+        self._settled = -1
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -191,14 +196,10 @@ class EmulatedCluster:
         scaling = [p for p in self.scaling.values() if p.pending]
         if not pending and not scaling:
             return 0
-        ready = [n.name for n in self.nodes.values() if n.ready and not n.deleting]
+        sched, changed = self._view.sync(self.nodes, self.pods, self.sharing.reservations)
+        if not changed and self.version == self._settled:
+            return 0
         running = [sp.pod for sp in self.pods.values() if sp.pod.node_name]
-        sched = ClusterScheduler(
-            self.nodes.values(),
-            (*running, *self.sharing.reservations.values()),
-            namespaces=self.namespaces,
-            eligible=ready,
-        )
         self.sharing.start(running, self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
@@ -248,10 +249,16 @@ class EmulatedCluster:
                     used[q] += sp.gpus
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
-        if scaling and run_scaling_pods(self.scaling, nodes, sched, now, self._no_room_default(True, nodes)):
+        scaled = bool(scaling) and run_scaling_pods(
+            self.scaling, nodes, sched, now, self._no_room_default(True, nodes)
+        )
+        if scaled:
             self._changed()
         if bound:
             self._changed()
+        self._view.settle(self.nodes, self.pods, self.sharing.reservations)
+        if not bound and not scaled:
+            self._settled = self.version
         return bound
 
     def _place(

@@ -54,7 +54,8 @@ class Engine:
         self.journal = journal if journal is not None else Journal()
         self.topology = Topology(namespaces, self.journal)
         self.bins: list[Bin] = []
-        self._static: dict[tuple[Constraints, str], Rejection | None] = {}
+        # Per node name, then per constraints: forgotten with the node when it leaves (see remove_node).
+        self._static: dict[str, dict[Constraints, Rejection | None]] = {}
         self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
         self._checks: dict[tuple[object, ...], Rejection | None] = {}
         self._checks_at = -1
@@ -82,6 +83,17 @@ class Engine:
         self.topology.add_node(name, labels, taints)
         for pod in pods:
             self.topology.place(pod, name)
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that
+        changes adds it again as it now is. Not journalled (never inside a trial)."""
+        assert not self.journal.open, "a node leaves only between trials"
+        for i, b in enumerate(self.bins):
+            if b.name == name:
+                del self.bins[i]
+                break
+        self.topology.remove_node(name)
+        self._static.pop(name, None)
 
     def open(
         self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
@@ -159,9 +171,11 @@ class Engine:
 
     def static(self, c: Constraints, bin: Bin) -> Rejection | None:
         """The filters that read only the pod's constraints and the node's labels, taints and name."""
-        key = (c, bin.name)
-        if key not in self._static:
-            self._static[key] = filters.static(
+        verdicts = self._static.get(bin.name)
+        if verdicts is None:
+            verdicts = self._static[bin.name] = {}
+        if c not in verdicts:
+            verdicts[c] = filters.static(
                 node_selector=dict(c.node_selector),
                 terms=c.affinity,
                 tolerations=c.tolerations,
@@ -170,7 +184,7 @@ class Engine:
                 unschedulable=bin.unschedulable,
                 name=bin.name if bin.kind == Kind.NODE else None,
             )
-        return self._static[key]
+        return verdicts[c]
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""
