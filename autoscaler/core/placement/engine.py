@@ -56,6 +56,9 @@ class Engine:
         self.bins: list[Bin] = []
         # Per node name, then per constraints: forgotten with the node when it leaves (see remove_node).
         self._static: dict[str, dict[Constraints, Rejection | None]] = {}
+        # The label keys each constraints read, and whether a term names nodes; verdicts by what they read.
+        self._reads: dict[Constraints, tuple[tuple[str, ...], bool]] = {}
+        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
         self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
         self._checks: dict[tuple[object, ...], Rejection | None] = {}
         self._checks_at = -1
@@ -175,16 +178,39 @@ class Engine:
         if verdicts is None:
             verdicts = self._static[bin.name] = {}
         if c not in verdicts:
-            verdicts[c] = filters.static(
-                node_selector=dict(c.node_selector),
-                terms=c.affinity,
-                tolerations=c.tolerations,
-                labels=bin.labels,
-                taints=bin.taints,
-                unschedulable=bin.unschedulable,
-                name=bin.name if bin.kind == Kind.NODE else None,
-            )
+            verdicts[c] = self._static_of(c, bin)
         return verdicts[c]
+
+    def _static_of(self, c: Constraints, bin: Bin) -> Rejection | None:
+        """The static verdict from what it reads of the node: the values of the labels the constraints name,
+        its taints, whether it is cordoned, and its name only when a term asks for one. Nodes alike in
+        those (of one instance type and zone, say) get one verdict, worked out once."""
+        reads = self._reads.get(c)
+        if reads is None:
+            read = {k for k, _ in c.node_selector} | {r.key for term in c.affinity for r in term.expressions}
+            reads = self._reads[c] = (tuple(sorted(read)), any(term.fields for term in c.affinity))
+        keys, names = reads
+        name = bin.name if bin.kind == Kind.NODE else None
+        labels = bin.labels
+        key = (
+            c,
+            tuple(labels.get(k) for k in keys),
+            bin.taints,
+            bin.unschedulable,
+            name if names else name is not None,
+        )
+        if key in self._verdicts:
+            return self._verdicts[key]
+        found = self._verdicts[key] = filters.static(
+            node_selector=dict(c.node_selector),
+            terms=c.affinity,
+            tolerations=c.tolerations,
+            labels=labels,
+            taints=bin.taints,
+            unschedulable=bin.unschedulable,
+            name=name,
+        )
+        return found
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""
