@@ -15,7 +15,7 @@ from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.fits import Fit
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.resources import PODS, Resources
+from autoscaler.core.resources import PODS
 
 
 def scheduling_constraints(pod: Pod) -> Constraints:
@@ -57,15 +57,8 @@ class ClusterScheduler:
         if not eligible:
             self.engine.add_topology_node(node.name, node.labels, node.taints, on)
             return
-        used = Resources.total((p.requests for p in on), each={PODS: 1000})
-        b = Bin(
-            node.name,
-            Kind.NODE,
-            dict(node.labels),
-            node.taints,
-            node.unschedulable,
-            free=node.allocatable - used,
-        )
+        free = node.allocatable.remaining((p.requests for p in on), each={PODS: 1000})
+        b = Bin(node.name, Kind.NODE, dict(node.labels), node.taints, node.unschedulable, free=free)
         self.bins[node.name] = self.engine.add_node(b, on)
 
     def remove_node(self, name: str) -> None:
