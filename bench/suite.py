@@ -130,6 +130,10 @@ def main() -> int:
             f"| {r[0]} | {r[1]} | {r[2]:.2f} | {without} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {r[7]} | {r[8]}"
             f" | {r[9]} | {r[10]} |"
         )
+    # How fast the runs were before and after a change, with the commits measured (kept by hand).
+    speed = RESULTS / "speed.md"
+    if speed.exists():
+        lines += ["", speed.read_text().strip()]
     for extra in (
         "plan_scale",
         "plan_scale_fractional",

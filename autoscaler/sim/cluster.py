@@ -90,7 +90,7 @@ class EmulatedCluster:
         self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
         # The scheduler's picture of the cluster, brought up to date before each pass; and the version at
         # which a pass last bound nothing (another pass over the same cluster would bind nothing either).
-        self._view = SchedulerView(self.namespaces)
+        self.scheduler_view = SchedulerView(self.namespaces)
         self._settled = -1
 
     # -- the ClusterView -------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ class EmulatedCluster:
         scaling = [p for p in self.scaling.values() if p.pending]
         if not pending and not scaling:
             return 0
-        sched, changed = self._view.sync(self.nodes, self.pods, self.sharing.reservations)
+        sched, changed = self.scheduler_view.sync(self.nodes, self.pods, self.sharing.reservations)
         if not changed and self.version == self._settled:
             return 0
         running = [sp.pod for sp in self.pods.values() if sp.pod.node_name]
@@ -256,7 +256,7 @@ class EmulatedCluster:
             self._changed()
         if bound:
             self._changed()
-        self._view.settle(self.nodes, self.pods, self.sharing.reservations)
+        self.scheduler_view.settle(self.nodes, self.pods, self.sharing.reservations)
         if not bound and not scaled:
             self._settled = self.version
         return bound

@@ -64,9 +64,11 @@ class SchedulerView:
                     stale.add(seen.node_name)
                 if sp.pod.node_name:
                     stale.add(sp.pod.node_name)
-        if len(self._pods) != len(pods):
-            changed = True
-            stale.update(p.node_name for key, p in self._pods.items() if p.node_name and key not in pods)
+        for key, p in self._pods.items():
+            if key not in pods:
+                changed = True
+                if p.node_name:
+                    stale.add(p.node_name)
         for key, r in reservations.items():
             if self._reserved.get(key) is not r:
                 stale.add(r.node_name)
