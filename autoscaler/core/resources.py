@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 
 from autoscaler.core.quantity import QuantityError, QuantityMemo, to_milli
 
@@ -122,6 +122,16 @@ class Resources(Mapping[str, int]):
     def __repr__(self) -> str:
         return f"Resources({self._values!r})"
 
+    def items(self) -> ItemsView[str, int]:
+        # The dict's own view: iterating a Mapping's generic view costs a lookup per key.
+        return self._values.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._values.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._values.values()
+
     def __add__(self, other: Mapping[str, int]) -> Resources:
         out = dict(self._values)
         for k, v in other.items():
@@ -132,6 +142,20 @@ class Resources(Mapping[str, int]):
         out = dict(self._values)
         for k, v in other.items():
             out[k] = out.get(k, 0) - v
+        return Resources(out)
+
+    def remaining(self, bags: Iterable[Resources], *, each: Mapping[str, int] | None = None) -> Resources:
+        """This bag less the sum of ``bags`` (and ``each`` once per bag), without building the sum: what a
+        node's pods leave of its allocatable."""
+        out = dict(self._values)
+        n = 0
+        for bag in bags:
+            n += 1
+            for k, v in bag._values.items():
+                out[k] = out.get(k, 0) - v
+        if n:
+            for k, v in (each or {}).items():
+                out[k] = out.get(k, 0) - v * n
         return Resources(out)
 
     def scaled(self, factor: int) -> Resources:

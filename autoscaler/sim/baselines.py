@@ -64,6 +64,17 @@ class _Node:
     options: list[Offering]  # offerings that still hold every pod placed so far
     used: Resources
     pods: list[str] = field(default_factory=list)
+    # The most of each resource any of the options has: a pod that overflows it fits none of them.
+    ceiling: Resources = field(default_factory=Resources)
+
+
+def _ceiling(options: Sequence[Offering], index: OfferingIndex) -> Resources:
+    top: dict[str, int] = {}
+    for o in options:
+        for k, v in index.allocatable(o).items():
+            if v > top.get(k, 0):
+                top[k] = v
+    return Resources(top)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,24 +147,40 @@ def _ffd(
     gpus_left = budget_gpus
     order = sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key))
     eligible_sets: dict[Any, set[Offering]] = {}
+    # Per constraints and request: the offerings a new node for such a pod may be, in the order ``choose``
+    # ranks them (a burst has thousands of pods of a few shapes, and thousands of offerings to rank).
+    ranked: dict[tuple[Any, Resources], list[Offering]] = {}
     for pod in order:
         need = pod.requests + {PODS: 1000}
         eligible, reason = index.eligible(constraints[pod.key])
         allowed = eligible_sets.setdefault(constraints[pod.key], set(eligible))
         # First fit over the most recently opened nodes: a bounded window keeps 10,000-pod bursts tractable.
         for node in nodes[-FIRST_FIT_WINDOW:]:
+            if need.times_fit(node.ceiling, node.used) < 1:
+                continue  # no option of the node has room for it
             after = node.used + need
             options = [o for o in node.options if o in allowed and after.fits_in(index.allocatable(o))]
             if options and (choose != "ca" or options[0] == node.options[0]):
-                node.options, node.used = options, node.used + need
+                if len(options) != len(node.options):
+                    node.ceiling = _ceiling(options, index)
+                node.options, node.used = options, after
                 node.pods.append(pod.key)
                 break
         else:
+            key = (constraints[pod.key], need)
+            candidates = ranked.get(key)
+            if candidates is None:
+                holding = [o for o in eligible if need.fits_in(index.allocatable(o))]
+                if choose == "ca":
+                    # Least waste: the group whose node is left with the smallest unused share.
+                    holding.sort(key=lambda o: (_waste(need, index.allocatable(o)), price_order(o)))
+                else:
+                    holding.sort(key=price_order)
+                candidates = ranked[key] = holding
             fitting = [
                 o
-                for o in eligible
-                if need.fits_in(index.allocatable(o))
-                and (gpus_left is None or o.gpu_count <= gpus_left)
+                for o in candidates
+                if (gpus_left is None or o.gpu_count <= gpus_left)
                 and (o.reservation is None or (room is not None and room.left(o) >= 1))
             ]
             if not fitting:
@@ -162,17 +189,15 @@ def _ffd(
                         pod.key,
                         reason.message if reason else "no offering fits or GPU limit reached",
                         rejection=reason,
-                        no_offering=not any(need.fits_in(index.allocatable(o)) for o in eligible),
+                        no_offering=not candidates,
                     )
                 )
                 continue
             if choose == "ca":
-                # Least waste: the group whose node is left with the smallest unused share.
-                best = min(fitting, key=lambda o: (_waste(need, index.allocatable(o)), price_order(o)))
-                options = [best]
+                options = fitting[:1]
             else:
-                options = sorted(fitting, key=price_order)
-                if options and options[0].reservation is not None and room is not None:
+                options = fitting
+                if options[0].reservation is not None and room is not None:
                     options = options[:1]  # reserved first, as Karpenter prices it near zero
                     room.take(options[0])
                 else:
@@ -180,7 +205,7 @@ def _ffd(
             if gpus_left is not None:
                 gpus_left -= max(o.gpu_count for o in options[:1])
                 options = [o for o in options if o.gpu_count <= options[0].gpu_count]
-            nodes.append(_Node(options, need, [pod.key]))
+            nodes.append(_Node(options, need, [pod.key], _ceiling(options, index)))
     launches = [Launch(min(n.options, key=price_order), tuple(sorted(n.pods)), BIN_SELECTION) for n in nodes]
     return launches, unplaced
 

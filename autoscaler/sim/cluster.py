@@ -47,6 +47,7 @@ from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.pods import SimPod
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
+from autoscaler.sim.scheduler_view import SchedulerView
 from autoscaler.sim.workload import job_pods, restarted
 
 __all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
@@ -90,6 +91,10 @@ class EmulatedCluster:
         self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
         # ProvisioningRequests, CapacityBuffers and PodTemplates (autoscaling.x-k8s.io), and their status.
         self.requests = RequestStore(self._changed, clock)
+        # The scheduler's picture of the cluster, brought up to date before each pass; and the version at
+        # which a pass last bound nothing (another pass over the same cluster would bind nothing either).
+        self.scheduler_view = SchedulerView(self.namespaces)
+        self._settled = -1
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -197,14 +202,10 @@ class EmulatedCluster:
         scaling = [p for p in self.scaling.values() if p.pending]
         if not pending and not scaling:
             return 0
-        ready = [n.name for n in self.nodes.values() if n.ready and not n.deleting]
+        sched, changed = self.scheduler_view.sync(self.nodes, self.pods, self.sharing.reservations)
+        if not changed and self.version == self._settled:
+            return 0
         running = [sp.pod for sp in self.pods.values() if sp.pod.node_name]
-        sched = ClusterScheduler(
-            self.nodes.values(),
-            (*running, *self.sharing.reservations.values()),
-            namespaces=self.namespaces,
-            eligible=ready,
-        )
         self.sharing.start(running, self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
@@ -254,10 +255,16 @@ class EmulatedCluster:
                     used[q] += sp.gpus
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
-        if scaling and run_scaling_pods(self.scaling, nodes, sched, now, self._no_room_default(True, nodes)):
+        scaled = bool(scaling) and run_scaling_pods(
+            self.scaling, nodes, sched, now, self._no_room_default(True, nodes)
+        )
+        if scaled:
             self._changed()
         if bound:
             self._changed()
+        self.scheduler_view.settle(self.nodes, self.pods, self.sharing.reservations)
+        if not bound and not scaled:
+            self._settled = self.version
         return bound
 
     def _place(

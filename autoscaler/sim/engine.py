@@ -174,7 +174,7 @@ class Simulation:
     # -- the loop ----------------------------------------------------------------------------------------
 
     def run(self) -> Record:
-        wall = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         rec = self.record
         i = 0
         end = self.scenario.duration
@@ -213,8 +213,8 @@ class Simulation:
                 self._reconcile(t, window_open=True)
                 self.provider.advance()
                 self._schedule(t)
-            self._sample(t)
-            nxt = self._next(t, i, interruptions, outages)
+            live = self._sample(t)
+            nxt = self._next(t, i, interruptions, outages, live)
             if nxt is None or nxt > end:
                 break
             t = nxt
@@ -229,6 +229,7 @@ class Simulation:
         rec.waiting = never_served(self._last_plan(), self.cluster.pods.values())
         rec.scaling_pods = self.adjuster.created if self.adjuster is not None else 0
         rec.wall_seconds = time.perf_counter() - wall
+        rec.cpu_seconds = time.process_time() - cpu
         return rec
 
     def _admit(self, t: float) -> None:
@@ -352,22 +353,24 @@ class Simulation:
                 self._say("capacity outage ends")
                 self.record.markers.append((t, OUTAGE_ENDS, 0))
 
-    def _next(self, t: float, i: int, interruptions: list[Any], outages: list[Any]) -> float | None:
+    def _next(
+        self, t: float, i: int, interruptions: list[Any], outages: list[Any], live: list[Instance]
+    ) -> float | None:
+        """The next moment anything happens after ``t``; ``live`` are the instances not terminated."""
         times: list[float] = []
         if i < len(self.jobs):
             times.append(self.jobs[i].at)
         finish = self.cluster.next_finish()
         if finish is not None:
             times.append(finish)
-        for inst in self.provider.instances():
-            if inst.state != InstanceState.TERMINATED:
-                for delay in (
-                    LAUNCH_DELAY,
-                    LAUNCH_DELAY + REGISTRATION_DELAY,
-                    LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY,
-                ):
-                    if inst.created + delay > t:
-                        times.append(inst.created + delay)
+        for inst in live:
+            for delay in (
+                LAUNCH_DELAY,
+                LAUNCH_DELAY + REGISTRATION_DELAY,
+                LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY,
+            ):
+                if inst.created + delay > t:
+                    times.append(inst.created + delay)
         if self.cluster.version != self._last_version:
             times.append(t + max(self.config.batch_idle_duration, 1.0))
         last = self.controller.last
@@ -393,7 +396,8 @@ class Simulation:
         future = [x for x in times if x > t]
         return min(future) if future else None
 
-    def _sample(self, t: float) -> None:
+    def _sample(self, t: float) -> list[Instance]:
+        """Record the cluster at ``t``; the instances not terminated."""
         rec = self.record
         live = [i for i in self.provider.instances() if i.state != InstanceState.TERMINATED]
         gpus_up = sum(i.gpu_count for i in live)
@@ -424,6 +428,7 @@ class Simulation:
         if limit is not None and gpus_up > limit:
             rec.gpu_limit_violations += 1
         rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t), spot_gpus, by_queue))
+        return live
 
 
 def _gpus_of(job: JobSpec) -> str:

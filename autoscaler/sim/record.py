@@ -63,6 +63,7 @@ class Record:
     pods: list[SimPod] = field(default_factory=list)
     cut_runs: list[SimPod] = field(default_factory=list)  # runs an eviction or a lost node ended early
     wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time: what the run cost on a machine shared with others
     end: float = 0.0
     gpu_nodes_at_end: int = 0
     # Why each pod still waiting at the end waited: the last plan's verdict on it.

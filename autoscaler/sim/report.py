@@ -91,6 +91,7 @@ def summary(
         "gpuHoursIdle": round(gpu_prov - gpu_used, 2),
         "reconciles": rec.reconciles,
         "wallSeconds": round(rec.wall_seconds, 3),
+        "cpuSeconds": round(rec.cpu_seconds, 3),
     }
     if rec.scaling_pods:
         doc["scalingPods"] = rec.scaling_pods  # what KAI's node-scale-adjuster made for the baseline

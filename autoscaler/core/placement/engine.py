@@ -54,7 +54,11 @@ class Engine:
         self.journal = journal if journal is not None else Journal()
         self.topology = Topology(namespaces, self.journal)
         self.bins: list[Bin] = []
-        self._static: dict[tuple[Constraints, str], Rejection | None] = {}
+        # Per node name, then per constraints: forgotten with the node when it leaves (see remove_node).
+        self._static: dict[str, dict[Constraints, Rejection | None]] = {}
+        # The label keys each constraints read, and whether a term names nodes; verdicts by what they read.
+        self._reads: dict[Constraints, tuple[tuple[str, ...], bool]] = {}
+        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
         self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
         self._checks: dict[tuple[object, ...], Rejection | None] = {}
         self._checks_at = -1
@@ -82,6 +86,17 @@ class Engine:
         self.topology.add_node(name, labels, taints)
         for pod in pods:
             self.topology.place(pod, name)
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that
+        changes adds it again as it now is. Not journalled (never inside a trial)."""
+        assert not self.journal.open, "a node leaves only between trials"
+        for i, b in enumerate(self.bins):
+            if b.name == name:
+                del self.bins[i]
+                break
+        self.topology.remove_node(name)
+        self._static.pop(name, None)
 
     def open(
         self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
@@ -159,18 +174,43 @@ class Engine:
 
     def static(self, c: Constraints, bin: Bin) -> Rejection | None:
         """The filters that read only the pod's constraints and the node's labels, taints and name."""
-        key = (c, bin.name)
-        if key not in self._static:
-            self._static[key] = filters.static(
-                node_selector=dict(c.node_selector),
-                terms=c.affinity,
-                tolerations=c.tolerations,
-                labels=bin.labels,
-                taints=bin.taints,
-                unschedulable=bin.unschedulable,
-                name=bin.name if bin.kind == Kind.NODE else None,
-            )
-        return self._static[key]
+        verdicts = self._static.get(bin.name)
+        if verdicts is None:
+            verdicts = self._static[bin.name] = {}
+        if c not in verdicts:
+            verdicts[c] = self._static_of(c, bin)
+        return verdicts[c]
+
+    def _static_of(self, c: Constraints, bin: Bin) -> Rejection | None:
+        """The static verdict from what it reads of the node: the values of the labels the constraints name,
+        its taints, whether it is cordoned, and its name only when a term asks for one. Nodes alike in
+        those (of one instance type and zone, say) get one verdict, worked out once."""
+        reads = self._reads.get(c)
+        if reads is None:
+            read = {k for k, _ in c.node_selector} | {r.key for term in c.affinity for r in term.expressions}
+            reads = self._reads[c] = (tuple(sorted(read)), any(term.fields for term in c.affinity))
+        keys, names = reads
+        name = bin.name if bin.kind == Kind.NODE else None
+        labels = bin.labels
+        key = (
+            c,
+            tuple(labels.get(k) for k in keys),
+            bin.taints,
+            bin.unschedulable,
+            name if names else name is not None,
+        )
+        if key in self._verdicts:
+            return self._verdicts[key]
+        found = self._verdicts[key] = filters.static(
+            node_selector=dict(c.node_selector),
+            terms=c.affinity,
+            tolerations=c.tolerations,
+            labels=labels,
+            taints=bin.taints,
+            unschedulable=bin.unschedulable,
+            name=name,
+        )
+        return found
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""

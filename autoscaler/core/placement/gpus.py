@@ -145,6 +145,8 @@ def slots_of(
     ``reserved_groups`` and fractional pods run with their GPU groups. Shares whose group has no reservation
     pod (a simulated cluster has none) are packed as KAI would have: the second value is how many further
     devices they took, which the node's free ``nvidia.com/gpu`` must lose."""
+    if not reserved_groups and not shares:
+        return GpuSlots(max(0, devices), (), memory_mib, fraction), 0  # the common case: nothing shared
     base = GpuSlots(max(0, devices - len(reserved_groups)), memory_mib=memory_mib, fraction=fraction)
     groups = {g: FULL for g in reserved_groups}
     modes: dict[str, ComputeMode] = {}

@@ -33,6 +33,11 @@ class Journal:
         if self._open == 0:
             del self._undo[mark:]
 
+    @property
+    def open(self) -> bool:
+        """Whether a trial is under way (a mark not yet committed or rolled back)."""
+        return self._open > 0
+
     def log(self, undo: Callable[[], None]) -> None:
         """How to take back the change just made (kept only while a mark is open)."""
         if self._open:

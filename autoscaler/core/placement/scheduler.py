@@ -15,7 +15,7 @@ from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.fits import Fit
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.resources import PODS, Resources
+from autoscaler.core.resources import PODS
 
 
 def scheduling_constraints(pod: Pod) -> Constraints:
@@ -49,20 +49,22 @@ class ClusterScheduler:
         self.bins: dict[str, Bin] = {}
         self._constraints: dict[tuple[object, ...], Constraints] = {}
         for node in nodes:
-            on = by_node.get(node.name, [])
-            if allowed is not None and node.name not in allowed:
-                self.engine.add_topology_node(node.name, node.labels, node.taints, on)
-                continue
-            used = Resources.total((p.requests for p in on), each={PODS: 1000})
-            b = Bin(
-                node.name,
-                Kind.NODE,
-                dict(node.labels),
-                node.taints,
-                node.unschedulable,
-                free=node.allocatable - used,
-            )
-            self.bins[node.name] = self.engine.add_node(b, on)
+            self.add_node(node, by_node.get(node.name, ()), eligible=allowed is None or node.name in allowed)
+
+    def add_node(self, node: Node, pods: Iterable[Pod], *, eligible: bool = True) -> None:
+        """A node with the pods bound to it; one not ``eligible`` takes no pod but counts as a domain."""
+        on = [p for p in pods if not p.finished]
+        if not eligible:
+            self.engine.add_topology_node(node.name, node.labels, node.taints, on)
+            return
+        free = node.allocatable.remaining((p.requests for p in on), each={PODS: 1000})
+        b = Bin(node.name, Kind.NODE, dict(node.labels), node.taints, node.unschedulable, free=free)
+        self.bins[node.name] = self.engine.add_node(b, on)
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves with its pods (to be added again as it now is, when it changed)."""
+        self.bins.pop(name, None)
+        self.engine.remove_node(name)
 
     def _c(self, pod: Pod) -> Constraints:
         key = (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)

@@ -112,7 +112,10 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
         kind = Kind.LAUNCHING
     if node.labels.get(DRA_LABEL[0]) == DRA_LABEL[1]:
         alloc = alloc + {DRA_GPU: gpus * 1000}  # its GPUs, as the DRA driver publishes them
-    free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
+    free = alloc.remaining((p.requests for p in pods), each={PODS: 1000})
+    overhead = _missing_overhead(node, pods, snapshot, index)
+    if overhead:
+        free = free - overhead
     b = Bin(node.name, kind, dict(node.labels), lasting_taints(node), node.unschedulable, free=free)
     if alloc.get(NVIDIA_GPU) and _replicas(node) == 1 and not node.labels.get(DEVICE_PLUGIN_CONFIG_LABEL):
         # KAI shares whole devices: a node whose GPUs are handed out as replicas has none to share.

@@ -63,8 +63,13 @@ class OfferingIndex:
         self.variants: dict[str, list[Offering]] = {}
         for o in self.offerings:
             self.variants.setdefault(o.instance_type, []).append(o)
+        # Per instance type: its first whole-GPU variant and its variants cut into GPU layouts, in order, which
+        # is all telling a node's variant reads (most types have dozens of offerings and no layout).
+        self._layouts: dict[str, tuple[Offering | None, tuple[Offering, ...]]] = {}
         for name, variants in self.variants.items():
             self.by_type[name] = next((o for o in variants if o.layout is None), variants[0])
+            plain = next((o for o in variants if o.layout is None), None)
+            self._layouts[name] = (plain, tuple(o for o in variants if o.layout is not None))
         self._by_shape: dict[tuple[str, str], Shape] | None = None
         self._every: list[Offering] | None = None
         # What the planner's other steps work out once per index (scale-down, verdicts, reservations).
@@ -89,7 +94,11 @@ class OfferingIndex:
     def template(self, instance_type: str, labels: Mapping[str, str]) -> Offering | None:
         """The offering a node of ``instance_type`` with these labels was launched as: the variant whose GPU
         layout labels it carries, else the whole-GPU one."""
-        return node_layout(labels, self.variants.get(instance_type, ()))
+        found = self._layouts.get(instance_type)
+        if found is None:
+            return None
+        plain, cut = found
+        return node_layout(labels, cut) or plain
 
     def shape(self, key: tuple[str, str]) -> Shape | None:
         """Every usable offering of one (instance type, capacity type), cheapest first."""
