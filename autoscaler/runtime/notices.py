@@ -25,8 +25,9 @@ OVERSIZED_NODE = "OversizedNode"
 def idle_notice(launch: Launch) -> str:
     """The warning about a launch whose node leaves most of its GPUs idle (logged here), or ``""``."""
     why = launch.why
-    # A replacement's launches name no pods (each is for the node it replaces), so there is no one to tell.
-    if why is None or not why.idle_gpus or not launch.pods:
+    # A replacement's launches name no pods (each is for the node it replaces): the line is logged, and no
+    # pod gets an event.
+    if why is None or not why.idle_gpus:
         return ""
     o = launch.offering
     line = idle_warning(o, launch.pods, why)
