@@ -88,7 +88,11 @@ def _unpack(tarball: Path, target: Path) -> None:
 
 def _check_helm(directory: Path) -> None:
     done = subprocess.run(
-        [str(directory / "helm"), "version", "--short"], capture_output=True, text=True, timeout=60, check=False
+        [str(directory / "helm"), "version", "--short"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     if done.returncode != 0 or not done.stdout.startswith(HELM_MAJOR):
         raise ToolsError(f"{directory / 'helm'} is not helm {HELM_MAJOR}x: {done.stdout or done.stderr}")

@@ -1,4 +1,5 @@
-"""deploy/monitoring: the Grafana dashboard and the alerts use only metrics tidal exports, in valid PromQL."""
+"""The chart's monitoring: the Grafana dashboard and the alerts use only metrics tidal exports, in valid PromQL,
+and the ServiceMonitor, PrometheusRule and dashboard ConfigMap come with the values that turn them on."""
 
 from __future__ import annotations
 
@@ -11,15 +12,21 @@ import pytest
 import yaml
 
 from autoscaler.runtime.observability.metrics import METRIC_NAMES, METRIC_SERIES
-from tests.fakes.kustomize import KUBECTL, REPO, find, render
+from tests.fakes.helm_chart import CHART, REPO, find, render
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-MONITORING = REPO / "deploy" / "monitoring"
-DASHBOARD = MONITORING / "tidal-dashboard.json"
-RULES = MONITORING / "prometheusrule.yaml"
+DASHBOARD = CHART / "files" / "tidal-dashboard.json"
+RULES = CHART / "files" / "alerts.yaml"
+MONITORING_ON = {
+    "monitoring": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "dashboard": {"enabled": True},
+    }
+}
 # Any identifier that starts like one of tidal's metrics, wherever it appears (expressions, variables, text).
 TIDAL_NAME = re.compile(r"\btidal_[a-z0-9_]+")
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$job": "tidal"}
@@ -31,7 +38,7 @@ def dashboard() -> dict[str, Any]:
 
 
 def rules() -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["spec"]["groups"][0]["rules"]
+    found: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
     return found
 
 
@@ -142,17 +149,33 @@ def test_every_alert_has_a_severity_a_summary_and_a_description() -> None:
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
 def test_the_service_monitor_scrapes_the_metrics_service_port() -> None:
-    monitor = find(render("deploy/monitoring"), "ServiceMonitor", "tidal")["spec"]
-    service = find(render("deploy/base"), "Service", "tidal-metrics")
-    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert monitor["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
-    assert [e["port"] for e in monitor["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+    objects = render(MONITORING_ON)
+    monitor = find(objects, "ServiceMonitor", "tidal")
+    service = find(objects, "Service", "tidal-metrics")
+    spec = monitor["spec"]
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    assert [e["port"] for e in spec["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
+def test_the_prometheus_rule_carries_the_alerts_file_unchanged() -> None:
+    rule = find(render(MONITORING_ON), "PrometheusRule", "tidal")
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
 def test_the_dashboard_configmap_is_labelled_for_the_grafana_sidecar() -> None:
-    configmap = find(render("deploy/monitoring"), "ConfigMap", "tidal-dashboard")
+    configmap = find(render(MONITORING_ON), "ConfigMap", "tidal-dashboard")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(configmap["data"]["tidal-dashboard.json"]) == dashboard()
+
+
+def test_monitoring_is_off_unless_asked_for() -> None:
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in render()}
+    assert not kinds & {
+        ("ServiceMonitor", "tidal"),
+        ("PrometheusRule", "tidal"),
+        ("ConfigMap", "tidal-dashboard"),
+    }

@@ -1,4 +1,4 @@
-"""The controller pod that deploy/base renders is hardened and wired the way the daemon needs it."""
+"""The controller pod the chart renders is hardened and wired the way the daemon needs it."""
 
 from __future__ import annotations
 
@@ -8,19 +8,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.core.model import LABEL_MANAGED
-from tests.fakes.kustomize import KUBECTL, find, render
+from tests.fakes.helm_chart import find, render
 
 if TYPE_CHECKING:
     from typing import Any
 
-pytestmark = pytest.mark.skipif(
-    KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
-)
-
 
 @pytest.fixture(scope="module")
 def objects() -> list[dict[str, Any]]:
-    return render("deploy/base")
+    return render()
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +53,6 @@ def test_the_container_cannot_write_its_root_filesystem_escalate_or_keep_capabil
 def test_seccomp_is_the_runtime_default(pod: dict[str, Any], container: dict[str, Any]) -> None:
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-
-
-def test_the_namespace_enforces_the_restricted_pod_security_standard(objects: list[dict[str, Any]]) -> None:
-    labels = find(objects, "Namespace", "tidal-system")["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_cpu_and_memory_have_requests_within_limits(container: dict[str, Any]) -> None:
@@ -155,3 +146,25 @@ def test_a_quota_in_the_namespace_admits_the_critical_pods_where_the_cluster_ask
     assert pod["spec"]["priorityClassName"] in scope["values"]
     replicas = find(objects, "Deployment", "tidal")["spec"]["replicas"]
     assert int(quota["hard"]["pods"]) >= 2 * replicas  # every replica, and as many again while rolling out
+
+
+def test_a_priority_class_of_its_own_is_created_when_asked_and_needs_no_quota() -> None:
+    objects = render({"priorityClass": {"name": "tidal-critical", "create": True, "value": 900000}})
+    created = find(objects, "PriorityClass", "tidal-critical")
+    assert (created["value"], created["globalDefault"]) == (900000, False)
+    assert find(objects, "Deployment", "tidal")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "tidal-critical"
+    )
+    assert [o for o in objects if o["kind"] == "ResourceQuota"] == []
+
+
+def test_replicas_spread_across_nodes_too_and_the_spread_can_be_turned_off(pod: dict[str, Any]) -> None:
+    keys = [c["topologyKey"] for c in pod["spec"]["topologySpreadConstraints"]]
+    assert keys == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    off = find(render({"topologySpread": {"enabled": False}}), "Deployment", "tidal")
+    assert "topologySpreadConstraints" not in off["spec"]["template"]["spec"]
+
+
+def test_the_pod_budget_can_be_left_out() -> None:
+    objects = render({"podDisruptionBudget": {"enabled": False}})
+    assert [o for o in objects if o["kind"] == "PodDisruptionBudget"] == []

@@ -1,4 +1,4 @@
-"""What the RBAC rules rendered from deploy/base allow tidal's service account, request by request, as the
+"""What the RBAC rules the chart renders allow tidal's service account, request by request, as the
 Kubernetes RBAC authorizer would decide (tests/fakes/kube_rbac.py; tests/e2e/test_rbac.py runs the daemon
 against the same rules)."""
 
@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.helm_chart import render
 from tests.fakes.kube_rbac import RbacPolicy, RbacRequest, service_account_user
-from tests.fakes.kustomize import KUBECTL, render
-
-pytestmark = pytest.mark.skipif(
-    KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/"
-)
 
 TIDAL = service_account_user("tidal-system", "tidal")
 
 
 @pytest.fixture(scope="module")
 def policy() -> RbacPolicy:
-    return RbacPolicy.from_objects(render("deploy/base"), TIDAL)
+    return RbacPolicy.from_objects(render(), TIDAL)
 
 
 def allowed(
@@ -79,7 +75,7 @@ def test_no_secret_is_readable_anywhere(policy: RbacPolicy) -> None:
 
 def test_the_bindings_grant_nothing_to_another_service_account() -> None:
     other = service_account_user("default", "default")
-    assert RbacPolicy.from_objects(render("deploy/base"), other).grants == []
+    assert RbacPolicy.from_objects(render(), other).grants == []
 
 
 def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(policy: RbacPolicy) -> None:
@@ -94,3 +90,22 @@ def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(p
         policy, "update", "resourceclaims", sub="status", namespace="research", name="c", **dra
     )
     assert not allowed(policy, "list", "resourceslices", **dra)
+
+
+def test_tidal_reads_provisioning_requests_and_capacity_buffers_and_writes_only_their_status(
+    policy: RbacPolicy,
+) -> None:
+    autoscaling = {"group": "autoscaling.x-k8s.io", "namespace": "research"}
+    for resource in ("provisioningrequests", "capacitybuffers"):
+        assert allowed(policy, "list", resource, **autoscaling)
+        assert allowed(policy, "watch", resource, **autoscaling)
+        assert allowed(policy, "update", resource, sub="status", name="r", **autoscaling)
+        for verb in ("create", "update", "patch", "delete"):
+            assert not allowed(policy, verb, resource, name="r", **autoscaling)
+
+
+def test_tidal_reads_the_pod_templates_they_name_but_never_changes_them(policy: RbacPolicy) -> None:
+    for verb in ("get", "list", "watch"):
+        assert allowed(policy, verb, "podtemplates", namespace="research", name="t" if verb == "get" else "")
+    for verb in ("create", "update", "patch", "delete"):
+        assert not allowed(policy, verb, "podtemplates", namespace="research", name="t")
