@@ -1,14 +1,18 @@
-"""Shared fixtures: a configuration built the way users write it."""
+"""Shared fixtures: a configuration built the way users write it, and the real control plane."""
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from autoscaler.config.options import Config, config_from_mapping
+from tests.k8s.assets import AssetsMissing, binaries
+from tests.k8s.control_plane import ControlPlane
 
 
 @pytest.fixture
@@ -30,3 +34,24 @@ def _tidal_log_handler_ends_with_its_test() -> Iterator[None]:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if h.get_name() == "tidal"]:
         root.removeHandler(handler)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A real etcd, kube-apiserver, kube-scheduler and kube-controller-manager for the whole session.
+
+    Without binaries the tests that use it skip with one line saying what to set; under ``CI=true`` they
+    must run, so a missing binary fails them instead.
+    """
+    try:
+        found = binaries()
+    except AssetsMissing as missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {missing}", pytrace=False)
+        pytest.skip(str(missing))
+    plane = ControlPlane(found, tmp_path_factory.mktemp("control-plane"))
+    # Stopped even when the session ends abnormally (an interrupted run), never left behind.
+    atexit.register(plane.stop)
+    plane.start()
+    yield plane
+    plane.stop()
