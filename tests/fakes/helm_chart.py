@@ -31,6 +31,7 @@ __all__ = [
     "HelmError",
     "find",
     "helm",
+    "identity_and_rbac",
     "render",
     "render_error",
     "tools",
@@ -118,3 +119,14 @@ def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     found = [o for o in objects if o.get("kind") == kind and o["metadata"]["name"] == name]
     assert len(found) == 1, f"{kind} {name}: {len(found)} found among {[o['kind'] for o in objects]}"
     return found[0]
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def identity_and_rbac(
+    *, examples: Sequence[str] = ("simulated",), namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
+    """tidal's ServiceAccount and RBAC as the chart renders them (by default with the simulated cloud's extra
+    rule), for a test that applies them to an API server without installing the whole chart."""
+    return [o for o in render(examples=examples, namespace=namespace) if o["kind"] in RBAC_KINDS]
