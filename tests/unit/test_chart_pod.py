@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.core.model import LABEL_MANAGED
-from tests.fakes.helm_chart import find, render
+from tests.fakes.helm_chart import find, render, render_error
 
 if TYPE_CHECKING:
     from typing import Any
@@ -168,3 +168,8 @@ def test_replicas_spread_across_nodes_too_and_the_spread_can_be_turned_off(pod: 
 def test_the_pod_budget_can_be_left_out() -> None:
     objects = render({"podDisruptionBudget": {"enabled": False}})
     assert [o for o in objects if o["kind"] == "PodDisruptionBudget"] == []
+
+
+def test_creating_a_class_with_a_system_name_is_refused() -> None:
+    message = render_error({"priorityClass": {"create": True}})
+    assert 'priorityClass.name: "system-cluster-critical" with priorityClass.create' in message

@@ -89,6 +89,9 @@ Checks across values that the schema cannot express; each failure is one line na
 {{- if and (eq $cloud "simulated") (gt $replicas 1) -}}
 {{- fail (printf "replicaCount: %d with config.cloud simulated: the simulated cloud lives in the leader's memory, so a second replica would see another cloud; set replicaCount=1" $replicas) -}}
 {{- end -}}
+{{- if and .Values.priorityClass.create (hasPrefix "system-" .Values.priorityClass.name) -}}
+{{- fail (printf "priorityClass.name: %q with priorityClass.create: the system- classes are Kubernetes' own; name a class of your own" .Values.priorityClass.name) -}}
+{{- end -}}
 {{- range $name, $key := dict "aws" "roleArn" "gcp" "serviceAccount" "azure" "clientId" -}}
 {{- if and (ne $name $cloud) (get (get $.Values.identity $name) $key) -}}
 {{- fail (printf "identity.%s.%s is set but config.cloud is %q: set only the identity of the cloud tidal launches on" $name $key $cloud) -}}
