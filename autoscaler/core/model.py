@@ -33,6 +33,16 @@ LABEL_RESERVATION_TYPE = "tidal.dev/reservation-type"
 # When the Capacity Block a node runs in ends, in epoch seconds (a label value cannot hold an RFC 3339 time).
 LABEL_RESERVATION_END = "tidal.dev/reservation-end"
 TAINT_DISRUPTED = "tidal.dev/disrupted"
+# Taints Kubernetes itself puts on every joining node and lifts once the node is up: the node lifecycle
+# controller removes not-ready a few seconds after the kubelet reports Ready, the cloud controller manager
+# removes uninitialized once it has set the node's addresses. Pods are not expected to tolerate them, so
+# a node still carrying one is room that is coming, not room that refuses the pod.
+STARTUP_TAINTS = frozenset(
+    {
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+    }
+)
 
 
 class CapacityType(enum.StrEnum):

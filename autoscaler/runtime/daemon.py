@@ -28,6 +28,7 @@ from autoscaler.runtime.kube.actions import ClusterActions
 from autoscaler.runtime.kube.client import KubeClient, make_api_client
 from autoscaler.runtime.kube.cluster_cache import ClusterCache
 from autoscaler.runtime.kube.leader import LeaderElector
+from autoscaler.runtime.kube.reachability import BACKOFF_CAP, wait_for_api_server
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.runtime.observability.logging import configure_logging
 from autoscaler.runtime.observability.metrics import Metrics
@@ -36,6 +37,15 @@ from autoscaler.runtime.status import Leadership
 
 log = structlog.get_logger("tidal.daemon")
 EXIT_NOT_LEADING = 3  # `tidal run --once` could not take the Lease, so it did nothing
+EXIT_NOT_STARTED = 4  # `tidal run --once` could not reach the API server or sync its caches
+# `tidal run --once` gives the API server this many probes (about 7 s with the pauses between them).
+ONCE_API_ATTEMPTS = 4
+SYNC_REPORT_AFTER = 15.0  # the first "still not synced" line; later ones come twice as far apart
+
+
+class StartFailed(Exception):
+    """The daemon could not start: the API server is not there, or the caches cannot sync. One line."""
+
 
 # Options read once at start-up: the provider, the client, the lease and the metrics server are built from
 # them. A reload that changes one applies everything else and keeps these at their running values.
@@ -255,13 +265,23 @@ class Daemon:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
-    def start(self, *, serve: bool = True, sync_timeout: float = 120.0) -> None:
-        """Start caches, leader election and the health server; wait for the first sync."""
+    def start(
+        self, *, serve: bool = True, sync_timeout: float | None = 120.0, api_attempts: int | None = None
+    ) -> None:
+        """Start the health server, wait for the API server, start the caches and wait for their first
+        sync, then leader election. Raises :class:`StartFailed` (one line) when the API server did not
+        answer within ``api_attempts`` probes or the caches did not sync within ``sync_timeout`` seconds;
+        with ``None`` for either, it waits for as long as it takes (``/readyz`` says what it waits for)."""
         if serve:
             self.server.start()
+        failure = wait_for_api_server(
+            self.client, attempts=api_attempts, report=self.health.report_not_ready, stop=self._stop
+        )
+        if failure is not None:
+            raise StartFailed(failure)
         self.cache.start()
-        if not self.cache.wait_for_sync(sync_timeout):
-            raise RuntimeError(f"caches did not sync within {sync_timeout:.0f}s")
+        self._wait_for_sync(sync_timeout)
+        self.health.report_not_ready(None)
         self.health.mark_synced()
         if self.elector is not None:
             self._spawn("tidal-leader", lambda: self.elector.run(self._stop) if self.elector else None)
@@ -269,6 +289,22 @@ class Daemon:
             self.watcher.start()
         if isinstance(self.provider, Starts):
             self.provider.start()
+
+    def _wait_for_sync(self, timeout: float | None) -> None:
+        """Until every watch has listed once; a line (and ``/readyz``) says which have not, and why."""
+        waited, step = 0.0, SYNC_REPORT_AFTER
+        while not self._stop.is_set():
+            chunk = step if timeout is None else min(step, timeout - waited)
+            if self.cache.wait_for_sync(max(chunk, 0.0)):
+                return
+            waited += chunk
+            why = f"watch caches not synced after {waited:.0f}s: {', '.join(self.cache.unsynced())}"
+            self.health.report_not_ready(why)
+            if timeout is not None and waited >= timeout:
+                raise StartFailed(why)
+            log.warning("caches_not_synced", waited=round(waited), unsynced=self.cache.unsynced())
+            step = min(step * 2, BACKOFF_CAP)
+        raise StartFailed("stopped before the watch caches synced")
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -287,6 +323,11 @@ class Daemon:
         result = self.controller.reconcile_once()
         self.health.heartbeat(self.clock())
         return result
+
+    @property
+    def stopping(self) -> bool:
+        """``stop()`` was called (SIGTERM)."""
+        return self._stop.is_set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -329,7 +370,22 @@ def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_
     provider = build_provider(cfg, client)
     daemon = Daemon(paths or None, client, provider, dry_run=dry_run, manage_logging=True)
     signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
-    daemon.start(serve=not once)
+    try:
+        daemon.start(
+            serve=not once,
+            sync_timeout=120.0 if once else None,
+            api_attempts=ONCE_API_ATTEMPTS if once else None,
+        )
+    except StartFailed as failed:
+        stopping = daemon.stopping
+        daemon.stop()
+        if stopping:  # SIGTERM while waiting for the API server: a clean exit, as after a reconcile
+            return 0
+        print(f"tidal: {failed}", file=sys.stderr)
+        return EXIT_NOT_STARTED
+    except KeyboardInterrupt:
+        daemon.stop()
+        return 130
     try:
         if once:
             if daemon.elector is not None and not daemon.elector.try_acquire_or_renew():

@@ -303,6 +303,27 @@ class ControlPlane:
         self.processes["kube-apiserver"].start()
         self._wait("kube-apiserver /readyz", self._apiserver_ready)
 
+    def second_apiserver(self) -> ControlPlane:
+        """Another kube-apiserver on the same etcd, as in a highly available control plane: a client of the
+        first one can be cut off while changes go on through this one. Stop it with ``stop_second``."""
+        twin = ControlPlane.__new__(ControlPlane)
+        twin.binaries, twin.folder, twin.pki = self.binaries, self.folder, self.pki
+        twin.ports = {**self.ports, "apiserver": free_port()}
+        twin.url = f"https://127.0.0.1:{twin.ports['apiserver']}"
+        twin.etcd_url = self.etcd_url
+        twin.kubeconfig = twin.write_kubeconfig(
+            self.folder / "admin-2.kubeconfig", "admin", cert=self.pki.admin
+        )
+        argv = [
+            f"--secure-port={twin.ports['apiserver']}" if a.startswith("--secure-port=") else a
+            for a in self.processes["kube-apiserver"].argv
+        ]
+        twin.processes = {
+            "kube-apiserver": Process("kube-apiserver", argv, self.folder / "logs" / "kube-apiserver-2.log")
+        }
+        twin.start_apiserver()
+        return twin
+
     def kill_apiserver(self) -> None:
         """SIGKILL the API server, as a crash would: clients see connections refused."""
         self.processes["kube-apiserver"].stop(signal.SIGKILL)

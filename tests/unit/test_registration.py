@@ -67,3 +67,47 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
     ]
     labelled = dict(actions.named("label_node"))
     assert labelled["ip-10-0-0-7"]["tidal.dev/gpu-count"] == "1"
+
+
+def test_the_taints_kubernetes_puts_on_a_joining_node_do_not_buy_a_second_node(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
+    """TaintNodesByCondition gives every new Node ``node.kubernetes.io/not-ready:NoSchedule``; the node
+    lifecycle controller lifts it seconds after the kubelet reports Ready. Pods do not tolerate it, and they
+    need not: the node is coming up for them."""
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(CATALOG)
+    config = make_config(simulated={"catalog": str(catalog), "launchDelay": "0s"})
+    clock = Clock()
+    provider = SimulatedProvider(config, clock=clock)
+    waiting = pod("web-0", cpu="2", memory="8Gi", message="0/0 nodes are available")
+    cluster = StaticCluster(snapshot(waiting))
+    controller = Controller(
+        config=lambda: config,
+        cluster=cluster,
+        provider=provider,
+        actions=CallRecorder(),
+        events=CallRecorder(),
+        clock=clock,
+    )
+    [first] = controller.reconcile_once().launched
+    [instance] = provider.instances()
+    for ready in (False, True):  # registered, then Ready before the controller lifted the taint
+        clock.now += 5
+        joined = node(
+            "ip-10-0-0-8",
+            instance_type="m5.xlarge",
+            cpu="4",
+            memory="16Gi",
+            managed=True,
+            ready=ready,
+            labels={"tidal.dev/launch-token": first.token},
+            taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
+        )
+        joined["spec"]["providerID"] = instance.provider_id
+        cluster.view = snapshot(waiting, joined)
+
+        again = controller.reconcile_once()
+
+        assert again.error == "" and again.launched == []
+        assert len(provider.instances()) == 1

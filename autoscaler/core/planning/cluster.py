@@ -14,10 +14,12 @@ from autoscaler.core.model import (
     LABEL_GPU_COUNT,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
+    STARTUP_TAINTS,
     TAINT_DISRUPTED,
     Node,
     Pod,
     Snapshot,
+    Taint,
 )
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Kind
@@ -67,6 +69,16 @@ def usable(node: Node) -> bool:
     )
 
 
+def lasting_taints(node: Node) -> tuple[Taint, ...]:
+    """The node's taints without those a joining node carries only until it is up (``STARTUP_TAINTS``).
+
+    Planning onto a node that just registered must not see its not-ready taint as a refusal: that would
+    buy a second node for pods the first is about to take."""
+    if not any((t.key, t.effect) in STARTUP_TAINTS for t in node.taints):
+        return node.taints
+    return tuple(t for t in node.taints if (t.key, t.effect) not in STARTUP_TAINTS)
+
+
 def _present_daemonsets(pods: Iterable[Pod]) -> list[str]:
     return [f"{p.namespace}/{p.owner.name}" for p in pods if p.daemonset and p.owner is not None]
 
@@ -101,7 +113,7 @@ def node_bin(node: Node, pods: Sequence[Pod], snapshot: Snapshot, index: Offerin
     if node.labels.get(DRA_LABEL[0]) == DRA_LABEL[1]:
         alloc = alloc + {DRA_GPU: gpus * 1000}  # its GPUs, as the DRA driver publishes them
     free = alloc - requested(pods) - _missing_overhead(node, pods, snapshot, index)
-    b = Bin(node.name, kind, dict(node.labels), node.taints, node.unschedulable, free=free)
+    b = Bin(node.name, kind, dict(node.labels), lasting_taints(node), node.unschedulable, free=free)
     if alloc.get(NVIDIA_GPU) and _replicas(node) == 1 and not node.labels.get(DEVICE_PLUGIN_CONFIG_LABEL):
         # KAI shares whole devices: a node whose GPUs are handed out as replicas has none to share.
         offering = index.template(node.labels.get(LABEL_INSTANCE_TYPE, ""), node.labels)

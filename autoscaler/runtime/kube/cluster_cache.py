@@ -192,6 +192,19 @@ class ClusterCache:
             informers = list(self._informers.values())
         return self._probed.is_set() and all(i.has_synced() for i in informers)
 
+    def unsynced(self) -> list[str]:
+        """The kinds not listed yet, each with why its last attempt failed (``pods (HTTP 403: …)``)."""
+        with self._lock:
+            informers = dict(self._informers)
+        out = [
+            f"{kind} ({informer.last_error})" if informer.last_error else kind
+            for kind, informer in sorted(informers.items())
+            if not informer.has_synced()
+        ]
+        if not self._probed.is_set():
+            out.append("custom resource discovery")
+        return out
+
     def wait_for_sync(self, timeout: float) -> bool:
         """Block until :meth:`has_synced`, at most ``timeout`` seconds."""
         deadline = time.monotonic() + timeout

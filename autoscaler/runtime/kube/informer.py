@@ -184,6 +184,8 @@ class Informer(Generic[T]):
         self._resp: Any = None
         self._resp_lock = threading.Lock()
         self._delivered = False  # the current watch has delivered an event or bookmark
+        # Why the last list or watch failed, for a start-up that cannot sync to say why.
+        self.last_error = ""
         self._stats = {"lists": 0, "relists": 0, "watches": 0, "watch_restarts": 0, "watch_errors": 0}
         self._stats |= {"decode_errors": 0, "listener_errors": 0, "events": 0}
 
@@ -269,6 +271,7 @@ class Informer(Generic[T]):
                 if self._stop.is_set():
                     break  # stop() broke the connection on purpose
                 self._count("watch_errors")
+                self.last_error = self._describe(exc)
                 delay = max(self._backoff.next(), _retry_after(exc))
                 log.warning(
                     "watch failed, retrying",

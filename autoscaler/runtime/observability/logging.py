@@ -140,3 +140,6 @@ def configure_logging(fmt: str = "auto", level: str = "info", *, stream: TextIO 
     root.setLevel(threshold)
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(max(threshold, logging.WARNING))
+    # urllib3 warns of every connection retry it makes on its own; tidal reports the failure that matters
+    # (the API server unreachable, a watch failing) once, with the server and the cause.
+    logging.getLogger("urllib3.connectionpool").setLevel(max(threshold, logging.ERROR))

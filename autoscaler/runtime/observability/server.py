@@ -59,6 +59,13 @@ class HealthState:
         # Counting from construction gives start-up (cache sync, first reconcile) one staleness window.
         self._last_heartbeat = clock()
         self._leadership: Callable[[], str] | None = None
+        self._not_ready: str | None = None
+
+    def report_not_ready(self, reason: str | None) -> None:
+        """Why the replica cannot be ready before its caches sync (the API server unreachable, a watch
+        that cannot list), or None once that has passed; ``/readyz`` says it instead of a generic line."""
+        with self._lock:
+            self._not_ready = reason
 
     def report_leadership(self, describe: Callable[[], str]) -> None:
         """Where ``/readyz`` reads its leadership detail (one line, e.g. ``not leading (lease ns/name): …``)."""
@@ -99,8 +106,9 @@ class HealthState:
         with self._lock:
             synced, loaded, config_ok = self._synced, self._config_loaded, self._config_ok
             leadership = self._leadership
+            not_ready = self._not_ready
         if not synced:
-            return False, "watch caches not synced yet"
+            return False, not_ready or "watch caches not synced yet"
         if not loaded:
             return False, "no valid configuration loaded yet"
         detail = "ok"
