@@ -30,7 +30,12 @@ from tests.k8s.control_plane import ControlPlane, environment_without_proxies, f
 pytestmark = pytest.mark.slow
 
 NAMESPACE = "tidal-helm"
+# Its own name, so its cluster-wide objects (ClusterRoles, bindings) are not those other tests of the session
+# create for tidal.
+RELEASE = "tidal-chart"
 WORKLOADS = "helm-research"
+BUFFERS = "helm-buffers"
+SECOND = "helm-second"
 GROUP = "autoscaling.x-k8s.io"
 CRDS = ("provisioningrequests.autoscaling.x-k8s.io", "capacitybuffers.autoscaling.x-k8s.io")
 CATALOG = REPO / "config" / "catalogs" / "aws-us-east-1.csv"
@@ -68,7 +73,7 @@ def helm_binary() -> Path:
 
 @pytest.fixture(scope="module")
 def release(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    """charts/tidal installed as `tidal` in tidal-helm, with the simulated example's values."""
+    """charts/tidal installed as `tidal-chart` in tidal-helm, with the simulated example's values."""
     folder = tmp_path_factory.mktemp("helm")
     # helm keeps its caches and settings under these; a test must not touch the user's own.
     env = {
@@ -80,7 +85,7 @@ def release(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
     installed = Release(control_plane, env, folder)
     done = installed.helm(
         "install",
-        "tidal",
+        RELEASE,
         str(CHART),
         "--namespace",
         NAMESPACE,
@@ -95,9 +100,18 @@ def release(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
     )
     assert done.returncode == 0, done.stderr
     yield installed
-    installed.helm("uninstall", "tidal", "--namespace", NAMESPACE)
-    # The CRDs outlive the release by design; the control plane is shared with the session's other tests.
+    installed.helm("uninstall", RELEASE, "--namespace", NAMESPACE)
+    # The control plane is shared with the session's other tests: no pending pod or CRD of ours stays (the
+    # CRDs outlive the release by design).
     with installed.admin() as api:
+        core = kubernetes.client.CoreV1Api(api)
+        for namespace in (WORKLOADS, BUFFERS, SECOND):
+            try:
+                core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+                core.delete_namespace(namespace)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
         for name in CRDS:
             kubernetes.client.ApiextensionsV1Api(api).delete_custom_resource_definition(name)
 
@@ -151,15 +165,15 @@ def unschedulable(core: kubernetes.client.CoreV1Api, name: str) -> bool:
 def test_helm_install_creates_the_charts_objects_on_the_real_api_server(release: Release) -> None:
     listed = release.helm("list", "--namespace", NAMESPACE, "--output", "yaml")
     (entry,) = yaml.safe_load(listed.stdout)
-    assert (entry["name"], entry["status"]) == ("tidal", "deployed")
+    assert (entry["name"], entry["status"]) == (RELEASE, "deployed")
     with release.admin() as api:
         apps, core = kubernetes.client.AppsV1Api(api), kubernetes.client.CoreV1Api(api)
-        deployment = apps.read_namespaced_deployment("tidal", NAMESPACE)
+        deployment = apps.read_namespaced_deployment(RELEASE, NAMESPACE)
         assert deployment.spec.replicas == 1  # the simulated example's
-        assert deployment.spec.template.spec.service_account_name == "tidal"
-        assert core.read_namespaced_service_account("tidal", NAMESPACE)
+        assert deployment.spec.template.spec.service_account_name == RELEASE
+        assert core.read_namespaced_service_account(RELEASE, NAMESPACE)
         config = yaml.safe_load(
-            core.read_namespaced_config_map("tidal-config", NAMESPACE).data["config.yaml"]
+            core.read_namespaced_config_map(f"{RELEASE}-config", NAMESPACE).data["config.yaml"]
         )
         assert config["cloud"] == "simulated" and config["leaderElection"]["namespace"] == NAMESPACE
         for name in CRDS:
@@ -175,12 +189,12 @@ def test_tidal_runs_once_under_the_charts_service_account_without_a_403(
         wait_until("default ServiceAccount", lambda: core.list_namespaced_service_account(WORKLOADS).items)
         core.create_namespaced_pod(WORKLOADS, gpu_pod("train-0"))
         wait_until("train-0 unschedulable", lambda: unschedulable(core, "train-0"))
-        chart_config = core.read_namespaced_config_map("tidal-config", NAMESPACE).data["config.yaml"]
+        chart_config = core.read_namespaced_config_map(f"{RELEASE}-config", NAMESPACE).data["config.yaml"]
     # The ConfigMap as the pod mounts it; only the listen address differs, since this process shares the
     # host's network where the pod would have its own.
     (tmp_path / "config.yaml").write_text(chart_config)
     (tmp_path / "here.yaml").write_text(f"metricsAddress: 127.0.0.1:{free_port()}\nlogFormat: json\n")
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, "tidal", tmp_path / "kubeconfig")
+    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, RELEASE, tmp_path / "kubeconfig")
     argv = [sys.executable, "-m", "autoscaler", "run", "--once", "--kubeconfig", str(kubeconfig)]
     argv += ["--config", str(tmp_path / "config.yaml"), "--config", str(tmp_path / "here.yaml")]
     env = {**release.env, "POD_NAME": "tidal-0", "POD_NAMESPACE": NAMESPACE, "PYTHONUNBUFFERED": "1"}
@@ -215,7 +229,7 @@ def provisioning_request(version: str, name: str) -> dict[str, Any]:
 def test_the_crds_accept_cluster_autoscaler_objects_and_tidal_may_read_them_and_write_their_status(
     release: Release, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    namespace = "helm-buffers"
+    namespace = BUFFERS
     with release.admin() as api:
         core = kubernetes.client.CoreV1Api(api)
         custom = kubernetes.client.CustomObjectsApi(api)
@@ -249,7 +263,7 @@ def test_the_crds_accept_cluster_autoscaler_objects_and_tidal_may_read_them_and_
                 {**buffer, "metadata": {"name": "bare", "namespace": namespace}, "spec": {"podTemplateRef": {"name": "t"}}},
             )  # fmt: skip
         assert shapeless.value.status == 422
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, "tidal", tmp_path / "kubeconfig")
+    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, RELEASE, tmp_path / "kubeconfig")
     with kubernetes.config.new_client_from_config(config_file=str(kubeconfig)) as api:
         custom = kubernetes.client.CustomObjectsApi(api)
         listed = custom.list_cluster_custom_object(GROUP, "v1", "provisioningrequests")["items"]
@@ -279,7 +293,7 @@ def test_the_crds_accept_cluster_autoscaler_objects_and_tidal_may_read_them_and_
 
 
 def test_a_second_release_leaves_the_crds_to_the_first_and_uninstall_keeps_them(release: Release) -> None:
-    namespace = "tidal-second"
+    namespace = SECOND
     done = release.helm(
         "install", "second", str(CHART), "--namespace", namespace, "--create-namespace",
         "--set", "image.repository=registry.example.com/tidal-autoscaler",
