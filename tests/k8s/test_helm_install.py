@@ -83,6 +83,10 @@ def release(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
         "HELM_DATA_HOME": str(folder / "data"),
     }
     installed = Release(control_plane, env, folder)
+    with installed.admin() as api:
+        # As docs/install.md has it: the namespace enforces the "restricted" Pod Security Standard.
+        labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE, "labels": labels}})
     done = installed.helm(
         "install",
         RELEASE,
@@ -105,7 +109,7 @@ def release(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
     # CRDs outlive the release by design).
     with installed.admin() as api:
         core = kubernetes.client.CoreV1Api(api)
-        for namespace in (WORKLOADS, BUFFERS, SECOND):
+        for namespace in (WORKLOADS, BUFFERS, SECOND, NAMESPACE):
             try:
                 core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
                 core.delete_namespace(namespace)
@@ -178,6 +182,21 @@ def test_helm_install_creates_the_charts_objects_on_the_real_api_server(release:
         assert config["cloud"] == "simulated" and config["leaderElection"]["namespace"] == NAMESPACE
         for name in CRDS:
             wait_until(f"CRD {name} established", lambda name=name: crd_established(api, name))
+
+
+def test_the_charts_pod_is_admitted_as_restricted_and_system_cluster_critical(release: Release) -> None:
+    # The ReplicaSet controller creates the pod only if Pod Security admission (restricted) and the priority
+    # admission (a system class outside kube-system, with the chart's quota) both let it in.
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+    with release.admin() as api:
+        core = kubernetes.client.CoreV1Api(api)
+        pods = wait_until(
+            "the Deployment's pod", lambda: core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+        )
+        assert [p.spec.priority_class_name for p in pods] == ["system-cluster-critical"]
+        assert pods[0].spec.priority == 2000000000
+        quota = core.read_namespaced_resource_quota(f"{RELEASE}-critical-pods", NAMESPACE)
+        assert quota.status.used == {"pods": "1"}
 
 
 def test_tidal_runs_once_under_the_charts_service_account_without_a_403(
