@@ -473,11 +473,19 @@ class Store:
                 self._commit(rt, MODIFIED, new, old)
                 return new, False
             if rt.storage_key == ("", "pods"):
-                # Pods are deleted gracefully upstream; without a kubelet the grace period is only recorded.
+                # Pods are deleted gracefully upstream: the API server first stamps deletionTimestamp (a
+                # MODIFIED event), then removes the pod once its kubelet confirms, at once when it has none.
+                # Here the confirmation always comes at once, whatever the grace period; the period is
+                # only recorded.
                 if grace is None:
                     grace = (new.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
                 meta.setdefault("deletionTimestamp", rfc3339(self.clock()))
                 meta["deletionGracePeriodSeconds"] = int(grace)
+                if not dry_run and not old_meta.get("deletionTimestamp"):
+                    marked = copy.deepcopy(new)
+                    marked["metadata"]["resourceVersion"] = self._next_rv()
+                    self._commit(rt, MODIFIED, marked, old)
+                    old = marked
             if dry_run:
                 return new, True
             meta["resourceVersion"] = self._next_rv()
@@ -540,6 +548,13 @@ class Store:
             sent = _filtered(event, match)
             if sent is not None:
                 obj = event.obj
+                if sent == DELETED and event.type == MODIFIED and event.old is not None:
+                    # Leaving the selection: kube-apiserver sends the object as it last matched, stamped
+                    # with this change's resourceVersion.
+                    obj = {
+                        **event.old,
+                        "metadata": {**event.old["metadata"], "resourceVersion": str(event.rv)},
+                    }
                 if obj.get("apiVersion") != rt.api_version:
                     obj = {**obj, "apiVersion": rt.api_version}
                 out.append((sent, obj))

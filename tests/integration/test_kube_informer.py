@@ -122,11 +122,12 @@ def test_create_update_and_delete_arrive_through_the_watch(
     api.patch("pods", "default", "web-0", {"spec": {"nodeName": "node-b"}})
     api.delete("pods", "default", "web-1", grace_period_seconds=0)
 
-    eventually(lambda: len(events) == 4)
+    eventually(lambda: len(events) == 5)
     assert events == [
         ("ADDED", None, ""),
         ("ADDED", None, ""),
         ("MODIFIED", "", "node-b"),
+        ("MODIFIED", "", ""),  # web-1's deletionTimestamp, stamped before it goes
         ("DELETED", "", None),
     ]
     assert cached_names(informer) == ["web-0"]
