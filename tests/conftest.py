@@ -55,3 +55,10 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     plane.start()
     yield plane
     plane.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The least-privilege checks read the audit log of every scenario that ran tidal on the real control
+    plane: they run last in the session."""
+    last = [i for i in items if i.nodeid.startswith("tests/e2e/control_plane/test_least_privilege.py")]
+    items[:] = [i for i in items if i not in last] + last

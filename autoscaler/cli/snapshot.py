@@ -31,6 +31,13 @@ from autoscaler.runtime.kube.convert_dra import (
     resourceclaim_from_dict,
     resourceclaimtemplate_from_dict,
 )
+from autoscaler.runtime.kube.convert_requests import (
+    capacitybuffer_from_dict,
+    deployment_from_api,
+    podtemplate_from_dict,
+    provisioningrequest_from_dict,
+    statefulset_from_api,
+)
 
 _CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "Pod": ("pods", pod_from_dict),
@@ -39,9 +46,15 @@ _CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
     "DaemonSet": ("daemonsets", daemonset_from_dict),
     "PodGroup": ("podgroups", podgroup_from_dict),
     "Queue": ("queues", queue_from_dict),
+    "PodTemplate": ("pod_templates", podtemplate_from_dict),
+    "ProvisioningRequest": ("provisioning_requests", provisioningrequest_from_dict),
+    "CapacityBuffer": ("capacity_buffers", capacitybuffer_from_dict),
+    # Read for a CapacityBuffer's scalableRef: replicas and the template's pod.
+    "Deployment": ("deployments", deployment_from_api),
+    "StatefulSet": ("statefulsets", statefulset_from_api),
 }
 # The kinds whose converter reads resource quantities, through the builder's memo.
-_READS_QUANTITIES = frozenset({"Pod", "Node", "DaemonSet"})
+_READS_QUANTITIES = frozenset({"Pod", "Node", "DaemonSet", "PodTemplate", "Deployment", "StatefulSet"})
 # DRA objects are kept apart (SnapshotBuilder.dra) until the Snapshot has fields for them.
 _DRA_VERSION = "resource.k8s.io/v1"
 _DRA_CONVERTERS: dict[str, tuple[str, Callable[..., Any]]] = {
@@ -155,6 +168,10 @@ class SnapshotBuilder:
             queues=tuple(self.parts["queues"].values()),
             namespaces=dict(self.namespaces),
             dra=self.build_dra(),
+            provisioning_requests=tuple(self.parts["provisioning_requests"].values()),
+            capacity_buffers=tuple(self.parts["capacity_buffers"].values()),
+            pod_templates=tuple(self.parts["pod_templates"].values()),
+            workloads=(*self.parts["deployments"].values(), *self.parts["statefulsets"].values()),
         )
 
     def build_dra(self) -> DraObjects:

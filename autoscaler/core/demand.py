@@ -60,6 +60,14 @@ class Ignored:
     node: str = ""  # for FITS_EXISTING: the node whose room the pod will use
 
 
+class Claim(enum.StrEnum):
+    """What room a gang may take: new nodes too, or only free room on nodes that exist or launch."""
+
+    NEW = "new"  # launched for when it does not fit (a KAI PodGroup, an atomic ProvisioningRequest)
+    FREE = "free"  # free room only, after the pods waiting for it (a capacity check): never launched for
+    BOOKED = "booked"  # room booked earlier (a provisioned request): placed before any other pod, never launched for
+
+
 @dataclass(frozen=True, slots=True)
 class Gang:
     """Pods that get capacity all together or not at all."""
@@ -67,6 +75,7 @@ class Gang:
     key: str  # namespace/podgroup
     min_member: int
     pods: tuple[Pod, ...]
+    claim: Claim = Claim.NEW
 
 
 @dataclass(slots=True)
@@ -81,6 +90,8 @@ class Demand:
     estimates: list[Gang] = field(default_factory=list)
     # The KAI queue of each counted pod that has one, by pod key.
     queues: dict[str, str] = field(default_factory=dict)
+    # Placeholder pods of standby capacity (CapacityBuffers): planned after every other pod, with what is left.
+    standby: list[Pod] = field(default_factory=list)
 
     @property
     def counted(self) -> list[Pod]:
@@ -263,11 +274,22 @@ def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
     return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
 
 
-def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> Demand:
+def select(
+    snapshot: Snapshot,
+    config: Config,
+    *,
+    gpu_memory_mib: int = 0,
+    requested: Sequence[Gang] = (),
+    standby: Sequence[Pod] = (),
+) -> Demand:
     """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
 
     ``gpu_memory_mib`` is the GPU memory a pending memory share is counted against (for a queue's limit and
-    quota): the smallest tidal could launch, so the share counts as large as it may turn out to be."""
+    quota): the smallest tidal could launch, so the share counts as large as it may turn out to be.
+    ``requested`` are gangs of pods asked for ahead of time (ProvisioningRequests) and ``standby`` placeholder
+    pods (CapacityBuffers): no scheduler has seen them, so they are not screened, but they count against
+    the KAI queues like any pod: the requested before every pending pod (their capacity is promised first),
+    the standby after all of them."""
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
@@ -322,6 +344,8 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
     running = _running_members(snapshot.pods) if members else {}
     book = _QueueBook(snapshot, groups, gpu_memory_mib)
 
+    for gang in requested:
+        _request(demand, gang, book, groups, config, gpu_memory_mib)
     # Gangs first in a stable order: the queue book then treats a gang as one request, as KAI does.
     for key in sorted(members, key=lambda k: _sort_key(members[k][0])):
         pods = members[key]
@@ -355,14 +379,47 @@ def select(snapshot: Snapshot, config: Config, *, gpu_memory_mib: int = 0) -> De
                 demand.ignored.append(Ignored(pod.key, reason, refusal))
                 continue
         demand.singles.append(pod)
+    for pod in standby:
+        _request(demand, Gang(pod.key, 1, (pod,)), book, groups, config, gpu_memory_mib, single=True)
     for i in demand.ignored:
         if i.reason != Reason.COST_ESTIMATE:
             demand.constraints.pop(i.pod, None)
-    for pod in demand.counted:
+    for pod in [*demand.counted, *demand.standby]:
         queue = pod_queue(pod, groups)
         if queue:
             demand.queues[pod.key] = queue
     return demand
+
+
+def _request(
+    demand: Demand,
+    gang: Gang,
+    book: _QueueBook,
+    groups: Mapping[tuple[str, str], PodGroup],
+    config: Config,
+    gpu_memory_mib: int,
+    *,
+    single: bool = False,
+) -> None:
+    """Count pods asked for ahead of time (all of ``gang`` or none), or say why not."""
+    for pod in gang.pods:
+        try:
+            demand.constraints[pod.key] = pod_constraints(pod, config)
+        except AnnotationError as err:
+            demand.ignored.extend(Ignored(p.key, Reason.BAD_ANNOTATION, str(err)) for p in gang.pods)
+            return
+    if book.queues:
+        first = gang.pods[0]
+        gpus = sum(pod_gpus(p, gpu_memory_mib) for p in gang.pods)
+        held = gpus if pod_preemptibility(first, groups) != "preemptible" else 0
+        reason, refusal = book.admit(pod_queue(first, groups), gpus, held) if gpus else (None, "")
+        if reason:
+            demand.ignored.extend(Ignored(p.key, reason, refusal) for p in gang.pods)
+            return
+    if single:
+        demand.standby.extend(gang.pods)
+    else:
+        demand.gangs.append(gang)
 
 
 def _estimates(pods: Sequence[Pod], groups: Mapping[tuple[str, str], PodGroup]) -> list[Gang]:

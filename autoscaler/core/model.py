@@ -350,6 +350,114 @@ class Queue:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusCondition:
+    """One ``status.conditions`` entry of an object tidal answers (``metav1.Condition``)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: float | None = None
+    observed_generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    """A core/v1 PodTemplate as the pod it describes (pending, unbound), or why it cannot be read."""
+
+    namespace: str
+    name: str
+    pod: Pod | None = None
+    error: str = ""
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` pods of the PodTemplate named ``template`` (in the request's namespace)."""
+
+    template: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningRequest:
+    """An ``autoscaling.x-k8s.io`` ProvisioningRequest (v1 or v1beta1): capacity asked for a set of pods."""
+
+    namespace: str
+    name: str
+    class_name: str
+    pod_sets: tuple[PodSet, ...] = ()
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    conditions: tuple[StatusCondition, ...] = ()
+    uid: str = ""
+    created: float = 0.0
+    generation: int = 0
+    version: str = "v1"  # the API version it was read at, and is answered at
+    # Why tidal could not read the whole object: it is then answered Failed, never planned.
+    unreadable: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def condition(self, kind: str) -> StatusCondition | None:
+        """The condition of type ``kind``, if set."""
+        return next((c for c in self.conditions if c.type == kind), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalableRef:
+    """The workload a CapacityBuffer sizes itself from: its kind, name, replicas and pod template."""
+
+    kind: str
+    name: str
+    api_group: str = ""
+    replicas: int | None = None  # None: tidal could not find the object
+    pod: Pod | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Deployment or StatefulSet as a CapacityBuffer's ``scalableRef`` sizes itself from it: its desired
+    replicas and the pod of its template (None when the template cannot be read, with why)."""
+
+    namespace: str
+    kind: str
+    name: str
+    replicas: int
+    pod: Pod | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityBuffer:
+    """An ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffer: standby capacity for ``replicas`` chunks, each
+    shaped like the pod of its PodTemplate (``template``) or of its workload (``scalable``)."""
+
+    namespace: str
+    name: str
+    template: str = ""
+    scalable: ScalableRef | None = None
+    replicas: int | None = None
+    percentage: int | None = None
+    limits: Mapping[str, str] = field(default_factory=dict)
+    strategy: str = "buffer.x-k8s.io/active-capacity"
+    conditions: tuple[StatusCondition, ...] = ()
+    uid: str = ""
+    created: float = 0.0
+    generation: int = 0
+    unreadable: str = ""
+    # What its status says was resolved last: replicas and the PodTemplate.
+    status_replicas: int | None = None
+    status_template: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the decision core reads from the cluster at one instant."""
 
@@ -363,3 +471,10 @@ class Snapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # DeviceClasses, ResourceClaims and ResourceClaimTemplates (``served`` False: no resource.k8s.io/v1).
     dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))
+    # Capacity asked for ahead of pods (autoscaling.x-k8s.io), and the PodTemplates they refer to.
+    provisioning_requests: tuple[ProvisioningRequest, ...] = ()
+    capacity_buffers: tuple[CapacityBuffer, ...] = ()
+    pod_templates: tuple[PodTemplate, ...] = ()
+    workloads: tuple[
+        Workload, ...
+    ] = ()  # Deployments and StatefulSets, read while CapacityBuffers are served

@@ -26,6 +26,7 @@ from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
+from autoscaler.runtime.answering import Answers
 from autoscaler.runtime.availability import Availability
 from autoscaler.runtime.catalog import OfferingCatalog
 from autoscaler.runtime.disrupting import Disruptions
@@ -35,7 +36,15 @@ from autoscaler.runtime.gangs import Gangs
 from autoscaler.runtime.kube.convert import parse_time
 from autoscaler.runtime.launching import Launcher, LaunchOutcome
 from autoscaler.runtime.reporting import Reporter
-from autoscaler.runtime.seams import ClusterView, ClusterWrites, EventRecorder, Metrics, NoMetrics, attempt
+from autoscaler.runtime.seams import (
+    ClusterView,
+    ClusterWrites,
+    EventRecorder,
+    Metrics,
+    NoMetrics,
+    RequestWrites,
+    attempt,
+)
 from autoscaler.runtime.status import STATUS_CONFIGMAP, Leadership, rfc3339
 
 log = structlog.get_logger("tidal.controller")
@@ -77,9 +86,11 @@ class Controller:
         drainer: DrainRunner | None = None,
         planner: Planner = plan,
         rng: random.Random | None = None,
+        requests: RequestWrites | None = None,
     ) -> None:
         """``leadership`` says why this replica does (not) lead, for the status ConfigMap; ``rng`` is the
-        random source of the back-off jitter (seeded in the simulator, so one seed gives one run)."""
+        random source of the back-off jitter (seeded in the simulator, so one seed gives one run);
+        ``requests`` writes the answers to ProvisioningRequests and CapacityBuffers."""
         self.config = config
         self.cluster = cluster
         self.provider = provider
@@ -109,6 +120,7 @@ class Controller:
             metrics=self.metrics,
             dry_run=dry_run,
         )
+        self.answers = Answers(requests, dry_run=dry_run)
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self.last: ReconcileResult | None = None
@@ -191,6 +203,7 @@ class Controller:
                 dry_run=self.dry_run,
                 in_use=self.disruptions.in_use,
             )
+            self.answers.write(decided, result.launched, now)
             self._scale_down(decided, snapshot, instances, result, now)
             self.reporter.notify(decided, result.launched, snapshot)
         if leading or self.reporter.nobody_leads():

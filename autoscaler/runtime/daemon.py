@@ -29,6 +29,7 @@ from autoscaler.runtime.kube.client import KubeClient, make_api_client
 from autoscaler.runtime.kube.cluster_cache import ClusterCache
 from autoscaler.runtime.kube.leader import LeaderElector
 from autoscaler.runtime.kube.reachability import BACKOFF_CAP, wait_for_api_server
+from autoscaler.runtime.kube.request_writes import RequestStatusWrites
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.runtime.observability.logging import configure_logging
 from autoscaler.runtime.observability.metrics import Metrics
@@ -176,6 +177,7 @@ class Daemon:
             clock=self.clock,
             dry_run=self.dry_run,
             drainer=self.drainer,
+            requests=RequestStatusWrites(self.client, self.actions, dry_run=self.dry_run),
         )
         self.server = HealthServer(self.metrics_address or cfg.metrics_address, self.metrics, self.health)
         self._stop = threading.Event()

@@ -10,11 +10,11 @@ cluster; tests their recording fakes. mypy checks every one of them against thes
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import ParamSpec, Protocol
+from typing import Any, ParamSpec, Protocol
 
 import structlog
 
-from autoscaler.core.model import Pod, Snapshot
+from autoscaler.core.model import CapacityBuffer, Pod, ProvisioningRequest, Snapshot
 from autoscaler.core.planning.queues import QueueView
 from autoscaler.runtime.drain import Actions as DrainActions
 from autoscaler.runtime.drain import DrainRunner
@@ -27,6 +27,7 @@ __all__ = [
     "EventRecorder",
     "Metrics",
     "NoMetrics",
+    "RequestWrites",
     "attempt",
 ]
 
@@ -55,6 +56,16 @@ class EventRecorder(NodeEvents, Protocol):
     """Kubernetes Events on pods and nodes; recording one never fails the caller."""
 
     def pod(self, pod: Pod, reason: str, message: str, event_type: str = "Normal") -> object: ...
+
+
+class RequestWrites(Protocol):
+    """Answers to ProvisioningRequests and CapacityBuffers: their status, and Events on them."""
+
+    def request_status(self, request: ProvisioningRequest, status: Mapping[str, Any]) -> None: ...
+    def buffer_status(self, buffer: CapacityBuffer, status: Mapping[str, Any]) -> None: ...
+    def event(
+        self, kind: str, namespace: str, name: str, uid: str, reason: str, message: str, event_type: str = ...
+    ) -> None: ...
 
 
 class Metrics(Protocol):

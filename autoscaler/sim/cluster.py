@@ -42,6 +42,7 @@ from autoscaler.sim.kai_sharing import (
     KaiSharing,
     pod_groups,
 )
+from autoscaler.sim.kueue import RequestStore
 from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.pods import SimPod
 from autoscaler.sim.scale_adjuster import run_scaling_pods
@@ -87,6 +88,8 @@ class EmulatedCluster:
         self.gpu_memory: dict[str, int] = {}
         # PodDisruptionBudgets: name -> (the labels they select, minAvailable); the Eviction API honours them.
         self.budgets: dict[str, tuple[Mapping[str, str], int]] = {}
+        # ProvisioningRequests, CapacityBuffers and PodTemplates (autoscaling.x-k8s.io), and their status.
+        self.requests = RequestStore(self._changed, clock)
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -108,6 +111,9 @@ class EmulatedCluster:
                 podgroups=tuple(self.podgroups.values()),
                 queues=queues,
                 namespaces=self.namespaces,
+                provisioning_requests=tuple(self.requests.requests.values()),
+                capacity_buffers=tuple(self.requests.buffers.values()),
+                pod_templates=tuple(self.requests.templates.values()),
             )
             self._snapshot = (self.version, snap)
         return self._snapshot[1]
@@ -445,7 +451,12 @@ class EmulatedCluster:
             self._changed()
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
-        """Kept nowhere: no emulated pod reads its annotations back (only cost estimates write them)."""
+        """Kept on the pod (Kueue's consume-provisioning-request annotation is read back by the planner)."""
+        sp = self.pods.get(f"{namespace}/{name}")
+        if sp is not None:
+            merged = {**sp.pod.annotations, **annotations}
+            sp.pod = replace(sp.pod, annotations={k: v for k, v in merged.items() if v is not None})
+            self._changed()
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
         node = self.nodes.get(name)

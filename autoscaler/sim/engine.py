@@ -22,6 +22,7 @@ from autoscaler.runtime.drain import DrainJob, last_look, remove_node
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.sim.cluster import EmulatedCluster, held_by_queue
 from autoscaler.sim.configuration import GPU_READY_DELAY, LAUNCH_DELAY, REGISTRATION_DELAY
+from autoscaler.sim.kueue import Kueue, buffer_object, buffer_template
 from autoscaler.sim.record import (
     INTERRUPTION,
     LAUNCH,
@@ -127,6 +128,13 @@ class Simulation:
             clock=self.clock,
         )
         kwargs: dict[str, Any] = {"planner": planner} if planner is not None else {}
+        kwargs["requests"] = self.cluster.requests
+        self.kueue = (
+            Kueue(scenario.kueue, self.cluster.requests, self.cluster.submit) if scenario.kueue else None
+        )
+        for b in scenario.buffers:
+            self.cluster.requests.put_template(buffer_template(b, 0.0))
+            self.cluster.requests.put_buffer(buffer_object(b))
         self.controller = Controller(
             config=lambda: self.config,
             cluster=self.cluster,
@@ -176,7 +184,10 @@ class Simulation:
             self.clock.now = t
             while i < len(self.jobs) and self.jobs[i].at <= t:
                 job = self.jobs[i]
-                self.cluster.submit(job, t)
+                if self.kueue is not None:
+                    self.kueue.submit(job, t)
+                else:
+                    self.cluster.submit(job, t)
                 self._say(
                     f"{job.name}: {job.pods} pods x {_gpus_of(job)} GPU"
                     + (f" in queue {job.queue}" if job.queue else "")
@@ -184,12 +195,14 @@ class Simulation:
                 )
                 i += 1
             self.cluster.finish_due(t)
+            self._admit(t)
             self._cloud_events(t, interruptions, outages)
             self.provider.advance()
             self._schedule(t)
             if self._due(t):
                 self._reconcile(t)
                 self.provider.advance()
+                self._admit(t)
                 self._schedule(t)
             self._sample(t)
             nxt = self._next(t, i, interruptions, outages)
@@ -208,6 +221,21 @@ class Simulation:
         rec.scaling_pods = self.adjuster.created if self.adjuster is not None else 0
         rec.wall_seconds = time.perf_counter() - wall
         return rec
+
+    def _admit(self, t: float) -> None:
+        """Kueue admits what its quota and the answers to its ProvisioningRequests allow."""
+        if self.kueue is None:
+            return
+        cluster = self.cluster
+
+        def running(job: str) -> bool:
+            return any(sp.job == job for sp in cluster.pods.values())
+
+        def annotate(key: str, values: dict[str, str]) -> None:
+            namespace, name = key.split("/", 1)
+            cluster.annotate_pod(namespace, name, values)
+
+        self.kueue.step(t, running, annotate)
 
     def _schedule(self, t: float) -> None:
         """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
@@ -346,6 +374,12 @@ class Simulation:
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         times += self._reservation_times
+        if self.kueue is not None:
+            retry = self.kueue.next_time(t)
+            if retry is not None:
+                times.append(retry)
+            if self.kueue.waiting or any(not w.pods for w in self.kueue.admitted):
+                times.append(t + self.config.scan_interval)  # Kueue watches its requests
         future = [x for x in times if x > t]
         return min(future) if future else None
 

@@ -13,6 +13,8 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
     capacityOutages: [{at: "10:00", until: "12:00", instanceType: g4dn.xlarge}]
     reservations: [{id: cb-1, instanceType: g5.12xlarge, zone: us-east-1a, count: 2, kind: capacity-block,
                     at: "10:00", until: "34:00"}]            # capacity bought ahead (open, targeted, blocks)
+    kueue: {provisioningClass: best-effort-atomic-scale-up.autoscaling.x-k8s.io, gpuQuota: 16, retryAfter: 60s}
+    buffers: [{name: warm-gpus, replicas: 2, gpus: 1, cpu: "3", memory: 12Gi}]   # CapacityBuffers
 
 A scenario may replay a trace instead of listing jobs, and name the catalog it is priced from (both paths
 relative to the scenario file; a built-in's relative to the data directory, see ``data_directory``)::
@@ -36,9 +38,11 @@ from autoscaler.sim.scenario_models import ScenarioError, ScenarioModel, clock_t
 __all__ = [
     "BUILT_IN",
     "DATA_ENV",
+    "BufferSpec",
     "CatalogSpec",
     "Interruption",
     "JobSpec",
+    "KueueSpec",
     "Outage",
     "QueueSpec",
     "ReservationSpec",
@@ -59,6 +63,8 @@ BUILT_IN = (
     "burst-10k",
     "trace",
     "alibaba-week",
+    "kueue-day",
+    "buffer-day",
 )
 DATA_ENV = "TIDAL_DATA"
 
@@ -138,6 +144,28 @@ class ReservationSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class KueueSpec:
+    """Workloads admitted by Kueue through a ProvisioningRequest admission check: a ClusterQueue of
+    ``gpu_quota`` GPUs (None: unlimited) that asks for capacity with ``provisioning_class`` and retries a
+    request that failed after ``retry_after`` seconds."""
+
+    provisioning_class: str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    gpu_quota: int | None = None
+    retry_after: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class BufferSpec:
+    """A CapacityBuffer of ``replicas`` chunks, each a pod of ``gpus`` GPUs, ``cpu`` and ``memory``."""
+
+    name: str
+    replicas: int
+    gpus: int = 0
+    cpu_milli: int = 1000
+    memory_milli: int = 4 * 2**30 * 1000
+
+
+@dataclass(frozen=True, slots=True)
 class TraceSpec:
     """The trace a scenario replays: a CSV and the part of it (``start``, ``window`` seconds) to replay."""
 
@@ -168,6 +196,8 @@ class Scenario:
     trace: TraceSpec | None = None
     catalog: CatalogSpec | None = None
     reservations: tuple[ReservationSpec, ...] = ()
+    kueue: KueueSpec | None = None  # every job then goes through Kueue's admission
+    buffers: tuple[BufferSpec, ...] = ()
 
     @property
     def kai(self) -> bool:
@@ -230,6 +260,10 @@ def _scenario(doc: ScenarioModel, base: Path) -> Scenario:
             ReservationSpec(r.id, r.instance_type, r.zone, r.count, r.kind, r.at, r.until)
             for r in doc.reservations
         ),
+        kueue=None
+        if doc.kueue is None
+        else KueueSpec(doc.kueue.provisioning_class, doc.kueue.gpu_quota, doc.kueue.retry_after),
+        buffers=tuple(BufferSpec(b.name, b.replicas, b.gpus, b.cpu, b.memory) for b in doc.buffers),
     )
 
 

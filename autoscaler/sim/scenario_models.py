@@ -270,6 +270,32 @@ class ReservationModel(Section):
         return self
 
 
+class KueueModel(Section):
+    provisioning_class: Annotated[
+        str,
+        checked(
+            _choice(
+                (
+                    "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                    "check-capacity.autoscaling.x-k8s.io",
+                ),
+                "best-effort-atomic-scale-up.autoscaling.x-k8s.io or check-capacity.autoscaling.x-k8s.io",
+            ),
+            {"type": "string"},
+        ),
+    ] = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    gpu_quota: Unlimited = None
+    retry_after: Time = 60.0
+
+
+class BufferModel(Section):
+    name: NeededText
+    replicas: Count = 1
+    gpus: Count = 0
+    cpu: Quantity = 1000
+    memory: Quantity = 4 * _GIB
+
+
 class TraceModel(Section):
     file: NeededText
     start: Time = 0.0
@@ -310,6 +336,8 @@ class ScenarioModel(Section):
     trace: TraceModel | None = None
     catalog: CatalogModel | None = None
     reservations: Annotated[tuple[ReservationModel, ...], Entries] = ()
+    kueue: KueueModel | None = None
+    buffers: Annotated[tuple[BufferModel, ...], Entries] = ()
 
     @model_validator(mode="after")
     def _names_tie_together(self) -> ScenarioModel:
@@ -326,6 +354,7 @@ class ScenarioModel(Section):
             if j.queue and self.queues and j.queue not in names:
                 _problem(f"job {j.name}", f"queue {j.queue!r} is not defined", top=True)
         _unique([r.id for r in self.reservations], "reservations")
+        _unique([b.name for b in self.buffers], "buffers")
         return self
 
 

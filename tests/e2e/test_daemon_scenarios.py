@@ -659,3 +659,108 @@ def test_an_expired_node_is_replaced_before_its_pod_is_evicted(tmp_path: Path) -
         assert new.allocatable.gpus == 1
         events = [e["reason"] for e in c.api.list("events") if e["involvedObject"]["name"] == old.name]
         assert "DisruptionStarted" in events
+
+
+def _autoscaling_crds(c: Cluster) -> None:
+    c.api.register_crd("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True)
+    c.api.register_crd("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
+
+
+def _trainer_template(name: str, namespace: str = "default") -> dict[str, Any]:
+    pod = gpu_pod(name, namespace=namespace)
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
+    }
+
+
+def _conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+    found = (obj or {}).get("status", {}).get("conditions", [])
+    return {c["type"]: (c["status"], c["reason"]) for c in found}
+
+
+def test_an_atomic_provisioning_request_gets_all_its_nodes_and_is_answered_provisioned(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as c:
+        _autoscaling_crds(c)
+        c.api.create(_trainer_template("trainer"))
+        c.api.create(
+            {
+                "apiVersion": "autoscaling.x-k8s.io/v1",
+                "kind": "ProvisioningRequest",
+                "metadata": {"name": "job-a-prov-1", "namespace": "default"},
+                "spec": {
+                    "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                    "podSets": [{"podTemplateRef": {"name": "trainer"}, "count": 3}],
+                },
+            }
+        )
+        c.daemon()
+
+        def provisioned() -> bool:
+            pr = c.api.get("provisioningrequests", "default", "job-a-prov-1")
+            return _conditions(pr).get("Provisioned") == ("True", "CapacityIsProvisioned")
+
+        c.run_until(provisioned)
+        assert c.gpus_up() == 3
+        pr = c.api.get("provisioningrequests", "default", "job-a-prov-1")
+        assert _conditions(pr)["Accepted"] == ("True", "Accepted")
+
+
+def test_a_capacity_buffer_keeps_a_warm_gpu_node_and_reports_it(tmp_path: Path) -> None:
+    with cluster(tmp_path) as c:
+        _autoscaling_crds(c)
+        c.api.create(_trainer_template("warm-chunk"))
+        c.api.create(
+            {
+                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+                "kind": "CapacityBuffer",
+                "metadata": {"name": "warm-gpus", "namespace": "default"},
+                "spec": {"podTemplateRef": {"name": "warm-chunk"}, "replicas": 1},
+            }
+        )
+        # A Deployment nothing runs yet (no controller here), and a buffer of half its replicas.
+        serve = _trainer_template("serve")
+        c.api.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "serve", "namespace": "default"},
+                "spec": {
+                    "replicas": 4,
+                    "selector": {"matchLabels": {"app": "serve"}},
+                    "template": serve["template"],
+                },
+            }
+        )
+        c.api.create(
+            {
+                "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+                "kind": "CapacityBuffer",
+                "metadata": {"name": "warm-serve", "namespace": "default"},
+                "spec": {
+                    "scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
+                    "percentage": 50,
+                },
+            }
+        )
+        c.daemon()
+
+        def reported() -> bool:
+            buffers = [c.api.get("capacitybuffers", "default", n) for n in ("warm-gpus", "warm-serve")]
+            provisioning = [_conditions(b).get("Provisioning", ("", ""))[0] for b in buffers]
+            return provisioning == ["True", "True"] and c.gpus_up() == 3
+
+        c.run_until(reported)
+        for _ in range(5):  # nodeUnneededDuration is 1s: the warm nodes stay all the same
+            c.step()
+            time.sleep(0.3)
+        assert c.gpus_up() == 3
+        buffer = c.api.get("capacitybuffers", "default", "warm-gpus")
+        assert buffer is not None and buffer["status"]["replicas"] == 1
+        assert _conditions(buffer)["ReadyForProvisioning"] == ("True", "AttributesSetSuccessfully")
+        by_workload = c.api.get("capacitybuffers", "default", "warm-serve")
+        assert by_workload is not None and by_workload["status"]["replicas"] == 2

@@ -145,21 +145,6 @@ def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     yield {name: run_scenario(fn, tmp_path_factory.mktemp(name[5:40])) for name, fn in SCENARIOS.items()}
 
 
-# Granted for the ProvisioningRequest and CapacityBuffer controllers, which no daemon scenario runs: only these
-# may go unused, and test_chart_rbac.py checks what they allow.
-AUTOSCALING_API = {
-    ("autoscaling.x-k8s.io", "provisioningrequests"),
-    ("autoscaling.x-k8s.io", "capacitybuffers"),
-    ("autoscaling.x-k8s.io", "provisioningrequests/status"),
-    ("autoscaling.x-k8s.io", "capacitybuffers/status"),
-    ("", "podtemplates"),
-}
-
-
-def _for_the_autoscaling_api(grant: Grant) -> bool:
-    return (grant.group, grant.resource) in AUTOSCALING_API
-
-
 def test_the_rbac_proof_covers_every_daemon_scenario() -> None:
     names = {n for n in vars(scenarios) if n.startswith("test_")}
     expected_failures = {n for n in names if _expected_to_fail(getattr(scenarios, n))}
@@ -180,7 +165,7 @@ def test_the_daemon_scenario_passes_with_only_the_base_rbac_rules(
 
 def test_every_base_rbac_rule_is_used_by_the_scenarios(scenario_runs: dict[str, ScenarioRun]) -> None:
     used = set().union(*(run.used for run in scenario_runs.values()))
-    unused = [g.describe() for g in policy_of().unused(used) if not _for_the_autoscaling_api(g)]
+    unused = [g.describe() for g in policy_of().unused(used)]
     assert unused == [], "granted but never used:\n" + "\n".join(unused)
 
 

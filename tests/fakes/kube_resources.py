@@ -75,6 +75,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",), ("pvc",)),
     _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",), ("pv",)),
     _rt("", "v1", "bindings", "Binding", True, verbs=("create",)),
+    _rt("", "v1", "podtemplates", "PodTemplate", True, (), ("podtemplate",)),
     _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",), ("pdb",)),
     _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("status",), ("ds",)),
     _rt("apps", "v1", "deployments", "Deployment", True, ("status",), ("deploy",)),

@@ -29,6 +29,17 @@ import yaml
 from tests.k8s.pki import Issued, Pki
 
 SERVICE_CIDR = "10.0.0.0/24"
+# What the audit log records: every request of tidal's ServiceAccount (for the least-privilege check),
+# nothing else (the scheduler and controller manager would fill it).
+TIDAL_USER = "system:serviceaccount:tidal-system:tidal"
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["{TIDAL_USER}"]
+  - level: None
+"""
 READY_TIMEOUT = 60.0
 
 
@@ -118,7 +129,21 @@ class ControlPlane:
             "kube-controller-manager",
             cert=self.pki.controller_manager,
         )
+        self.audit_log = self.folder / "logs" / "audit.jsonl"
+        (self.folder / "audit-policy.yaml").write_text(AUDIT_POLICY)
         self._define()
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audited request so far (tidal's ServiceAccount's), oldest first."""
+        if not self.audit_log.exists():
+            return []
+        out = []
+        for line in self.audit_log.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written right now
+        return out
 
     # ------------------------------------------------------------------ kubeconfigs and clients
 
@@ -236,6 +261,10 @@ class ControlPlane:
                 f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
                 f"--proxy-client-key-file={pki.front_proxy_client.key}",
                 "--allow-privileged=true",
+                f"--audit-policy-file={self.folder / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
             ],
             logs / "kube-apiserver.log",
         )

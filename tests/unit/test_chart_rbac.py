@@ -92,20 +92,26 @@ def test_tidal_lists_and_watches_dra_claims_and_classes_but_never_changes_them(p
     assert not allowed(policy, "list", "resourceslices", **dra)
 
 
-def test_tidal_reads_provisioning_requests_and_capacity_buffers_and_writes_only_their_status(
+def test_tidal_reads_provisioning_requests_and_capacity_buffers_and_patches_only_their_status(
     policy: RbacPolicy,
 ) -> None:
     autoscaling = {"group": "autoscaling.x-k8s.io", "namespace": "research"}
     for resource in ("provisioningrequests", "capacitybuffers"):
         assert allowed(policy, "list", resource, **autoscaling)
         assert allowed(policy, "watch", resource, **autoscaling)
-        assert allowed(policy, "update", resource, sub="status", name="r", **autoscaling)
+        assert allowed(policy, "patch", resource, sub="status", name="r", **autoscaling)
         for verb in ("create", "update", "patch", "delete"):
             assert not allowed(policy, verb, resource, name="r", **autoscaling)
 
 
-def test_tidal_reads_the_pod_templates_they_name_but_never_changes_them(policy: RbacPolicy) -> None:
-    for verb in ("get", "list", "watch"):
-        assert allowed(policy, verb, "podtemplates", namespace="research", name="t" if verb == "get" else "")
-    for verb in ("create", "update", "patch", "delete"):
-        assert not allowed(policy, verb, "podtemplates", namespace="research", name="t")
+def test_tidal_watches_pod_templates_and_the_workloads_buffers_size_from_but_never_changes_them(
+    policy: RbacPolicy,
+) -> None:
+    for resource, group in (("podtemplates", ""), ("deployments", "apps"), ("statefulsets", "apps")):
+        assert allowed(policy, "list", resource, group=group, namespace="research")
+        assert allowed(policy, "watch", resource, group=group, namespace="research")
+        for verb in ("create", "update", "patch", "delete"):
+            assert not allowed(policy, verb, resource, group=group, namespace="research", name="t")
+    assert not allowed(
+        policy, "update", "deployments", group="apps", sub="scale", namespace="research", name="t"
+    )

@@ -143,13 +143,13 @@ def test_unknown_kinds_are_skipped_and_counted(
     write, catalog, config = files
     snap = write(
         "snap.yaml",
-        items({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}, pod("web-1")),
+        items({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}, pod("web-1")),
     )
     code, out, _ = run_plan(
         capsys, "--snapshot", snap, "--catalog", catalog, "--config", config, "--output", "json"
     )
     assert code == 0
-    assert json.loads(out)["skippedObjects"] == {"Deployment": 1}
+    assert json.loads(out)["skippedObjects"] == {"Service": 1}
 
 
 def _error(capsys: pytest.CaptureFixture[str], *args: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from autoscaler.config.options import Config
+from autoscaler.core import capacity_buffer, provisioning
 from autoscaler.core.demand import Demand, Ignored, select
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
@@ -37,6 +38,9 @@ class Plan:
     estimates: tuple[Estimate, ...] = ()
     # Every KAI queue: GPUs it holds, waits for and has launching, and what the nodes serving it cost.
     queues: tuple[QueueView, ...] = ()
+    # The conditions for each ProvisioningRequest and the status of each CapacityBuffer.
+    provisioning: tuple[provisioning.Answer, ...] = ()
+    buffers: tuple[capacity_buffer.BufferAnswer, ...] = ()
 
     @property
     def gpus_after(self) -> int:
@@ -93,7 +97,15 @@ def plan(request: PlanInput) -> Plan:
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
     snapshot = resolve_claims(snapshot, index.dra_types())
-    demand = select(snapshot, config, gpu_memory_mib=index.smallest_gpu_memory())
+    requests = provisioning.requested(snapshot, now)
+    buffers = capacity_buffer.standby(snapshot)
+    demand = select(
+        snapshot,
+        config,
+        gpu_memory_mib=index.smallest_gpu_memory(),
+        requested=requests.gangs,
+        standby=buffers.pods,
+    )
     by_node = pods_by_node(snapshot.pods)
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
@@ -105,7 +117,9 @@ def plan(request: PlanInput) -> Plan:
     # pending pods out, none at all: the budget a replaced node frees would go to them, and its own pods, back
     # to pending, would find the same node again, and be moved again.
     total += Usage.of(la.offering for la in launch.launches)
-    contended = next((u.reason for u in launch.unplaced if u.limited), "")
+    # Standby capacity held back by a limit contends with nothing: it yields to every other pod.
+    placeholders = {p.key for p in demand.standby}
+    contended = next((u.reason for u in launch.unplaced if u.limited and u.pod not in placeholders), "")
     removal = disrupt(
         snapshot,
         index,
@@ -121,4 +135,13 @@ def plan(request: PlanInput) -> Plan:
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
     queues = queue_views(snapshot, launch, index, launching, spend)
-    return Plan(demand, launch, removal, stories, estimate(demand, index), queues)
+    return Plan(
+        demand,
+        launch,
+        removal,
+        stories,
+        estimate(demand, index),
+        queues,
+        provisioning.answer(requests, demand, launch, now),
+        capacity_buffer.answer(buffers, demand, launch, now),
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.demand import Demand, Gang, Ignored, Reason
+from autoscaler.core.demand import Claim, Demand, Gang, Ignored, Reason
 from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import Pod
@@ -376,12 +376,24 @@ class _Planner:
 
     # -- units -----------------------------------------------------------------------------------------
 
-    def place_class(self, unit: PodClass, gang: str = "", bins: list[Bin] | None = None) -> None:
-        """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones."""
+    def place_class(
+        self, unit: PodClass, gang: str = "", bins: list[Bin] | None = None, *, existing: bool = False
+    ) -> None:
+        """Place every pod of a class: existing nodes, launching ones, this plan's, then new ones (only the
+        first two when ``existing``)."""
         reason = mode_reason(unit.pods[0], unit.c, self.index.config)
         for p in unit.pods:
             self.modes[p.key] = unit.mode
             self.mode_reasons[p.key] = reason
+        if existing:
+            rest = unit.pods
+            if unit.pods[0].topological:
+                passed: set[str] = set()
+                rest = [p for p in unit.pods if self._onto(self.cluster, [p], unit, passed)]
+            else:
+                rest = self._onto(self.cluster, unit.pods, unit)
+            self.unplaced.extend(Unplaced(p.key, NO_FREE_ROOM) for p in rest)
+            return
         open_bins = bins if bins is not None else self.open[unit.mode]
         if unit.pods[0].topological:
             skip: set[str] = set()
@@ -403,8 +415,9 @@ class _Planner:
         mark = self.journal.mark()
         counts = (len(self.absorbed), len(self.unplaced))
         local: list[Bin] = []
+        existing = gang.claim != Claim.NEW
         for unit in pod_classes(list(gang.pods), demand.constraints, self.index, self.engine, demand.queues):
-            self.place_class(unit, gang.key, local)
+            self.place_class(unit, gang.key, local, existing=existing)
         failed = self.unplaced[counts[1] :]
         if not failed:
             self.journal.commit(mark)
@@ -435,15 +448,18 @@ def scale_up(
     launch); every counted pod is launched for, absorbed or unplaced. ``queue_spend`` is the $/h the nodes
     serving each KAI queue cost already, counted against ``queueBudgets``; ``now`` opens and closes Capacity
     Blocks (without it none is launched into)."""
-    for pod in demand.counted:
+    for pod in [*demand.counted, *demand.standby]:
         engine.topology.prepare(pod)
     planner = _Planner(index, engine, usage, now, queue_spend)
 
+    # Room booked earlier goes first; a capacity check only after the pods that wait (it never launches).
+    rank = {Claim.BOOKED: 0, Claim.NEW: 1, Claim.FREE: 2}
     units: list[tuple[tuple[object, ...], Gang | PodClass]] = [
-        (order(g.pods[0], choices(index, demand.constraints[g.pods[0].key])), g) for g in demand.gangs
+        ((rank[g.claim], order(g.pods[0], choices(index, demand.constraints[g.pods[0].key]))), g)
+        for g in demand.gangs
     ]
     units += [
-        (order(u.pods[0], choices(index, u.c)), u)
+        ((1, order(u.pods[0], choices(index, u.c))), u)
         for u in pod_classes(demand.singles, demand.constraints, index, engine, demand.queues)
     ]
     units.sort(key=lambda u: u[0])
@@ -452,6 +468,9 @@ def scale_up(
             planner.place_gang(unit, demand)
         else:
             planner.place_class(unit)
+    # Standby capacity takes what every pod that exists or was asked for leaves.
+    for unit in pod_classes(demand.standby, demand.constraints, index, engine, demand.queues):
+        planner.place_class(unit)
     launched = launches(engine, index, planner.budget, planner.mode_reasons, planner.bin_queues)
     gpus_planned = sum(la.offering.gpu_count for la in launched)
     return LaunchPlan(
@@ -463,4 +482,5 @@ def scale_up(
     )
 
 
+NO_FREE_ROOM = "no free room on the nodes that exist or are launching"
 _NO_FLOOR = 1 << 62  # a node with no class yet: any pod may join it

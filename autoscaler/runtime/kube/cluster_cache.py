@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from autoscaler.core.dra import DraObjects
 from autoscaler.core.model import Snapshot
 from autoscaler.core.quantity import QuantityMemo
-from autoscaler.runtime.kube import convert, convert_dra
+from autoscaler.runtime.kube import convert, convert_dra, convert_requests
 from autoscaler.runtime.kube.client import KubeClient, api_error_message
 from autoscaler.runtime.kube.informer import DELETED, Informer, ListFn
 
@@ -47,7 +47,11 @@ queues, deviceclasses, resourceclaims, resourceclaimtemplates."""
 
 @dataclass(frozen=True, slots=True)
 class CustomKind:
-    """A resource watched only while its group/version is served (a CRD, or a built-in API that is optional)."""
+    """A resource watched only while its group/version is served (a CRD, or a built-in API that is optional).
+
+    ``unless`` names a kind that, while served, is watched instead (an older version of the same resource);
+    a kind with ``follows`` is watched while any of those kinds is (PodTemplates, read only for what refers
+    to them), and is listed through the core API."""
 
     kind: str
     group: str
@@ -55,6 +59,10 @@ class CustomKind:
     plural: str
     namespaced: bool
     convert: Callable[[Mapping[str, Any]], Any]
+    unless: str = ""
+    follows: tuple[str, ...] = ()
+    # How a built-in kind is listed: (API class, its all-namespaces list method, its namespaced one).
+    builtin: tuple[type[Any], str, str] | None = None
 
 
 KAI_PODGROUPS = CustomKind(
@@ -77,6 +85,80 @@ DRA_CLAIM_TEMPLATES = CustomKind(
     convert_dra.resourceclaimtemplate_from_dict,
 )
 DRA_KINDS = (DRA_DEVICE_CLASSES, DRA_CLAIMS, DRA_CLAIM_TEMPLATES)
+# ProvisioningRequests at v1, or at v1beta1 where only that is served; CapacityBuffers; and the PodTemplates
+# both refer to, watched only while either is.
+PROVISIONING_REQUESTS = CustomKind(
+    "provisioningrequests",
+    convert_requests.AUTOSCALING_GROUP,
+    "v1",
+    "provisioningrequests",
+    True,
+    convert_requests.provisioningrequest_from_api,
+)
+PROVISIONING_REQUESTS_BETA = CustomKind(
+    "provisioningrequests-v1beta1",
+    convert_requests.AUTOSCALING_GROUP,
+    "v1beta1",
+    "provisioningrequests",
+    True,
+    convert_requests.provisioningrequest_from_api,
+    unless="provisioningrequests",
+)
+CAPACITY_BUFFERS = CustomKind(
+    "capacitybuffers",
+    convert_requests.AUTOSCALING_GROUP,
+    "v1beta1",
+    "capacitybuffers",
+    True,
+    convert_requests.capacitybuffer_from_api,
+)
+POD_TEMPLATES = CustomKind(
+    "podtemplates",
+    "",
+    "v1",
+    "podtemplates",
+    True,
+    convert_requests.podtemplate_from_api,
+    follows=("provisioningrequests", "provisioningrequests-v1beta1", "capacitybuffers"),
+    builtin=(
+        kubernetes.client.CoreV1Api,
+        "list_pod_template_for_all_namespaces",
+        "list_namespaced_pod_template",
+    ),
+)
+# The workloads a CapacityBuffer's scalableRef names, read only while CapacityBuffers are served.
+DEPLOYMENTS = CustomKind(
+    "deployments",
+    "apps",
+    "v1",
+    "deployments",
+    True,
+    convert_requests.deployment_from_api,
+    follows=("capacitybuffers",),
+    builtin=(kubernetes.client.AppsV1Api, "list_deployment_for_all_namespaces", "list_namespaced_deployment"),
+)
+STATEFULSETS = CustomKind(
+    "statefulsets",
+    "apps",
+    "v1",
+    "statefulsets",
+    True,
+    convert_requests.statefulset_from_api,
+    follows=("capacitybuffers",),
+    builtin=(
+        kubernetes.client.AppsV1Api,
+        "list_stateful_set_for_all_namespaces",
+        "list_namespaced_stateful_set",
+    ),
+)
+REQUEST_KINDS = (
+    PROVISIONING_REQUESTS,
+    PROVISIONING_REQUESTS_BETA,
+    CAPACITY_BUFFERS,
+    POD_TEMPLATES,
+    DEPLOYMENTS,
+    STATEFULSETS,
+)
 
 
 class ClusterCache:
@@ -97,7 +179,7 @@ class ClusterCache:
         crd_probe_interval: float = 180.0,
         backoff_base: float = 0.2,
         backoff_max: float = 30.0,
-        custom_kinds: tuple[CustomKind, ...] = (KAI_PODGROUPS, KAI_QUEUES, *DRA_KINDS),
+        custom_kinds: tuple[CustomKind, ...] = (KAI_PODGROUPS, KAI_QUEUES, *DRA_KINDS, *REQUEST_KINDS),
     ) -> None:
         self._client = client
         self._namespace = namespace
@@ -152,6 +234,13 @@ class ClusterCache:
         return informer
 
     def _custom_list_fn(self, ck: CustomKind) -> ListFn:
+        if ck.builtin is not None:
+            api, every, namespaced = ck.builtin
+            client = self._client.api(api)
+            if self._namespace:
+                return functools.partial(getattr(client, namespaced), self._namespace)
+            listed: ListFn = getattr(client, every)
+            return listed
         custom = self._client.api(kubernetes.client.CustomObjectsApi)
         if not ck.namespaced:
             return functools.partial(custom.list_cluster_custom_object, ck.group, ck.version, ck.plural)
@@ -239,6 +328,12 @@ class ClusterCache:
                 queues=tuple(self._items("queues")),
                 namespaces=dict(self._items("namespaces")),
                 dra=self._dra(),
+                provisioning_requests=tuple(
+                    self._items(PROVISIONING_REQUESTS.kind) + self._items(PROVISIONING_REQUESTS_BETA.kind)
+                ),
+                capacity_buffers=tuple(self._items(CAPACITY_BUFFERS.kind)),
+                pod_templates=tuple(self._items(POD_TEMPLATES.kind)),
+                workloads=(*self._items(DEPLOYMENTS.kind), *self._items(STATEFULSETS.kind)),
             )
 
     def dra_objects(self) -> DraObjects:
@@ -323,7 +418,14 @@ class ClusterCache:
         """Start informers for custom kinds that became served, stop those that went away."""
         self._probes += 1
         discovered: dict[tuple[str, str], Any] = {}
-        served = {ck.kind: self._served(ck, discovered) for ck in self._custom_kinds}
+        served = {ck.kind: self._served(ck, discovered) for ck in self._custom_kinds if not ck.follows}
+        for ck in self._custom_kinds:
+            if ck.unless and served.get(ck.kind) and served.get(ck.unless):
+                served[ck.kind] = False  # the newer version is watched instead
+        for ck in self._custom_kinds:
+            if ck.follows:
+                states = [served.get(k) for k in ck.follows]
+                served[ck.kind] = True if any(states) else (None if None in states else False)
         if self._stop.is_set():
             return
         started: list[Informer[Any]] = []
