@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # tidal's container image. One image per cloud, with only that cloud's SDK installed:
-#   docker build --build-arg EXTRAS=aws   -t registry.example.com/tidal-autoscaler:0.1.0-aws .
-#   docker build --build-arg EXTRAS=gcp   -t registry.example.com/tidal-autoscaler:0.1.0-gcp .
-#   docker build --build-arg EXTRAS=azure -t registry.example.com/tidal-autoscaler:0.1.0-azure .
+#   docker build --build-arg EXTRAS=aws   -t registry.example.com/tidal-autoscaler:0.2.0-aws .
+#   docker build --build-arg EXTRAS=gcp   -t registry.example.com/tidal-autoscaler:0.2.0-gcp .
+#   docker build --build-arg EXTRAS=azure -t registry.example.com/tidal-autoscaler:0.2.0-azure .
 # EXTRAS is a comma-separated list of the package's extras (aws, gcp, azure, all); empty installs none
 # (enough for `cloud: simulated` and `tidal plan`).
 

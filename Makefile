@@ -38,6 +38,7 @@ test: lint tools
 bench: $(STAMP)
 	$(BIN)/python bench/plan_scale.py
 	$(BIN)/python bench/plan_scale.py --fractional
+	$(BIN)/python bench/plan_optimality.py
 	$(BIN)/python bench/scaleup_latency.py
 	$(BIN)/python bench/reconcile_scale.py
 	$(BIN)/python bench/suite.py

@@ -44,6 +44,7 @@ __all__ = [
     "Stops",
     "Throttled",
     "available_providers",
+    "check_cloud",
     "launch_failure",
     "lazy_exports",
     "load_provider",
@@ -310,18 +311,29 @@ def _lazy(ep: Any) -> ProviderFactory:
     return factory
 
 
+def check_cloud(name: str, registry: Mapping[str, ProviderFactory] | None = None) -> None:
+    """Refuse a cloud no provider is registered for, naming the valid choices (before anything else is read:
+    the kubeconfig, the catalog). Loads no provider, so no cloud SDK is imported."""
+    providers = registry if registry is not None else available_providers()
+    if name in providers:
+        return
+    choices = ", ".join(sorted(providers)) or "none"
+    if name in SDK_EXTRAS:
+        # A built-in cloud whose provider is not registered: the package was installed without it.
+        raise ProviderNotFound(
+            f"cloud: {name!r} has no installed provider (installed: {choices}); reinstall tidal-autoscaler "
+            f"with its extra: pip install 'tidal-autoscaler[{name}]'"
+        )
+    raise ProviderNotFound(f"cloud: {name!r} is not a cloud tidal knows (choices: {choices})")
+
+
 def load_provider(
     name: str, *args: Any, registry: Mapping[str, ProviderFactory] | None = None, **kwargs: Any
 ) -> CloudProvider:
     """Build the provider registered as ``name``; unknown names list what is installed, and a provider whose
     cloud SDK is not installed says which extra brings it (one line, not an import traceback)."""
     providers = dict(registry) if registry is not None else available_providers()
-    if name not in providers:
-        known = ", ".join(sorted(providers)) or "none"
-        raise ProviderNotFound(
-            f"cloud {name!r} has no installed provider (installed: {known}); "
-            f"install the extra, e.g. pip install 'tidal-autoscaler[{name}]'"
-        )
+    check_cloud(name, providers)
     try:
         return providers[name](*args, **kwargs)
     except ModuleNotFoundError as err:

@@ -27,7 +27,9 @@ class UsageError(ValueError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        # main() prints "tidal: error: ": a subcommand's parser adds only its own name ("plan: ...").
+        where = self.prog.removeprefix("tidal").strip()
+        raise UsageError(f"{where}: {message}" if where else message)
 
 
 def parse_time_arg(text: str) -> float:
@@ -46,6 +48,9 @@ def parse_time_arg(text: str) -> float:
 
 
 CONFIG_HELP = "configuration YAML; repeat it to lay files over each other, later files winning"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# --log-format's words, and the configuration's logFormat each stands for.
+LOG_FORMATS = {"text": "console", "json": "json"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         type=_given,
         metavar="FILE",
-        help="Kubernetes List document (YAML or JSON); repeatable",
+        help="Kubernetes List document (YAML or JSON), as kubectl get -A -o yaml writes it; - reads it from "
+        "standard input; repeatable",
     )
     p.add_argument(
         "--catalog",
@@ -74,7 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--now", metavar="RFC3339", help="evaluation time (default: the current time)")
-    p.add_argument("--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table: for people (default); json: the whole plan, every launch explained, for programs",
+    )
     p.add_argument(
         "--explain",
         action="append",
@@ -86,14 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("catalog", help="the offerings and prices the configured cloud provider sees")
     c.add_argument("--config", action="append", type=_given, metavar="FILE", help=CONFIG_HELP)
-    c.add_argument("--cloud", type=_given, help="override the configured cloud")
+    c.add_argument("--cloud", type=_given, help="override the configured cloud (aws, gcp, azure, simulated)")
     c.add_argument("--region", type=_given, help="override the configured region")
     c.add_argument("--gpu-only", action="store_true", help="only offerings with GPUs")
     c.add_argument(
+        "-o",
         "--output",
         choices=("table", "json", "csv"),
         default="table",
-        help="csv loads back as a --catalog file",
+        help="table (default), json, or csv, which loads back as a --catalog file",
     )
 
     s = sub.add_parser("simulate", help="replay a scenario or a trace on a virtual clock and report")
@@ -136,12 +149,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="configuration keys over the scenario's; repeat it to lay files over each other",
     )
-    s.add_argument("--policy", choices=("tidal", "ca-like", "karpenter-like"), default="tidal")
+    s.add_argument(
+        "--policy",
+        choices=("tidal", "ca-like", "karpenter-like"),
+        default="tidal",
+        help="who decides: tidal (default), or a baseline acting as cluster-autoscaler or Karpenter would",
+    )
     s.add_argument(
         "--report", type=_given, metavar="DIR", help="write summary.json, report.md and timeline.png here"
     )
     s.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
-    s.add_argument("--max-lines", type=int, default=400, help=argparse.SUPPRESS)
+    s.add_argument(
+        "--max-lines",
+        type=_count,
+        default=400,
+        metavar="N",
+        help="timeline events printed at most (default 400); a last line says how many more there were",
+    )
 
     r = sub.add_parser("run", help="the autoscaler daemon: watch the cluster, launch and remove nodes")
     r.add_argument(
@@ -155,12 +179,45 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
     )
+    r.add_argument(
+        "--context",
+        type=_given,
+        metavar="NAME",
+        help="kubeconfig context to use (default: the kubeconfig's current context); reads the kubeconfig "
+        "even inside a cluster",
+    )
     r.add_argument("--dry-run", action="store_true", help="decide and report, but change nothing")
     r.add_argument("--once", action="store_true", help="one reconcile, then exit")
-    g = sub.add_parser("config", help="the configuration's JSON Schema, or its reference in Markdown")
-    g.add_argument(
-        "what", choices=("schema", "docs"), help="schema: JSON Schema; docs: docs/configuration.md"
+    r.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="least severe level logged (default: the configuration's logLevel, info); wins over the "
+        "configuration, reloads included",
     )
+    r.add_argument(
+        "--log-format",
+        choices=tuple(LOG_FORMATS),
+        help="text (readable) or json (default: the configuration's logFormat, auto: text on a terminal, "
+        "JSON otherwise); wins over the configuration, reloads included",
+    )
+    g = sub.add_parser(
+        "config", help="check configuration files, or print the configuration's schema or reference"
+    )
+    what = g.add_subparsers(
+        dest="what", required=True, parser_class=_Parser, metavar="{validate,schema,docs}"
+    )
+    v = what.add_parser(
+        "validate", help="check configuration files: one line per problem, exit status 1 when there is any"
+    )
+    v.add_argument(
+        "files",
+        nargs="+",
+        type=_given,
+        metavar="FILE",
+        help="configuration YAML (a ConfigMap's config.yaml, a preset); each is checked on its own",
+    )
+    what.add_parser("schema", help="the configuration's JSON Schema")
+    what.add_parser("docs", help="the configuration reference in Markdown (docs/configuration.md)")
     return parser
 
 
@@ -173,6 +230,16 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
 
 
@@ -209,19 +276,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from autoscaler.sim.run import TRACE_FRAME, run_cli
     from autoscaler.sim.scenario import load_scenario
 
+    if args.cloud:
+        from autoscaler.cloud import check_cloud
+
+        check_cloud(args.cloud)
     if not args.scenario and not args.trace:
-        raise UsageError("tidal simulate: give --scenario NAME|FILE, or --trace CSV to replay a trace")
+        raise UsageError("simulate: give --scenario NAME|FILE, or --trace CSV to replay a trace")
     if args.catalog and len(args.catalog) > 1:
-        raise UsageError("tidal simulate: --catalog is given more than once; a simulation is priced from one")
+        raise UsageError("simulate: --catalog is given more than once; a simulation is priced from one")
     scenario = load_scenario(args.scenario or TRACE_FRAME)
     given = [f"--{name.replace('_', '-')}" for name in TRACE_ONLY if getattr(args, name) is not None]
     if given and not args.trace and scenario.trace is None:
         raise UsageError(
-            f"tidal simulate: {', '.join(given)} only apply to a trace: give --trace CSV "
+            f"simulate: {', '.join(given)} only apply to a trace: give --trace CSV "
             f"(scenario {scenario.name} replays none)"
         )
     if not scenario.jobs and not args.trace and scenario.trace is None:
-        raise UsageError(f"tidal simulate: scenario {scenario.name} has no jobs: give --trace CSV to replay")
+        raise UsageError(f"simulate: scenario {scenario.name} has no jobs: give --trace CSV to replay")
     args.compression = 1.0 if args.compression is None else args.compression
     args.sample = 1.0 if args.sample is None else args.sample
     args.seed = 0 if args.seed is None else args.seed
@@ -235,6 +306,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     from autoscaler.cli.render import offerings_json, offerings_table
     from autoscaler.cloud import load_provider
     from autoscaler.config.layers import load_layers
+    from autoscaler.core.words import count
     from autoscaler.runtime.catalog import write_catalog_csv
     from autoscaler.runtime.observability.logging import configure_logging
 
@@ -255,18 +327,57 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         print(offerings_json(offerings))
     else:
         print(offerings_table(offerings))
-        print(f"{len(offerings)} offerings for {config.cloud} {config.region}")
+        print(f"{count(len(offerings), 'offering')} for {config.cloud} {config.region}")
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """``tidal config schema|docs``: what the configuration models say about every option."""
+    """``tidal config validate|schema|docs``: check files, or what the configuration models say about every
+    option."""
     import json
 
+    if args.what == "validate":
+        return _validate(args.files)
     from autoscaler.config.reference import json_schema, markdown
 
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n" if args.what == "schema" else markdown())
     return 0
+
+
+def _validate(files: Sequence[str]) -> int:
+    """``tidal config validate``: each file checked as ``tidal run`` would read it, every problem one line
+    naming the file, the field and the value; exit status 1 when any file has one."""
+    from autoscaler.cloud import ProviderNotFound, check_cloud
+    from autoscaler.config.options import ConfigError, load_config, read_document
+    from autoscaler.core.words import count
+
+    problems, bad = 0, 0
+    for name in files:
+        lines: list[str] = []
+        try:
+            cloud = load_config(name).cloud
+        except ConfigError as err:
+            lines += [" ".join(line.split()) for line in err.errors] or [str(err)]
+            # The cloud is checked too, as the daemon would once the rest is right.
+            try:
+                raw = read_document(name).get("cloud")
+            except ConfigError:
+                raw = None
+            cloud = raw if isinstance(raw, str) else ""
+        if cloud:
+            try:
+                check_cloud(cloud)
+            except ProviderNotFound as err:
+                lines.append(str(err))
+        for line in lines:
+            print(f"{name}: {line}")
+        if not lines:
+            print(f"{name}: valid")
+        problems += len(lines)
+        bad += bool(lines)
+    if problems:
+        _say(f"{count(problems, 'problem')} in {bad} of {count(len(files), 'file')}")
+    return 1 if problems else 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -275,7 +386,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from autoscaler.runtime.kube.client import KubeConfigError
 
     try:
-        return run(args.config, args.kubeconfig, dry_run=args.dry_run, once=args.once)
+        return run(
+            args.config,
+            args.kubeconfig,
+            dry_run=args.dry_run,
+            once=args.once,
+            context=args.context,
+            log_format=LOG_FORMATS[args.log_format] if args.log_format else None,
+            log_level=args.log_level,
+        )
     except KubeConfigError as err:
         # Cluster access at start-up: one line, never a traceback.
         print(f"tidal: error: {err}", file=sys.stderr)
@@ -296,11 +415,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         story_lines,
     )
     from autoscaler.cli.snapshot import read_snapshots
+    from autoscaler.cloud import check_cloud
     from autoscaler.config.layers import load_layers
     from autoscaler.core.planning.planner import PlanInput, plan
     from autoscaler.core.reason_watch import tally, warning
 
     config, layers = load_layers(args.config or [])
+    check_cloud(config.cloud)  # an unknown cloud is named as such, not as a catalog without its rows
     now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
     explain = _pods_to_explain(args.explain or [], {p.key for p in loaded.snapshot.pods})
@@ -385,8 +506,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tidal`` console script."""
+    args_given = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        if not args_given:
+            # A bare `tidal`, as a bare `kubectl`: what it can do, not an error.
+            parser.print_help()
+            return 0
+        args = parser.parse_args(args_given)
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is noticed where it can be handled
         return code
@@ -398,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
+        print("tidal: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
         if isinstance(err, bad_input()):

@@ -13,14 +13,25 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.planning.why import LaunchWhy, PodStory, idle_warning
+from autoscaler.core.words import count
 from autoscaler.runtime.status import queue_status
 
 # Kinds of launch whose "why" the table shows; --output json has every one.
 WHY_SHOWN = 10
 MODES = {
-    BIN_PACKING: "bin-packing (a node shared by small pods, of the binPackingNode* size)",
+    BIN_PACKING: "bin-packing (a node of the binPackingNode* size, shared by small pods)",
     "bin-selection": "bin-selection (a node chosen for its pods)",
 }
+# Bin-packing nodes that each hold one pod (its anti-affinity, say, or the only small pod waiting): they
+# are of the size small pods share, but are not shared.
+PACKING_ALONE = "bin-packing (a node of the binPackingNode* size for small pods to share; {} one pod)"
+
+
+def _mode(mode: str, pods_per_node: Sequence[int]) -> str:
+    """The words for a launch's mode, true of what its nodes hold."""
+    if mode == BIN_PACKING and pods_per_node and max(pods_per_node) == 1:
+        return PACKING_ALONE.format("it holds" if len(pods_per_node) == 1 else "each of these nodes holds")
+    return MODES.get(mode, mode)
 
 
 def _priced(o: Offering) -> str:
@@ -51,6 +62,7 @@ def _why_json(why: LaunchWhy) -> dict[str, Any]:
         "leftOutAboveCap": why.left_out.key if why.left_out is not None else None,
         "gpusUsed": why.gpus_used,
         "idleGpus": why.idle_gpus,
+        "exactPlanSavingPerHour": why.exact_saving or None,
     }
 
 
@@ -138,10 +150,11 @@ def plan_to_table(plan: Plan, config: Config) -> str:
     launches = plan.launch.launches
     counted = len(plan.demand.counted)
     limit = "none" if config.cluster_gpu_limit is None else str(config.cluster_gpu_limit)
+    ignored = len(plan.ignored)
     out = [
-        f"{counted} pods need capacity, {len(plan.ignored)} need no new node, "
-        f"{len(plan.launch.unplaced)} cannot be placed",
-        f"launch {len(launches)} nodes for ${plan.launch.cost_per_hour:.4f}/h, remove "
+        f"{count(counted, 'pod')} need{'s' if counted == 1 else ''} capacity, {ignored} "
+        f"need{'s' if ignored == 1 else ''} no new node, {len(plan.launch.unplaced)} cannot be placed",
+        f"launch {count(len(launches), 'node')} for ${plan.launch.cost_per_hour:.4f}/h, remove "
         f"{len(plan.removal.removals)}; GPUs {plan.launch.gpus_before} -> {plan.gpus_after} "
         f"(+{plan.launch.gpus_after - plan.launch.gpus_before} launched, "
         f"-{plan.launch.gpus_after - plan.gpus_after} removed; clusterGPULimit {limit})",
@@ -239,9 +252,14 @@ def why_lines(launches: Sequence[Launch]) -> list[str]:
         if why is None:
             continue
         pods = [p for g in group for p in g.pods]
-        nodes = f"{len(group)} nodes " if len(group) > 1 else ""
+        nodes = f"{count(len(group), 'node')} " if len(group) > 1 else ""
         out.append(f"{nodes}{_priced(la.offering)} for {_pods(pods, 3)}")
-        out.append(f"  mode: {MODES.get(la.mode, la.mode)}, because {why.mode_reason}")
+        out.append(f"  mode: {_mode(la.mode, [len(g.pods) for g in group])}, because {why.mode_reason}")
+        if why.exact_saving:
+            out.append(
+                f"  exact plan: these launches cost ${why.exact_saving:.4f}/h less than the heuristic's"
+                " for the same pods (exactPlanMaxPods)"
+            )
         if why.compared:
             listed = "; ".join(
                 f"{c.offering.instance_type} {c.offering.capacity_type} "
@@ -287,11 +305,12 @@ def story_lines(story: PodStory) -> list[str]:
         out.append(f"  KAI queue: {story.queue}")
     out.append(f"  outcome: {story.outcome}")
     if story.mode:
-        out.append(f"  mode: {MODES.get(story.mode, story.mode)}, because {story.mode_reason}")
+        held = [story.launch_pods] if story.launch is not None else []
+        out.append(f"  mode: {_mode(story.mode, held)}, because {story.mode_reason}")
     if story.capacity_types:
         out.append(f"  capacity types, in order of preference: {', '.join(story.capacity_types)}")
     if story.steps or story.candidates:
-        out.append(f"  filters, from {story.offerings} offerings:")
+        out.append(f"  filters, from {count(story.offerings, 'offering')}:")
         out += [
             "    " + line
             for line in table(
@@ -356,9 +375,17 @@ def story_json(story: PodStory) -> dict[str, Any]:
             for s in story.steps
         ],
         "candidates": [
-            {"offering": c.offering.key, "pricePerHour": c.offering.price, "verdict": c.verdict}
+            {
+                "offering": c.offering.key,
+                "pricePerHour": c.offering.price,
+                "holds": c.holds,
+                "pricePerPodPerHour": c.per_pod,
+                "chosen": c.chosen,
+                "verdict": c.verdict,
+            }
             for c in story.candidates
         ],
+        "launchPods": story.launch_pods,
         "nearest": story.nearest,
         "launch": story.launch.key if story.launch is not None else None,
         "fallbacks": [o.key for o in story.fallbacks],
@@ -380,7 +407,7 @@ def snapshot_footer(loaded: LoadedSnapshot) -> str:
     if loaded.duplicates:
         total = sum(loaded.duplicates.values())
         out.append(
-            f"({total} object{'s' if total != 1 else ''} given more than once, the later copy used: "
+            f"({count(total, 'object')} given more than once, the later copy used: "
             f"{_kinds(loaded.duplicates)})"
         )
     return "".join(line + "\n" for line in out)

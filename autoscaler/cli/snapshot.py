@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -214,21 +215,41 @@ class LoadedSnapshot:
     dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))  # not yet in the Snapshot
 
 
-def read_snapshots(paths: Iterable[str | os.PathLike[str]]) -> LoadedSnapshot:
-    """Read snapshot files (in order: a later file's copy of an object wins) into one Snapshot."""
-    builder = SnapshotBuilder()
-    for path in paths:
-        p = Path(path)
+STDIN = (
+    "-"  # ``--snapshot -``: read the snapshot from standard input (``kubectl get ... -o yaml | tidal plan``)
+)
+
+
+def _read(path: str | os.PathLike[str], stdin: TextIO | None) -> tuple[str, str]:
+    """A snapshot file's name, as messages give it, and its text; ``-`` is standard input."""
+    if os.fspath(path) == STDIN:
+        source = stdin if stdin is not None else sys.stdin
         try:
-            text = p.read_text(encoding="utf-8-sig")
-        except OSError as err:
-            raise SnapshotError(f"{p}: {err.strerror or err}") from None
+            return "<stdin>", source.read().removeprefix("\ufeff")
         except UnicodeDecodeError:
-            raise SnapshotError(f"{p}: not a text file") from None
-        for n, doc in enumerate(_documents(text, str(p))):
+            raise SnapshotError("<stdin>: not text") from None
+    p = Path(path)
+    try:
+        return str(p), p.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise SnapshotError(f"{p}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{p}: not a text file") from None
+
+
+def read_snapshots(paths: Iterable[str | os.PathLike[str]], stdin: TextIO | None = None) -> LoadedSnapshot:
+    """Read snapshot files (in order: a later file's copy of an object wins) into one Snapshot; a path ``-``
+    is ``stdin`` (default: the process's standard input), which can be read once."""
+    builder = SnapshotBuilder()
+    names = [os.fspath(p) for p in paths]
+    if names.count(STDIN) > 1:
+        raise SnapshotError("--snapshot -: standard input is given more than once; it can be read only once")
+    for path in names:
+        name, text = _read(path, stdin)
+        for n, doc in enumerate(_documents(text, name)):
             if doc is None:
                 continue
-            builder.add(doc, f"{p}: document {n + 1}" if n else str(p))
+            builder.add(doc, f"{name}: document {n + 1}" if n else name)
     return LoadedSnapshot(
         builder.build(), builder.skipped, builder.duplicates, builder.count, builder.build_dra()
     )

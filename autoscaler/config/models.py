@@ -277,6 +277,20 @@ class ConfigDocument(Section):
             "refused left out."
         )
     )
+    exact_plan_max_pods: Annotated[int, checked(schema.integer(minimum=0), integer(0))] = Field(
+        description=(
+            "Most pods a scale-up may put on new nodes for tidal to also work out the exact cheapest nodes "
+            "for them (a mixed-integer program solved with OR-Tools CP-SAT, the exact extra) and launch those"
+            " instead when they cost less; 0 turns the exact step off. The batch's size and the solver's "
+            "deterministic work, not the clock, decide the plan, so it is the same on every machine."
+        )
+    )
+    exact_plan_time_limit: Duration = Field(
+        description=(
+            "Most wall-clock time the exact step may take, a safety net for a machine far slower than "
+            "expected: past it the step gives up and the heuristic's plan stands."
+        )
+    )
     queue_budgets: Annotated[
         Mapping[str, float],
         checked(

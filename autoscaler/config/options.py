@@ -134,6 +134,8 @@ class Config:
     max_nodes: int | None
     max_node_cost_per_hour: float | None
     max_fallback_price_ratio: float | None
+    exact_plan_max_pods: int
+    exact_plan_time_limit: float
     queue_budgets: Mapping[str, float]
     capacity_types: tuple[str, ...]
     instance_family_inclusions: tuple[str, ...]

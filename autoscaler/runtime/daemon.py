@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.cloud import CloudProvider, Starts, Stops, load_provider
+from autoscaler.cloud import CloudProvider, Starts, Stops, check_cloud, load_provider
 from autoscaler.config.layers import load_layers
 from autoscaler.config.options import Config, load_config
 from autoscaler.core.model import Pod
@@ -116,6 +116,9 @@ class Daemon:
     metrics_address: str | None = None
     # Set by `tidal run`, which configured logging from the file: a reload then applies logFormat/logLevel.
     manage_logging: bool = False
+    # The command line's --log-format and --log-level: they win over the file's, reloads included.
+    log_format: str | None = None
+    log_level: str | None = None
     cache: ClusterCache = field(init=False)
     controller: Controller = field(init=False)
 
@@ -220,8 +223,11 @@ class Daemon:
         self.config = cfg
         self.batcher.idle, self.batcher.maximum = cfg.batch_idle_duration, cfg.batch_max_duration
         self.drainer.max_parallel = cfg.scale_down.max_parallel_drains
-        if self.manage_logging and (cfg.log_format, cfg.log_level) != (running.log_format, running.log_level):
-            configure_logging(cfg.log_format, cfg.log_level)
+        if self.manage_logging:
+            was = (self.log_format or running.log_format, self.log_level or running.log_level)
+            now = (self.log_format or cfg.log_format, self.log_level or cfg.log_level)
+            if now != was:
+                configure_logging(*now)
         self.health.mark_config_ok(True)
         if pending:
             self.metrics.config_reload(True, restart_required=True)
@@ -353,11 +359,23 @@ def build_provider(cfg: Config, client: KubeClient) -> CloudProvider:
     return load_provider(cfg.cloud, cfg, kube_api_client=client.api_client)
 
 
-def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_run: bool, once: bool) -> int:
-    """``tidal run``: returns the process exit status."""
+def run(
+    config_path: str | Sequence[str] | None,
+    kubeconfig: str | None,
+    *,
+    dry_run: bool,
+    once: bool,
+    context: str | None = None,
+    log_format: str | None = None,
+    log_level: str | None = None,
+) -> int:
+    """``tidal run``: returns the process exit status. ``log_format`` and ``log_level``, when given (the
+    command line's), win over the configuration's logFormat and logLevel, reloads included."""
     paths = [config_path] if isinstance(config_path, str) else list(config_path or [])
     cfg, layers = load_layers(paths)
-    configure_logging(cfg.log_format, cfg.log_level)
+    # An unknown cloud is the configuration's mistake: say so before the kubeconfig is read.
+    check_cloud(cfg.cloud)
+    configure_logging(log_format or cfg.log_format, log_level or cfg.log_level)
     log.info("configuration_read", files=list(layers.files) or "defaults")
     for override in layers.overrides:
         # Once, at start: the earlier file's value has no effect, which whoever edits it should know.
@@ -368,9 +386,19 @@ def run(config_path: str | Sequence[str] | None, kubeconfig: str | None, *, dry_
             later=override.later,
             same_value=override.same_value,
         )
-    client = make_api_client(kubeconfig=kubeconfig, qps=cfg.kube_client.qps, burst=cfg.kube_client.burst)
+    client = make_api_client(
+        kubeconfig=kubeconfig, context=context, qps=cfg.kube_client.qps, burst=cfg.kube_client.burst
+    )
     provider = build_provider(cfg, client)
-    daemon = Daemon(paths or None, client, provider, dry_run=dry_run, manage_logging=True)
+    daemon = Daemon(
+        paths or None,
+        client,
+        provider,
+        dry_run=dry_run,
+        manage_logging=True,
+        log_format=log_format,
+        log_level=log_level,
+    )
     signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     try:
         daemon.start(

@@ -17,6 +17,7 @@ from autoscaler.config.options import Config
 from autoscaler.core.model import CapacityType, InstanceState
 from autoscaler.core.offering import Instance
 from autoscaler.core.planning.planner import Plan, Planner
+from autoscaler.core.words import count
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.drain import DrainJob, last_look, remove_node
 from autoscaler.runtime.observability.events import EventRecorder
@@ -189,7 +190,7 @@ class Simulation:
                 else:
                     self.cluster.submit(job, t)
                 self._say(
-                    f"{job.name}: {job.pods} pods x {_gpus_of(job)} GPU"
+                    f"{job.name}: {count(job.pods, 'pod')} x {_gpus_of(job)} GPU"
                     + (f" in queue {job.queue}" if job.queue else "")
                     + (" (gang)" if job.gang else "")
                 )
@@ -301,7 +302,7 @@ class Simulation:
                 assert o.instance is not None
                 kinds[o.instance.instance_type] = kinds.get(o.instance.instance_type, 0) + 1
             desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
-            self._say(f"launch {desc} for {sum(len(o.launch.pods) for o in launched)} pods")
+            self._say(f"launch {desc} for {count(sum(len(o.launch.pods) for o in launched), 'pod')}")
             rec.markers.append((t, LAUNCH, len(launched)))
         after = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
         for gone in sorted(before - after):

@@ -7,8 +7,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from autoscaler.core.words import count
 from autoscaler.sim.cluster import SimPod
-from autoscaler.sim.engine import _hhmm
 from autoscaler.sim.record import Record, cost_so_far, over_limit_launches
 
 
@@ -102,7 +102,19 @@ def never_served_line(doc: dict[str, Any]) -> str:
     """Why pods were never served, the commonest reasons first: one line for a person."""
     reasons = doc.get("neverServedBecause") or {}
     shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:3])
-    return f"{doc['podsNeverServed']} of {doc['pods']['submitted']} pods were never served: {shown}"
+    return f"{doc['podsNeverServed']} of {count(doc['pods']['submitted'], 'pod')} {'was' if doc['podsNeverServed'] == 1 else 'were'} never served: {shown}"
+
+
+REPORT_FILES = ("summary.json", "report.md", "timeline.png")  # what write_report may put in its folder
+
+
+def stamp(t: float) -> str:
+    """A simulated time as the timeline writes it: the day (the first is d1) and the time of day, to the
+    second (``d2 13:04:05``), so that a line read alone says when it happened in a run of days."""
+    day, rest = divmod(int(t), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"d{day + 1} {hours:02d}:{minutes:02d}:{seconds:02d}"
 
 
 def timeline_text(rec: Record) -> list[str]:
@@ -115,8 +127,20 @@ def timeline_text(rec: Record) -> list[str]:
         if s is not None:
             waiting = ", ".join(f"{n} {k}" for k, n in sorted(s.pending.items())) or "none"
             state = f"  [GPUs {s.gpus_up} up / {s.gpus_used:g} used; pending: {waiting}; ${s.cost:.2f}]"
-        lines.append(f"{_hhmm(t)}  {text}{state}")
+        lines.append(f"{stamp(t)}  {text}{state}")
     return lines
+
+
+def shown_timeline(rec: Record, max_lines: int, report: str | None = None) -> list[str]:
+    """The timeline's first ``max_lines`` events and, when there were more, a last line saying how many were
+    left out and where to see them."""
+    lines = timeline_text(rec)
+    left = len(lines) - max_lines
+    if left <= 0:
+        return lines
+    where = f"{report}/report.md has every one" if report else "--report DIR writes every one to report.md"
+    more = count(left, "more event")
+    return [*lines[:max_lines], f"... {more} not shown (--max-lines {len(lines)} shows them all; {where})"]
 
 
 def write_report(rec: Record, doc: dict[str, Any], directory: Path) -> list[str]:

@@ -19,7 +19,7 @@ from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation
 from autoscaler.sim.lower_bound import lower_bound
 from autoscaler.sim.record import Record
-from autoscaler.sim.report import never_served_line, summary, timeline_text, write_report
+from autoscaler.sim.report import REPORT_FILES, never_served_line, shown_timeline, summary, write_report
 from autoscaler.sim.scenario import DATA_ENV, Scenario, ScenarioError
 from autoscaler.sim.trace import GPU_SHARING, load_trace
 
@@ -28,6 +28,7 @@ TRACE_FRAME = "trace"
 # After the last pod of a trace window is submitted, the run goes on this long for it to be served.
 TRACE_TAIL = 3600.0
 EXIT_NOTHING_RAN = 1
+EXIT_INTERRUPTED = 130  # what a shell reports for a command Ctrl-C (SIGINT) stopped
 
 
 @dataclass(slots=True)
@@ -183,6 +184,30 @@ def run_cli(args: Any, scenario: Scenario) -> int:
     configure_logging(
         "console", "error", stream=sys.stderr
     )  # the timeline is the output; log lines would bury it
+    report = Path(args.report) if args.report else None
+    made = report is not None and not report.exists()
+    try:
+        return _run_cli(args, scenario)
+    except KeyboardInterrupt:
+        # Ctrl-C: a report folder this run made is removed rather than left empty or half written.
+        removed = _unmake(report) if made and report is not None else False
+        what = f"; {report} removed" if removed else (f"; nothing written to {report}" if report else "")
+        print(f"tidal: interrupted{what}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _unmake(report: Path) -> bool:
+    """Remove the report folder this run made, with the files it wrote there: whether it is gone."""
+    for name in REPORT_FILES:
+        (report / name).unlink(missing_ok=True)
+    try:
+        report.rmdir()
+    except OSError:
+        return False  # something else was put there meanwhile: leave it
+    return True
+
+
+def _run_cli(args: Any, scenario: Scenario) -> int:
     try:
         if args.report:
             # Before the run, which can take minutes: a path that cannot be a directory fails now.
@@ -228,7 +253,7 @@ def run_cli(args: Any, scenario: Scenario) -> int:
     except ConfigError as err:
         print(f"tidal: error: {err}", file=sys.stderr)
         return 2
-    for line in timeline_text(out.record)[: args.max_lines]:
+    for line in shown_timeline(out.record, args.max_lines, args.report):
         print(line)
     s = out.summary
     print()

@@ -53,7 +53,7 @@ from providers.azure.reservations import ReservationGroups
 from providers.azure.resources import ScaleSet
 from providers.azure.settings import SECTION, AzureSection, parse_settings
 from providers.azure.skus import VmShape, shapes_from_skus
-from providers.azure.targets import LaunchTarget, make_offerings, plan_targets
+from providers.azure.targets import LaunchTarget, every_size_targets, make_offerings, plan_targets
 from providers.azure.template import copy_body, is_copy_of
 from providers.azure.uniform import LIVE, PoolSettings, UniformPools
 
@@ -84,8 +84,14 @@ class AzureProvider:
         polling_interval: float = 5.0,
         connect_retries: int = 3,
         client: Any = None,
+        launching: bool | None = None,
     ) -> None:
         """Check the ``azure:`` section (ProviderConfigError lists every problem) and build the clients.
+
+        ``launching``: whether this provider is built to launch nodes (by default, when built by the daemon,
+        which passes ``kube_api_client``). Built only to list offerings (``tidal catalog``) it needs no
+        resource group or scale sets (then every VM size of the region is listed), and :meth:`launch`
+        refuses, saying what is missing.
 
         ``credential`` defaults to Workload Identity / DefaultAzureCredential; ``connection_verify`` is a CA
         bundle for a private endpoint; ``polling_interval`` is the LRO poll interval when ARM sends no
@@ -93,8 +99,10 @@ class AzureProvider:
         ``client`` replaces the ComputeManagementClient the factory would build. AKS registers the nodes
         itself, so ``kube_api_client`` is not used.
         """
+        if launching is None:
+            launching = kube_api_client is not None
         self.config = config
-        self.settings = parse_settings(config.providers.get(SECTION) or {}, config)
+        self.settings = parse_settings(config.providers.get(SECTION) or {}, config, launching=launching)
         self.clock = clock
         self.options = ClientOptions(
             connection_verify=connection_verify,
@@ -162,14 +170,20 @@ class AzureProvider:
         location = self.config.region
         try:
             shapes = shapes_from_skus(self.arm.skus(location), location)
-            scale_sets: dict[str, ScaleSet | None] = {ss.name: ss for ss in self.arm.scale_sets()}
+            every_size = self.settings.every_size or not self.settings.resource_group
+            scale_sets: dict[str, ScaleSet | None] = (
+                {} if every_size else {ss.name: ss for ss in self.arm.scale_sets()}
+            )
         except AzureError as err:
             error = classify(err, what="reading Resource SKUs and scale sets")
             if not self.settings.fallback_offerings:
                 raise error from None
             log.warning("azure_offerings_from_catalog", error=str(error))
             return self._catalog_offerings()
-        targets = plan_targets(self.settings, scale_sets, shapes)
+        # Listing offerings with no scale set to grow: every size of the region, in every zone it has.
+        targets = (
+            every_size_targets(shapes) if every_size else plan_targets(self.settings, scale_sets, shapes)
+        )
         linked = sorted({t.template or t.scale_set for t in targets})
         self.links.check((name, ss.raw) for name in linked if (ss := scale_sets.get(name)) is not None)
         offerings, by_key = make_offerings(
@@ -253,6 +267,8 @@ class AzureProvider:
             raise ProviderError("launch request has no idempotency token")
         if not request.offerings:
             raise ProviderError(f"launch request {request.token} has no candidate offerings")
+        if self.settings.launch_problems:
+            raise ProviderError(f"cannot launch: {'; '.join(self.settings.launch_problems)}")
         existing = self._live(request.token)
         if existing is not None:
             log.info(

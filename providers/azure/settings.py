@@ -58,6 +58,13 @@ class AzureSettings:
     fallback_offerings: tuple[Offering, ...] = ()
     # Capacity reservation groups (of the node resource group) tidal puts VMs into.
     capacity_reservation_groups: tuple[str, ...] = ()
+    # What launching needs and the section lacks (built only to list offerings): launch() refuses with it.
+    launch_problems: tuple[str, ...] = ()
+
+    @property
+    def every_size(self) -> bool:
+        """Built to list offerings without a scale set: every VM size of the region is offered."""
+        return not (self.scale_sets or self.spot_scale_sets or self.template_scale_set)
 
     def scale_set_names(self) -> list[str]:
         """Every configured scale set name, template included, each once, in a stable order."""
@@ -179,18 +186,35 @@ def _fallback(path: Path, config: Config) -> tuple[Offering, ...]:
     return tuple(rows)
 
 
-def parse_settings(raw: Mapping[str, Any], config: Config) -> AzureSettings:
-    """Validate the raw ``azure:`` map against ``config``; ProviderConfigError lists every problem."""
+def parse_settings(raw: Mapping[str, Any], config: Config, *, launching: bool = True) -> AzureSettings:
+    """Validate the raw ``azure:`` map against ``config``; ProviderConfigError lists every problem.
+
+    ``launching=False`` is for listing offerings only (``tidal catalog``): the resource group and scale sets
+    may be missing (every VM size of the region is listed then), and the subscription may come from the
+    environment (``AZURE_SUBSCRIPTION_ID``); what launching needs is kept in ``launch_problems``."""
     values, unknown, bad = field_values(AzureSection, raw, SECTION)
     errors = unknown + _top_level(config) + bad
-    for key in ("subscriptionId", "resourceGroup"):
-        if raw.get(key) is None:
-            errors.append(f"{SECTION}.{key}: required")
+    missing: list[str] = []
+    if raw.get("subscriptionId") is None:
+        subscription = "" if launching else os.environ.get("AZURE_SUBSCRIPTION_ID", "")
+        if subscription:
+            values["subscription_id"] = subscription
+        else:
+            errors.append(
+                f"{SECTION}.subscriptionId: required"
+                + ("" if launching else " (or set AZURE_SUBSCRIPTION_ID)")
+            )
+    if raw.get("resourceGroup") is None:
+        missing.append(f"{SECTION}.resourceGroup: required")
+        values["resource_group"] = ""
     if not any(raw.get(k) for k in ("scaleSets", "spotScaleSets", "templateScaleSet")):
-        errors.append(
+        missing.append(
             f"{SECTION}.scaleSets: required unless spotScaleSets or templateScaleSet is set "
             "(the node-pool scale set tidal grows for each VM size)"
         )
+    if launching:
+        errors.extend(missing)
+        missing = []
     if "catalog_fallback" in values and not [e for e in errors if e.startswith("region:")]:
         try:
             values["fallback_offerings"] = _fallback(values["catalog_fallback"], config)
@@ -198,4 +222,4 @@ def parse_settings(raw: Mapping[str, Any], config: Config) -> AzureSettings:
             errors.extend(err.errors)
     if errors:
         raise ProviderConfigError(errors)
-    return AzureSettings(**values)
+    return AzureSettings(**values, launch_problems=tuple(missing))

@@ -162,6 +162,17 @@ def _available(shape: VmShape, target: LaunchTarget, zone: str) -> bool:
     return not target.zones or any(shape.zone_available(z) for z in target.zones)
 
 
+def every_size_targets(shapes: Mapping[str, VmShape]) -> list[LaunchTarget]:
+    """A target per VM size and capacity type, in every zone the size has, growing no scale set: what
+    ``tidal catalog`` lists when no scale set is configured (nothing is launched from these)."""
+    return [
+        LaunchTarget(size, capacity_type, "", True, shapes[size].zones)
+        for size in sorted(shapes)
+        for capacity_type in (ON_DEMAND, SPOT)
+        if capacity_type == ON_DEMAND or shapes[size].spot_capable
+    ]
+
+
 def make_offerings(
     targets: Sequence[LaunchTarget],
     shapes: Mapping[str, VmShape],

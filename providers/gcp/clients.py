@@ -47,6 +47,7 @@ class ComputeClients:
     instance_templates: compute_v1.InstanceTemplatesClient
     region_instance_templates: compute_v1.RegionInstanceTemplatesClient
     instance_group_managers: compute_v1.InstanceGroupManagersClient
+    regions: compute_v1.RegionsClient
 
 
 @dataclass
@@ -111,6 +112,7 @@ class ClientFactory:
             instance_templates=self.compute_client(compute_v1.InstanceTemplatesClient),
             region_instance_templates=self.compute_client(compute_v1.RegionInstanceTemplatesClient),
             instance_group_managers=self.compute_client(compute_v1.InstanceGroupManagersClient),
+            regions=self.compute_client(compute_v1.RegionsClient),
         )
 
     def billing(self) -> billing_v1.CloudCatalogClient:

@@ -47,7 +47,7 @@ from providers.gcp.pricing import PriceBook, fetch_price_book
 from providers.gcp.quota import quota_scope
 from providers.gcp.reservations import GceReservation, by_key, fetch_reservations, reserved_offering, selected
 from providers.gcp.settings import SECTION, GcpSection, parse_settings
-from providers.gcp.shapes import Shape, fetch_shapes
+from providers.gcp.shapes import Shape, fetch_shapes, fetch_zones
 from providers.gcp.template import build_instance, fetch_template
 
 __all__ = ["TEMPLATE_REFRESH", "GcpProvider"]
@@ -75,16 +75,26 @@ class GcpProvider:
         factory: ClientFactory | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        launching: bool | None = None,
     ) -> None:
         """Check the ``gcp:`` section (ProviderConfigError) and build the clients.
 
         ``kube_api_client`` is accepted for the provider registry and unused: GKE nodes register themselves.
+        ``launching``: whether this provider is built to launch nodes (by default, when built by the daemon,
+        which passes ``kube_api_client``). Built only to list offerings (``tidal catalog``) it needs no
+        instance template, node pool or zones (it lists the region's zones), and :meth:`launch` refuses,
+        saying what is missing.
         """
+        if launching is None:
+            launching = kube_api_client is not None
         self.config = config
-        self.settings = s = parse_settings(config.providers.get(SECTION) or {}, config)
+        self.settings = s = parse_settings(config.providers.get(SECTION) or {}, config, launching=launching)
         self.zones = tuple(config.zones)
-        self.fallback = load_fallback(
-            s.catalog_fallback, s.gpu_price_fallback, region=config.region, zones=self.zones
+        # A fallback file is checked before credentials are looked for, once the zones are known.
+        fallback = (
+            load_fallback(s.catalog_fallback, s.gpu_price_fallback, region=config.region, zones=self.zones)
+            if self.zones
+            else None
         )
         self.factory = factory or ClientFactory(
             endpoint=s.endpoint,
@@ -98,6 +108,13 @@ class GcpProvider:
         self.factory.compute()  # fail at start, not at the first launch, when there are no credentials
         self.clock = clock
         interval = s.price_refresh_interval
+        if fallback is None:
+            # Listing offerings without configured zones: those of the region, as GCE lists them.
+            self.zones = fetch_zones(self.factory, s.project, config.region)
+            fallback = load_fallback(
+                s.catalog_fallback, s.gpu_price_fallback, region=config.region, zones=self.zones
+            )
+        self.fallback = fallback
         self._shapes = Refreshing(
             "machine types",
             lambda: fetch_shapes(self.factory, s.project, self.zones),
@@ -182,6 +199,8 @@ class GcpProvider:
         whose operation is still running then answers ``pending`` (see :meth:`_follow_up`)."""
         if not request.token or not request.offerings:
             raise ProviderError("a launch request needs a token and at least one candidate offering")
+        if self.settings.launch_problems:
+            raise ProviderError(f"cannot launch: {'; '.join(self.settings.launch_problems)}")
         self._follow_up()
         existing = [
             i for i in self.inventory.find({LABEL_TOKEN: gce_label(request.token)}) if i.state != "terminated"

@@ -94,6 +94,8 @@ class GcpSettings:
     gpu_driver_version: str = "default"
     # Reservations (by name, in the configured zones) tidal launches into.
     reservations: tuple[str, ...] = ()
+    # What launching needs and the section lacks (built only to list offerings): launch() refuses with it.
+    launch_problems: tuple[str, ...] = ()
 
 
 def _url(value: Any, path: str) -> str:
@@ -176,13 +178,27 @@ def _zones(config: Config) -> list[str]:
     ]
 
 
-def parse_settings(raw: Mapping[str, Any], config: Config) -> GcpSettings:
-    """Validate the raw ``gcp:`` map; raise :class:`ProviderConfigError` listing every problem."""
+def parse_settings(raw: Mapping[str, Any], config: Config, *, launching: bool = True) -> GcpSettings:
+    """Validate the raw ``gcp:`` map; raise :class:`ProviderConfigError` listing every problem.
+
+    ``launching=False`` is for listing offerings only (``tidal catalog``): the instance template or node
+    pool and the zones may be missing (the region's zones are listed then), and the project may come from
+    the environment (``GOOGLE_CLOUD_PROJECT``); what launching needs is kept in ``launch_problems`` for
+    :meth:`GcpProvider.launch` to refuse with."""
     values, errors, bad = field_values(GcpSection, raw, SECTION)
     errors += bad
+    missing: list[str] = []
     values.pop("instance_template", None)  # read below, with the project it defaults to
     if raw.get("project") is None:
-        errors.append(f"{SECTION}.project: required (the project the cluster's VMs run in)")
+        project = "" if launching else environment_project()
+        if project:
+            values["project"] = project
+        else:
+            errors.append(
+                f"{SECTION}.project: required (the project the cluster's VMs run in"
+                + ("" if launching else "; or set GOOGLE_CLOUD_PROJECT")
+                + ")"
+            )
     template = raw.get("instanceTemplate")
     if template is not None:
         ref = TemplateRef.parse(template, values.get("project", "")) if isinstance(template, str) else None
@@ -195,13 +211,25 @@ def parse_settings(raw: Mapping[str, Any], config: Config) -> GcpSettings:
         values["template"] = ref
     has_pool = raw.get("nodePool") is not None
     if template is None and not has_pool:
-        errors.append(
+        missing.append(
             f"{SECTION}.instanceTemplate: required, or {SECTION}.nodePool: {{name: …}} "
             "(the GKE node pool whose template makes a VM join the cluster)"
         )
     elif template is not None and has_pool:
         errors.append(f"{SECTION}.nodePool: give either {SECTION}.instanceTemplate or {SECTION}.nodePool")
-    errors.extend(_zones(config))
+    zones = _zones(config)
+    if config.zones:
+        errors.extend(zones)
+    else:
+        missing.extend(zones)
+    if launching:
+        errors.extend(missing)
     if errors:
         raise ProviderConfigError(errors, SECTION)
-    return GcpSettings(**values)
+    return GcpSettings(**values, launch_problems=tuple(missing))
+
+
+def environment_project() -> str:
+    """The project the environment names (``GOOGLE_CLOUD_PROJECT``, gcloud's ``CLOUDSDK_CORE_PROJECT``), or
+    ``""``; for listing offerings without a ``gcp.project``."""
+    return os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT") or ""

@@ -122,6 +122,20 @@ def attached_shapes(
     return out
 
 
+def fetch_zones(factory: ClientFactory, project: str, region: str) -> tuple[str, ...]:
+    """The zones of ``region`` that are up, for listing offerings when no zones are configured
+    (ProviderError when GCE fails)."""
+    try:
+        found = factory.compute().regions.get(
+            request=compute_v1.GetRegionRequest(project=project, region=region),
+            retry=factory.retry(),
+            timeout=factory.timeout,
+        )
+    except CALL_ERRORS as err:
+        raise api_error(err, f"listing the zones of region {region}") from None
+    return tuple(sorted(url.rsplit("/", 1)[-1] for url in found.zones))
+
+
 def fetch_shapes(factory: ClientFactory, project: str, zones: Sequence[str]) -> list[Shape]:
     """Machine types and attachable-GPU combinations in every zone (ProviderError when GCE fails)."""
     clients = factory.compute()

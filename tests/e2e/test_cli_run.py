@@ -75,7 +75,7 @@ def test_run_with_an_invalid_config_is_one_line_and_exit_2(
     assert "clusterGPULimt: unknown key (did you mean 'clusterGPULimit'?)" in err
 
 
-def test_run_with_an_unknown_cloud_names_the_installed_providers(
+def test_run_with_an_unknown_cloud_names_the_valid_choices(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with FakeApiServer() as api:
@@ -86,7 +86,24 @@ def test_run_with_an_unknown_cloud_names_the_installed_providers(
         )
     err = capsys.readouterr().err.strip()
     assert code == 2
-    assert "cloud 'oracle' has no installed provider" in err and "simulated" in err
+    assert (
+        err
+        == "tidal: error: cloud: 'oracle' is not a cloud tidal knows (choices: aws, azure, gcp, simulated)"
+    )
+
+
+def test_run_names_an_unknown_cloud_before_it_reads_the_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"cloud": "digitalocean", "region": "nyc3"}))
+    code = main(
+        ["run", "--once", "--config", str(config), "--kubeconfig", str(tmp_path / "no-such-kubeconfig")]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("tidal: error: cloud: 'digitalocean' is not a cloud tidal knows")
+    assert "kubeconfig" not in err
 
 
 BLOCK_AWS_SDK = '''
@@ -205,3 +222,85 @@ def test_run_once_without_the_leases_namespace_exits_non_zero_saying_why_in_one_
     assert err[-1].endswith("nothing was done")
     assert [line for line in err if line.startswith("tidal:")] == [err[-1]]
     assert launched == []
+
+
+def two_contexts(url: str, path: Path) -> str:
+    """A kubeconfig whose current context points nowhere, and a context "fake" that reaches the API server."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "nowhere",
+                "clusters": [
+                    {"name": "fake", "cluster": {"server": url}},
+                    {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}},
+                ],
+                "users": [{"name": "tidal", "user": {"token": "not-a-secret"}}],
+                "contexts": [
+                    {"name": "fake", "context": {"cluster": "fake", "user": "tidal"}},
+                    {"name": "nowhere", "context": {"cluster": "nowhere", "user": "tidal"}},
+                ],
+            }
+        )
+    )
+    return str(path)
+
+
+def test_run_context_picks_the_kubeconfig_context_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeApiServer() as api:
+        api.create(unschedulable_gpu_pod("infer-0"))
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump(base_config(simulated={"registerNodes": False})))
+        kc = two_contexts(api.url, tmp_path / "kc")
+        code = main(["run", "--once", "--config", str(config), "--kubeconfig", kc, "--context", "fake"])
+        assert code == 0
+        assert [e for e in api.list("events") if e.get("reason") == "TriggeredScaleUp"]
+
+
+def test_run_with_a_context_the_kubeconfig_lacks_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(base_config()))
+    kc = two_contexts("http://127.0.0.1:9", tmp_path / "kc")
+    code = main(["run", "--once", "--config", str(config), "--kubeconfig", kc, "--context", "prod"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "prod" in err
+
+
+def test_run_log_flags_win_over_the_configurations_log_format_and_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    with FakeApiServer() as api:
+        config = tmp_path / "config.yaml"
+        settings = base_config(simulated={"registerNodes": False})
+        config.write_text(yaml.safe_dump({**settings, "logFormat": "console", "logLevel": "warning"}))
+        kc = kubeconfig(api.url, tmp_path / "kc")
+        args = ["run", "--once", "--config", str(config), "--kubeconfig", kc]
+        assert main([*args, "--log-format", "json", "--log-level", "info"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line JSON, though the file says console
+    # The file says warning; the flag says info, so the info event of reading the configuration is there.
+    assert any(r["event"] == "configuration_read" and r["level"] == "info" for r in records)
+
+
+def test_run_text_log_format_is_readable_lines_not_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeApiServer() as api:
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            yaml.safe_dump({**base_config(simulated={"registerNodes": False}), "logFormat": "json"})
+        )
+        kc = kubeconfig(api.url, tmp_path / "kc")
+        args = ["run", "--once", "--config", str(config), "--kubeconfig", kc]
+        assert main([*args, "--log-format", "text", "--log-level", "info"]) == 0
+    out = capsys.readouterr().out
+    read = next(line for line in out.splitlines() if "configuration_read" in line)
+    assert not read.lstrip().startswith("{")

@@ -764,3 +764,25 @@ def test_a_capacity_buffer_keeps_a_warm_gpu_node_and_reports_it(tmp_path: Path) 
         assert _conditions(buffer)["ReadyForProvisioning"] == ("True", "AttributesSetSuccessfully")
         by_workload = c.api.get("capacitybuffers", "default", "warm-serve")
         assert by_workload is not None and by_workload["status"]["replicas"] == 2
+
+
+def test_the_command_lines_log_format_and_level_survive_a_reload_of_the_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import structlog
+
+    from autoscaler.runtime.observability.logging import configure_logging
+    from tests.e2e.harness import base_config
+
+    with cluster(tmp_path) as c:
+        d = c.daemon()
+        # As `tidal run --log-format json --log-level info` leaves it: logging set from the flags.
+        d.manage_logging, d.log_format, d.log_level = True, "json", "info"
+        configure_logging("json", "info")
+        c.write_config(base_config(logFormat="console", logLevel="error", clusterGPULimit=3))
+        assert d.watcher is not None and d.watcher.check()
+        assert d.config.cluster_gpu_limit == 3  # the reload applied
+        capsys.readouterr()
+        structlog.get_logger("tidal.test").info("after_reload", check=1)
+        lines = [line for line in capsys.readouterr().out.splitlines() if "after_reload" in line]
+        assert len(lines) == 1 and json.loads(lines[0])["event"] == "after_reload"

@@ -82,6 +82,23 @@ class ComputeState:
         """The zone's full resource URL."""
         return f"{API}/projects/{self.project}/zones/{zone}"
 
+    def region(self, region: str) -> dict[str, Any]:
+        """regions.get: the region and its zones (those of the project's machine types in it); 404 for a
+        region none of them is in."""
+        zones = sorted(z for z in self.machine_types if z.rsplit("-", 1)[0] == region)
+        if not zones:
+            raise GceError(
+                404, "notFound", f"The resource 'projects/{self.project}/regions/{region}' was not found"
+            )
+        return {
+            "kind": "compute#region",
+            "id": self.new_id(),
+            "name": region,
+            "status": "UP",
+            "zones": [self.zone_url(z) for z in zones],
+            "selfLink": f"{API}/projects/{self.project}/regions/{region}",
+        }
+
     def check_zone(self, zone: str) -> None:
         """404 for a zone the project does not have."""
         if zone not in self.machine_types:

@@ -81,6 +81,12 @@ def compute_routes(state: ComputeState) -> list[tuple[str, str, str, Handler]]:
         ),
         (
             "GET",
+            r"/regions/(?P<region>[^/]+)",
+            "compute.regions.get",
+            lambda p, q, b: s.region(p["region"]),
+        ),
+        (
+            "GET",
             r"/regions/(?P<region>[^/]+)/instanceTemplates/(?P<name>[^/]+)",
             "compute.regionInstanceTemplates.get",
             lambda p, q, b: s.template(

@@ -78,11 +78,41 @@ def test_catalog_shows_when_a_price_comes_from_the_fallback_file(
 
 
 def test_a_bad_azure_section_is_one_line_on_stderr_and_exit_status_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
     code = main(
         ["catalog", "--config", write_config(tmp_path, {"resourceGroup": "MC_x"}), "--cloud", "azure"]
     )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
-    assert err.startswith("tidal: error: azure.subscriptionId: required; azure.scaleSets: required unless")
+    assert err == "tidal: error: azure.subscriptionId: required (or set AZURE_SUBSCRIPTION_ID)"
+
+
+def test_the_catalog_asks_for_no_resource_group_or_scale_sets_and_lists_every_size(
+    arm: FakeArm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    section = azure_section(arm, resourceGroup=None, scaleSets=None, spotScaleSets=None)
+    rows = catalog_json(tmp_path, capsys, section)
+    # The sizes of the region with a price, the T4 in spot too, with no scale set to grow.
+    assert (T4, "eastus-1", "spot") in rows and (T4, "eastus-1", "on-demand") in rows
+    assert rows[(T4, "eastus-1", "spot")]["pricePerHour"] == 0.062699
+
+
+def test_a_provider_built_to_list_offerings_refuses_to_launch_naming_what_is_missing(arm: FakeArm) -> None:
+    from autoscaler.cloud import ProviderError
+    from autoscaler.core.offering import LaunchRequest
+    from providers.azure import AzureProvider
+    from tests.fakes.azure_setup import azure_config
+
+    config = azure_config(arm, azure={"resourceGroup": None, "scaleSets": None, "spotScaleSets": None})
+    provider = AzureProvider(
+        config,
+        credential=FakeCredential(),
+        connection_verify=str(arm.cert),
+        polling_interval=0,
+        launching=False,
+    )
+    offering = next(o for o in provider.offerings() if o.instance_type == T4)
+    with pytest.raises(ProviderError, match=r"cannot launch: azure.resourceGroup: required; azure.scaleSets"):
+        provider.launch(LaunchRequest(token="t-1", offerings=(offering,)))

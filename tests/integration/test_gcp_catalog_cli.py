@@ -88,9 +88,48 @@ def test_the_catalog_says_when_prices_come_from_the_fallback_file(
 
 
 def test_a_bad_gcp_section_is_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = write(
-        tmp_path, {"region": "us-central1", "zones": ["us-central1-a"], "gcp": {"project": "my-project"}}
-    )
+    config = write(tmp_path, {"region": "us-central1", "gcp": {"project": "Not A Project"}})
     assert main(["catalog", "--config", config, "--cloud", "gcp"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("tidal: error: gcp: gcp.instanceTemplate: required")
+    assert err.count("\n") == 1 and err.startswith("tidal: error: gcp: gcp.project: 'Not A Project'")
+
+
+def test_the_catalog_asks_for_no_launch_settings_and_lists_every_zone_of_the_region(
+    gcp: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No project (the environment names it), no instance template or node pool, no zones: read-only.
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", gcp.project)
+    document = gcp.config()
+    del document["zones"], document["gcp"]["project"]
+    config = write(tmp_path, document)
+
+    code = main(["catalog", "--config", config, "--cloud", "gcp", "--gpu-only", "--output", "json"])
+
+    found = rows(capsys)
+    assert code == 0
+    assert {zone for _, zone, _ in found} == set(gcp.zones)
+
+
+def test_a_provider_built_to_list_offerings_refuses_to_launch_naming_what_is_missing(gcp: FakeGcp) -> None:
+    from autoscaler.cloud import ProviderError
+    from autoscaler.config.options import config_from_mapping
+    from autoscaler.core.offering import LaunchRequest
+    from providers.gcp import GcpProvider
+
+    provider = GcpProvider(config_from_mapping(gcp.config(), source="test"), launching=False)
+    offering = next(o for o in provider.offerings() if o.instance_type == "e2-standard-4")
+    with pytest.raises(ProviderError, match=r"cannot launch: gcp.instanceTemplate: required"):
+        provider.launch(LaunchRequest(token="t-1", offerings=(offering,)))
+
+
+def test_the_daemons_provider_still_needs_the_launch_settings(gcp: FakeGcp) -> None:
+    from autoscaler.config.options import config_from_mapping
+    from providers.gcp import GcpProvider
+    from providers.gcp.settings import ProviderConfigError
+
+    document = gcp.config()
+    del document["zones"]
+    with pytest.raises(ProviderConfigError) as err:
+        GcpProvider(config_from_mapping(document, source="test"), kube_api_client=object())
+    assert any("gcp.instanceTemplate: required" in e for e in err.value.errors)
+    assert any(e.startswith("zones: the gcp provider needs the zones") for e in err.value.errors)

@@ -130,6 +130,9 @@ class ControlPlane:
             cert=self.pki.controller_manager,
         )
         self.audit_log = self.folder / "logs" / "audit.jsonl"
+        # (started, ready) of every API server start: until its authorizer has synced, a starting server
+        # refuses requests it will allow a moment later, which clients see as a passing 403.
+        self.restarts: list[tuple[float, float]] = []
         (self.folder / "audit-policy.yaml").write_text(AUDIT_POLICY)
         self._define()
 
@@ -329,8 +332,11 @@ class ControlPlane:
 
     def start_apiserver(self) -> None:
         """(Re)start kube-apiserver on its port and wait for /readyz."""
+        started = time.time()
         self.processes["kube-apiserver"].start()
         self._wait("kube-apiserver /readyz", self._apiserver_ready)
+        if self.processes["kube-apiserver"].popen is not None and hasattr(self, "restarts"):
+            self.restarts.append((started, time.time()))
 
     def second_apiserver(self) -> ControlPlane:
         """Another kube-apiserver on the same etcd, as in a highly available control plane: a client of the

@@ -71,7 +71,7 @@ def test_the_install_guides_helm_install_renders_with_its_identity_image_and_dry
         account["annotations"]["eks.amazonaws.com/role-arn"]
         == "arn:aws:iam::123456789012:role/tidal-autoscaler"
     )
-    assert container["image"] == "registry.example.com/tidal-autoscaler:0.1.0-aws"
+    assert container["image"] == "registry.example.com/tidal-autoscaler:0.2.0-aws"
     assert container["args"] == ["run", "--config", "/etc/tidal/config.yaml", "--dry-run"]
 
 

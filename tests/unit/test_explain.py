@@ -167,7 +167,7 @@ def test_a_node_with_most_of_its_gpus_idle_is_called_out_with_why_no_smaller_one
     assert (launch.offering.instance_type, why.gpus_used, why.idle_gpus) == ("g6.12xlarge", 1, 3)
     assert plan_warnings(result) == [
         "default/train-1 requests 1 GPU and gets g6.12xlarge (on-demand) with 4 GPUs at $4.6016/h: 3 GPUs idle; "
-        "the cheapest with fewer L4 GPUs its pods may get, g6.xlarge (on-demand, 1 GPUs, $0.8048/h), is ruled "
+        "the cheapest with fewer L4 GPUs its pods may get, g6.xlarge (on-demand, 1 GPU, $0.8048/h), is ruled "
         "out: too small for its pods: Insufficient cpu"
     ]
 
@@ -224,7 +224,7 @@ def test_the_daemon_warns_on_the_pod_whose_new_node_leaves_most_gpus_idle(
         (
             "default/train-1",
             "default/train-1 requests 1 GPU and gets g4dn.12xlarge (on-demand) with 4 GPUs at $3.9120/h: 3 GPUs "
-            "idle; the cheapest with fewer T4 GPUs its pods may get, g4dn.xlarge (on-demand, 1 GPUs, $0.5260/h), "
+            "idle; the cheapest with fewer T4 GPUs its pods may get, g4dn.xlarge (on-demand, 1 GPU, $0.5260/h), "
             "is ruled out: too small for its pods: Insufficient cpu",
             "Warning",
         )

@@ -120,7 +120,26 @@ def test_a_fallback_file_that_does_not_exist_is_named(tmp_path: Path) -> None:
         settings(project="my-project", instanceTemplate=TEMPLATE, catalogFallback=str(tmp_path / "nope.csv"))
 
 
-def test_the_provider_registry_refuses_a_bad_section_with_a_config_error() -> None:
+def test_the_provider_registry_refuses_a_bad_section_with_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Built to list offerings (no Kubernetes client), the project may also come from the environment.
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    monkeypatch.delenv("CLOUDSDK_CORE_PROJECT", raising=False)
     with pytest.raises(ConfigError) as err:
         load_provider("gcp", config(instanceTemplate=TEMPLATE))
-    assert str(err.value) == "gcp: gcp.project: required (the project the cluster's VMs run in)"
+    assert str(err.value) == (
+        "gcp: gcp.project: required (the project the cluster's VMs run in; or set GOOGLE_CLOUD_PROJECT)"
+    )
+
+
+def test_listing_offerings_needs_no_template_node_pool_or_zones() -> None:
+    from dataclasses import replace
+
+    cfg = replace(config(project="my-project"), zones=())
+    s = parse_settings(cfg.providers["gcp"], cfg, launching=False)
+    assert s.project == "my-project" and s.template is None and s.node_pool is None
+    assert [p.split(":")[0] for p in s.launch_problems] == ["gcp.instanceTemplate", "zones"]
+    with pytest.raises(ProviderConfigError) as err:
+        parse_settings(cfg.providers["gcp"], cfg, launching=True)
+    assert [e.split(":")[0] for e in err.value.errors] == ["gcp.instanceTemplate", "zones"]

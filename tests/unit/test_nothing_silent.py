@@ -208,6 +208,6 @@ def test_a_trace_option_without_a_trace_is_a_usage_error(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.strip() == (
-        f"tidal: error: tidal simulate: {option[0]} only apply to a trace: give --trace CSV "
+        f"tidal: error: simulate: {option[0]} only apply to a trace: give --trace CSV "
         "(scenario kai-day replays none)"
     )

@@ -70,3 +70,22 @@ def test_the_compatibility_table_names_the_recorded_scheduler_version_and_python
         "requires-python"
     ]
     assert python == ">=3.11" and "| Python | 3.11" in table
+
+
+def test_the_changelog_has_an_unreleased_section_above_the_dated_release_of_this_version() -> None:
+    # Changes made since this version was released are listed under Unreleased until the next release.
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", changelog, flags=re.M)
+    assert sections[0] == "Unreleased"
+    assert re.fullmatch(rf"{re.escape(__version__)} — \d{{4}}-\d{{2}}-\d{{2}}", sections[1])
+    between = changelog.split("## Unreleased", 1)[1].split(f"## {__version__}", 1)[0]
+    assert all(line.startswith(("- ", "  ")) for line in between.strip().splitlines())
+
+
+def test_the_readmes_first_screen_says_how_to_try_it_and_what_it_was_tested_against() -> None:
+    first_screen = "\n".join((REPO / "README.md").read_text(encoding="utf-8").splitlines()[:24])
+    assert "make demo" in first_screen and "make test" in first_screen
+    assert "real Kubernetes v1.36.2 control plane" in first_screen
+    assert "fakes of AWS, GCP and Azure" in first_screen
+    assert "never run against a real cloud" in first_screen
+    assert "has not yet run against a live cluster" not in (REPO / "README.md").read_text(encoding="utf-8")

@@ -35,6 +35,7 @@ from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaledown import scale_down
+from autoscaler.core.words import count
 
 __all__ = ["disrupt", "progress"]
 
@@ -113,7 +114,7 @@ def _forced(
                 Method.UNHEALTHY,
                 why,
                 (
-                    f"{sick} of {managed} nodes are unhealthy, more than {unhealthy.MAX_UNHEALTHY_SHARE:.0%}: "
+                    f"{sick} of {count(managed, 'node')} {'is' if sick == 1 else 'are'} unhealthy, more than {unhealthy.MAX_UNHEALTHY_SHARE:.0%}: "
                     "a cluster-wide fault that new nodes would not fix"
                 ),
             )
@@ -330,7 +331,7 @@ def _within_budgets(
                 r.node,
                 Hold.BUDGET,
                 f"{r.method}: disruption budget {budget.describe()} allows no more now "
-                f"({len(busy) + taken} of {managed} nodes being disrupted)",
+                f"({len(busy) + taken} of {count(managed, 'node')} being disrupted)",
             )
             continue
         taken += 1

@@ -20,6 +20,7 @@ from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import NO_USAGE
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaleup import scale_up
+from autoscaler.core.words import count
 
 __all__ = ["Estimate", "estimate"]
 
@@ -48,7 +49,7 @@ class Estimate:
 
     def describe(self) -> str:
         """One line for the event on the pod."""
-        who = f"PodGroup {self.group} ({len(self.pods)} pods)" if self.group else "this pod"
+        who = f"PodGroup {self.group} ({count(len(self.pods), 'pod')})" if self.group else "this pod"
         return f"cost estimate for {who}: {self.summary()}"
 
     def summary(self) -> str:

@@ -31,6 +31,7 @@ from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, Re
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.quantity import format_duration
 from autoscaler.core.timestamps import parse_time
+from autoscaler.core.words import count
 
 __all__ = ["NODE_MODE", "UNNEEDED_SINCE", "YOUNG_REPLACE_SAVINGS", "node_offering", "scale_down"]
 
@@ -200,7 +201,8 @@ def scale_down(
             # Its replacements run beside it for a while: the next one is planned within what is left.
             total += Usage.of(la.offering for la in found.launches)
         method = Method.REPLACE if how else Method.UNDERUTILISED
-        kind = f"utilization {util:.2f}, {how or f'{len(kept)} pods can move'}"
+        movable = count(len(kept), "pod")
+        kind = f"utilization {util:.2f}, {how or f'{movable} can move'}"
         if not kept:
             method, kind = Method.EMPTY, empty.describe(workload)
         removals.append(

@@ -11,7 +11,9 @@ The pipeline, one small step each (pure; same input, same plan):
 4. then opens new nodes (:mod:`autoscaler.core.planning.newnodes`: bin-selection and bin-packing);
 5. enforces ``clusterGPULimit`` / ``clusterCPULimit`` / ``maxNodes`` as nodes are opened; a gang that does
    not fit entirely is taken back;
-6. finally each new node takes the cheapest instance type it may still be, with fallbacks
+6. when the new nodes hold few enough pods, the exact cheapest nodes for those pods replace them if strictly
+   cheaper (:mod:`autoscaler.core.planning.exact_step`);
+7. finally each new node takes the cheapest instance type it may still be, with fallbacks
    (:mod:`autoscaler.core.planning.launches`).
 """
 
@@ -30,7 +32,7 @@ from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.fits import Fit, request
 from autoscaler.core.placement.gpus import GpuSlots
 from autoscaler.core.placement.reasons import LASTING, LASTING_MESSAGES, Filter, Rejection
-from autoscaler.core.planning import newnodes, reserved
+from autoscaler.core.planning import exact_step, newnodes, reserved
 from autoscaler.core.planning.classes import PodClass, choices, order, pod_classes, pod_mode
 from autoscaler.core.planning.decisions import (
     BIN_PACKING,
@@ -47,6 +49,7 @@ from autoscaler.core.planning.newnodes import Budget, Choice, describe
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.why import mode_reason
 from autoscaler.core.resources import Resources
+from autoscaler.core.words import count
 
 __all__ = ["describe", "pod_mode", "scale_up"]
 
@@ -428,7 +431,7 @@ class _Planner:
         del self.absorbed[counts[0] :]
         del self.unplaced[counts[1] :]
         why = failed[0]
-        detail = f"gang {gang.key} ({len(gang.pods)} pods) cannot be placed whole: {why.reason}"
+        detail = f"gang {gang.key} ({count(len(gang.pods), 'pod')}) cannot be placed whole: {why.reason}"
         limited = any(u.limited for u in failed)
         self.unplaced.extend(
             Unplaced(p.key, detail, limited, why.rejection, gang=gang.key) for p in gang.pods
@@ -468,10 +471,13 @@ def scale_up(
             planner.place_gang(unit, demand)
         else:
             planner.place_class(unit)
+    saving = exact_step.improve(engine, index, demand, usage)
     # Standby capacity takes what every pod that exists or was asked for leaves.
     for unit in pod_classes(demand.standby, demand.constraints, index, engine, demand.queues):
         planner.place_class(unit)
     launched = launches(engine, index, planner.budget, planner.mode_reasons, planner.bin_queues)
+    if saving:
+        launched = exact_step.explained(launched, saving)
     gpus_planned = sum(la.offering.gpu_count for la in launched)
     return LaunchPlan(
         launches=tuple(launched),

@@ -8,10 +8,12 @@ from autoscaler.core.fit import AnnotationError, pod_constraints
 from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.placement.fits import request
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, LaunchPlan
+from autoscaler.core.planning.holds import holds
 from autoscaler.core.planning.newnodes import describe
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaleup import pod_mode
 from autoscaler.core.planning.why import PodStory, mode_reason, pod_candidates, pod_steps
+from autoscaler.core.words import count
 
 __all__ = ["pod_story"]
 
@@ -40,8 +42,7 @@ def _outcome(pod: Pod, demand: Demand, launch: LaunchPlan, found: Launch | None)
         others = len(found.pods) - 1
         return (
             f"launches {o.instance_type} in {o.zone or 'any zone'} ({o.capacity_type}, ${o.price:.4f}/h), a "
-            f"{found.mode} node"
-            + (f" shared with {others} other pod{'s' if others != 1 else ''}" if others else "")
+            f"{found.mode} node" + (f" shared with {count(others, 'other pod')}" if others else "")
         )
     unplaced = next((u for u in launch.unplaced if u.pod == key), None)
     if unplaced is not None:
@@ -87,9 +88,10 @@ def pod_story(
         capacity_types=c.capacity_types,
         offerings=story.offerings,
         steps=steps,
-        candidates=pod_candidates(fitting, req, index, found.offering if found else None),
+        candidates=pod_candidates(fitting, lambda o: holds(pod, c, o, index, mode), found),
         nearest=unplaced.nearest if unplaced is not None else "",
         launch=found.offering if found is not None else None,
         fallbacks=found.alternatives if found is not None else (),
         launch_why=found.why if found is not None else None,
+        launch_pods=len(found.pods) if found is not None else 0,
     )

@@ -7,6 +7,7 @@ The planner records these (pure, like the plan itself); :mod:`autoscaler.cli.ren
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,10 +22,13 @@ from autoscaler.core.placement.reasons import TOO_MANY_PODS, Filter, Rejection
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
 
 if TYPE_CHECKING:
+    from autoscaler.core.planning.decisions import Launch
+    from autoscaler.core.planning.holds import Holds
     from autoscaler.core.planning.newnodes import Fallbacks
 from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import GPU_RESOURCES, PODS, Resources
+from autoscaler.core.words import count
 
 # Candidates shown around the chosen offering: this many cheaper ones, and this many dearer.
 CHEAPER_SHOWN = 4
@@ -40,6 +44,12 @@ class Compared:
     offering: Offering
     verdict: str  # "chosen", "too small for its pods: Insufficient nvidia.com/gpu", "+$0.2788/h"
     chosen: bool = False
+    holds: int = 0  # a pod's candidates only: pods like it one node of it holds
+
+    @property
+    def per_pod(self) -> float | None:
+        """A pod's candidates only: the price per pod of a node of it holding all it can (None otherwise)."""
+        return self.offering.price / self.holds if self.holds else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +93,9 @@ class LaunchWhy:
     gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
     idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
     smaller: str = ""  # then, why no smaller node was taken
+    # Set on every node of an exact plan (exactPlanMaxPods): the $/h it saves over the heuristic's nodes for
+    # the same pods, which it replaced.
+    exact_saving: float = 0.0
 
     @property
     def ruled_out(self) -> tuple[RuledOut, ...]:
@@ -118,6 +131,7 @@ class PodStory:
     launch: Offering | None = None
     fallbacks: tuple[Offering, ...] = ()
     launch_why: LaunchWhy | None = None
+    launch_pods: int = 0  # pods on the node it launches, itself included
 
 
 def mode_reason(pod: Pod, c: Constraints, config: Config) -> str:
@@ -145,14 +159,18 @@ def too_small(short: Sequence[str]) -> str:
 
 
 def idle_warning(offering: Offering, pods: Sequence[str], why: LaunchWhy) -> str:
-    """One line about a node far bigger than its pods, for ``tidal plan`` and the daemon's events."""
-    who = pods[0] if len(pods) == 1 else f"{len(pods)} pods ({pods[0]}, ...)"
-    one = len(pods) == 1
-    line = (
-        f"{who} request{'s' if one else ''} {why.gpus_used} GPU{'s' if why.gpus_used != 1 else ''} "
-        f"and get{'s' if one else ''} {offering.instance_type} ({offering.capacity_type}) with "
-        f"{offering.gpu_count} GPUs at ${offering.price:.4f}/h: {why.idle_gpus} GPUs idle"
+    """One line about a node far bigger than its pods, for ``tidal plan`` and the daemon's events (a launch
+    with no pods yet, a replacement say, is said to be for none)."""
+    node = (
+        f"{offering.instance_type} ({offering.capacity_type}) with {count(offering.gpu_count, 'GPU')} at "
+        f"${offering.price:.4f}/h: {count(why.idle_gpus, 'GPU')} idle"
     )
+    if not pods:
+        line = f"a launch for no pods gets {node}"
+    elif len(pods) == 1:
+        line = f"{pods[0]} requests {count(why.gpus_used, 'GPU')} and gets {node}"
+    else:
+        line = f"{len(pods)} pods ({pods[0]}, ...) request {count(why.gpus_used, 'GPU')} and get {node}"
     return f"{line}; {why.smaller}" if why.smaller else line
 
 
@@ -282,10 +300,20 @@ def _keeps(b: Bin, o: Offering, index: OfferingIndex) -> bool:
     return all(labels.get(k) == v for k, v in b.settled.items())
 
 
-def gpus_used(b: Bin) -> int:
-    """GPU devices a new node's pods take: whole GPUs requested, and each device GPU fractions share."""
-    whole = sum(b.used.get(r) for r in GPU_RESOURCES) // 1000
-    return whole + (len(b.devices.shared) if b.devices is not None else 0)
+def gpus_used(b: Bin, o: Offering) -> int:
+    """Physical GPUs a new node of ``o`` gives its pods: whole GPUs requested, with the KAI reservation pod
+    that holds each device GPU fractions share (so a shared device counts once); on a node whose GPUs are cut
+    (MIG), replicated (time-slicing, MPS) or published for DRA, the fewest of its GPUs that hold the units its
+    pods take (every GPU of a node is cut or replicated alike)."""
+    if not o.gpu_count:
+        return 0
+    shown = {name for name, _ in o.layout.resources} if o.layout is not None else set(GPU_RESOURCES)
+    used = 0
+    for name, per_node in o.capacity().items():
+        if name in shown:
+            per_gpu = per_node / o.gpu_count
+            used = max(used, math.ceil(b.used.get(name) / per_gpu - 1e-9))
+    return min(used, o.gpu_count)
 
 
 def launch_why(
@@ -324,7 +352,7 @@ def launch_why(
         )
 
     compared, cheaper = _compared(b, chosen, classes, index)
-    used = gpus_used(b)
+    used = gpus_used(b, chosen)
     idle = chosen.gpu_count - used
     oversized = idle >= IDLE_GPUS_WARNED and idle >= used
     return LaunchWhy(
@@ -384,7 +412,7 @@ def _smaller(
     o, verdict = next(((o, v) for o, v in smaller if v is None), smaller[0])
     if verdict is None:
         verdict = _node_verdict(b, o, index)
-    where = f"{o.instance_type} ({o.capacity_type}, {o.gpu_count} GPUs, ${o.price:.4f}/h)"
+    where = f"{o.instance_type} ({o.capacity_type}, {count(o.gpu_count, 'GPU')}, ${o.price:.4f}/h)"
     if verdict is None:
         return f"the cheapest with fewer {model} GPUs, {where}, costs more"
     return f"the cheapest with fewer {model} GPUs its pods may get, {where}, is ruled out: {verdict.message}"
@@ -413,26 +441,38 @@ def pod_steps(
 
 def pod_candidates(
     fitting: Sequence[Offering],
-    req: Resources,
-    index: OfferingIndex,
-    launched: Offering | None,
+    holding: Callable[[Offering], Holds],
+    launched: Launch | None,
     shown: int = 6,
 ) -> tuple[Compared, ...]:
-    """The cheapest instance types (per capacity type) that hold the pod, with pods per node and price per pod."""
+    """The cheapest instance types (per capacity type) that hold the pod, each with how many pods like it one
+    node holds (``holding`` counts them as the plan does: GPU shares, MIG instances, time-slice replicas, DRA
+    devices and inter-pod rules included) and its price per pod when full; the chosen one also with the price
+    per pod of the node the plan launches."""
     out: list[Compared] = []
     seen: set[tuple[str, str]] = set()
-    mine = (launched.instance_type, launched.capacity_type) if launched is not None else None
+    mine = (
+        (launched.offering.instance_type, launched.offering.capacity_type) if launched is not None else None
+    )
     for o in fitting:
         key = (o.instance_type, o.capacity_type)
         if key in seen or (len(out) >= shown and key != mine):
             continue
         seen.add(key)
-        k = req.times_fits_in(index.allocatable(o))
-        verdict = f"holds {k} like it, ${o.price / k:.4f}/h each" if k > 1 else "holds it alone"
-        if key == mine and launched is not None:
-            out.append(Compared(launched, f"chosen; {verdict}", True))
+        h = holding(o)
+        if h.count <= 0:
+            continue
+        stop = f" (one more: {h.stop})" if h.stop else ""
+        if h.count > 1:
+            verdict = f"holds {h.count} like it{stop}, ${o.price / h.count:.4f}/h each when full"
         else:
-            out.append(Compared(o, verdict))
+            verdict = f"holds it alone{stop}"
+        if key == mine and launched is not None:
+            n = len(launched.pods)
+            planned = f"launched for {count(n, 'pod')}, ${launched.offering.price / n:.4f}/h each"
+            out.append(Compared(launched.offering, f"chosen; {planned}; {verdict}", True, h.count))
+        else:
+            out.append(Compared(o, verdict, holds=h.count))
         if len(out) >= shown and (mine is None or mine in seen):
             break
     return tuple(out)

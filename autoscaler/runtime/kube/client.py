@@ -296,7 +296,7 @@ def make_api_client(
                 config_file=kubeconfig, context=context, client_configuration=c, persist_config=False
             ),
         )
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+    elif os.environ.get("KUBERNETES_SERVICE_HOST") and not context:  # a context names a kubeconfig's
         cfg = _load(
             "the in-cluster service account",
             lambda c: kubernetes.config.load_incluster_config(client_configuration=c),
