@@ -10,12 +10,14 @@ the unused-rule check always sees every scenario, whichever tests were selected.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -124,12 +126,37 @@ class ScenarioRun:
     failure: str = ""
 
 
+class Output(NamedTuple):
+    out: str
+    err: str
+
+
+class Captured:
+    """capsys for a scenario run outside its own test: what it wrote to stdout and stderr since the last read."""
+
+    def __init__(self) -> None:
+        self.out, self.err = io.StringIO(), io.StringIO()
+
+    def readouterr(self) -> Output:
+        result = Output(self.out.getvalue(), self.err.getvalue())
+        for stream in (self.out, self.err):
+            stream.seek(0)
+            stream.truncate()
+        return result
+
+
 def run_scenario(fn: Callable[..., None], tmp_path: Path) -> ScenarioRun:
-    """Run a scenario function with the fixtures it asks for (tmp_path, monkeypatch) under enforcement."""
+    """Run a scenario function with the fixtures it asks for (tmp_path, monkeypatch, capsys) under
+    enforcement."""
     run = ScenarioRun()
-    with pytest.MonkeyPatch.context() as monkeypatch:
+    captured = Captured()
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        contextlib.redirect_stdout(captured.out),
+        contextlib.redirect_stderr(captured.err),
+    ):
         enforcer = install_rbac(monkeypatch)
-        fixtures = {"tmp_path": tmp_path, "monkeypatch": monkeypatch}
+        fixtures = {"tmp_path": tmp_path, "monkeypatch": monkeypatch, "capsys": captured}
         kwargs = {name: fixtures[name] for name in inspect.signature(fn).parameters}
         try:
             fn(**kwargs)

@@ -258,6 +258,14 @@ def test_the_crds_accept_cluster_autoscaler_objects_and_tidal_may_read_them_and_
         core = kubernetes.client.CoreV1Api(api)
         custom = kubernetes.client.CustomObjectsApi(api)
         core.create_namespace({"metadata": {"name": namespace}})
+        # The pods the requests and the buffer stand for.
+        core.create_namespaced_pod_template(
+            namespace,
+            {
+                "metadata": {"name": "trainer"},
+                "template": {"spec": gpu_pod("trainer")["spec"]},
+            },
+        )
         wait_until("CRDs established", lambda: crd_established(api, "capacitybuffers.autoscaling.x-k8s.io"))
         for version in ("v1", "v1beta1"):
             request = provisioning_request(version, f"train-{version}")
@@ -310,8 +318,9 @@ def test_the_crds_accept_cluster_autoscaler_objects_and_tidal_may_read_them_and_
         )
         assert patched["status"]["conditions"] == [condition]
         assert custom.list_cluster_custom_object(GROUP, "v1beta1", "capacitybuffers")["items"]
-        assert kubernetes.client.CoreV1Api(api).list_pod_template_for_all_namespaces().items == []
-        assert kubernetes.client.AppsV1Api(api).list_stateful_set_for_all_namespaces().items == []
+        templates = kubernetes.client.CoreV1Api(api).list_namespaced_pod_template(namespace).items
+        assert [t.metadata.name for t in templates] == ["trainer"]
+        assert kubernetes.client.AppsV1Api(api).list_namespaced_stateful_set(namespace).items == []
         # Reading is all: tidal never creates, edits or deletes them.
         with pytest.raises(ApiException) as refused:
             custom.delete_namespaced_custom_object(GROUP, "v1", namespace, "provisioningrequests", "train-v1")
