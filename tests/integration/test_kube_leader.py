@@ -263,3 +263,35 @@ def test_not_leading_is_logged_at_warning_once_per_reason(
     assert warnings[0]["log_level"] == "warning"
     assert warnings[0]["lease"] == "tidal-system/tidal"
     assert warnings[0]["reason"].startswith("RBAC refuses")
+
+
+def test_rounds_of_one_replica_never_overlap_so_its_own_create_does_not_look_like_a_rival(
+    elector: Callable[..., LeaderElector],
+) -> None:
+    # The electing thread and `tidal run --once` both try a round at start. The first round's read is held
+    # after it saw no lease, as a slow API server would: the second must wait for it, then renew.
+    one = elector("tidal-a")
+    read = one._api.read_namespaced_lease
+    held, release = threading.Event(), threading.Event()
+
+    def slow_first_read(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(*args, **kwargs)
+        finally:
+            if not held.is_set():
+                held.set()
+                release.wait(2)
+
+    one._api.read_namespaced_lease = slow_first_read
+    results: dict[str, bool] = {}
+    first = threading.Thread(target=lambda: results.update(first=one.try_acquire_or_renew()))
+    second = threading.Thread(target=lambda: results.update(second=one.try_acquire_or_renew()))
+    first.start()
+    assert held.wait(5)
+    second.start()
+    second.join(0.5)  # overlapping rounds would let the second create the lease meanwhile
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert results == {"first": True, "second": True}
+    assert one.is_leader()

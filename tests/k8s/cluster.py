@@ -1,8 +1,9 @@
 """One test's view of the real control plane: its namespace, the objects it made, the simulated cloud.
 
 tidal's own objects (namespace ``tidal-system``, ServiceAccount, ClusterRole, Role and their bindings) are
-read from deploy/ exactly as a user applies them, plus the simulated overlay's rule that lets its stand-in
-kubelets write Nodes: what tidal is allowed to do in these tests is what it is allowed to do when installed.
+rendered from the Helm chart exactly as it installs them, with the simulated cloud's rule that lets its
+stand-in kubelets write Nodes: what tidal is allowed to do in these tests is what it is allowed to do when
+installed.
 """
 
 from __future__ import annotations
@@ -13,30 +14,30 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
-import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from autoscaler.config.options import config_from_mapping
 from autoscaler.core.offering import Instance
 from providers.simulated import SimulatedProvider
+from tests.fakes.helm_chart import identity_and_rbac
 
 ROOT = Path(__file__).resolve().parents[2]
-RBAC_FILES = (
-    "deploy/base/namespace.yaml",
-    "deploy/base/serviceaccount.yaml",
-    "deploy/base/clusterrole.yaml",
-    "deploy/base/role.yaml",
-    "deploy/overlays/simulated/simulated-nodes.yaml",
-)
+TIDAL_NAMESPACE = "tidal-system"
 
 
-def manifests(paths: Iterable[str]) -> list[dict[str, Any]]:
-    """Every object in the given YAML files under the repository root."""
-    out: list[dict[str, Any]] = []
-    for rel in paths:
-        out.extend(doc for doc in yaml.safe_load_all((ROOT / rel).read_text()) if doc)
-    return out
+def tidal_manifests() -> list[dict[str, Any]]:
+    """tidal's namespace (enforcing the restricted Pod Security Standard, as docs/install.md labels it) and
+    the ServiceAccount and RBAC the chart renders for the simulated cloud."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": TIDAL_NAMESPACE,
+            "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+        },
+    }
+    return [namespace, *identity_and_rbac(examples=("simulated",), namespace=TIDAL_NAMESPACE)]
 
 
 class Objects:
@@ -94,8 +95,8 @@ class Objects:
 
 
 def install_tidal_rbac(objects: Objects) -> None:
-    """tidal's namespace, ServiceAccount and RBAC, from deploy/."""
-    for obj in manifests(RBAC_FILES):
+    """tidal's namespace, ServiceAccount and RBAC, from the chart."""
+    for obj in tidal_manifests():
         objects.apply(obj)
 
 

@@ -22,32 +22,29 @@ from autoscaler.runtime.kube.client import make_api_client
 from providers.simulated import SimulatedProvider
 from providers.simulated.node import NodeRegistrar
 from tests.e2e.harness import base_config, gpu_pod
+from tests.fakes.helm_chart import render
 from tests.k8s.control_plane import ControlPlane
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 GROUP = "autoscaling.x-k8s.io"
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"
 
 
-def _documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
 @pytest.fixture(scope="module")
-def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tidal's CRDs, namespace, service account and RBAC on the API server; the service account's kubeconfig."""
+def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """tidal's CRDs, namespace, service account and RBAC on the API server, as the chart renders them; the
+    service account's kubeconfig. The CRDs go when the module ends: the control plane is the session's."""
+    chart = render()
     with control_plane.admin_client() as api:
         ext = kubernetes.client.ApiextensionsV1Api(api)
-        for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
-            for crd in _documents(path):
-                try:
-                    ext.create_custom_resource_definition(crd)
-                except ApiException as err:
-                    if err.status != 409:
-                        raise
+        for crd in (o for o in chart if o["kind"] == "CustomResourceDefinition"):
+            try:
+                ext.create_custom_resource_definition(crd)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
         core = kubernetes.client.CoreV1Api(api)
         rbac = kubernetes.client.RbacAuthorizationV1Api(api)
         calls: list[Callable[[], object]] = [
@@ -60,9 +57,8 @@ def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFact
             "Role": lambda d: rbac.create_namespaced_role("tidal-system", d),
             "RoleBinding": lambda d: rbac.create_namespaced_role_binding("tidal-system", d),
         }
-        for name in ("clusterrole.yaml", "role.yaml"):
-            for doc in _documents(ROOT / "deploy" / "base" / name):
-                calls.append(functools.partial(creators[doc["kind"]], doc))
+        for doc in (o for o in chart if o["kind"] in creators):
+            calls.append(functools.partial(creators[doc["kind"]], doc))
         for call in calls:
             try:
                 call()
@@ -84,7 +80,11 @@ def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFact
                 break
             time.sleep(0.2)
     folder = tmp_path_factory.mktemp("tidal-sa")
-    return control_plane.service_account_kubeconfig("tidal-system", "tidal", folder / "kubeconfig")
+    yield control_plane.service_account_kubeconfig("tidal-system", "tidal", folder / "kubeconfig")
+    with control_plane.admin_client() as api:
+        ext = kubernetes.client.ApiextensionsV1Api(api)
+        for crd in (o for o in chart if o["kind"] == "CustomResourceDefinition"):
+            ext.delete_custom_resource_definition(crd["metadata"]["name"])
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""tidal itself as a user runs it: ``tidal run`` in its own process, as the ServiceAccount deploy/ creates.
+"""tidal itself as a user runs it: ``tidal run`` in its own process, as the ServiceAccount the chart creates.
 
 The configuration is a mounted ConfigMap as the kubelet lays it out (``config.yaml`` a symlink through
 ``..data``, swapped atomically on change), so hot reload is exercised the way it happens in a pod.

@@ -22,10 +22,10 @@ CONFIG_FILES = [
     REPO / "config" / "default.yaml",
     REPO / "config" / "examples" / "demo.yaml",
     REPO / "config" / "examples" / "kai.yaml",
-    REPO / "deploy" / "base" / "config.yaml",
-    *sorted((REPO / "deploy" / "overlays").glob("*/config.yaml")),
-    REPO / "deploy" / "overlays" / "kai" / "kai.yaml",
+    REPO / "charts" / "tidal" / "files" / "kai.yaml",
 ]
+# The chart's example values: their config sections are configuration documents too.
+CHART_EXAMPLES = sorted((REPO / "charts" / "tidal" / "examples").glob("*.yaml"))
 
 
 def printed(capsys: pytest.CaptureFixture[str], what: str) -> str:
@@ -79,6 +79,12 @@ def test_the_schema_names_every_provider_section() -> None:
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_the_shipped_configurations_satisfy_the_schema(path: Path) -> None:
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    assert [error.message for error in validator().iter_errors(document)] == []
+
+
+@pytest.mark.parametrize("path", CHART_EXAMPLES, ids=lambda p: p.stem)
+def test_the_chart_examples_configurations_satisfy_the_schema(path: Path) -> None:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))["config"]
     assert [error.message for error in validator().iter_errors(document)] == []
 
 

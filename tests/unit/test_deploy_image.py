@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from autoscaler.version import __version__
-from tests.fakes.kustomize import KUBECTL, REPO, find, render
+from tests.fakes.helm_chart import REPO, find, render
 
 DOCKERFILE = REPO / "Dockerfile"
 
@@ -102,11 +102,10 @@ def test_the_image_runs_as_an_unprivileged_numeric_user() -> None:
     assert int(uid) > 0 and int(gid or uid) > 0
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
 def test_the_deployment_runs_the_image_user_and_its_entrypoint_with_the_mounted_config() -> None:
     runtime = parse()[-1]
     uid, _, gid = runtime.all("USER")[-1].partition(":")
-    spec = find(render("deploy/base"), "Deployment", "tidal")["spec"]["template"]["spec"]
+    spec = find(render(), "Deployment", "tidal")["spec"]["template"]["spec"]
     (container,) = spec["containers"]
     assert (spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]) == (
         int(uid),
@@ -174,7 +173,7 @@ def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
         "tests/unit/test_config.py",
         ".git/HEAD",
         "autoscaler/__pycache__/x.pyc",
-        "deploy/base/kustomization.yaml",
+        "charts/tidal/values.yaml",
         "docs/install.md",
     ],
 )
@@ -183,15 +182,15 @@ def test_the_build_context_leaves_out_what_the_image_does_not_need(path: str) ->
 
 
 def _tag_for(extras: str) -> str:
-    """The tag the overlays expect for an image built with ``--build-arg EXTRAS=<extras>``: the version tidal
+    """The tag the chart expects for an image built with ``--build-arg EXTRAS=<extras>``: the version tidal
     reports (autoscaler/version.py, its one source), so a release that bumps it and forgets a tag fails here."""
     return f"{__version__}-{extras or 'simulated'}"
 
 
-def _image_tag(directory: str) -> str:
-    image = find(render(directory), "Deployment", "tidal")["spec"]["template"]["spec"]["containers"][0][
-        "image"
-    ]
+def _image_tag(examples: tuple[str, ...]) -> str:
+    image = find(render(examples=examples), "Deployment", "tidal")["spec"]["template"]["spec"]["containers"][
+        0
+    ]["image"]
     tag: str = image.rpartition(":")[2]
     return tag
 
@@ -203,25 +202,25 @@ def _default_extras() -> str:
     return found.group(1)
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
 @pytest.mark.parametrize(
-    ("directory", "extras"),
+    ("examples", "extras"),
     [
-        ("deploy/base", _default_extras()),
-        ("deploy/overlays/eks", "aws"),
-        ("deploy/overlays/gke", "gcp"),
-        ("deploy/overlays/aks", "azure"),
-        ("deploy/overlays/simulated", ""),
+        ((), _default_extras()),
+        (("eks",), "aws"),
+        (("gke",), "gcp"),
+        (("aks",), "azure"),
+        (("simulated",), ""),
     ],
+    ids=["defaults", "eks", "gke", "aks", "simulated"],
 )
-def test_each_kustomization_runs_the_image_tagged_for_the_extras_it_needs(
-    directory: str, extras: str
+def test_the_chart_runs_the_image_tagged_for_the_extras_its_cloud_needs(
+    examples: tuple[str, ...], extras: str
 ) -> None:
-    # The base has no cloud of its own: it names what a build with the Dockerfile's default EXTRAS makes.
-    assert _image_tag(directory) == _tag_for(extras)
+    # The chart's default cloud is tidal's (aws), which is what a build with the Dockerfile's defaults makes.
+    assert _image_tag(examples) == _tag_for(extras)
 
 
-def test_every_build_command_in_the_install_guide_tags_the_image_the_overlays_expect() -> None:
+def test_every_build_command_in_the_install_guide_tags_the_image_the_chart_expects() -> None:
     guide = (REPO / "docs" / "install.md").read_text()
     builds = re.findall(r"docker build --build-arg EXTRAS=(\S*) -t (\S+) \.", guide)
     assert {extras for extras, _ in builds} == {"aws", ""}  # a cloud's image, and the simulated one

@@ -1,18 +1,17 @@
 """What the guides show is what tidal does: the troubleshooting plan output, the KAI preset, the install
-overlay."""
+command."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
+import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 
 from autoscaler.cli import main as cli
-from tests.fakes.kustomize import KUBECTL
+from tests.fakes.helm_chart import CHART, helm
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -47,23 +46,31 @@ def test_the_kai_guide_shows_the_preset_exactly() -> None:
     assert shown == preset
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is needed to render deploy/")
-def test_the_install_guide_overlay_renders_with_its_identity_image_and_dry_run(tmp_path: Path) -> None:
+def test_the_install_guides_helm_install_renders_with_its_identity_image_and_dry_run() -> None:
     guide = (DOCS / "install.md").read_text()
-    heredoc = re.search(r"<<'EOF'\n(.*?)\nEOF", guide, flags=re.S)
-    assert heredoc is not None and KUBECTL is not None
-    kustomization = heredoc.group(1)
-    dry_run = next(b for lang, b in fenced_blocks(guide) if lang == "yaml" and "--dry-run" in b)
-    shutil.copytree(REPO / "deploy", tmp_path / "deploy")
-    mine = tmp_path / "deploy" / "overlays" / "my-cluster"
-    mine.mkdir()
-    shutil.copy(REPO / "deploy" / "overlays" / "eks" / "config.yaml", mine / "config.yaml")
-    (mine / "kustomization.yaml").write_text(kustomization + "\n" + dry_run)
-    out = subprocess.run([KUBECTL, "kustomize", str(mine)], capture_output=True, text=True, check=True).stdout
-    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
-    account = objects[("ServiceAccount", "tidal")]["metadata"]["annotations"]
+    copied = re.search(r"cp charts/tidal/examples/(\w+)\.yaml my-values\.yaml", guide)
+    command = next(
+        " ".join(line.rstrip("\\").strip() for line in body.splitlines())
+        for language, body in fenced_blocks(guide)
+        if language == "sh" and "helm install tidal charts/tidal" in body and "my-values.yaml" in body
+    )
+    assert copied is not None and copied.group(1) == "eks"
+    argv = shlex.split(command[command.index("helm install") :].split("#")[0])
+    end = next((i for i, word in enumerate(argv[1:], 1) if word == "helm" or word == "kubectl"), len(argv))
+    argv = argv[:end]
+    assert argv[:4] == ["helm", "install", "tidal", "charts/tidal"]
+    # The same release, rendered instead of installed, with the example the guide copies as my-values.yaml.
+    args = [str(CHART / "examples" / "eks.yaml") if a == "my-values.yaml" else a for a in argv[4:]]
+    done = helm("template", "tidal", str(CHART), *[a for a in args if a != "--create-namespace"])
+    assert done.returncode == 0, done.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(done.stdout) if o}
+    account = objects[("ServiceAccount", "tidal")]["metadata"]
     container = objects[("Deployment", "tidal")]["spec"]["template"]["spec"]["containers"][0]
-    assert account["eks.amazonaws.com/role-arn"] == "arn:aws:iam::123456789012:role/tidal-autoscaler"
+    assert account["namespace"] == "tidal-system"
+    assert (
+        account["annotations"]["eks.amazonaws.com/role-arn"]
+        == "arn:aws:iam::123456789012:role/tidal-autoscaler"
+    )
     assert container["image"] == "registry.example.com/tidal-autoscaler:0.2.0-aws"
     assert container["args"] == ["run", "--config", "/etc/tidal/config.yaml", "--dry-run"]
 

@@ -245,11 +245,11 @@ def test_an_anchored_instance_type_regexp_must_match_the_whole_name(
     assert launched(result) == ["g5.12xlarge/on-demand"]
 
 
-def test_the_eks_overlay_regexp_keeps_excluding_burstable_types_only(
+def test_the_eks_example_regexp_keeps_excluding_burstable_types_only(
     make_config: Callable[..., Config],
 ) -> None:
     burstable = [offering("t3.xlarge", 4, 16, 0.1664), offering("t4g.xlarge", 4, 16, 0.1344, arch=Arch.ARM64)]
-    pattern = r"^(?!(t2|t3|t3a|t4g)\.).*$"  # deploy/overlays/eks/config.yaml
+    pattern = r"^(?!(t2|t3|t3a|t4g)\.).*$"  # charts/tidal/examples/eks.yaml
     result = run(
         make_config,
         pod("web-1", cpu="3", memory="4Gi"),

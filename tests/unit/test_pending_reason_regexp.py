@@ -113,7 +113,7 @@ def test_the_simulator_applies_the_kai_presets_regexp_to_kai_scenarios() -> None
 
 
 def test_the_preset_sets_only_the_keys_about_kai() -> None:
-    # Laid over a cloud overlay's config.yaml, anything else here would silently replace the user's value.
+    # Laid over a cloud's config.yaml, anything else here would silently replace the user's value.
     preset = yaml.safe_load(PRESET.read_text(encoding="utf-8"))
     assert sorted(preset) == ["pendingPodReasonRegexp", "schedulerNames"]
 

@@ -72,13 +72,14 @@ def test_the_compatibility_table_names_the_recorded_scheduler_version_and_python
     assert python == ">=3.11" and "| Python | 3.11" in table
 
 
-def test_the_changelog_has_an_empty_unreleased_section_above_the_dated_release_of_this_version() -> None:
+def test_the_changelog_has_an_unreleased_section_above_the_dated_release_of_this_version() -> None:
+    # Changes made since this version was released are listed under Unreleased until the next release.
     changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     sections = re.findall(r"^## (.+)$", changelog, flags=re.M)
     assert sections[0] == "Unreleased"
     assert re.fullmatch(rf"{re.escape(__version__)} — \d{{4}}-\d{{2}}-\d{{2}}", sections[1])
     between = changelog.split("## Unreleased", 1)[1].split(f"## {__version__}", 1)[0]
-    assert between.strip() == ""
+    assert all(line.startswith(("- ", "  ")) for line in between.strip().splitlines())
 
 
 def test_the_readmes_first_screen_says_how_to_try_it_and_what_it_was_tested_against() -> None:

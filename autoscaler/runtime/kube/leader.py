@@ -82,6 +82,10 @@ class LeaderElector:
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self._lock = threading.RLock()
+        # One round at a time: the electing thread and a caller of its own (`tidal run --once`) would
+        # otherwise both read "no lease", both create it, and the one answered 409 would think another
+        # replica holds what this very replica just took.
+        self._round = threading.Lock()
         self._leader = False
         self._last_renew = 0.0
         # The lease record as last seen (by resourceVersion) and when this replica first saw it.
@@ -204,6 +208,10 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One round: create, take over or renew the lease. Returns whether this replica now leads."""
+        with self._round:
+            return self._round_once()
+
+    def _round_once(self) -> bool:
         now = self._clock()
         where = f"lease {self.namespace}/{self.name}"
         try:

@@ -1,7 +1,7 @@
 """Prometheus metrics for one tidal controller.
 
-The metric names and labels are a contract: dashboards and alerts under ``deploy/`` use them, so renaming one is
-a breaking change. ``METRIC_NAMES`` lists every exported family and a test checks dashboards against it.
+The metric names and labels are a contract: the dashboard and alerts of the Helm chart
+(``charts/tidal/files/``) use them, so renaming one is a breaking change. ``METRIC_NAMES`` lists every exported family and a test checks dashboards against it.
 
 Every ``Metrics`` owns its own ``CollectorRegistry``: tests, the simulator and several controllers in one
 process each get independent counters instead of colliding in the global registry.

@@ -23,7 +23,7 @@ _names = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def objects(control_plane: ControlPlane) -> Objects:
-    """Cluster-admin access, with tidal's RBAC from deploy/ installed once."""
+    """Cluster-admin access, with tidal's RBAC from the chart installed once."""
     objs = Objects(control_plane.admin_client())
     install_tidal_rbac(objs)
     return objs

@@ -1,4 +1,4 @@
-"""Least privilege on the real API server: tidal's ServiceAccount, with exactly deploy/'s RBAC, is never
+"""Least privilege on the real API server: tidal's ServiceAccount, with exactly the chart's RBAC, is never
 refused by it across every scenario of this folder, and every rule it is granted is used.
 
 The API server's audit log records each request of that ServiceAccount (tests/k8s/control_plane.py's
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.k8s.cluster import RBAC_FILES, manifests
+from tests.k8s.cluster import tidal_manifests
 from tests.k8s.control_plane import TIDAL_USER, ControlPlane
 
 SCENARIO_MODULES = (
@@ -67,9 +67,9 @@ def tidal_requests(events: Iterable[dict[str, Any]]) -> list[Request]:
 
 
 def granted() -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """(apiGroup, resource, verb, resourceNames) of every rule deploy/ grants tidal."""
+    """(apiGroup, resource, verb, resourceNames) of every rule the chart grants tidal."""
     out = []
-    for obj in manifests(RBAC_FILES):
+    for obj in tidal_manifests():
         if obj["kind"] not in ("ClusterRole", "Role"):
             continue
         for rule in obj["rules"]:
