@@ -57,12 +57,14 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     plane.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the mark it adds
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test on the session's real control plane runs in one process, in order (``make test`` spreads
-    the rest over the other cores: pytest-xdist's ``--dist loadgroup``); the least-privilege checks read the
-    audit log of every scenario that ran tidal there, so they run last."""
+    """Every test on the session's real control plane is marked ``control_plane`` (``make test`` runs them in
+    one process beside another that runs the rest); the least-privilege checks read the audit log of every
+    scenario that ran tidal there, so they run last."""
     for item in items:
-        if "control_plane" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("control-plane"))
+        # The contract suite asks for the control plane only for its "real" half, at run time.
+        if "control_plane" in getattr(item, "fixturenames", ()) or "test_kube_contract.py" in item.nodeid:
+            item.add_marker(pytest.mark.control_plane)
     last = [i for i in items if i.nodeid.startswith("tests/e2e/control_plane/test_least_privilege.py")]
     items[:] = [i for i in items if i not in last] + last

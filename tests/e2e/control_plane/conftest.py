@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,10 +92,16 @@ class Cluster:
         for t in self.tidals:
             t.stop()
         self.kubelet.__exit__()
-        for pod in self.pods():
-            with contextlib.suppress(ApiException):
-                self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0)
+        # The namespace first: once it is terminating no controller may create a pod in it, so the pods
+        # deleted next are not replaced by the Job or ReplicaSet controller, and the next test's tidal never
+        # sees this test's pods pending.
         self.core.delete_namespace(self.namespace)
+        deadline = time.monotonic() + 60
+        while (left := self.pods()) and time.monotonic() < deadline:
+            for pod in left:
+                with contextlib.suppress(ApiException):
+                    self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0)
+            time.sleep(0.2)
         # Nodes are cluster-wide: the next test starts from an empty cluster and an empty cloud.
         for node in self.nodes():
             self.core.delete_node(node.metadata.name)

@@ -30,6 +30,7 @@ SCENARIO_MODULES = (
     "test_unreadable_objects",
     "test_dra",
     "test_spot",
+    "test_cost_estimate",
 )
 
 
