@@ -63,6 +63,17 @@ def tidal_argv(config: Path, kubeconfig: Path, *extra: str) -> list[str]:
     ]
 
 
+def run_once(tmp_path: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    """``tidal run --once`` with the e2e configuration and this kubeconfig, its output captured."""
+    return subprocess.run(
+        tidal_argv(config_file(tmp_path / "c.yaml"), kubeconfig, "--once"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
 def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
@@ -70,13 +81,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 def test_run_once_without_an_api_server_exits_non_zero_with_one_line_naming_it(tmp_path: Path) -> None:
     server = f"https://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = subprocess.run(
-        tidal_argv(config_file(tmp_path / "c.yaml"), kubeconfig_for(server, tmp_path / "kc"), "--once"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    done = run_once(tmp_path, kubeconfig_for(server, tmp_path / "kc"))
     assert done.returncode == 4
     assert time.monotonic() - started < 30
     assert done.stderr.strip().splitlines() == [
@@ -133,13 +138,7 @@ def test_credentials_the_api_server_refuses_are_named_as_such(
     kubeconfig = kubeconfig_for(
         control_plane.url, tmp_path / "kc", token="expired-or-forged", ca=str(control_plane.pki.ca[0].cert)
     )
-    done = subprocess.run(
-        tidal_argv(config_file(tmp_path / "c.yaml"), kubeconfig, "--once"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    done = run_once(tmp_path, kubeconfig)
     assert done.returncode == 4
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(
@@ -152,13 +151,7 @@ def test_a_server_certificate_tidal_cannot_verify_is_named(
 ) -> None:
     # The kubeconfig trusts the system's CAs only, not the cluster's own.
     kubeconfig = kubeconfig_for(control_plane.url, tmp_path / "kc", token="t", verify="yes")
-    done = subprocess.run(
-        tidal_argv(config_file(tmp_path / "c.yaml"), kubeconfig, "--once"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    done = run_once(tmp_path, kubeconfig)
     assert done.returncode == 4
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(
