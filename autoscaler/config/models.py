@@ -440,10 +440,17 @@ class ConfigDocument(Section):
     )
     scan_interval: Duration = Field(description="How often tidal reconciles when nothing has changed.")
     batch_idle_duration: Wait = Field(
-        description="Pending pods are gathered until none has arrived for this long, so they are planned together."
+        description=(
+            "Pending pods are gathered until none has arrived for this long, so they are planned together; a"
+            " node that pods arriving later could share or make cheaper waits at most this long after its first"
+            " pod was planned onto it, even while pods keep arriving."
+        )
     )
     batch_max_duration: Duration = Field(
-        description="Longest a batch of pending pods waits before it is planned, however often pods keep arriving."
+        description=(
+            "Longest the batch window stays open, however often pods keep arriving; when it closes, everything"
+            " planned is launched."
+        )
     )
     registration_timeout: Duration = Field(
         description="A launched node that has not joined the cluster by then is terminated and replaced."

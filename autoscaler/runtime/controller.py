@@ -20,12 +20,12 @@ from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.core.offering import Instance, Offering
-from autoscaler.core.planning.decisions import Removal
+from autoscaler.core.planning.decisions import Launch, Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
-from autoscaler.core.planning.window import launch_now
+from autoscaler.core.planning.window import launch_now, next_due
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.runtime.answering import Answers
 from autoscaler.runtime.availability import Availability
@@ -67,6 +67,8 @@ class ReconcileResult:
     error: str = ""
     rolled_back: list[str] = field(default_factory=list)  # gangs whose partial launch was undone
     held: int = 0  # launches of the last plan left for the batch window to close
+    # Seconds until the first held launch has waited batchIdleDuration for company and goes; None: none held.
+    held_due_in: float | None = None
 
 
 class Controller:
@@ -126,6 +128,8 @@ class Controller:
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
+        # When each pod a launch is planned for was first planned so: how long it has waited for company.
+        self._planned_since: dict[str, float] = {}
         self.last: ReconcileResult | None = None
         self.reporter = Reporter(
             actions=actions,
@@ -260,10 +264,16 @@ class Controller:
         pods = {p.key: p for p in snapshot.pods} if window_open else {}
         for round_ in range(PLAN_ROUNDS):
             launches = decided.launch.launches
+            waited = self._waited(launches, now)
             if window_open:
                 index = self._index.get(self._planned_with, cfg, snapshot.daemonsets)
-                ready = launch_now(launches, pods, index, decided.demand.constraints)
+                patience = cfg.batch_idle_duration
+                ready = launch_now(
+                    launches, pods, index, decided.demand.constraints, waited=waited, patience=patience
+                )
                 result.held = len(launches) - len(ready)
+                going = set(ready)
+                result.held_due_in = next_due([la for la in launches if la not in going], waited, patience)
                 launches = ready
             outcomes = self.launcher.launch_all(launches, cfg, instances, now)
             result.launched += outcomes
@@ -275,6 +285,13 @@ class Controller:
             decided = self._plan(snapshot, cfg, now)
             result.plan = decided
         return decided
+
+    def _waited(self, launches: Sequence[Launch], now: float) -> dict[str, float]:
+        """Seconds each pod of ``launches`` has been planned onto a new node; pods no longer planned so are
+        forgotten."""
+        since = {k: self._planned_since.get(k, now) for la in launches for k in la.pods}
+        self._planned_since = since
+        return {k: now - t for k, t in since.items()}
 
     def _late_failures(self, now: float) -> None:
         """Failures of earlier launches the cloud reported since (a stockout in a GCE zone operation, an ARM

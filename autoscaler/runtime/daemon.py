@@ -22,7 +22,7 @@ from autoscaler.config.options import Config, load_config
 from autoscaler.core.model import Pod
 from autoscaler.runtime.batching import Batcher, Wake
 from autoscaler.runtime.config_watch import ConfigWatcher
-from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.controller import Controller, ReconcileResult
 from autoscaler.runtime.drain import STOPPED, Drainer, DrainJob, pods_on
 from autoscaler.runtime.kube.actions import ClusterActions
 from autoscaler.runtime.kube.client import KubeClient, make_api_client
@@ -321,14 +321,19 @@ class Daemon:
 
     def run_forever(self) -> None:
         """The thin loop: pods arriving, a closed batch window or the scan interval, reconcile, heartbeat.
-        While a window is open, a reconcile launches only what no later pod could share."""
+        While a window is open, a reconcile launches only what no later pod could share and what has waited
+        ``batchIdleDuration`` for company."""
+        due: float | None = None
         while not self._stop.is_set():
-            why = self.batcher.wait(self.config.scan_interval)
+            # A launch held for company wakes the loop when it has waited long enough, pods arriving or not.
+            wait = self.config.scan_interval if due is None else min(self.config.scan_interval, due)
+            why = self.batcher.wait(wait)
             if why == Wake.STOP:
                 break
-            self.reconcile(window_open=self.batcher.is_open())
+            result = self.reconcile(window_open=self.batcher.is_open())
+            due = result.held_due_in
 
-    def reconcile(self, *, window_open: bool = False) -> Any:
+    def reconcile(self, *, window_open: bool = False) -> ReconcileResult:
         """One reconcile; ``window_open`` holds back the launches that wait for the batch window."""
         result = self.controller.reconcile_once(window_open=window_open)
         self.health.heartbeat(self.clock())

@@ -11,7 +11,7 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, BIN_SELECTION, Launch
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
-from autoscaler.core.planning.window import fills_its_node, launch_now
+from autoscaler.core.planning.window import fills_its_node, launch_now, next_due
 from tests.builders import INSUFFICIENT_GPU, offering, pod, snapshot
 
 NOW = 1_795_168_800.0
@@ -136,3 +136,47 @@ def test_a_one_gpu_node_waits_when_a_bigger_node_would_hold_more_such_pods_for_l
     cheap_per_gpu = offering("g4dn.12xlarge", 48, 192, 1.6, gpus=4, gpu_model="T4", gpu_memory_gib=16)
 
     assert planned(make_config, [G4DN_XLARGE, cheap_per_gpu]) == ()
+
+
+def batch_job(name: str) -> dict[str, object]:
+    return pod(name, cpu="2", memory="8Gi", owner_kind="Job")
+
+
+def planned_cpu(
+    make_config: Callable[..., Config], count: int
+) -> tuple[tuple[Launch, ...], tuple[Launch, ...]]:
+    objects = [batch_job(f"etl-{i}") for i in range(count)]
+    offerings = [M6I_2XLARGE, offering("m6i.xlarge", 4, 16, 0.192)]
+    config = make_config()
+    index = OfferingIndex(offerings, config, ())
+    decided = plan(PlanInput(snapshot(*objects), offerings, config, NOW, index=index))
+    launches = decided.launch.launches
+    return launches, launch_now(launches, pods_of(*objects), index, decided.demand.constraints)
+
+
+def test_a_node_full_of_cpu_pods_goes_at_once_when_no_node_type_holds_them_for_less(
+    make_config: Callable[..., Config],
+) -> None:
+    launches, ready = planned_cpu(make_config, 3)
+
+    assert [(la.offering.instance_type, len(la.pods)) for la in launches] == [("m6i.2xlarge", 3)]
+    assert ready == launches
+
+
+def test_of_a_burst_the_full_nodes_go_at_once_and_the_one_with_room_waits(
+    make_config: Callable[..., Config],
+) -> None:
+    launches, ready = planned_cpu(make_config, 7)
+
+    assert sorted(len(la.pods) for la in ready) == [3, 3]
+    assert sum(len(la.pods) for la in launches) == 7
+
+
+def test_a_launch_held_for_company_goes_once_its_first_pod_waited_the_patience() -> None:
+    pods = pods_of(*(pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(3)))
+    launch = Launch(M6I_2XLARGE, tuple(sorted(pods)), BIN_PACKING)
+    waited = {"default/web-0": 1.0, "default/web-1": 0.4, "default/web-2": 0.0}
+
+    assert launch_now([launch], pods, waited=waited, patience=1.5) == ()
+    assert launch_now([launch], pods, waited=waited, patience=1.0) == (launch,)
+    assert next_due([launch], waited, 1.5) == 0.5

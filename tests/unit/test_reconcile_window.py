@@ -122,3 +122,46 @@ def test_a_pod_created_in_the_same_second_as_a_launched_one_gets_a_node_of_its_o
     assert [(a.pod, a.node) for a in result.plan.launch.absorbed] == [
         ("default/train-b", first.instance.provider_id)
     ]
+
+
+def test_pods_held_for_company_say_when_their_node_is_due(cfg: Config) -> None:
+    ctl, _ = controller(cfg, StaticCluster(snapshot(*WEB)))
+
+    result = ctl.reconcile_once(window_open=True)
+
+    assert launched(result) == []
+    assert result.held == 1
+    assert result.held_due_in == cfg.batch_idle_duration
+
+
+def test_a_held_node_goes_once_its_first_pod_waited_the_idle_duration_though_pods_keep_arriving(
+    cfg: Config,
+) -> None:
+    cluster = StaticCluster(snapshot(*WEB[:2]))
+    ctl, provider = controller(cfg, cluster)
+    ctl.reconcile_once(window_open=True)
+    provider.clock.now += cfg.batch_idle_duration
+    cluster.view = snapshot(*WEB)
+
+    result = ctl.reconcile_once(window_open=True)
+
+    assert launched(result) == [("m6i.2xlarge", ("default/web-0", "default/web-1", "default/web-2"))]
+    assert result.held == 0 and result.held_due_in is None
+
+
+def test_a_pod_arriving_after_its_node_went_takes_the_room_left_on_it(cfg: Config) -> None:
+    cluster = StaticCluster(snapshot(*WEB[:2]))
+    ctl, provider = controller(cfg, cluster)
+    ctl.reconcile_once(window_open=True)
+    provider.clock.now += cfg.batch_idle_duration
+    ctl.reconcile_once(window_open=True)
+    cluster.view = snapshot(*WEB)
+
+    result = ctl.reconcile_once()
+
+    assert launched(result) == []
+    assert result.plan is not None
+    [node] = provider.instances()
+    assert {(a.pod, a.node) for a in result.plan.launch.absorbed} == {
+        (f"default/web-{i}", node.provider_id) for i in range(3)
+    }

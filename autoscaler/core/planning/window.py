@@ -9,25 +9,33 @@ see the node while it launches (it is a bin like any other), so whatever room it
 a bigger node is cheaper per pod (an 8-GPU node cheaper per GPU than a 1-GPU one), pods arriving in the
 window could share it, so the launch waits.
 
-Everything else waits for the window: bin-packing nodes, GPU nodes with devices left, nodes of GPU shares
-(fractions and time-sliced or MIG layouts, which later shares could join), and pods whose GPUs come through
-DRA claims. A gang's launches go together or not at all, so a gang is never half-launched by a window.
+The same holds for any node its pods fill (no further pod like them fits) when it is the node type cheapest
+per pod for such pods however many arrive: a burst's full nodes go as the burst arrives.
+
+Everything else waits, but not for the whole window: a launch waits for company at most ``patience``
+(``batchIdleDuration``) after the first of its pods was seen unschedulable. Pods arriving within that time are
+planned with it; after it, the node goes, and later pods take whatever room it has left while it launches or
+open nodes of their own. A steady stream of pods is so served within about ``batchIdleDuration`` instead of
+waiting up to ``batchMaxDuration``, at the price of nodes chosen for the pods of one patience each rather than
+for the whole stream. A gang's launches go together or not at all, so a gang is never half-launched by a window.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from autoscaler.core.fit import Constraints
 from autoscaler.core.model import Pod
+from autoscaler.core.placement.bins import Option
 from autoscaler.core.planning.decisions import Launch
-from autoscaler.core.planning.newnodes import Budget, Choice, choose
+from autoscaler.core.planning.newnodes import Budget, Choice, choose, per_node
 from autoscaler.core.planning.offerings import OfferingIndex
 
 # As many pods as any node could take: what a batch of them would be planned as.
 _MANY = 1 << 20
 
-__all__ = ["fills_its_node", "launch_now"]
+__all__ = ["fills_its_node", "launch_now", "next_due"]
 
 
 def fills_its_node(launch: Launch, pods: Mapping[str, Pod]) -> bool:
@@ -45,23 +53,52 @@ def fills_its_node(launch: Launch, pods: Mapping[str, Pod]) -> bool:
     return taken >= o.gpu_count
 
 
+def _one_kind(launch: Launch, pods: Mapping[str, Pod], constraints: Mapping[str, Constraints]) -> Pod | None:
+    """The launch's first pod when every pod of it has the same requests and constraints, else None."""
+    first = pods.get(launch.pods[0]) if launch.pods else None
+    if first is None or first.key not in constraints:
+        return None
+    c = constraints[first.key]
+    for k in launch.pods:
+        if k not in pods or constraints.get(k) != c or pods[k].requests != first.requests:
+            return None
+    return first
+
+
+def _best_per_pod(index: OfferingIndex, c: Constraints, pod: Pod, mode: str) -> float | None:
+    """The lowest price per pod any node type offers pods like ``pod`` when many of them arrive."""
+    found = choose(index, c, pod.requests, mode, _MANY, Budget(None, None, None))
+    if not isinstance(found, Choice) or found.per_node <= 0:
+        return None
+    return found.shape.cheapest.price / found.per_node
+
+
 def cheaper_together(
     launch: Launch, pods: Mapping[str, Pod], index: OfferingIndex, constraints: Mapping[str, Constraints]
 ) -> bool:
     """More pods like the launch's could share a node that costs less per pod than its own (an 8-GPU node
     cheaper per GPU than a 1-GPU one): pods arriving later in the window could make its pods cheaper."""
-    first = pods.get(launch.pods[0]) if launch.pods else None
-    if first is None or first.key not in constraints:
+    first = _one_kind(launch, pods, constraints)
+    if first is None:
         return True
-    c = constraints[first.key]
-    if any(
-        k not in pods or constraints.get(k) != c or pods[k].requests != first.requests for k in launch.pods
-    ):
-        return True
-    found = choose(index, c, first.requests, launch.mode, _MANY, Budget(None, None, None))
-    if not isinstance(found, Choice) or found.per_node <= 0:
-        return True
-    return found.shape.cheapest.price / found.per_node < launch.offering.price / len(launch.pods) - 1e-9
+    best = _best_per_pod(index, constraints[first.key], first, launch.mode)
+    return best is None or best < launch.offering.price / len(launch.pods) - 1e-9
+
+
+def full_and_cheapest(
+    launch: Launch, pods: Mapping[str, Pod], index: OfferingIndex, constraints: Mapping[str, Constraints]
+) -> bool:
+    """The launch's pods, all of one kind, fill its node (no further such pod fits), and no node type holds
+    such pods for less per pod: a burst of them would be planned onto this very node."""
+    first = _one_kind(launch, pods, constraints)
+    if first is None or first.gpu_share is not None or first.claims:
+        return False
+    o = launch.offering
+    holds = per_node(Option(index.allocatable(o), (o,)), first.requests, None, _MANY)
+    if holds <= 0 or len(launch.pods) < holds:
+        return False
+    best = _best_per_pod(index, constraints[first.key], first, launch.mode)
+    return best is not None and o.price / holds <= best + 1e-9
 
 
 def launch_now(
@@ -69,15 +106,33 @@ def launch_now(
     pods: Mapping[str, Pod],
     index: OfferingIndex | None = None,
     constraints: Mapping[str, Constraints] | None = None,
+    *,
+    waited: Mapping[str, float] | None = None,
+    patience: float = math.inf,
 ) -> tuple[Launch, ...]:
-    """The launches that need not wait for the batch window, in plan order: those that fill their node (and,
-    given the offering ``index`` and the pods' ``constraints``, whose pods no bigger node would hold for
-    less per pod), and a gang's only when every launch of that gang does."""
+    """The launches that need not wait longer for the batch window, in plan order: those no later pod could
+    change (they fill their node and, given the offering ``index`` and the pods' ``constraints``, no node
+    type holds their pods for less per pod), those whose first pod has ``waited`` (seconds, by pod key) at
+    least ``patience``, and a gang's only when every launch of that gang does."""
+
+    def settled(la: Launch) -> bool:
+        if index is None or constraints is None:
+            return fills_its_node(la, pods)
+        if fills_its_node(la, pods):
+            return not cheaper_together(la, pods, index, constraints)
+        return full_and_cheapest(la, pods, index, constraints)
 
     def now(la: Launch) -> bool:
-        if not fills_its_node(la, pods):
-            return False
-        return index is None or constraints is None or not cheaper_together(la, pods, index, constraints)
+        if waited is not None and max((waited.get(k, 0.0) for k in la.pods), default=0.0) >= patience:
+            return True
+        return settled(la)
 
     held_gangs = {la.gang for la in launches if la.gang and not now(la)}
     return tuple(la for la in launches if la.gang not in held_gangs and (la.gang or now(la)))
+
+
+def next_due(held: Sequence[Launch], waited: Mapping[str, float], patience: float) -> float | None:
+    """Seconds until the first of the ``held`` launches has waited ``patience`` (its first pod, by
+    ``waited``), or None when none is held."""
+    due = [patience - max((waited.get(k, 0.0) for k in la.pods), default=0.0) for la in held]
+    return max(0.0, min(due)) if due else None
