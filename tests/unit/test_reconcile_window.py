@@ -30,8 +30,10 @@ def cfg(tmp_path: Path, make_config: Callable[..., Config]) -> Config:
     return make_config(simulated={"catalog": str(catalog)})
 
 
-def controller(cfg: Config, cluster: StaticCluster) -> tuple[Controller, SimulatedProvider]:
-    provider = SimulatedProvider(cfg, clock=Clock())
+def controller(
+    cfg: Config, cluster: StaticCluster, clock: Clock | None = None
+) -> tuple[Controller, SimulatedProvider]:
+    provider = SimulatedProvider(cfg, clock=clock or Clock())
     ctl = Controller(
         config=lambda: cfg,
         cluster=cluster,
@@ -137,10 +139,10 @@ def test_pods_held_for_company_say_when_their_node_is_due(cfg: Config) -> None:
 def test_a_held_node_goes_once_its_first_pod_waited_the_idle_duration_though_pods_keep_arriving(
     cfg: Config,
 ) -> None:
-    cluster = StaticCluster(snapshot(*WEB[:2]))
-    ctl, provider = controller(cfg, cluster)
+    cluster, clock = StaticCluster(snapshot(*WEB[:2])), Clock()
+    ctl, provider = controller(cfg, cluster, clock)
     ctl.reconcile_once(window_open=True)
-    provider.clock.now += cfg.batch_idle_duration
+    clock.now += cfg.batch_idle_duration
     cluster.view = snapshot(*WEB)
 
     result = ctl.reconcile_once(window_open=True)
@@ -150,10 +152,10 @@ def test_a_held_node_goes_once_its_first_pod_waited_the_idle_duration_though_pod
 
 
 def test_a_pod_arriving_after_its_node_went_takes_the_room_left_on_it(cfg: Config) -> None:
-    cluster = StaticCluster(snapshot(*WEB[:2]))
-    ctl, provider = controller(cfg, cluster)
+    cluster, clock = StaticCluster(snapshot(*WEB[:2])), Clock()
+    ctl, provider = controller(cfg, cluster, clock)
     ctl.reconcile_once(window_open=True)
-    provider.clock.now += cfg.batch_idle_duration
+    clock.now += cfg.batch_idle_duration
     ctl.reconcile_once(window_open=True)
     cluster.view = snapshot(*WEB)
 
