@@ -2,15 +2,17 @@
 
 A real daemon loop (informers, batch window of batchIdleDuration 1s / batchMaxDuration 10s, reconcile) runs
 against the in-process fake API server and the simulated cloud. Pods arrive one at a time already carrying
-kube-scheduler's ``PodScheduled=False`` condition; each needs a one-GPU node of its own. The end of each
-latency is the provider's launch call, timed by a wrapper around the provider (the seam a cloud sees), and
-matched to its pod by the launch's idempotency token. Two arrival patterns are measured, each with a fresh
-API server and daemon, and recorded in bench/results/scaleup_latency.json (p50/p95/p99/max seconds):
+kube-scheduler's ``PodScheduled=False`` condition. The end of each latency is the provider's launch call,
+timed by a wrapper around the provider (the seam a cloud sees), and matched to its pods through the launch's
+idempotency token, which each reconcile's result names with the pods it launched for. Three runs, each
+with a fresh API server and daemon, recorded in bench/results/scaleup_latency.json (p50/p95/p99/max seconds,
+nodes launched and their price per hour):
 
-- ``sparse``: a pod every 1.2 s, longer than batchIdleDuration, so every pod opens and closes its own window;
-- ``stream``: a pod every 0.3 s, shorter than batchIdleDuration, so the window stays open until
-  batchMaxDuration (10 s). A launch whose pod takes every GPU of its node goes while the window is open
-  (autoscaler/core/planning/window.py), so such a stream does not wait for the window to close.
+- ``sparse``: a one-GPU pod every 1.2 s, longer than batchIdleDuration: every pod opens its own window;
+- ``stream``: a one-GPU pod every 0.3 s, shorter than batchIdleDuration, so the window stays open until
+  batchMaxDuration (10 s); each needs a one-GPU node of its own, which no later pod could share;
+- ``cpu-stream``: a pod of 2 CPU / 8 GiB every 0.3 s: nodes later pods could share, which wait for company
+  at most batchIdleDuration (autoscaler/core/planning/window.py).
 
     python bench/scaleup_latency.py [--pods 30] [--sparse-interval 1.2] [--stream-interval 0.3]
     python bench/scaleup_latency.py --short [--out DIR]   # 3 pods each, a check that it still runs
@@ -26,18 +28,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autoscaler.runtime.launching import launch_token  # noqa: E402
 from bench import output  # noqa: E402
 
+GPU_POD = {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}
+CPU_POD = {"cpu": "2", "memory": "8Gi"}
 
-def _pod(name: str) -> dict[str, Any]:
+
+def _pod(name: str, requests: dict[str, str]) -> dict[str, Any]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return {
         "apiVersion": "v1",
@@ -57,7 +60,7 @@ def _pod(name: str) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "main",
-                    "resources": {"requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}},
+                    "resources": {"requests": requests},
                 }
             ],
         },
@@ -69,7 +72,8 @@ def _pod(name: str) -> dict[str, Any]:
                     "status": "False",
                     "reason": "Unschedulable",
                     "lastTransitionTime": now,
-                    "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                    "message": "0/3 nodes are available: 3 Insufficient "
+                    + ("nvidia.com/gpu." if "nvidia.com/gpu" in requests else "cpu."),
                 }
             ],
         },
@@ -91,16 +95,28 @@ class LaunchClock:
         self.calls.setdefault(request.token, time.monotonic())
         return self.provider.launch(request)
 
-    def launched_pods(self, cluster: str, pods: Iterable[str]) -> dict[str, float]:
-        """When the launch call for each of ``pods`` was made. Each pod here needs a node of its own, so a
-        launch for it alone carries the token tidal derives from it (``launch_token``); a pod launched with
-        others would not be found, and the run would report it as never launched."""
-        out: dict[str, float] = {}
-        for key in pods:
-            at = self.calls.get(launch_token(cluster, [key], 0))
-            if at is not None:
-                out[key] = at
-        return out
+
+class Launches:
+    """Which pods each launch was for, by its token, and what was launched, from each reconcile's result."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, str] = {}  # pod key -> the token of the first launch made for it
+        self.nodes = 0
+        self.usd_per_hour = 0.0
+
+    def wrap(self, reconcile: Any) -> Any:
+        def reconcile_once(**kwargs: Any) -> Any:
+            result = reconcile(**kwargs)
+            for outcome in result.launched:
+                if outcome.instance is None:
+                    continue
+                self.nodes += 1
+                self.usd_per_hour += outcome.launch.offering.price
+                for key in outcome.launch.pods:
+                    self.pods.setdefault(key, outcome.token)
+            return result
+
+        return reconcile_once
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -109,8 +125,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def measure(pods: int, interval: float) -> dict[str, Any]:
-    """One run: ``pods`` pods, one every ``interval`` seconds, against a fresh API server and daemon."""
+def measure(pods: int, interval: float, requests: dict[str, str]) -> dict[str, Any]:
+    """One run: ``pods`` pods asking for ``requests``, one every ``interval`` seconds, against a fresh API
+    server and daemon."""
     from autoscaler.config.options import load_config
     from autoscaler.runtime.daemon import Daemon
     from autoscaler.runtime.kube.client import make_api_client
@@ -143,28 +160,31 @@ def measure(pods: int, interval: float) -> dict[str, Any]:
         client = make_api_client(host=api.url)
         daemon = Daemon(str(path), client, provider, metrics_address="127.0.0.1:0")
         daemon.start(serve=False)
+        launches = Launches()
+        daemon.controller.reconcile_once = launches.wrap(daemon.controller.reconcile_once)  # type: ignore[method-assign]
         loop = threading.Thread(target=daemon.run_forever, daemon=True)
         loop.start()
         try:
             for i in range(pods):
                 name = f"job-{i:03d}"
                 created[f"default/{name}"] = time.monotonic()
-                api.create(_pod(name))
+                api.create(_pod(name, requests))
                 time.sleep(interval)
             deadline = time.monotonic() + 30
-            # Each pod needs a node of its own: one launch call per pod.
-            while len(provider.calls) < pods and time.monotonic() < deadline:
+            while len(launches.pods) < pods and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             daemon.stop()
             loop.join(timeout=30)
             api.stop()
-        launched = provider.launched_pods(cfg.cluster_name, created)
+        launched = {k: provider.calls[t] for k, t in launches.pods.items() if t in provider.calls}
     latencies = [launched[k] - created[k] for k in created if k in launched] or [float("nan")]
     return {
         "arrivalIntervalSeconds": interval,
         "pods": pods,
         "launched": len(launched),
+        "nodes": launches.nodes,
+        "usdPerHour": round(launches.usd_per_hour, 4),
         "p50Seconds": round(statistics.median(latencies), 3),
         "p95Seconds": round(percentile(latencies, 0.95), 3),
         "p99Seconds": round(percentile(latencies, 0.99), 3),
@@ -190,8 +210,9 @@ def main() -> int:
     defaults = default_config()
     load_before = os.getloadavg()
     runs = {
-        "sparse": measure(args.pods, args.sparse_interval),
-        "stream": measure(args.pods, args.stream_interval),
+        "sparse": measure(args.pods, args.sparse_interval, GPU_POD),
+        "stream": measure(args.pods, args.stream_interval, GPU_POD),
+        "cpu-stream": measure(args.pods, args.stream_interval, CPU_POD),
     }
     summary = {
         "benchmark": "scaleup_latency",
@@ -200,9 +221,9 @@ def main() -> int:
         "target": "p99 under 2s from unschedulable to the launch call, default batch window",
         "runs": runs,
         "note": (
-            "Each pod needs a whole one-GPU node, which no later pod could share: its launch goes while the "
-            "batch window is open, in the reconcile its arrival wakes, in both patterns. Pods that later pods "
-            "could share a node with (bin-packing, GPU shares) still wait for the window."
+            "sparse and stream: each pod needs a whole one-GPU node, which no later pod could share: its launch "
+            "goes in the reconcile its arrival wakes. cpu-stream: nodes later pods could share wait for company "
+            "at most batchIdleDuration after their first pod was planned onto them."
         ),
         "machine": {
             "cpus": os.cpu_count(),
