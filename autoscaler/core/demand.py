@@ -230,6 +230,10 @@ class _QueueBook:
         parents; ``(None, "")`` when allowed, else the reason and why."""
         chain = self.lineage(queue)
         for name in chain:
+            if self.queues[name].unreadable:
+                return Reason.UNREADABLE, (
+                    f"queue {name} cannot be read ({self.queues[name].unreadable}), so its GPU limit is unknown"
+                )
             limits = self.queues[name].gpu
             if limits.limit is not None and self.used[name] + gpus > limits.limit:
                 return Reason.QUEUE_LIMIT, (
@@ -337,6 +341,10 @@ def select(
     for pod in candidates:
         group_name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
         group = groups.get((pod.namespace, group_name)) if group_name else None
+        if group and group.unreadable:
+            detail = f"PodGroup {pod.namespace}/{group.name} cannot be read ({group.unreadable})"
+            demand.ignored.append(Ignored(pod.key, Reason.UNREADABLE, detail))
+            continue
         if group and group.min_member > 1:
             members[f"{pod.namespace}/{group.name}"].append(pod)
         else:

@@ -308,6 +308,8 @@ class DisruptionBudget:
     name: str
     selector: tuple[Requirement, ...] | None  # None selects nothing; () selects every pod in the namespace
     disruptions_allowed: int
+    # Why tidal could not read all of it: it then protects every pod of its namespace (selector (), 0 allowed).
+    unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +332,8 @@ class PodGroup:
     queue: str = ""
     # spec.preemptibility: "preemptible", "non-preemptible", "semi-preemptible", or "" (KAI then goes by priority)
     preemptibility: str = ""
+    # Why tidal could not read all of it: its pods then get no node (how big the gang is, or its queue, is unknown).
+    unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +352,9 @@ class Queue:
     parent: str = ""
     gpu: QueueLimits = QueueLimits()
     priority: int = 0
+    # Why tidal could not read all of it: no GPU pod of it (or of a queue under it) then gets a node, since its
+    # limit is unknown.
+    unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,11 @@ def pod_blocker(pod: Pod, pdbs: Sequence[DisruptionBudget], evicting: Mapping[tu
         if requirements_match(pdb.selector, pod.labels):
             key = (pdb.namespace, pdb.name)
             if evicting.get(key, 0) + 1 > pdb.disruptions_allowed:
+                if pdb.unreadable:
+                    return (
+                        f"pod {pod.key} may be protected by PodDisruptionBudget {pdb.namespace}/{pdb.name}, "
+                        f"which tidal cannot read ({pdb.unreadable})"
+                    )
                 return f"pod {pod.key} is protected by PodDisruptionBudget {pdb.namespace}/{pdb.name}"
     if expendable(pod) or pod.annotations.get(ann.SAFE_TO_EVICT, "").lower() == "true":
         return ""

@@ -66,9 +66,9 @@ class CustomKind:
 
 
 KAI_PODGROUPS = CustomKind(
-    "podgroups", convert.KAI_GROUP, "v2alpha2", "podgroups", True, convert.podgroup_from_dict
+    "podgroups", convert.KAI_GROUP, "v2alpha2", "podgroups", True, convert.podgroup_from_api
 )
-KAI_QUEUES = CustomKind("queues", convert.KAI_GROUP, "v2", "queues", False, convert.queue_from_dict)
+KAI_QUEUES = CustomKind("queues", convert.KAI_GROUP, "v2", "queues", False, convert.queue_from_api)
 DRA_GROUP = "resource.k8s.io"
 DRA_DEVICE_CLASSES = CustomKind(
     "deviceclasses", DRA_GROUP, "v1", "deviceclasses", False, convert_dra.deviceclass_from_dict
@@ -216,7 +216,7 @@ class ClusterCache:
             "nodes": self._informer(
                 "nodes", core.list_node, functools.partial(convert.node_from_api, memo=memo)
             ),
-            "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_dict),
+            "pdbs": self._informer("pdbs", pdbs, convert.pdb_from_api),
             "daemonsets": self._informer(
                 "daemonsets", daemonsets, functools.partial(convert.daemonset_from_dict, memo=memo)
             ),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import structlog
+
 from autoscaler.core.annotations import preemptibility
 from autoscaler.core.gpu.share import (
     GPU_FRACTION,
@@ -73,12 +75,17 @@ __all__ = [
     "node_from_api",
     "node_from_dict",
     "parse_time",
+    "pdb_from_api",
     "pdb_from_dict",
     "pod_from_api",
     "pod_from_dict",
+    "podgroup_from_api",
     "podgroup_from_dict",
+    "queue_from_api",
     "queue_from_dict",
 ]
+
+log = structlog.get_logger("tidal.kube")
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
@@ -385,6 +392,26 @@ def pdb_from_dict(obj: Mapping[str, Any]) -> DisruptionBudget:
     return guard(obj, _pdb)
 
 
+def _named(obj: Mapping[str, Any], namespaced: bool = True) -> tuple[str, str]:
+    """The namespace and name of an object read as far as they can be (every object the API server serves
+    has a name)."""
+    meta = field_map(obj, "metadata")
+    namespace = _try(lambda: string(meta, "namespace", "default"), "default") if namespaced else ""
+    return namespace, object_name(meta)
+
+
+def pdb_from_api(obj: Mapping[str, Any]) -> DisruptionBudget:
+    """A PodDisruptionBudget from the API server. One tidal cannot read all of is kept as protecting every pod
+    of its namespace, with the reason, never dropped: evicting what it may protect is what it exists to stop."""
+    try:
+        return pdb_from_dict(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    namespace, name = guard(obj, _named)
+    log.warning("pdb_unreadable", namespace=namespace, name=name, error=why, treated_as="protects every pod")
+    return DisruptionBudget(namespace, name, selector=(), disruptions_allowed=0, unreadable=why)
+
+
 def _daemonset(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
     meta = field_map(obj, "metadata")
     template = field_map(field_map(obj, "spec"), "template", "spec.")
@@ -426,6 +453,18 @@ def _podgroup(obj: Mapping[str, Any]) -> PodGroup:
 def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
     """A KAI PodGroup."""
     return guard(obj, _podgroup)
+
+
+def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroup:
+    """A KAI PodGroup from the API server. One tidal cannot read all of is kept, with the reason: its pods get
+    no node (how many make the gang, and in which queue, is unknown), and each says why."""
+    try:
+        return podgroup_from_dict(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    namespace, name = guard(obj, _named)
+    log.warning("podgroup_unreadable", namespace=namespace, name=name, error=why, treated_as="its pods wait")
+    return PodGroup(namespace, name, unreadable=why)
 
 
 def _limit(gpu: Mapping[str, Any], key: str) -> float | None:
@@ -488,6 +527,20 @@ def _queue(obj: Mapping[str, Any]) -> Queue:
 def queue_from_dict(obj: Mapping[str, Any]) -> Queue:
     """A KAI Queue."""
     return guard(obj, _queue)
+
+
+def queue_from_api(obj: Mapping[str, Any]) -> Queue:
+    """A KAI Queue from the API server. One tidal cannot read all of is kept, with the reason: its limit is
+    unknown, so no GPU pod of it, or of a queue under it, gets a node, and each says why."""
+    try:
+        return queue_from_dict(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    _, name = guard(obj, lambda o: _named(o, namespaced=False))
+    # Its parent, if that can be read, so that the queues under it stay under it.
+    parent = _try(lambda: string(field_map(obj, "spec"), "parentQueue"), "")
+    log.warning("queue_unreadable", name=name, error=why, treated_as="its GPU pods wait")
+    return Queue(name, parent=parent, unreadable=why)
 
 
 def _namespace(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:

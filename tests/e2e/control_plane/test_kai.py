@@ -267,3 +267,28 @@ def test_a_gang_waits_for_its_last_member_then_gets_all_its_nodes(
     t.wait_reconciles(2)
     assert cloud.gpus_up() == 3
     assert sum(i.gpu_count for i in cloud.launched()) == 3
+
+
+def test_a_queue_tidal_cannot_read_gets_no_node_for_its_pods_and_says_which_field(
+    cluster: Cluster, scheduler: kai.KaiScheduler
+) -> None:
+    # KAI's CRD types a limit as a number, so the API server keeps -2; KAI's one word for "none" is -1, and
+    # tidal will not guess whether -2 is a typo for it or for 2.
+    queue = f"research-{cluster.namespace}"
+    cluster.create(kai.queue(queue, gpu_quota=-1, gpu_limit=-2))
+    t = cluster.tidal(cluster.config())
+
+    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
+    [pod] = created(cluster, "sweep", 1)
+    name = pod.metadata.name
+    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
+
+    reported = wait_until(
+        lambda: messages(cluster, "NotTriggerScaleUp", name),
+        timeout=60,
+        what="NotTriggerScaleUp on the pod of the unreadable queue",
+    )
+    assert f"queue {queue} cannot be read" in reported[0] and "spec.resources.gpu.limit" in reported[0]
+    t.wait_reconciles(3)
+    assert cluster.cloud(cluster.config()).launched() == []
+    assert "queue_unreadable" in t.output()
