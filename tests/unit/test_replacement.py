@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from autoscaler.config.options import Config
 from autoscaler.core.model import SPOT, InstanceState
 from autoscaler.core.offering import Instance
+from autoscaler.core.planning.decisions import Hold
+from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.projection import without_dead_nodes
 from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
 from autoscaler.sim.scenario import JobSpec, parse_scenario
-from tests.builders import node, pod, snapshot
+from tests.builders import aws_offerings, node, pod, snapshot
 
 GIB = 1024**3 * 1000
 
@@ -71,3 +76,50 @@ def test_a_pod_whose_new_node_another_pod_took_gets_a_new_launch_not_the_same_on
     assert second[0].token != first[0].token
     assert second[0].instance is not None and first[0].instance is not None
     assert second[0].instance.id != first[0].instance.id
+
+
+BOUND_AT = 1_795_168_800.0  # the builders' creationTimestamp, 2026-11-20T10:00:00Z
+
+
+def _bound_to_gone_node() -> list[dict[str, object]]:
+    """Two pods still bound to a reclaimed spot node that is already deleted from the cluster (pod GC has not
+    removed them yet), and the empty node launched to replace it."""
+    return [
+        node(
+            "ip-10-0-0-9",
+            instance_type="g4dn.xlarge",
+            cpu="4",
+            memory="16Gi",
+            gpu=1,
+            managed=True,
+            annotations={"tidal.dev/unneeded-since": "2026-11-20T10:01:00Z"},
+        ),
+        pod("infer-0", gpu=1, cpu="3", memory="12Gi", node_name="ip-10-0-0-1", phase="Running", message=None),
+    ]
+
+
+def test_pods_bound_to_a_node_gone_from_the_cluster_are_demand_again() -> None:
+    after = without_dead_nodes(snapshot(*_bound_to_gone_node()), [], now=BOUND_AT + 120)
+
+    assert {p.name: (p.node_name, p.phase) for p in after.pods} == {"infer-0": ("", "Pending")}
+
+
+def test_a_pod_bound_moments_ago_to_a_node_tidal_has_not_seen_yet_stays_bound() -> None:
+    after = without_dead_nodes(snapshot(*_bound_to_gone_node()), [], now=BOUND_AT + 5)
+
+    assert {p.name: (p.node_name, p.phase) for p in after.pods} == {"infer-0": ("ip-10-0-0-1", "Running")}
+
+
+def test_the_replacement_of_a_deleted_node_is_not_removed_as_empty_while_its_pods_wait_for_pod_gc(
+    make_config: Callable[..., Config],
+) -> None:
+    now = BOUND_AT + 600
+    view = without_dead_nodes(snapshot(*_bound_to_gone_node()), [], now=now)
+    cfg = make_config(newNodeGracePeriod="10s", scaleDown={"nodeUnneededDuration": "30s"})
+
+    result = plan(PlanInput(view, aws_offerings(), cfg, now))
+
+    assert result.removal.removals == ()
+    assert result.launch.launches == ()
+    [kept] = result.removal.blocked
+    assert (kept.node, [b.kind for b in kept.blocks]) == ("ip-10-0-0-9", [Hold.PENDING_PODS])
