@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.config.options import Config
+from autoscaler.core.planning.decisions import Blocked, Hold
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.planning.queues import QueueView
 
@@ -67,6 +68,11 @@ def rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
+def _busy(blocked: Blocked) -> bool:
+    """The node stays only because it is used enough: nothing anyone would ask about."""
+    return all(b.kind == Hold.UTILISED for b in blocked.blocks)
+
+
 def status_summary(
     decided: Plan,
     fleet: Mapping[str, int],
@@ -96,6 +102,8 @@ def status_summary(
             for la in decided.launch.launches
         ][:50],
         "removals": [r.node for r in decided.removal.removals][:50],
+        # Why each managed node that is not busy stays: a PDB, do-not-disrupt, a gang, its timer...
+        "nodesKept": dict([(b.node, b.reason) for b in decided.removal.blocked if not _busy(b)][:50]),
         "unavailableOfferings": list(benched)[:50],
     }
     if decided.queues:

@@ -10,6 +10,7 @@ from autoscaler.core.offering import Instance
 from autoscaler.core.planning.decisions import Hold
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.projection import without_dead_nodes
+from autoscaler.runtime.status import status_summary
 from autoscaler.sim.configuration import build_config
 from autoscaler.sim.engine import Simulation
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider
@@ -123,3 +124,13 @@ def test_the_replacement_of_a_deleted_node_is_not_removed_as_empty_while_its_pod
     assert result.launch.launches == ()
     [kept] = result.removal.blocked
     assert (kept.node, [b.kind for b in kept.blocks]) == ("ip-10-0-0-9", [Hold.PENDING_PODS])
+
+
+def test_the_status_says_why_an_idle_node_stays(make_config: Callable[..., Config]) -> None:
+    now = BOUND_AT + 600
+    view = without_dead_nodes(snapshot(*_bound_to_gone_node()), [], now=now)
+    cfg = make_config(newNodeGracePeriod="10s", scaleDown={"nodeUnneededDuration": "30s"})
+
+    summary = status_summary(plan(PlanInput(view, aws_offerings(), cfg, now)), {}, cfg, now, [])
+
+    assert summary["nodesKept"] == {"ip-10-0-0-9": "pending pods will run here"}
