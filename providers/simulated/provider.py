@@ -119,6 +119,7 @@ class SimulatedProvider:
         self._injected: dict[str, list[ProviderError]] = {}
         self._late: list[LateFailure] = []
         self._stopping = threading.Event()
+        self._due = threading.Event()  # something changed that the cloud's thread should act on now
         self._thread: threading.Thread | None = None
         self._offerings_cache: tuple[str, list[Offering]] | None = None
         self._notices: list[str] = []
@@ -199,6 +200,7 @@ class SimulatedProvider:
                         token=request.token,
                         skipped=len(refused),
                     )
+                    self._due.set()  # its kubelet need not wait for the next tick to register it
                     return record.instance()
         log.info(
             "launch_refused",
@@ -338,6 +340,7 @@ class SimulatedProvider:
     def stop(self) -> None:
         """Stop the thread started by :meth:`start` and wait for it."""
         self._stopping.set()
+        self._due.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -460,7 +463,11 @@ class SimulatedProvider:
                 self._end(record, interrupted=True)
 
     def _run(self, interval: float) -> None:
-        while not self._stopping.wait(interval):
+        while not self._stopping.is_set():
+            self._due.wait(interval)
+            self._due.clear()
+            if self._stopping.is_set():
+                return
             try:
                 self.advance()
             except Exception as err:  # keep the simulated cloud running; the next tick tries again
