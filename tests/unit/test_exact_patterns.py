@@ -212,3 +212,15 @@ def test_a_fleet_of_gpu_shares_the_heuristic_packs_node_by_node_gets_the_cheapes
         problem_of(make_config, inference_fleet(), capacityTypes=["on-demand"]), cost_bound=8.568 - 1e-6
     )
     assert proven.status == "infeasible"
+
+
+def test_a_share_spread_over_several_gpus_is_left_to_the_program_by_counts(
+    make_config: Callable[..., Config],
+) -> None:
+    objs = shares(
+        "shard", 4, cpu="2", memory="8Gi", **{"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}
+    )
+    p = problem_of(make_config, objs)
+    assert any(g.share is not None and g.share.devices == 2 for g in p.groups)
+    assert exact_patterns.patterns(p) is None
+    assert exact_patterns.solve(p) is None

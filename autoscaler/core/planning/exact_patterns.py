@@ -2,13 +2,14 @@
 for one more pod of the batch, and how many nodes of each way to buy.
 
 A pattern is checked whole when it is enumerated (the node's resources, and its GPU shares packed device by
-device by :func:`autoscaler.core.planning.exact.pack`), so the program's optimum is always a plan: nothing
-is relaxed, no node is numbered, and no second program is needed. Each group's pods are covered at least
+device onto the fewest devices, each held whole by KAI's reservation pod), so the program's optimum is always
+a plan: nothing is relaxed, no node is numbered, and no second program is needed. Each group's pods are covered at least
 once; a pattern with more of a group than is left gives the surplus back, which only frees room. That makes
 the program small where nodes hold few pods (GPU shares on one to a few devices, the batches the program by
 counts in :mod:`autoscaler.core.planning.exact_solve` often cannot split), and large where a node holds many
 small pods, so the enumeration stops at ``MAX_PATTERNS`` patterns or ``MAX_STEPS`` steps (counted, never
-timed, so the same batch gets the same answer on every machine) and the caller uses the program by counts.
+timed, so the same batch gets the same answer on every machine) and the caller uses the program by counts,
+as it does for a share spread over several devices (``gpu-fraction-num-devices``).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from autoscaler.core.planning.exact import FULL, Bought, Problem, Solution, device_shape, need, pack
+from autoscaler.core.planning.exact import FULL, Bought, Problem, Solution, device_shape, need
 from autoscaler.core.planning.exact_model import Outcome, Rows, fitting, most_nodes, run
 from autoscaler.core.resources import NVIDIA_GPU
 
 __all__ = ["MAX_PATTERNS", "MAX_STEPS", "Pattern", "Patterns", "patterns", "solve"]
 
 MAX_PATTERNS = 3000  # patterns over all types, past which the batch is left to the program by counts
-MAX_STEPS = 60_000  # node fillings tried while enumerating, the same bound on the work
+MAX_STEPS = 40_000  # node fillings and device packings tried, the same bound on the work everywhere
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,9 @@ def patterns(
 ) -> list[Pattern] | None:
     """The maximal patterns of every type (none holds one more pod of a group it may take without breaking
     the node), types in order, each type's patterns fullest first; None past ``max_patterns`` or
-    ``max_steps``."""
+    ``max_steps``, or when a share spans several devices."""
+    if any(g.share is not None and g.share.devices > 1 for g in p.groups):
+        return None
     budget = _Budget(max_steps)
     nodes: dict[tuple[object, ...], _Node] = {}  # types of one size share what was learnt about it
     out: list[Pattern] = []
@@ -96,15 +99,22 @@ def _of_type(p: Problem, t_index: int, node: _Node, budget: _Budget) -> list[Pat
             found.append(Pattern(t_index, tuple((g, n) for g, n in enumerate(key) if n), on))
             return
         g = groups[i]
-        last = i == len(groups) - 1
-        for n in range(fits[g], -1, -1):
+        # A node that holds some pods holds any fewer of them: search the most of this group that fit beside
+        # the ones before, then every count from there down (only that one for the last group, as fewer of
+        # it would leave room for one more).
+        low, high = 0, fits[g]
+        while low < high:
+            mid = (low + high + 1) // 2
+            counts[g] = mid
+            budget.spend()
+            if node.devices(tuple(counts)) is None:
+                high = mid - 1
+            else:
+                low = mid
+        for n in range(low, -1 if i < len(groups) - 1 else low - 1, -1):
             budget.spend()
             counts[g] = n
-            # Fewer may fit: a node that holds some pods holds any fewer of them.
-            if node.devices(tuple(counts)) is not None:
-                fill(i + 1)
-                if last:
-                    break  # fewer of the last group would leave room for one more of it
+            fill(i + 1)
         counts[g] = 0
 
     fill(0)
@@ -128,8 +138,6 @@ class _Node:
         self.alloc = [t.alloc.get(r) for r in names]
         self.requests = [[g.request.get(r) for r in names] for g in p.groups]
         self.shares = [g.share for g in p.groups]
-        # Shares on one device each are packed here; a share spread on several devices goes to ``pack``.
-        self.spread = any(s is not None and s.devices > 1 for s in self.shares)
         self.need = [0 if s is None else (need(s, self.shape) or FULL + 1) for s in self.shares]
         self.memo: dict[tuple[int, ...], _Devices | None] = {}
         self.packed: dict[tuple[int, ...], tuple[dict[int, int], ...] | None] = {}
@@ -157,9 +165,8 @@ class _Node:
         return on
 
     def _pack(self, shared: tuple[int, ...]) -> _Devices | None:
-        if self.spread:
-            items = [(g, s, n) for g, (s, n) in enumerate(zip(self.shares, shared, strict=True)) if s and n]
-            return pack(items, self.shape)
+        if any(n and self.need[g] > FULL for g, n in enumerate(shared)):
+            return None  # a share no device of the node can take
         load: dict[object, int] = {}
         for g, n in enumerate(shared):
             share = self.shares[g]
