@@ -179,6 +179,17 @@ def test_no_pattern_plan_is_cheaper_than_the_bound_it_is_given(make_config: Call
     assert outcome is not None and outcome.status == "infeasible"
 
 
+def test_no_pattern_is_listed_for_a_node_dearer_alone_than_the_plan_to_beat(
+    make_config: Callable[..., Config],
+) -> None:
+    p = problem_of(make_config, [quarter(f"infer-{i}") for i in range(8)])
+    everything = exact_patterns.patterns(p)
+    within = exact_patterns.patterns(p, cost_bound=1.6)
+    assert everything is not None and within is not None
+    assert any(p.types[f.type].price > 1.6 for f in everything)
+    assert within == [f for f in everything if p.types[f.type].price <= 1.6]
+
+
 def test_a_batch_with_more_patterns_than_the_budget_is_left_to_the_program_by_counts(
     make_config: Callable[..., Config],
 ) -> None:

@@ -52,11 +52,16 @@ class _Budget:
 
 
 def patterns(
-    p: Problem, *, max_patterns: int = MAX_PATTERNS, max_steps: int = MAX_STEPS
+    p: Problem,
+    *,
+    cost_bound: float | None = None,
+    max_patterns: int = MAX_PATTERNS,
+    max_steps: int = MAX_STEPS,
 ) -> list[Pattern] | None:
     """The maximal patterns of every type (none holds one more pod of a group it may take without breaking
-    the node), types in order, each type's patterns fullest first; None past ``max_patterns`` or
-    ``max_steps``, or when a share spans several devices."""
+    the node), types in order, each type's patterns fullest first, leaving out the types no plan within
+    ``cost_bound`` and the limits may buy; None past ``max_patterns`` or ``max_steps``, or when a share
+    spans several devices."""
     if any(g.share is not None and g.share.devices > 1 for g in p.groups):
         return None
     budget = _Budget(max_steps)
@@ -64,6 +69,8 @@ def patterns(
     out: list[Pattern] = []
     try:
         for t_index, t in enumerate(p.types):
+            if most_nodes(p, t, p.pods, cost_bound) <= 0:
+                continue  # dearer alone than the bound, or past a limit: no plan buys it
             size = (t.alloc, device_shape(t.offering))
             node = nodes.get(size)
             if node is None:
@@ -331,7 +338,7 @@ def solve(
     ``feasible`` when the work budget ran out first); None when the batch has too many patterns."""
     if not p.groups:
         return Outcome("optimal", Solution((), 0.0))
-    found = patterns(p, max_patterns=max_patterns, max_steps=max_steps)
+    found = patterns(p, cost_bound=cost_bound, max_patterns=max_patterns, max_steps=max_steps)
     if found is None:
         return None
     return run(Patterns(p, found, cost_bound), time_limit, work_limit, linearized=True)
