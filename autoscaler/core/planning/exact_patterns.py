@@ -85,7 +85,7 @@ def patterns(
 
 def _of_type(p: Problem, t_index: int, node: _Node, budget: _Budget) -> list[Pattern]:
     fits = fitting(p, p.types[t_index])
-    groups = sorted(fits)
+    groups = sorted(fits, key=lambda g: (fits[g], g))  # the widest range last, where one count is tried
     found: list[Pattern] = []
     counts = [0] * len(p.groups)
 
