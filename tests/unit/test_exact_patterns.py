@@ -190,6 +190,12 @@ def test_no_pattern_is_listed_for_a_node_dearer_alone_than_the_plan_to_beat(
     assert within == [f for f in everything if p.types[f.type].price <= 1.6]
 
 
+def test_a_batch_no_node_within_the_bound_can_take_has_no_plan(make_config: Callable[..., Config]) -> None:
+    p = problem_of(make_config, [quarter(f"infer-{i}") for i in range(8)])
+    outcome = exact_patterns.solve(p, cost_bound=0.1)
+    assert outcome is not None and outcome.status == "infeasible" and outcome.solution is None
+
+
 def test_a_batch_with_more_patterns_than_the_budget_is_left_to_the_program_by_counts(
     make_config: Callable[..., Config],
 ) -> None:

@@ -59,7 +59,7 @@ def patterns(
     max_steps: int = MAX_STEPS,
 ) -> list[Pattern] | None:
     """The maximal patterns of every type (none holds one more pod of a group it may take without breaking
-    the node), types in order, each type's patterns fullest first, leaving out the types no plan within
+    the node), types in order, leaving out the types no plan within
     ``cost_bound`` and the limits may buy; None past ``max_patterns`` or ``max_steps``, or when a share
     spans several devices."""
     if any(g.share is not None and g.share.devices > 1 for g in p.groups):
@@ -288,8 +288,8 @@ class Patterns(Rows):
     def read(self, x: list[int]) -> Solution | None:
         """The nodes bought, each pattern's surplus pods given back (from the last nodes first)."""
         nodes: list[tuple[int, dict[int, int], list[dict[int, int]]]] = []
-        for pattern, v in zip(self.found, range(len(self.cost)), strict=True):
-            for _ in range(x[v]):
+        for pattern, bought_of_it in zip(self.found, x, strict=True):  # one variable per pattern, in order
+            for _ in range(bought_of_it):
                 nodes.append((pattern.type, dict(pattern.counts), [dict(d) for d in pattern.devices]))
         surplus = [-len(g.pods) for g in self.p.groups]
         for _, counts, _ in nodes:
@@ -341,4 +341,6 @@ def solve(
     found = patterns(p, cost_bound=cost_bound, max_patterns=max_patterns, max_steps=max_steps)
     if found is None:
         return None
+    if {g for f in found for g, _ in f.counts} != set(range(len(p.groups))):
+        return Outcome("infeasible")  # a group no node within the bound and the limits takes
     return run(Patterns(p, found, cost_bound), time_limit, work_limit, linearized=True)
