@@ -63,10 +63,14 @@ class Program(Protocol):
     def read(self, x: list[int]) -> Solution | None: ...
 
 
-def run(m: Program, time_limit: float | None, work_limit: float | None = None) -> Outcome:
+def run(
+    m: Program, time_limit: float | None, work_limit: float | None = None, *, linearized: bool = False
+) -> Outcome:
     """Solve ``m`` with OR-Tools CP-SAT on one worker (deterministic): ``optimal``, ``infeasible``,
     ``limit`` or ``finer`` (the optimum read as no plan). ``work_limit`` bounds the solver's deterministic
-    time (the same on every machine), ``time_limit`` its wall-clock seconds (a safety net only)."""
+    time (the same on every machine), ``time_limit`` its wall-clock seconds (a safety net only).
+    ``linearized`` gives the solver the program's whole linear relaxation, which proves a covering program
+    (:mod:`autoscaler.core.planning.exact_patterns`) optimal in a fraction of the work."""
     try:
         from ortools.sat.python import cp_model
     except ImportError as err:  # the "exact" extra is not installed
@@ -88,6 +92,8 @@ def run(m: Program, time_limit: float | None, work_limit: float | None = None) -
     model.minimize(cp_model.LinearExpr.weighted_sum([x for x, _ in priced], [c for _, c in priced]))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1  # one worker searches the same way every time
+    if linearized:
+        solver.parameters.linearization_level = 2
     if work_limit is not None:
         solver.parameters.max_deterministic_time = work_limit
     if time_limit is not None:

@@ -25,7 +25,7 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.planning import exact, exact_model, exact_solve, newnodes
+from autoscaler.core.planning import exact, exact_model, exact_patterns, exact_solve, newnodes
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 
@@ -69,14 +69,7 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     current = round(sum(o.price for o in chosen), 6)
     problem = exact.problem(items, index, limits(index, usage))
     try:
-        outcome = exact_solve.solve(
-            problem,
-            cost_bound=current - CHEAPER,
-            time_limit=cfg.exact_plan_time_limit,
-            rounds=ROUNDS,
-            work_limit=WORK,
-            tight=True,
-        )
+        outcome = _solve(problem, current - CHEAPER, cfg.exact_plan_time_limit)
     except exact_model.SolverMissing:
         return 0.0
     solution = outcome.solution
@@ -85,6 +78,16 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     if solution.cost > current - CHEAPER:
         return 0.0
     return round(current - solution.cost, 6) if _apply(engine, index, problem, solution, bins) else 0.0
+
+
+def _solve(problem: exact.Problem, bound: float, time_limit: float) -> exact_model.Outcome:
+    """By node patterns when the batch has few enough of them (exact in one program), else by counts."""
+    outcome = exact_patterns.solve(problem, cost_bound=bound, time_limit=time_limit, work_limit=WORK)
+    if outcome is not None:
+        return outcome
+    return exact_solve.solve(
+        problem, cost_bound=bound, time_limit=time_limit, rounds=ROUNDS, work_limit=WORK, tight=True
+    )
 
 
 def explained(launched: list[Launch], saving: float) -> list[Launch]:
