@@ -471,6 +471,20 @@ def test_the_garbage_collector_is_paused_while_a_list_is_decoded_and_resumed_aft
     assert gc.isenabled()
 
 
+def test_what_a_big_list_leaves_is_kept_out_of_later_collections(client: KubeClient) -> None:
+    gc.unfreeze()
+    pages = _MemoryList(_encoded_pages(40_000, 1000))
+    informer: Informer[Pod] = Informer("pods", client, pages, pod_from_dict)
+    try:
+        informer._list()
+        assert gc.get_freeze_count() > 40_000  # the cache's pods and what they hold
+        assert gc.isenabled()
+        last = informer.get("ns-49", "pod-039999")
+        assert last is not None and last.node_name == "node-999"
+    finally:
+        gc.unfreeze()
+
+
 def test_pauses_of_the_garbage_collector_nest_and_leave_it_as_they_found_it() -> None:
     with collector_paused():
         with collector_paused():
