@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import structlog
 
@@ -16,6 +16,7 @@ from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.reason_watch import ReasonWindow
 from autoscaler.runtime.availability import Availability
+from autoscaler.runtime.derived import OfPods
 from autoscaler.runtime.fleet import Fleet
 from autoscaler.runtime.launching import LaunchOutcome
 from autoscaler.runtime.notices import OVERSIZED_NODE, idle_notice, post_estimates
@@ -37,24 +38,6 @@ NOTIFY_REASONS = {
 
 # The event on a running pod or a Node tidal cannot fully read.
 UNREADABLE = "Unreadable"
-
-T = TypeVar("T")
-
-
-class _OfPods(Generic[T]):
-    """What is worked out from a snapshot's pods, kept while the snapshots carry the very same sequence of
-    them: the cluster cache hands over one tuple of pods until a pod changes, and a pass over 100,000 pods at
-    every reconcile for the same answer costs more than the plan's own work on them."""
-
-    def __init__(self, derive: Callable[[Sequence[Pod]], T]) -> None:
-        self._derive = derive
-        self._seen: tuple[Sequence[Pod], T] | None = None
-
-    def __call__(self, pods: Sequence[Pod]) -> T:
-        # The sequence itself is held, not its id: a new one can never be taken for it.
-        if self._seen is None or self._seen[0] is not pods:
-            self._seen = (pods, self._derive(pods))
-        return self._seen[1]
 
 
 def _by_key(pods: Sequence[Pod]) -> Mapping[str, Pod]:
@@ -98,9 +81,9 @@ class Reporter:
         self._last_status: dict[str, Any] | None = None
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
-        self._by_key = _OfPods(_by_key)
-        self._unreadable_pods = _OfPods(_bound_unreadable)
-        self._gpus_bound = _OfPods(_gpus_bound)
+        self._by_key = OfPods(_by_key)
+        self._unreadable_pods = OfPods(_bound_unreadable)
+        self._gpus_bound = OfPods(_gpus_bound)
 
     def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
         """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""

@@ -1,5 +1,6 @@
-"""What a reconcile reports about the cluster's pods follows the snapshot it was given, reconcile after
-reconcile, though it is worked out once for as long as the cache hands over the same pods."""
+"""What a reconcile works out from the cluster's pods (where they run, what it reports about them) follows the
+snapshot it was given, reconcile after reconcile, though it is worked out once for as long as the cache hands
+over the same pods."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from autoscaler.config.options import Config
     from autoscaler.core.model import Snapshot
+    from autoscaler.runtime.controller import ReconcileResult
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "catalogs" / "aws-us-east-1.csv"
 NOW = 1_795_172_400.0  # 2026-11-20T11:00:00Z
@@ -59,10 +61,12 @@ class Reconciles:
             clock=clock,
         )
 
-    def run(self, view: Snapshot | None = None) -> None:
+    def run(self, view: Snapshot | None = None) -> ReconcileResult:
         if view is not None:
             self.cluster.view = view
-        assert self.controller.reconcile_once().error == ""
+        result = self.controller.reconcile_once()
+        assert result.error == ""
+        return result
 
     def gpus_requested(self) -> float:
         [sample] = families(self.metrics)["tidal_cluster_gpus_requested"]
@@ -102,3 +106,20 @@ def test_a_pod_tidal_cannot_read_is_told_about_only_while_the_snapshot_holds_it(
 
     reconciles.run(snapshot(gpu_node("gpu-a"), trainer("batch-0", 1)))  # fixed: readable now
     assert reconciles.unreadable_told() == ["default/batch-0", "default/batch-0"]
+
+
+def test_a_plan_sees_the_pods_of_a_new_snapshot_on_their_nodes(make_config: Callable[..., Config]) -> None:
+    cfg = make_config(simulated={"catalog": str(CATALOG)})
+    room = node("web-a", cpu="8", memory="32Gi")
+    waiting = pod("batch-0", cpu="3", memory="4Gi")
+    reconciles = Reconciles(cfg, snapshot(room, waiting))
+    first = reconciles.run()
+    assert first.plan is not None and [a.pod for a in first.plan.launch.absorbed] == ["default/batch-0"]
+
+    full = [
+        pod(f"web-{i}", cpu="3", memory="4Gi", node_name="web-a", phase="Running", message=None)
+        for i in (0, 1)
+    ]
+    second = reconciles.run(snapshot(room, *full, waiting))  # the node's room is taken now
+    assert second.plan is not None and second.plan.launch.absorbed == ()
+    assert [la.pods for la in second.plan.launch.launches] == [("default/batch-0",)]
