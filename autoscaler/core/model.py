@@ -238,17 +238,15 @@ class Pod:
     # cluster's 100,000 pods several times over, where a property would rebuild them at every read.
     key: str = field(init=False, repr=False, compare=False)  # ``namespace/name``, as plans name pods
     daemonset: bool = field(init=False, repr=False, compare=False)
+    pending: bool = field(init=False, repr=False, compare=False)  # Pending and bound to no node
     finished: bool = field(init=False, repr=False, compare=False)  # Succeeded or Failed
 
     def __post_init__(self) -> None:
-        owner = self.owner
+        owner, phase = self.owner, self.phase
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         object.__setattr__(self, "daemonset", owner is not None and owner.kind == "DaemonSet")
-        object.__setattr__(self, "finished", self.phase in ("Succeeded", "Failed"))
-
-    @property
-    def pending(self) -> bool:
-        return self.phase == "Pending" and not self.node_name
+        object.__setattr__(self, "pending", phase == "Pending" and not self.node_name)
+        object.__setattr__(self, "finished", phase in ("Succeeded", "Failed"))
 
     @property
     def topological(self) -> bool:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.demand import pod_gpus, pod_queue
+from autoscaler.core.demand import QUEUE_LABELS, pod_gpus, pod_queue
 from autoscaler.core.model import Pod, PodGroup, Snapshot
 from autoscaler.core.planning.decisions import Launching, LaunchPlan, QueueSpend
 from autoscaler.core.planning.offerings import OfferingIndex
@@ -144,7 +144,14 @@ def queue_views(
     names = {q.name for q in snapshot.queues} | {g.queue for g in snapshot.podgroups if g.queue}
     names |= set(index.config.queue_budgets)
     for p in snapshot.pods:
-        q = pod_queue(p, groups)
+        if groups:
+            q = pod_queue(p, groups)
+        else:  # no PodGroup to name a queue: only the pod's label can (pod_queue, read for every pod inline)
+            q = ""
+            for label in QUEUE_LABELS:
+                q = p.labels.get(label) or ""
+                if q:
+                    break
         if not q or p.finished or p.terminating:
             continue
         names.add(q)
