@@ -9,6 +9,8 @@ RSS is tidal's own. Recorded in bench/results/reconcile_scale.json:
   this machine's two cores, which a real API server does elsewhere); decodeOnlySeconds: the pages' json +
   conversion alone, without HTTP;
 - reconcileSeconds: ``Controller.reconcile_once`` (snapshot → demand → plan → act), median of several;
+  reconcileCpuSeconds: the CPU time of the thread that reconciles, over the same runs (on a machine shared
+  with other work the wall time stretches with the load, this much less);
 - maxRssMiB: the benchmark process's peak resident set, with the full cache loaded.
 
 ``targets`` checks each decode number against 5 s, the reconcile against 1 s and RSS against 1 GiB. The
@@ -292,12 +294,13 @@ def main() -> int:
             metrics=Metrics(),
             dry_run=True,
         )
-        times = []
+        times, cpu = [], []
         result = None
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             result = controller.reconcile_once()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.thread_time() - c0)
         assert result is not None and not result.error, result.error if result else "no result"
         snap_t0 = time.perf_counter()
         snap = cache.snapshot()
@@ -316,6 +319,8 @@ def main() -> int:
             "decodedPods": n_decoded,
             "reconcileSecondsMedian": round(statistics.median(times), 4),
             "reconcileSecondsAll": [round(t, 4) for t in times],
+            "reconcileCpuSecondsMedian": round(statistics.median(cpu), 4),
+            "reconcileCpuSecondsAll": [round(t, 4) for t in cpu],
             "snapshotSeconds": round(snapshot_s, 4),
             "launchesPlanned": len(result.plan.launch.launches) if result.plan else 0,
             "maxRssMiB": round(rss_mib, 1),

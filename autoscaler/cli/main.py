@@ -8,10 +8,12 @@ import the Kubernetes client or a cloud SDK (a test checks it).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 
 from autoscaler.version import __version__
@@ -401,8 +403,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a command builds what it reads and decides, and
+    resumed as it was after.
+
+    A 10,000-pod snapshot is millions of objects that all live until the command ends, and the collector would
+    walk them again and again as they age: a third of the time of reading the snapshot and planning. What is
+    built holds few reference cycles and the command is done in seconds, so nothing of note waits."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """``tidal plan``: one plan for snapshot files, priced from catalog files; warnings on stderr."""
+    with _collector_paused():
+        return _plan(args)
+
+
+def _plan(args: argparse.Namespace) -> int:
     import orjson
 
     from autoscaler.cli.catalog_files import read_catalogs

@@ -20,6 +20,7 @@ from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.core.offering import Instance, Offering
+from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import Launch, Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
@@ -30,6 +31,7 @@ from autoscaler.core.projection import with_labels, without_dead_nodes, without_
 from autoscaler.runtime.answering import Answers
 from autoscaler.runtime.availability import Availability
 from autoscaler.runtime.catalog import OfferingCatalog
+from autoscaler.runtime.derived import OfPods
 from autoscaler.runtime.disrupting import Disruptions
 from autoscaler.runtime.drain import DrainJob, DrainRunner, Termination
 from autoscaler.runtime.fleet import Fleet, Overdue
@@ -127,6 +129,8 @@ class Controller:
         self.answers = Answers(requests, dry_run=dry_run)
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
+        # The pods on each node, grouped again only when the snapshot's pods are not those of the last plan.
+        self._by_node = OfPods(pods_by_node)
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
         self._planned_since: dict[str, float] = {}
@@ -242,6 +246,7 @@ class Controller:
             node_template=self.launcher.node_template,
             draining=self.drainer.active() if self.drainer else frozenset(),
             launched_for=self.fleet.launched_for(),
+            by_node=self._by_node(snapshot.pods),
         )
         return self.planner(request)
 

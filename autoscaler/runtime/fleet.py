@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from autoscaler.config.options import Config
 from autoscaler.core.gpu.layouts import gpus_visible
-from autoscaler.core.model import TAINT_DISRUPTED, Node, Snapshot
+from autoscaler.core.model import TAINT_DISRUPTED, Node, Pod, Snapshot
 from autoscaler.core.offering import Instance, Offering
-from autoscaler.core.planning.cluster import node_gpus, pods_by_node
+from autoscaler.core.planning.cluster import node_gpus
 from autoscaler.core.planning.decisions import Launching, Usage
 from autoscaler.core.quantity import format_duration
 
@@ -203,7 +203,8 @@ class Fleet:
             )
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
-        workload = pods_by_node(p for p in snapshot.pods if not p.daemonset and not p.mirror)
+        instances = list(instances)
+        busy = _busy(snapshot.pods, {nodes[i.provider_id].name for i in instances if i.provider_id in nodes})
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         listed_tokens = set()
@@ -232,7 +233,7 @@ class Fleet:
                 inst.provider_id, State.LAUNCHING, inst, node, offering, self._for.get(inst.launch_token, ())
             )
             seen[inst.provider_id] = member
-            self._settle(member, self._state_of(member, workload), now)
+            self._settle(member, self._state_of(member, busy), now)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
@@ -323,7 +324,7 @@ class Fleet:
             return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
         return []
 
-    def _state_of(self, m: Member, workload: Mapping[str, Sequence[object]]) -> State:
+    def _state_of(self, m: Member, busy: Collection[str]) -> State:
         node = m.node
         if node is None:
             return (
@@ -338,7 +339,7 @@ class Fleet:
         )
         if not node.ready or gpu_missing:
             return State.REGISTERED
-        return State.READY if workload.get(node.name) else State.IDLE
+        return State.READY if node.name in busy else State.IDLE
 
     # -- what the planner needs --------------------------------------------------------------------------
 
@@ -425,6 +426,18 @@ class Fleet:
             ),
             6,
         )
+
+
+def _busy(pods: Iterable[Pod], names: Collection[str]) -> set[str]:
+    """Which of the nodes ``names`` run a workload pod (not a DaemonSet's or a mirror pod, not finished):
+    only the fleet's own nodes are looked for, so a cluster without any costs no pass over its pods."""
+    if not names:
+        return set()
+    return {
+        p.node_name
+        for p in pods
+        if p.node_name in names and not p.finished and not p.daemonset and not p.mirror
+    }
 
 
 def _first_history(member: Member, state: State, now: float) -> list[tuple[State, float]]:

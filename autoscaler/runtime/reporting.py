@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from autoscaler.config.options import Config
 from autoscaler.core.demand import Reason
-from autoscaler.core.model import Snapshot
+from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.reason_watch import ReasonWindow
 from autoscaler.runtime.availability import Availability
+from autoscaler.runtime.derived import OfPods
 from autoscaler.runtime.fleet import Fleet
 from autoscaler.runtime.launching import LaunchOutcome
 from autoscaler.runtime.notices import OVERSIZED_NODE, idle_notice, post_estimates
@@ -37,6 +38,19 @@ NOTIFY_REASONS = {
 
 # The event on a running pod or a Node tidal cannot fully read.
 UNREADABLE = "Unreadable"
+
+
+def _by_key(pods: Sequence[Pod]) -> Mapping[str, Pod]:
+    return {p.key: p for p in pods}
+
+
+def _bound_unreadable(pods: Sequence[Pod]) -> list[Pod]:
+    return [p for p in pods if p.unreadable and p.node_name]
+
+
+def _gpus_bound(pods: Sequence[Pod]) -> int:
+    """GPUs requested by the pods bound to a node that have not finished."""
+    return sum(p.requests.gpus for p in pods if p.node_name and not p.finished)
 
 
 class Reporter:
@@ -67,10 +81,13 @@ class Reporter:
         self._last_status: dict[str, Any] | None = None
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
+        self._by_key = OfPods(_by_key)
+        self._unreadable_pods = OfPods(_bound_unreadable)
+        self._gpus_bound = OfPods(_gpus_bound)
 
     def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
         """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""
-        pods = {p.key: p for p in snapshot.pods}
+        pods = self._by_key(snapshot.pods)
         for o in launched:
             if o.instance is None and not self.dry_run:
                 continue
@@ -102,13 +119,12 @@ class Reporter:
     def _unreadable(self, snapshot: Snapshot) -> None:
         """Say so on every running pod and Node tidal cannot fully read: each keeps a node for ever, which
         nobody would otherwise learn the reason for (a pending one is told by its NotTriggerScaleUp)."""
-        for pod in snapshot.pods:
-            if pod.unreadable and pod.node_name:
-                msg = (
-                    f"tidal cannot read all of this pod ({pod.unreadable}): it never evicts it and never "
-                    f"removes node {pod.node_name}"
-                )
-                self.events.pod(pod, UNREADABLE, msg, "Warning")
+        for pod in self._unreadable_pods(snapshot.pods):
+            msg = (
+                f"tidal cannot read all of this pod ({pod.unreadable}): it never evicts it and never "
+                f"removes node {pod.node_name}"
+            )
+            self.events.pod(pod, UNREADABLE, msg, "Warning")
         for node in snapshot.nodes:
             if node.unreadable:
                 msg = (
@@ -131,7 +147,7 @@ class Reporter:
         counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
         self.metrics.set_pending(dict(counts))
         self.metrics.set_nodes(self.fleet.counts())
-        requested = sum(p.requests.gpus for p in snapshot.pods if p.node_name and not p.finished)
+        requested = self._gpus_bound(snapshot.pods)
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self.metrics.set_gpus(decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self.metrics.set_cost(self.fleet.cost_per_hour())

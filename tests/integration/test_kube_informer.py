@@ -136,6 +136,50 @@ def test_create_update_and_delete_arrive_through_the_watch(
     assert informer.stats()["lists"] == 1  # no relist was needed
 
 
+def test_items_stay_sorted_through_watch_events_and_are_one_tuple_while_nothing_changes(
+    api: FakeApiServer, make_pod_informer: Callable[..., Informer[Pod]]
+) -> None:
+    for name in ("web-2", "web-0"):
+        api.create(pod(name))
+    api.create(pod("train-0", namespace="ml"))
+    informer = make_pod_informer()
+    informer.start()
+    assert informer.wait_for_sync(5)
+    first = informer.sorted_items()
+    assert informer.sorted_items() is first  # nothing changed: no copy, no sort
+    assert [(p.namespace, p.name) for p in first] == [
+        ("default", "web-0"),
+        ("default", "web-2"),
+        ("ml", "train-0"),
+    ]
+
+    api.create(pod("web-1"))
+    api.create(pod("a-0", namespace="zz"))
+    api.delete("pods", "default", "web-2", grace_period_seconds=0)
+    api.patch("pods", "ml", "train-0", {"spec": {"nodeName": "node-b"}})
+
+    def moved() -> bool:
+        train = informer.get("ml", "train-0")
+        names = [p.name for p in informer.items()]
+        return (
+            names == ["web-0", "web-1", "train-0", "a-0"]
+            and train is not None
+            and train.node_name == "node-b"
+        )
+
+    eventually(moved)
+    after = informer.sorted_items()
+    assert after is not first
+    assert [(p.namespace, p.name) for p in after] == [
+        ("default", "web-0"),
+        ("default", "web-1"),
+        ("ml", "train-0"),
+        ("zz", "a-0"),
+    ]
+    assert after[2].node_name == "node-b"  # a modified object is seen in its new shape
+    assert informer.items() == list(after)
+
+
 def test_bookmarks_advance_the_resource_version(api: FakeApiServer, client: KubeClient) -> None:
     api.create(node("node-a"))
     informer: Informer[Node] = Informer(
@@ -425,6 +469,20 @@ def test_the_garbage_collector_is_paused_while_a_list_is_decoded_and_resumed_aft
 
     assert collector_on_while_decoding == [False] * 1200
     assert gc.isenabled()
+
+
+def test_what_a_big_list_leaves_is_kept_out_of_later_collections(client: KubeClient) -> None:
+    gc.unfreeze()
+    pages = _MemoryList(_encoded_pages(40_000, 1000))
+    informer: Informer[Pod] = Informer("pods", client, pages, pod_from_dict)
+    try:
+        informer._list()
+        assert gc.get_freeze_count() > 40_000  # the cache's pods and what they hold
+        assert gc.isenabled()
+        last = informer.get("ns-49", "pod-039999")
+        assert last is not None and last.node_name == "node-999"
+    finally:
+        gc.unfreeze()
 
 
 def test_pauses_of_the_garbage_collector_nest_and_leave_it_as_they_found_it() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
+from autoscaler.cli import snapshot
 from autoscaler.cli.main import main
 from tests.builders import INSUFFICIENT_GPU, node, pod
 
@@ -435,3 +437,26 @@ def test_the_command_the_demo_config_shows_plans_the_example_snapshot(
     monkeypatch.chdir(REPO)
     assert main(argv[1:]) == 0
     assert capsys.readouterr().out.startswith("13 pods need capacity")
+
+
+def test_the_garbage_collector_is_paused_while_planning_and_on_again_after(
+    files: tuple[Callable[[str, Any], str], str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write, catalog, config = files
+    seen: list[bool] = []
+    read = snapshot.SnapshotBuilder.add
+
+    def add(self: snapshot.SnapshotBuilder, obj: Any, where: str) -> None:
+        seen.append(gc.isenabled())
+        read(self, obj, where)
+
+    monkeypatch.setattr(snapshot.SnapshotBuilder, "add", add)
+    good = write("snap.yaml", items(pod("web-1")))
+    code, _, _ = run_plan(capsys, "--snapshot", good, "--catalog", catalog, "--config", config)
+    assert code == 0 and seen and not any(seen)
+    assert gc.isenabled()
+    bad = write("bad.yaml", items(pod("web-2", memory="-1Gi")))
+    assert "is negative" in _error(capsys, "--snapshot", bad, "--catalog", catalog, "--config", config)
+    assert gc.isenabled()  # on again after an error too

@@ -52,6 +52,35 @@ def test_a_limit_without_a_request_counts_as_the_request() -> None:
     assert _requests(cpu="1", memory="1Gi", gpu=2).gpus == 2
 
 
+def _with_limits(limits: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    obj = pod("web-1", **kw)
+    obj["spec"]["containers"][0]["resources"]["limits"] = limits
+    return obj
+
+
+def test_limits_that_repeat_the_requests_leave_them_as_they_are() -> None:
+    obj = _with_limits({"memory": "1Gi"}, cpu="500m", memory="1Gi")
+    assert pod_from_dict(obj).requests == Resources.parse({"cpu": "500m", "memory": "1Gi"})
+
+
+def test_a_limit_above_its_request_does_not_raise_the_request() -> None:
+    obj = _with_limits({"cpu": "2", "memory": "2Gi"}, cpu="500m", memory="1Gi")
+    assert pod_from_dict(obj).requests == Resources.parse({"cpu": "500m", "memory": "1Gi"})
+
+
+def test_a_limit_on_a_resource_not_requested_is_the_request_beside_limits_that_repeat_requests() -> None:
+    obj = _with_limits({"memory": "1Gi", "nvidia.com/gpu": "1"}, cpu="500m", memory="1Gi")
+    assert pod_from_dict(obj).requests == Resources.parse(
+        {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    )
+
+
+def test_a_malformed_limit_is_an_error_naming_it_though_its_request_is_fine() -> None:
+    obj = _with_limits({"memory": "1 Gi"}, cpu="500m", memory="1Gi")
+    with pytest.raises(ConversionError, match=r"spec.containers\[0\].resources.limits.memory: '1 Gi'"):
+        pod_from_dict(obj)
+
+
 def test_extended_resources_are_kept() -> None:
     r = _requests(extra_requests={"amd.com/gpu": "1", "hugepages-2Mi": "512Mi"})
     assert r["amd.com/gpu"] == 1000

@@ -11,7 +11,7 @@ from autoscaler.core import capacity_buffer, provisioning
 from autoscaler.core.demand import Demand, Ignored, select
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
-from autoscaler.core.model import Snapshot
+from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.offering import Offering
 from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.core.planning.decisions import NO_USAGE, Launching, LaunchPlan, RemovalPlan, Usage
@@ -64,7 +64,10 @@ class PlanInput:
     (namespace/name) whose whole story the plan should tell. ``node_template`` is the digest of what a node
     launched now is made from (a node launched from another has drifted); ``draining`` the nodes whose drains
     are under way. ``launched_for`` names, by pod key, the launching (or registered, not yet Ready) node a
-    pending pod was launched for: that node takes that pod before any other.
+    pending pod was launched for: that node takes that pod before any other. ``by_node`` is
+    :func:`~autoscaler.core.planning.cluster.pods_by_node` of the snapshot's pods when the caller already has
+    it (a cache whose pods did not change since the last plan); the plan only reads it, and not when it
+    resolves pods' ResourceClaims (those pods are then new ones).
     """
 
     snapshot: Snapshot
@@ -81,6 +84,7 @@ class PlanInput:
     node_template: str = ""
     draining: Collection[str] = ()
     launched_for: Mapping[str, str] = field(default_factory=dict)
+    by_node: Mapping[str, list[Pod]] | None = None
 
 
 class Planner(Protocol):
@@ -98,6 +102,7 @@ def plan(request: PlanInput) -> Plan:
         index = request.memo.get(offerings, config, snapshot.daemonsets)
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
+    given = snapshot
     snapshot = resolve_claims(snapshot, index.dra_types())
     requests = provisioning.requested(snapshot, now)
     buffers = capacity_buffer.standby(snapshot)
@@ -108,11 +113,14 @@ def plan(request: PlanInput) -> Plan:
         requested=requests.gangs,
         standby=buffers.pods,
     )
-    by_node = pods_by_node(snapshot.pods)
+    # The caller's grouping is of the pods it gave: pods whose claims were resolved just now are new ones.
+    by_node = (
+        request.by_node if request.by_node is not None and snapshot is given else pods_by_node(snapshot.pods)
+    )
     engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
-    spend = queue_costs(snapshot, index, launching)
+    spend = queue_costs(snapshot, index, launching, by_node=by_node)
     launch = scale_up(
         demand, index, engine, usage=total, queue_spend=spend, now=now, launched_for=request.launched_for
     )

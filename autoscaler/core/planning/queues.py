@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.demand import pod_gpus, pod_queue
+from autoscaler.core.demand import QUEUE_LABELS, pod_gpus, pod_queue
 from autoscaler.core.model import Pod, PodGroup, Snapshot
 from autoscaler.core.planning.decisions import Launching, LaunchPlan, QueueSpend
 from autoscaler.core.planning.offerings import OfferingIndex
@@ -71,15 +71,24 @@ def _workload(pods: Iterable[Pod]) -> list[Pod]:
     return [p for p in pods if not p.daemonset and not p.mirror]
 
 
-def queue_costs(snapshot: Snapshot, index: OfferingIndex, launching: Iterable[Launching] = ()) -> QueueSpend:
+def queue_costs(
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    launching: Iterable[Launching] = (),
+    *,
+    by_node: Mapping[str, Sequence[Pod]] | None = None,
+) -> QueueSpend:
     """$/h of the nodes that exist or launch, per queue they serve (queues of no node are absent), and the
-    priced nodes no pod (but DaemonSet and mirror pods) runs on yet."""
+    priced nodes no pod (but DaemonSet and mirror pods) runs on yet. ``by_node`` is the snapshot's bound,
+    unfinished pods by node when already grouped."""
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     memory = index.smallest_gpu_memory()
-    by_node: dict[str, list[Pod]] = defaultdict(list)
-    for p in snapshot.pods:
-        if p.node_name and not p.finished:
-            by_node[p.node_name].append(p)
+    if by_node is None:
+        grouped: dict[str, list[Pod]] = defaultdict(list)
+        for p in snapshot.pods:
+            if p.node_name and not p.finished:
+                grouped[p.node_name].append(p)
+        by_node = grouped
     out: dict[str, float] = defaultdict(float)
     unclaimed: dict[str, float] = {}
     for node in snapshot.nodes:
@@ -114,7 +123,8 @@ def queue_views(
     if spend is None:
         spend = queue_costs(snapshot, index, launching)
     cost: dict[str, float] = defaultdict(float, spend.by_queue)
-    pods = {p.key: p for p in snapshot.pods}
+    # A launch and a pod placed on a node are for pending pods, none of them bound to a node yet.
+    pods = {p.key: p for p in snapshot.pods if not p.node_name}
     for la in launch.launches:
         _charge(cost, la.offering.price, [pods[k] for k in la.pods if k in pods], groups, memory)
     # A node no pod runs on yet serves the pods this plan puts there.
@@ -134,7 +144,14 @@ def queue_views(
     names = {q.name for q in snapshot.queues} | {g.queue for g in snapshot.podgroups if g.queue}
     names |= set(index.config.queue_budgets)
     for p in snapshot.pods:
-        q = pod_queue(p, groups)
+        if groups:
+            q = pod_queue(p, groups)
+        else:  # no PodGroup to name a queue: only the pod's label can (pod_queue, read for every pod inline)
+            q = ""
+            for label in QUEUE_LABELS:
+                q = p.labels.get(label) or ""
+                if q:
+                    break
         if not q or p.finished or p.terminating:
             continue
         names.add(q)

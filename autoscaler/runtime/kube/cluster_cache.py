@@ -317,22 +317,25 @@ class ClusterCache:
         self._listeners.append(fn)
 
     def snapshot(self) -> Snapshot:
-        """A consistent copy of every kind, each sorted by (namespace, name) so runs are deterministic."""
+        """A consistent copy of every kind, each sorted by (namespace, name) so runs are deterministic.
+
+        A kind that has not changed since the last snapshot hands over the same tuple: with 100,000 pods,
+        copying and sorting them again at every reconcile cost more than deciding what to do with them."""
         with self._lock:
             return Snapshot(
-                pods=tuple(self._items("pods")),
-                nodes=tuple(self._items("nodes")),
-                pdbs=tuple(self._items("pdbs")),
-                daemonsets=tuple(self._items("daemonsets")),
-                podgroups=tuple(self._items("podgroups")),
-                queues=tuple(self._items("queues")),
+                pods=self._items("pods"),
+                nodes=self._items("nodes"),
+                pdbs=self._items("pdbs"),
+                daemonsets=self._items("daemonsets"),
+                podgroups=self._items("podgroups"),
+                queues=self._items("queues"),
                 namespaces=dict(self._items("namespaces")),
                 dra=self._dra(),
-                provisioning_requests=tuple(
+                provisioning_requests=(
                     self._items(PROVISIONING_REQUESTS.kind) + self._items(PROVISIONING_REQUESTS_BETA.kind)
                 ),
-                capacity_buffers=tuple(self._items(CAPACITY_BUFFERS.kind)),
-                pod_templates=tuple(self._items(POD_TEMPLATES.kind)),
+                capacity_buffers=self._items(CAPACITY_BUFFERS.kind),
+                pod_templates=self._items(POD_TEMPLATES.kind),
                 workloads=(*self._items(DEPLOYMENTS.kind), *self._items(STATEFULSETS.kind)),
             )
 
@@ -344,15 +347,15 @@ class ClusterCache:
 
     def _dra(self) -> DraObjects:
         return DraObjects(
-            device_classes=tuple(self._items(DRA_DEVICE_CLASSES.kind)),
-            claims=tuple(self._items(DRA_CLAIMS.kind)),
-            claim_templates=tuple(self._items(DRA_CLAIM_TEMPLATES.kind)),
+            device_classes=self._items(DRA_DEVICE_CLASSES.kind),
+            claims=self._items(DRA_CLAIMS.kind),
+            claim_templates=self._items(DRA_CLAIM_TEMPLATES.kind),
             served=all(ck in self._custom_kinds and ck.kind in self._informers for ck in DRA_KINDS),
         )
 
-    def _items(self, kind: str) -> list[Any]:
+    def _items(self, kind: str) -> tuple[Any, ...]:
         informer = self._informers.get(kind)
-        return informer.items() if informer is not None else []
+        return informer.sorted_items() if informer is not None else ()
 
     def watched_kinds(self) -> list[str]:
         """Kinds currently watched (the KAI ones only while their CRDs exist)."""

@@ -101,9 +101,12 @@ def checked_maps(value: object, key: str, where: str) -> Sequence[Mapping[str, A
     return value
 
 
+_STRINGS = frozenset({str})
+
+
 def str_map(obj: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, str]:
     raw = field_map(obj, key, where)
-    if type(raw) is dict and all(type(v) is str for v in raw.values()):
+    if type(raw) is dict and set(map(type, raw.values())) <= _STRINGS:
         return raw  # JSON maps of strings are used as they are: nothing in tidal mutates them
     out: dict[str, str] = {}
     for k, v in raw.items():
@@ -165,11 +168,12 @@ def identify(obj: Mapping[str, Any]) -> str:
     return f"{kind} {ns}/{name}" if ns and type(ns) is str else f"{kind} {name}"
 
 
-def guard(obj: Mapping[str, Any], fn: Callable[[Mapping[str, Any]], T]) -> T:
+def guard(obj: Mapping[str, Any], fn: Callable[..., T], *args: Any) -> T:
+    """``fn(obj, *args)``, any error in reading the object raised as one ConversionError naming it."""
     if type(obj) is not dict and not isinstance(obj, Mapping):
         raise ConversionError(f"expected a Kubernetes object (a map), got {got(obj)}")
     try:
-        return fn(obj)
+        return fn(obj, *args)
     except (FieldError, QuantityError) as err:
         raise ConversionError(f"{identify(obj)}: {err}") from None
     except KeyError as err:  # not expected: every field above is checked; keep the message useful anyway

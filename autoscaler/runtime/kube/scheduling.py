@@ -339,13 +339,15 @@ def host_ports(spec: Mapping[str, Any], where: str = "spec.") -> tuple[HostPort,
         for i, c in enumerate(field_maps(spec, section, where)):
             if section == "initContainers" and c.get("restartPolicy") != "Always":
                 continue
+            if c.get("ports") is None:
+                continue  # most containers
             for j, p in enumerate(field_maps(c, "ports", f"{where}{section}[{i}].")):
-                at = f"{where}{section}[{i}].ports[{j}]."
                 port = p.get("hostPort")
                 if port is None and host_network:
                     port = p.get("containerPort")
                 if port is None or port == 0:
                     continue
+                at = f"{where}{section}[{i}].ports[{j}]."
                 if type(port) is not int or not 0 < port < 65536:
                     raise FieldError(f"{at}hostPort", f"{got(port)} is not a port number (1-65535)")
                 protocol = p.get("protocol") or "TCP"
@@ -373,7 +375,10 @@ def _requests(holder: Mapping[str, Any], field: str, memo: QuantityMemo | None) 
     requests = resources.get("requests")
     limits = resources.get("limits")
     parsed = Resources.parse(requests, field=f"{field}.resources.requests", memo=memo) if requests else EMPTY
-    if limits:
+    if limits and not (
+        # Limits that only repeat requests (memory: 1Gi in both) were read with them and add nothing.
+        requests and type(limits) is dict and all(requests.get(k) == v for k, v in limits.items())
+    ):
         parsed_limits = Resources.parse(limits, field=f"{field}.resources.limits", memo=memo)
         missing = {k: v for k, v in parsed_limits.items() if k not in parsed}
         if missing:
