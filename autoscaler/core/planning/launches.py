@@ -31,6 +31,7 @@ def launches(
     # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
     # every node, and so every option, is held).
     cheapest: dict[tuple[object, ...], Offering] = {}
+    modes: dict[str, LaunchMode] = {}
     for b in engine.bins:
         if not b.new or not b.pods:
             continue
@@ -55,6 +56,9 @@ def launches(
             found = cache[key] = (reserved.without_reserved(fb.offerings), why)
         if left is not None and found[0]:
             budget_left.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
-        planned.append(Launch(offering, pods, LaunchMode(b.mode), found[0], b.gang, found[1]))
+        mode = modes.get(b.mode)
+        if mode is None:
+            mode = modes[b.mode] = LaunchMode(b.mode)
+        planned.append(Launch(offering, pods, mode, found[0], b.gang, found[1]))
     planned.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
     return planned

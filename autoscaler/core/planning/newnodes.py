@@ -9,7 +9,8 @@ it takes the cheapest of them when the plan is final.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.core.fit import Constraints, last_candidate
@@ -137,11 +138,17 @@ def choose(
     over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
+            o = shape.cheapest
+            if best is not None and o.price / remaining > best[0]:
+                # Shapes are in price order: none later in this tier can beat the best (and once a shape is
+                # chosen, what the others would have said of the limits is not asked for).
+                break
             k = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
             if k <= 0:
                 continue
             fits_somewhere = True
-            o = shape.cheapest
+            if best is not None and o.price / min(k, remaining) > best[0]:
+                continue  # dearer per pod: the rest of its score cannot make it better
             if not budget.allows(o):
                 if budget.within_limits(o):
                     held.append(o)
@@ -153,9 +160,6 @@ def choose(
                     over_budget = o
                 continue
             per_pod = o.price / min(k, remaining)
-            floor = o.price / remaining
-            if best is not None and floor > best[0]:
-                break  # shapes are in price order: none later in this tier can beat the best
             score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
@@ -190,23 +194,38 @@ def _whole_batch(
     k = chosen.per_node
     if k >= remaining or -(-remaining // k) > TAIL_NODES:
         return chosen
-    shapes: list[tuple[Option, int]] = []
-    for ctype in c.capacity_types:
-        for shape in index.shapes(c, ctype, packing):
-            o = shape.cheapest
-            if not budget.allows(o) or not budget.affords(o, queue):
-                continue
-            n = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
-            if n > 0:
-                shapes.append((shape, n))
+    memo = index.memo.share_counts
+
+    def candidates(below: Callable[[], float]) -> Iterator[tuple[Option, int]]:
+        """The shapes that fit and the budget allows, with how many pods each holds, in the pods' order of
+        capacity types and then cheapest first, up to the first whose one node costs ``below()`` or more
+        (nodes of it, and of every later one of that capacity type, cost at least that much)."""
+        for ctype in c.capacity_types:
+            for shape in index.shapes(c, ctype, packing):
+                o = shape.cheapest
+                if o.price >= below():
+                    break
+                if not budget.allows(o) or not budget.affords(o, queue):
+                    continue
+                n = per_node(shape, req, c.gpu_share, remaining, memo)
+                if n > 0:
+                    yield shape, n
+
     rest = remaining % k
-    tail = min((-(-rest // n) * s.cheapest.price for s, n in shapes), default=0.0) if rest else 0.0
-    best = (remaining // k) * chosen.shape.cheapest.price + tail
+    tail = 0.0
+    if rest:
+        # The cheapest nodes for the pods the last node of the chosen shape would hold (the chosen shape is
+        # one candidate, so there is one).
+        least = [math.inf]
+        for s, n in candidates(lambda: least[0]):
+            least[0] = min(least[0], -(-rest // n) * s.cheapest.price)
+        tail = least[0] if least[0] < math.inf else 0.0
+    best = [(remaining // k) * chosen.shape.cheapest.price + tail]
     found = chosen
-    for shape, n in shapes:
+    for shape, n in candidates(lambda: best[0] - 1e-9):
         whole = -(-remaining // n) * shape.cheapest.price
-        if whole < best - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
-            best, found = whole, Choice(shape, n)
+        if whole < best[0] - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
+            best[0], found = whole, Choice(shape, n)
     return found
 
 
@@ -419,7 +438,10 @@ def fallbacks(
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
-            if o == best or any(index.labels(o).get(k) != v for k, v in b.settled.items()):
+            # (An offering of another type is never the chosen one: its fields are not compared one by one.)
+            if (o.instance_type == best.instance_type and o == best) or any(
+                index.labels(o).get(k) != v for k, v in b.settled.items()
+            ):
                 continue
             if cap is not None and o.price > cap + 1e-9:
                 if left_out is None or price_order(o) < price_order(left_out):
