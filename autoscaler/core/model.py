@@ -234,11 +234,16 @@ class Pod:
     claims: tuple[PodClaim, ...] = ()
     dra_types: frozenset[tuple[str, int, int]] = frozenset()
     dra_error: str = ""
+    # ``namespace/name``, how pods are named in plans and reports; and whether where it may go depends on
+    # other pods (inter-pod (anti-)affinity, topology spread or host ports). Both are read for every pod at
+    # every step of a plan: worked out once, when the pod is made.
+    key: str = field(init=False, compare=False, repr=False)
+    topological: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        """``namespace/name``, how pods are named in plans and reports."""
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        topological = bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
+        object.__setattr__(self, "topological", topological)
 
     @property
     def daemonset(self) -> bool:
@@ -251,11 +256,6 @@ class Pod:
     @property
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
-
-    @property
-    def topological(self) -> bool:
-        """Where it may go depends on other pods: inter-pod (anti-)affinity, topology spread or host ports."""
-        return bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
 
 
 @dataclass(frozen=True, slots=True)
