@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autoscaler.core.offering import Offering
+from autoscaler.core.placement.bins import Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import newnodes, reserved
 from autoscaler.core.planning.decisions import Launch, LaunchMode
@@ -32,6 +33,7 @@ def launches(
     # every node, and so every option, is held).
     cheapest: dict[tuple[object, ...], Offering] = {}
     modes: dict[str, LaunchMode] = {}
+    shapes: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] = {}
     for b in engine.bins:
         if not b.new or not b.pods:
             continue
@@ -51,7 +53,7 @@ def launches(
         key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
         found = cache.get(key)
         if found is None:
-            fb = newnodes.fallbacks(b, offering, index, classes, budget)
+            fb = newnodes.fallbacks(b, offering, index, classes, budget, shapes)
             why = launch_why(b, offering, classes, index, reason, fb)
             found = cache[key] = (reserved.without_reserved(fb.offerings), why)
         if left is not None and found[0]:

@@ -407,12 +407,14 @@ def fallbacks(
     index: OfferingIndex,
     classes: Sequence[Constraints],
     budget: tuple[str, float] | None = None,
+    memo: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] | None = None,
 ) -> Fallbacks:
     """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
     against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
     end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
-    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it."""
+    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it.
+    ``memo`` keeps, for the nodes of one plan, the shapes each kind of node may fall back to at all."""
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
@@ -425,16 +427,30 @@ def fallbacks(
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
     model = device_model(b.devices) if b.devices is not None else None
     left_out: Offering | None = None
-    for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
+    packing = b.mode == BIN_PACKING
+    key = (tuple(classes), packing, best.gpu_count, best.vcpu if limit_cpu else None, model)
+    kept = memo.get(key) if memo is not None else None
+    if kept is None:
+        # The shapes no more GPUs (or cpu, under a cpu limit) than the chosen one and, for a node of GPU shares,
+        # the very same devices: all that does not depend on the node's pods, the same for every node alike.
+        kept = [
+            (shape, offerings)
+            for shape, offerings in index.shared(classes, packing)
+            if not (
+                shape.cheapest.gpu_count > best.gpu_count
+                or (limit_cpu and shape.cheapest.vcpu > best.vcpu)
+                or (model is not None and device_model(shape.devices) != model)
+            )
+        ]
+        if memo is not None:
+            memo[key] = kept
+    # Passing over the shapes left out above changes nothing: the list ends at a dearer shape either way.
+    for shape, offerings in kept:
         o0 = shape.cheapest
         if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
             break  # shapes come cheapest first: none later can enter the list
         if left_out is not None and o0.price > left_out.price:
             break  # past the cap, and the cheapest one left out is known
-        if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
-            continue
-        if model is not None and device_model(shape.devices) != model:
-            continue  # GPU shares were packed for these very devices
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
