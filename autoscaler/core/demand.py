@@ -105,12 +105,16 @@ def _group(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> PodGroup | N
 
 def pod_queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
     """The KAI queue of a pod: its PodGroup's queue, else the queue label."""
-    group = _group(pod, groups)
-    if group and group.queue:
-        return group.queue
+    name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
+    if name:  # as _group finds it, read here without the call: every pod of a plan is asked about
+        group = groups.get((pod.namespace, name))
+        if group and group.queue:
+            return group.queue
+    labels = pod.labels
     for label in QUEUE_LABELS:
-        if pod.labels.get(label):
-            return pod.labels[label]
+        value = labels.get(label)
+        if value:
+            return value
     return ""
 
 
@@ -134,8 +138,8 @@ def _opted_in(pod: Pod, config: Config) -> bool:
     )
 
 
-# tidal's ignore annotation and Luna's spelling of it: most pods carry neither.
-_IGNORE_SPELLINGS = tuple(k for k in (ann.IGNORE, ann.alias(ann.IGNORE)) if k)
+# Luna's spelling of tidal's ignore annotation: most pods carry neither spelling.
+_IGNORE_LUNA = ann.alias(ann.IGNORE) or ann.IGNORE
 
 
 def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
@@ -170,7 +174,8 @@ def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | Non
     estimate = next((g for g in gates if ann.is_cost_estimate_gate(g)), "") if gates else ""
     if gates and not estimate:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
-    if any(k in pod.annotations for k in _IGNORE_SPELLINGS) and ann.is_true(pod.annotations, ann.IGNORE):
+    annotations = pod.annotations
+    if (ann.IGNORE in annotations or _IGNORE_LUNA in annotations) and ann.is_true(annotations, ann.IGNORE):
         spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
         return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
     if not _opted_in(pod, config):
