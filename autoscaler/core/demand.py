@@ -20,7 +20,7 @@ from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, s
 from autoscaler.core.gpu.layouts import mig_resources
 from autoscaler.core.gpu.mig import kai_quota_units
 from autoscaler.core.model import Node, Pod, PodGroup, Queue, Snapshot
-from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU
+from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU, Resources
 
 QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
@@ -105,12 +105,16 @@ def _group(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> PodGroup | N
 
 def pod_queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> str:
     """The KAI queue of a pod: its PodGroup's queue, else the queue label."""
-    group = _group(pod, groups)
-    if group and group.queue:
-        return group.queue
+    name = pod.annotations.get(ann.POD_GROUP_ANNOTATION)
+    if name:  # as _group finds it, read here without the call: every pod of a plan is asked about
+        group = groups.get((pod.namespace, name))
+        if group and group.queue:
+            return group.queue
+    labels = pod.labels
     for label in QUEUE_LABELS:
-        if pod.labels.get(label):
-            return pod.labels[label]
+        value = labels.get(label)
+        if value:
+            return value
     return ""
 
 
@@ -127,13 +131,20 @@ def pod_preemptibility(pod: Pod, groups: Mapping[tuple[str, str], PodGroup]) -> 
 
 
 def _opted_in(pod: Pod, config: Config) -> bool:
+    if not config.labels and not config.pod_annotations:
+        return True
     return all(pod.labels.get(k) == v for k, v in config.labels.items()) and all(
         pod.annotations.get(k) == v for k, v in config.pod_annotations.items()
     )
 
 
-def _screen(pod: Pod, config: Config) -> Ignored | None:
-    """The first reason, in a fixed order, that keeps a pending pod out of demand."""
+# Luna's spelling of tidal's ignore annotation: most pods carry neither spelling.
+_IGNORE_LUNA = ann.alias(ann.IGNORE) or ann.IGNORE
+
+
+def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
+    """The first reason, in a fixed order, that keeps a pending pod out of demand. ``matched`` keeps, by
+    pending message, whether ``pendingPodReasonRegexp`` matches it (most pods wait with one of a few)."""
     key = pod.key
     if pod.node_name:
         return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
@@ -159,10 +170,12 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
         return Ignored(key, Reason.BAD_ANNOTATION, pod.gpu_share_error)
     if pod.dra_error:
         return Ignored(key, Reason.UNSUPPORTED_CLAIM, pod.dra_error)
-    estimate = next((g for g in pod.scheduling_gates if ann.is_cost_estimate_gate(g)), "")
-    if pod.scheduling_gates and not estimate:
+    gates = pod.scheduling_gates
+    estimate = next((g for g in gates if ann.is_cost_estimate_gate(g)), "") if gates else ""
+    if gates and not estimate:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
-    if ann.is_true(pod.annotations, ann.IGNORE):
+    annotations = pod.annotations
+    if (ann.IGNORE in annotations or _IGNORE_LUNA in annotations) and ann.is_true(annotations, ann.IGNORE):
         spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
         return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
     if not _opted_in(pod, config):
@@ -179,7 +192,10 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
     cond = pod.scheduled
     if cond is None or cond.status != "False":
         return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
-    if not config.pending_pod_reason_regexp.search(cond.message):
+    found = matched.get(cond.message)
+    if found is None:
+        found = matched[cond.message] = config.pending_pod_reason_regexp.search(cond.message) is not None
+    if not found:
         return Ignored(key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}")
     return None
 
@@ -273,6 +289,17 @@ def _node_gpu_memory(node: Node, default: int) -> int:
     return int(label) if label.isdigit() else default
 
 
+def _asked(requests: Resources, asked: dict[Resources, tuple[bool, bool, tuple[str, ...]]]) -> object:
+    found = asked.get(requests)
+    if found is None:
+        found = asked[requests] = (
+            requests.get(NVIDIA_GPU) > 0,
+            requests.get(AMD_GPU) > 0,
+            tuple(mig_resources(requests)),
+        )
+    return found
+
+
 def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
     r = pod.requests
     return (-pod.priority, -r.gpus, -r.cpu, -r.memory, pod.created, pod.uid or pod.key)
@@ -300,10 +327,13 @@ def select(
     estimating: list[Pod] = []
     # Replicas of one workload have the same annotations and constraints: read them once.
     read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
+    matched: dict[str, bool] = {}
+    # What a pod's constraints read of its requests, by request (replicas ask alike).
+    asked: dict[Resources, tuple[bool, bool, tuple[str, ...]]] = {}
     for pod in snapshot.pods:
         if pod.phase != "Pending":
             continue
-        verdict = _screen(pod, config)
+        verdict = _screen(pod, config, matched)
         if verdict and verdict.reason != Reason.COST_ESTIMATE:
             demand.ignored.append(verdict)
             continue
@@ -312,9 +342,7 @@ def select(
             tuple(pod.node_selector.items()),
             pod.affinity,
             pod.tolerations,
-            pod.requests.get(NVIDIA_GPU) > 0,
-            pod.requests.get(AMD_GPU) > 0,
-            tuple(mig_resources(pod.requests)),
+            _asked(pod.requests, asked),
             pod.dra_types,
         )
         found = read.get(shape)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from autoscaler.config.options import Config
 from autoscaler.core import annotations as ann
@@ -27,6 +27,7 @@ from autoscaler.core.model import (
     RESERVED,
     NodeSelectorTerm,
     Pod,
+    Taint,
     Toleration,
 )
 from autoscaler.core.new_nodes import GPU_TAINT as GPU_TAINT
@@ -79,11 +80,28 @@ class Constraints:
     # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
     # serves with a dedicated node; config-wide filters alone do not make a pod constrained.
     specific: bool = False
+    # The hash, worked out on first use: constraint sets key most of the planner's tables, and hashing every
+    # field each time was a good part of placing a pod.
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        found = self._hash
+        if found is None:
+            found = hash(tuple([getattr(self, name) for name in _HASHED]))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
 
     @property
     def constrained(self) -> bool:
         """The pod asks for something specific, which Luna serves with a dedicated node."""
         return self.specific
+
+
+_HASHED = tuple(f.name for f in fields(Constraints) if f.compare)
 
 
 def implicit_tolerations(pod: Pod) -> tuple[Toleration, ...]:
@@ -310,13 +328,21 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     if c.gpu_share is not None:
         share = c.gpu_share
-        out.append(
-            (
-                _offering("no offering's GPU holds this GPU share", "gpu-share"),
-                # KAI shares a whole device: not a MIG instance or a device-plugin replica of one.
-                lambda o: o.layout is None and device_slots(o).take(share) is not None,
-            )
-        )
+        # Offerings have a few kinds of GPUs: whether one holds the share is worked out once per kind.
+        holds: dict[tuple[int, int, bool, float], bool] = {}
+
+        def holds_share(o: Offering) -> bool:
+            if o.layout is not None:
+                return (
+                    False  # KAI shares a whole device: not a MIG instance or a device-plugin replica of one
+                )
+            kind = (o.gpu_count, o.gpu_memory_mib, o.partial_gpu, o.gpu_fraction)
+            found = holds.get(kind)
+            if found is None:
+                found = holds[kind] = device_slots(o).take(share) is not None
+            return found
+
+        out.append((_offering("no offering's GPU holds this GPU share", "gpu-share"), holds_share))
     elif not c.partial_gpu:
         out.append(
             (
@@ -329,14 +355,16 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
     if c.gpu_skus:
         skus = c.gpu_skus
         matchers = [_sku_matcher(parse_gpu_sku(s)) for s in skus]
-        # Offerings share a few GPU model names: each is reduced once for this filter.
-        models: dict[str, str] = {}
+        # Offerings share a few GPU models and memory sizes, all a matcher reads: each pair is looked at once.
+        seen: dict[tuple[str, int], bool] = {}
 
         def has_sku(o: Offering) -> bool:
-            model = models.get(o.gpu_model)
-            if model is None:
-                model = models[o.gpu_model] = gpu_model_name(o.gpu_model)
-            return any(m(o, model) for m in matchers)
+            gpu = (o.gpu_model, o.gpu_memory_mib)
+            found = seen.get(gpu)
+            if found is None:
+                model = gpu_model_name(o.gpu_model)
+                found = seen[gpu] = any(m(o, model) for m in matchers)
+            return found
 
         out.append((_offering(f"no offering with GPU model {'|'.join(skus)}", "gpu-sku"), has_sku))
     if c.family_inclusions:
@@ -378,9 +406,17 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
     taint_rejection = Rejection(Filter.TAINT_TOLERATION, "no offering whose node taints the pod tolerates")
     if c.gpu_resource and config.gpu_node_taint and not any(t.tolerates(GPU_TAINT) for t in tols):
         taint_rejection = gpu_taint_rejection()
-    out.append(
-        (taint_rejection, lambda o: filters.taint_toleration(tols, new_nodes.taints(o)) is None),
-    )
+    # New nodes carry a few sets of taints: whether the pod tolerates each is worked out once.
+    tolerated: dict[tuple[Taint, ...], bool] = {}
+
+    def tolerates(o: Offering) -> bool:
+        taints = new_nodes.taints(o)
+        found = tolerated.get(taints)
+        if found is None:
+            found = tolerated[taints] = filters.taint_toleration(tols, taints) is None
+        return found
+
+    out.append((taint_rejection, tolerates))
     return out
 
 
@@ -398,12 +434,19 @@ def last_candidate(
 
 
 def eligible_offerings(
-    c: Constraints, offerings: Sequence[Offering], config: Config, nodes: NewNodes | None = None
+    c: Constraints,
+    offerings: Sequence[Offering],
+    config: Config,
+    nodes: NewNodes | None = None,
+    *,
+    typed: bool = False,
 ) -> tuple[list[Offering], Rejection | None]:
-    """Offerings that satisfy the constraints, and the filter that removed the last one."""
+    """Offerings that satisfy the constraints, and the filter that removed the last one. ``typed`` says the
+    offerings are already those of ``c``'s capacity types (the first filter): it is not run again."""
     remaining = list(offerings)
-    for rejection, keep in offering_filters(c, config, nodes):
-        remaining = [o for o in remaining if keep(o)]
+    for i, (rejection, keep) in enumerate(offering_filters(c, config, nodes)):
+        if not (typed and i == 0 and remaining):
+            remaining = [o for o in remaining if keep(o)]
         if not remaining:
             return [], rejection
     return remaining, None

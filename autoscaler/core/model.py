@@ -240,6 +240,8 @@ class Pod:
     daemonset: bool = field(init=False, repr=False, compare=False)
     pending: bool = field(init=False, repr=False, compare=False)  # Pending and bound to no node
     finished: bool = field(init=False, repr=False, compare=False)  # Succeeded or Failed
+    # Where it may go depends on other pods: inter-pod (anti-)affinity, topology spread or host ports.
+    topological: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         owner, phase = self.owner, self.phase
@@ -247,11 +249,8 @@ class Pod:
         object.__setattr__(self, "daemonset", owner is not None and owner.kind == "DaemonSet")
         object.__setattr__(self, "pending", phase == "Pending" and not self.node_name)
         object.__setattr__(self, "finished", phase in ("Succeeded", "Failed"))
-
-    @property
-    def topological(self) -> bool:
-        """Where it may go depends on other pods: inter-pod (anti-)affinity, topology spread or host ports."""
-        return bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
+        topological = bool(self.pod_affinity or self.pod_anti_affinity or self.spread or self.host_ports)
+        object.__setattr__(self, "topological", topological)
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,12 +84,14 @@ class NewNodes:
     memo that its owner (an offering index, one call of the offering filters) keeps exactly as long as the
     offerings and the configuration it was made for."""
 
-    __slots__ = ("_labels", "_taints", "config")
+    __slots__ = ("_labels", "_shared", "_taints", "config")
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self._labels: dict[Offering, dict[str, str]] = {}
         self._taints: dict[Offering, tuple[Taint, ...]] = {}
+        # Each distinct set of taints once: thousands of offerings carry a few.
+        self._shared: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
 
     def labels(self, offering: Offering) -> dict[str, str]:
         """:func:`node_labels` of ``offering`` (the same dict on every call: do not change it)."""
@@ -102,5 +104,6 @@ class NewNodes:
         """:func:`node_taints` of ``offering``."""
         found = self._taints.get(offering)
         if found is None:
-            found = self._taints[offering] = node_taints(offering, self.config)
+            taints = node_taints(offering, self.config)
+            found = self._taints[offering] = self._shared.setdefault(taints, taints)
         return found

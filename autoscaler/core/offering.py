@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from autoscaler.core.model import Arch, CapacityType, InstanceState, Taint
 from autoscaler.core.resources import GIB, MIB, MILLI, NVIDIA_GPU, Resources
@@ -108,6 +108,19 @@ class Offering:
     reservation: Reservation | None = None
     layout: GpuLayout | None = None
     template: NodeTemplate | None = field(default=None, compare=False, repr=False)
+    # The hash, worked out on first use: offerings fill the sets a plan narrows a new node's options with.
+    _hash: int | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        found = self._hash
+        if found is None:
+            found = hash(tuple([getattr(self, name) for name in _HASHED]))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> list[object]:
+        # A hash holds only in the process that worked it out (string hashes are salted per process).
+        return [None if f.name == "_hash" else getattr(self, f.name) for f in fields(self)]
 
     @property
     def key(self) -> str:
@@ -140,6 +153,9 @@ class Offering:
             resource = "amd.com/gpu" if self.gpu_vendor.upper() == "AMD" else NVIDIA_GPU
             values[resource] = self.gpu_count * MILLI
         return Resources(values)
+
+
+_HASHED = tuple(f.name for f in fields(Offering) if f.compare)
 
 
 def instance_family(instance_type: str) -> str:

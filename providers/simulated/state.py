@@ -76,11 +76,12 @@ class InstanceRecord:
     def to_json(self) -> dict[str, Any]:
         """The JSON form kept in the state file."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        # Not the node template: the provider builds it again from the offering when it needs it.
+        # Not the node template: the provider builds it again from the offering when it needs it. Nor what
+        # the offering works out itself (its hash).
         data["offering"] = {
             f.name: getattr(self.offering, f.name)
             for f in dataclasses.fields(Offering)
-            if f.name != "template"
+            if f.name != "template" and f.init
         }
         data["offering"]["arch"] = self.offering.arch.value
         r = self.offering.reservation

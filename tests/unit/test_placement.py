@@ -127,6 +127,19 @@ def test_a_zone_spread_gets_a_node_in_each_configured_zone(make_config: Callable
         assert {o.zone for o in la.alternatives} <= {la.offering.zone}
 
 
+def test_small_spread_replicas_fill_one_node_in_each_zone_evenly(make_config: Callable[..., Config]) -> None:
+    # Each replica after the first three finds the nodes of a zone already one ahead refused by the spread
+    # before their room is weighed, and joins the node of a zone behind.
+    spread = zone_spread({"app": "web"})
+    pods = [
+        pod(f"web-{i}", cpu="100m", memory="128Mi", labels={"app": "web"}, spread=[spread]) for i in range(9)
+    ]
+    result = run(make_config, *pods, offerings=aws_offerings(ZONES), zones=list(ZONES))
+    assert sorted((la.offering.zone, len(la.pods)) for la in result.launch.launches) == [
+        (z, 3) for z in ZONES
+    ]
+
+
 def test_a_zone_spread_counts_the_replicas_already_running(make_config: Callable[..., Config]) -> None:
     # Two full nodes, in zones a and b, each running a replica: the next one belongs in zone c.
     running = [

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.config.options import config_from_mapping
+from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import ComputeMode, GpuShare, ShareSource
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.gpus import GpuSlots, SharedGpu
@@ -205,3 +206,13 @@ def test_a_pickled_share_and_devices_carry_no_hash_worked_out_in_this_process() 
     copies = pickle.loads(pickle.dumps((share, slots)))
     assert copies == (share, slots)
     assert [c._hash for c in copies] == [None, None]
+
+
+def test_a_pickled_offering_and_constraint_set_carry_no_hash_worked_out_in_this_process() -> None:
+    offering = OFFERINGS[0]
+    constraints = Constraints(gpu_skus=("A100",), capacity_types=("spot", "on-demand"))
+    hash(offering), hash(constraints)
+    copies = pickle.loads(pickle.dumps((offering, constraints)))
+    assert copies == (offering, constraints)
+    assert [c._hash for c in copies] == [None, None]
+    assert [hash(c) for c in copies] == [hash(offering), hash(constraints)]

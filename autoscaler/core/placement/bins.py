@@ -135,8 +135,10 @@ class Bin:
         return option.alloc - self.used
 
     def set_options(self, options: list[Option]) -> None:
+        mine = self.options
+        if len(options) != len(mine) or any(a is not b for a, b in zip(options, mine, strict=True)):
+            self._values.clear()  # the very same options (most pods added narrow nothing) keep their labels
         self.options = options
-        self._values.clear()
 
     def values(self, key: str, templates: Templates) -> frozenset[str | None]:
         """Every value ``key`` could have on this node (``None``: the label could be absent)."""

@@ -9,16 +9,17 @@ none; ``add`` commits it. Changes go through a journal, so a gang that cannot be
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from autoscaler.core.fit import Constraints
+from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import LABEL_HOSTNAME, Pod, Taint
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.bins import Bin, Kind, NoTemplates, Option, Templates, narrow, shares_fitting
 from autoscaler.core.placement.fits import Fit, request
-from autoscaler.core.placement.gpus import device_model
+from autoscaler.core.placement.gpus import GpuSlots, device_model
 from autoscaler.core.placement.journal import Journal
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.placement.topology import Topology
@@ -64,6 +65,10 @@ class Engine:
         self._checks_at = -1
         # Per pod (by identity, the pod kept alongside so a reused id cannot be mistaken for it).
         self._profiles: dict[int, tuple[Pod, int, _Profile]] = {}
+        # What a pod asking for these requests takes from a node (replicas ask alike): see ``_request``.
+        self._requests: dict[Resources, Resources] = {}
+        self._singles: dict[Constraints, frozenset[Constraints]] = {}
+        self._share_fits: dict[tuple[GpuSlots, int, GpuShare, int], tuple[GpuSlots, int, int]] = {}
         self._new = itertools.count(1)
 
     # -- building the cluster --------------------------------------------------------------------------
@@ -143,7 +148,7 @@ class Engine:
         bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
         bin.options = list(fit.options)
         bin.used = used if used is not None else self.filled_use(pod, fit)
-        bin.classes = frozenset((c,))
+        bin.classes = self._only(c)
         bin.devices = fit.gpus
         bin.pods.extend(pods)
         bin.ports.extend(pod.host_ports)
@@ -152,6 +157,13 @@ class Engine:
         self.journal.log(lambda: self.bins.remove(bin))
         self.topology.place(pod, name, fit.count)
         return bin
+
+    def _only(self, c: Constraints) -> frozenset[Constraints]:
+        """The classes of a node opened for pods of ``c`` alone: one set for every such node."""
+        found = self._singles.get(c)
+        if found is None:
+            found = self._singles[c] = frozenset((c,))
+        return found
 
     @staticmethod
     def filled_use(pod: Pod, fit: Fit) -> Resources:
@@ -237,7 +249,7 @@ class Engine:
             inter_pod = constrained or self.topology.selected(pod)
             keys = tuple(sorted(self.topology.keys_for(pod))) if inter_pod else ()
             checked = tuple(sorted(self.topology.check_keys(pod))) if constrained else ()
-            found = (pod, version, _Profile(request(pod), inter_pod, constrained, keys, checked))
+            found = (pod, version, _Profile(self._request(pod), inter_pod, constrained, keys, checked))
             self._profiles[id(pod)] = found
         return found[2]
 
@@ -276,6 +288,37 @@ class Engine:
             return _NO_SHARED_GPU
         return Fit(placed, gpus=slots, opened=opened)
 
+    def blocker(self, pod: Pod, c: Constraints, allowed: Options) -> Callable[[Bin], Rejection | None] | None:
+        """For a pod whose place depends on other pods, the inter-pod filters' "no" to it on a new node whose
+        every topology key they read is settled: ``can_add`` would then say no as well (this, or a "no" it
+        meets first). A quick no for a pod tried on every node of a zone its spread is full in: the verdict
+        is kept per value of those keys, where the whole fit works out each node's options first. None for
+        a pod no other pod's place matters to."""
+        profile = self._profile(pod)
+        if not profile.inter_pod:
+            return None
+        keys, checked = profile.keys, profile.checked
+        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
+        verdicts: dict[tuple[str | None, ...], Rejection | None] = {}
+        topology = self.topology
+        at = [topology.changes]
+
+        def blocked(bin: Bin) -> Rejection | None:
+            labels = bin.labels
+            for key in keys:
+                if key not in labels:
+                    return None
+            if at[0] != topology.changes:
+                verdicts.clear()
+                at[0] = topology.changes
+            values = tuple([labels.get(k) for k in checked])
+            if values in verdicts:
+                return verdicts[values]
+            found = verdicts[values] = self._check(pod, c, labels, checked, potential)
+            return found
+
+        return blocked
+
     def _can_add_new(
         self, pod: Pod, c: Constraints, bin: Bin, want: int, allowed: Options
     ) -> Fit | Rejection:
@@ -307,7 +350,7 @@ class Engine:
         for opt in options:
             k = need.times_fit(opt.alloc, bin.used)
             if share is not None and k > 0:
-                k = shares_fitting(bin, opt, share, min(k, want))[1]
+                k = self._shares_fitting(bin, opt, share, min(k, want))[1]
             counts.append(k)
             best = max(best, k)
         if best <= 0:
@@ -318,7 +361,7 @@ class Engine:
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
         gpus, opened = None, 0
         if share is not None:
-            gpus, _, opened = shares_fitting(bin, fitting[0], share, k)
+            gpus, _, opened = self._shares_fitting(bin, fitting[0], share, k)
             fitting = tuple(o for o in fitting if device_model(o.devices) == device_model(fitting[0].devices))
         if not profile.inter_pod:
             return Fit(k, fitting, gpus=gpus, opened=opened)
@@ -326,6 +369,22 @@ class Engine:
         if isinstance(fit, Rejection) or share is None:
             return fit
         return Fit(fit.count, fit.options, fit.settled, gpus, opened)
+
+    def _shares_fitting(
+        self, bin: Bin, option: Option, share: GpuShare, want: int
+    ) -> tuple[GpuSlots, int, int]:
+        """:func:`shares_fitting`, worked out once for each set of devices: a share pod is weighed on every
+        option of every node with room, and the options have a few kinds of GPUs."""
+        devices = bin.devices
+        key = (
+            (devices, -1, share, want)
+            if devices is not None
+            else (option.devices, bin.used.get(NVIDIA_GPU, 0) // 1000, share, want)
+        )
+        found = self._share_fits.get(key)
+        if found is None:
+            found = self._share_fits[key] = shares_fitting(bin, option, share, want)
+        return found
 
     def _check(
         self,
@@ -415,10 +474,17 @@ class Engine:
 
     # -- commit ----------------------------------------------------------------------------------------
 
+    def _request(self, pod: Pod) -> Resources:
+        """:func:`request` of ``pod``, worked out once per distinct request."""
+        found = self._requests.get(pod.requests)
+        if found is None:
+            found = self._requests[pod.requests] = request(pod)
+        return found
+
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
         k = fit.count
-        one = request(pod)
+        one = self._request(pod)
         need = one if k == 1 else one.scaled(k)
         if fit.opened:
             need = need + {NVIDIA_GPU: fit.opened * 1000}  # the reservation pods holding the shared devices

@@ -37,6 +37,12 @@ from autoscaler.core.placement.reasons import (
 )
 
 Pair = tuple[str, str]
+# What the selectors of a group read of a pod: its namespace and labels.
+Who = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _who(pod: Pod) -> Who:
+    return (pod.namespace, tuple(pod.labels.items()))
 
 
 @dataclass(slots=True)
@@ -81,6 +87,8 @@ class _SpreadGroup:
         self.topology_keys = tuple(c.topology_key for c in key.constraints)
         self.counts: dict[Pair, int] = {}
         self.eligible: dict[str, tuple[bool, ...]] = {}
+        # Which constraints select pods of a namespace and labels (replicas are placed one by one).
+        self._selects: dict[Who, tuple[bool, ...]] = {}
 
     def _eligibility(self, name: str, node: _Node) -> tuple[bool, ...]:
         found = self.eligible.get(name)
@@ -105,11 +113,16 @@ class _SpreadGroup:
             if ok:
                 self.counts.setdefault((c.topology_key, node.labels[c.topology_key]), 0)
 
-    def record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
+    def record(self, name: str, node: _Node, pod: Pod, delta: int, who: Who) -> None:
         if pod.namespace != self.key.namespace or pod.terminating:
             return
-        for c, ok in zip(self.key.constraints, self._eligibility(name, node), strict=True):
-            if ok and selector_matches(c.selector, pod.labels):
+        selected = self._selects.get(who)
+        if selected is None:
+            selected = self._selects[who] = tuple(
+                selector_matches(c.selector, pod.labels) for c in self.key.constraints
+            )
+        for c, ok, match in zip(self.key.constraints, self._eligibility(name, node), selected, strict=True):
+            if ok and match:
                 pair = (c.topology_key, node.labels[c.topology_key])
                 self.counts[pair] = self.counts.get(pair, 0) + delta
 
@@ -135,9 +148,15 @@ class _AffinityGroup:
     def __init__(self, terms: tuple[PodAffinityTerm, ...]) -> None:
         self.terms = terms
         self.counts: Counter[Pair] = Counter()
+        self._selects: dict[Who, bool] = {}  # whether the terms select pods of a namespace and labels
 
-    def record(self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]]) -> None:
-        if all(term_selects(t, pod, namespaces) for t in self.terms):
+    def record(
+        self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]], who: Who
+    ) -> None:
+        selected = self._selects.get(who)
+        if selected is None:
+            selected = self._selects[who] = all(term_selects(t, pod, namespaces) for t in self.terms)
+        if selected:
             for t in self.terms:
                 value = node.labels.get(t.topology_key)
                 if value is not None:
@@ -150,9 +169,15 @@ class _AntiGroup:
     def __init__(self, term: PodAffinityTerm) -> None:
         self.term = term
         self.counts: Counter[str] = Counter()
+        self._selects: dict[Who, bool] = {}  # whether the term selects pods of a namespace and labels
 
-    def record(self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]]) -> None:
-        if term_selects(self.term, pod, namespaces):
+    def record(
+        self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]], who: Who
+    ) -> None:
+        selected = self._selects.get(who)
+        if selected is None:
+            selected = self._selects[who] = term_selects(self.term, pod, namespaces)
+        if selected:
             value = node.labels.get(self.term.topology_key)
             if value is not None:
                 self.counts[value] += delta
@@ -178,6 +203,7 @@ class Topology:
         self.version = 0
         # Moves on with every change to any count or domain: a verdict is reusable while it stays.
         self.changes = 0
+        self._tracked: tuple[tuple[int, ...], frozenset[str]] | None = None
 
     # -- the cluster -----------------------------------------------------------------------------------
 
@@ -254,8 +280,7 @@ class Topology:
     def place(self, pod: Pod, name: str, count: int = 1) -> None:
         """``count`` pods like ``pod`` now run on node ``name``."""
         node = self._nodes[name]
-        for _ in range(count):
-            node.pods.append(pod)
+        node.pods.extend([pod] * count)
         self._record(name, node, pod, count)
 
         def undo() -> None:
@@ -278,12 +303,15 @@ class Topology:
 
     def _record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
         self.changes += 1
+        if not (self._spread or self._affinity or self._anti or pod.pod_anti_affinity):
+            return  # no count is kept, and the pod brings no term of its own (most plans)
+        who = _who(pod)
         for s in self._spread.values():
-            s.record(name, node, pod, delta)
+            s.record(name, node, pod, delta, who)
         for a in self._affinity.values():
-            a.record(node, pod, delta, self.namespaces)
+            a.record(node, pod, delta, self.namespaces, who)
         for t in self._anti.values():
-            t.record(node, pod, delta, self.namespaces)
+            t.record(node, pod, delta, self.namespaces, who)
         for term in pod.pod_anti_affinity:
             value = node.labels.get(term.topology_key)
             if value is not None:
@@ -314,7 +342,7 @@ class Topology:
             for name, node in self._nodes.items():
                 group.add_node(name, node)
                 for p in node.pods:
-                    group.record(name, node, p, 1)
+                    group.record(name, node, p, 1, _who(p))
         return group
 
     def _affinity_group(self, pod: Pod) -> _AffinityGroup:
@@ -326,7 +354,7 @@ class Topology:
             self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
-                    group.record(node, p, 1, self.namespaces)
+                    group.record(node, p, 1, self.namespaces, _who(p))
         return group
 
     def _anti_group(self, term: PodAffinityTerm) -> _AntiGroup:
@@ -338,7 +366,7 @@ class Topology:
             self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
-                    group.record(node, p, 1, self.namespaces)
+                    group.record(node, p, 1, self.namespaces, _who(p))
         return group
 
     def prepare(self, pod: Pod) -> None:
@@ -389,15 +417,22 @@ class Topology:
             return False
         return any(c.honor_node_taints for g in self._spread.values() for c in g.key.constraints)
 
-    def tracked_keys(self) -> set[str]:
+    def tracked_keys(self) -> frozenset[str]:
         """Every topology key some count is kept for."""
         if not (self._spread or self._affinity or self._anti or self._held):
-            return set()  # asked for every node opened and every pod added: most plans keep no count
+            return frozenset()  # asked for every node opened and every pod added: most plans keep no count
+        # Asked for every node opened and every pod added: kept while no group or held term appears (a held
+        # term's counts, once there, stay, at zero if its pods leave).
+        at = (self.version, len(self._spread), len(self._affinity), len(self._anti), len(self._held))
+        if self._tracked is not None and self._tracked[0] == at:
+            return self._tracked[1]
         keys = {c.topology_key for g in self._spread.values() for c in g.key.constraints}
         keys |= {t.topology_key for g in self._affinity.values() for t in g.terms}
         keys |= {g.term.topology_key for g in self._anti.values()}
         keys |= {t.topology_key for t, counts in self._held.items() if counts}
-        return keys
+        found = frozenset(keys)
+        self._tracked = (at, found)
+        return found
 
     def check_keys(self, pod: Pod) -> set[str]:
         """Topology keys whose value on a node decides whether ``pod`` may go there."""

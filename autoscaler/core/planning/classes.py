@@ -37,11 +37,15 @@ class PodClass:
     queue: str = ""
 
 
-def topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
-    """What besides constraints and requests tells apart pods whose place depends on other pods."""
-    if not engine.inter_pod(pod):
-        return None
-    return (
+def topology_signature(
+    pod: Pod, engine: Engine, seen: dict[tuple[object, ...], bool] | None = None
+) -> tuple[object, ...] | None:
+    """What besides constraints and requests tells apart pods whose place depends on other pods. ``seen``
+    keeps, by signature, whether such pods' places depend on others, while no pod is placed: the signature
+    holds all that answer reads (replicas share one)."""
+    if engine.topology.idle and not pod.topological:
+        return None  # as Engine.inter_pod says at once
+    signature = (
         pod.namespace,
         tuple(sorted(pod.labels.items())),
         pod.spread,
@@ -49,6 +53,12 @@ def topology_signature(pod: Pod, engine: Engine) -> tuple[object, ...] | None:
         pod.pod_anti_affinity,
         pod.host_ports,
     )
+    inter_pod = seen.get(signature) if seen is not None else None
+    if inter_pod is None:
+        inter_pod = engine.inter_pod(pod)
+        if seen is not None:
+            seen[signature] = inter_pod
+    return signature if inter_pod else None
 
 
 def pod_classes(
@@ -65,18 +75,20 @@ def pod_classes(
     # once per pod (equal constraints in two objects still get one number).
     numbers: dict[Constraints, int] = {}
     by_id: dict[int, int] = {}
+    queues = queues if queues is not None and budgets else {}
+    seen: dict[tuple[object, ...], bool] = {}
     for pod in pods:
         c = constraints[pod.key]
         number = by_id.get(id(c))
         if number is None:
             number = by_id[id(c)] = numbers.setdefault(c, len(numbers))
-        mode = pod_mode(pod, c, index)
-        queue = (queues or {}).get(pod.key, "")
+        queue = queues.get(pod.key, "")
         queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
-        key = (number, mode, pod.requests, topology_signature(pod, engine), queue)
+        # The mode follows from the constraints and the request, so it is worked out once per class.
+        key = (number, pod.requests, topology_signature(pod, engine, seen), queue)
         unit = groups.get(key)
         if unit is None:
-            groups[key] = PodClass([pod], c, mode, queue)
+            groups[key] = PodClass([pod], c, pod_mode(pod, c, index), queue)
         else:
             unit.pods.append(pod)
     return list(groups.values())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autoscaler.core.offering import Offering
+from autoscaler.core.placement.bins import Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import newnodes, reserved
 from autoscaler.core.planning.decisions import Launch, LaunchMode
@@ -31,6 +32,8 @@ def launches(
     # Nodes opened alike keep the very same options: their cheapest is looked for once (by identity, while
     # every node, and so every option, is held).
     cheapest: dict[tuple[object, ...], Offering] = {}
+    modes: dict[str, LaunchMode] = {}
+    shapes: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] = {}
     for b in engine.bins:
         if not b.new or not b.pods:
             continue
@@ -50,11 +53,14 @@ def launches(
         key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
         found = cache.get(key)
         if found is None:
-            fb = newnodes.fallbacks(b, offering, index, classes, budget)
+            fb = newnodes.fallbacks(b, offering, index, classes, budget, shapes)
             why = launch_why(b, offering, classes, index, reason, fb)
             found = cache[key] = (reserved.without_reserved(fb.offerings), why)
         if left is not None and found[0]:
             budget_left.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
-        planned.append(Launch(offering, pods, LaunchMode(b.mode), found[0], b.gang, found[1]))
+        mode = modes.get(b.mode)
+        if mode is None:
+            mode = modes[b.mode] = LaunchMode(b.mode)
+        planned.append(Launch(offering, pods, mode, found[0], b.gang, found[1]))
     planned.sort(key=lambda la: (la.gang, la.offering.gpu_count == 0, price_order(la.offering), la.pods))
     return planned

@@ -9,7 +9,8 @@ it takes the cheapest of them when the plan is final.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.core.fit import Constraints, last_candidate
@@ -137,11 +138,17 @@ def choose(
     over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
+            o = shape.cheapest
+            if best is not None and o.price / remaining > best[0]:
+                # Shapes are in price order: none later in this tier can beat the best (and once a shape is
+                # chosen, what the others would have said of the limits is not asked for).
+                break
             k = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
             if k <= 0:
                 continue
             fits_somewhere = True
-            o = shape.cheapest
+            if best is not None and o.price / min(k, remaining) > best[0]:
+                continue  # dearer per pod: the rest of its score cannot make it better
             if not budget.allows(o):
                 if budget.within_limits(o):
                     held.append(o)
@@ -153,9 +160,6 @@ def choose(
                     over_budget = o
                 continue
             per_pod = o.price / min(k, remaining)
-            floor = o.price / remaining
-            if best is not None and floor > best[0]:
-                break  # shapes are in price order: none later in this tier can beat the best
             score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
@@ -190,23 +194,38 @@ def _whole_batch(
     k = chosen.per_node
     if k >= remaining or -(-remaining // k) > TAIL_NODES:
         return chosen
-    shapes: list[tuple[Option, int]] = []
-    for ctype in c.capacity_types:
-        for shape in index.shapes(c, ctype, packing):
-            o = shape.cheapest
-            if not budget.allows(o) or not budget.affords(o, queue):
-                continue
-            n = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
-            if n > 0:
-                shapes.append((shape, n))
+    memo = index.memo.share_counts
+
+    def candidates(below: Callable[[], float]) -> Iterator[tuple[Option, int]]:
+        """The shapes that fit and the budget allows, with how many pods each holds, in the pods' order of
+        capacity types and then cheapest first, up to the first whose one node costs ``below()`` or more
+        (nodes of it, and of every later one of that capacity type, cost at least that much)."""
+        for ctype in c.capacity_types:
+            for shape in index.shapes(c, ctype, packing):
+                o = shape.cheapest
+                if o.price >= below():
+                    break
+                if not budget.allows(o) or not budget.affords(o, queue):
+                    continue
+                n = per_node(shape, req, c.gpu_share, remaining, memo)
+                if n > 0:
+                    yield shape, n
+
     rest = remaining % k
-    tail = min((-(-rest // n) * s.cheapest.price for s, n in shapes), default=0.0) if rest else 0.0
-    best = (remaining // k) * chosen.shape.cheapest.price + tail
+    tail = 0.0
+    if rest:
+        # The cheapest nodes for the pods the last node of the chosen shape would hold (the chosen shape is
+        # one candidate, so there is one).
+        least = [math.inf]
+        for s, n in candidates(lambda: least[0]):
+            least[0] = min(least[0], -(-rest // n) * s.cheapest.price)
+        tail = least[0] if least[0] < math.inf else 0.0
+    best = [(remaining // k) * chosen.shape.cheapest.price + tail]
     found = chosen
-    for shape, n in shapes:
+    for shape, n in candidates(lambda: best[0] - 1e-9):
         whole = -(-remaining // n) * shape.cheapest.price
-        if whole < best - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
-            best, found = whole, Choice(shape, n)
+        if whole < best[0] - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
+            best[0], found = whole, Choice(shape, n)
     return found
 
 
@@ -388,12 +407,14 @@ def fallbacks(
     index: OfferingIndex,
     classes: Sequence[Constraints],
     budget: tuple[str, float] | None = None,
+    memo: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] | None = None,
 ) -> Fallbacks:
     """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
     against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
     end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
-    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it."""
+    may cost) when the node was opened for a queue with a budget: a fallback must not take it past it.
+    ``memo`` keeps, for the nodes of one plan, the shapes each kind of node may fall back to at all."""
     tiers = _tiers(classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
@@ -406,20 +427,37 @@ def fallbacks(
     found: list[tuple[float, int, tuple[float, str, str, str], Offering]] = []
     model = device_model(b.devices) if b.devices is not None else None
     left_out: Offering | None = None
-    for shape, offerings in index.shared(classes, b.mode == BIN_PACKING):
+    packing = b.mode == BIN_PACKING
+    key = (tuple(classes), packing, best.gpu_count, best.vcpu if limit_cpu else None, model)
+    kept = memo.get(key) if memo is not None else None
+    if kept is None:
+        # The shapes no more GPUs (or cpu, under a cpu limit) than the chosen one and, for a node of GPU shares,
+        # the very same devices: all that does not depend on the node's pods, the same for every node alike.
+        kept = [
+            (shape, offerings)
+            for shape, offerings in index.shared(classes, packing)
+            if not (
+                shape.cheapest.gpu_count > best.gpu_count
+                or (limit_cpu and shape.cheapest.vcpu > best.vcpu)
+                or (model is not None and device_model(shape.devices) != model)
+            )
+        ]
+        if memo is not None:
+            memo[key] = kept
+    # Passing over the shapes left out above changes nothing: the list ends at a dearer shape either way.
+    for shape, offerings in kept:
         o0 = shape.cheapest
         if len(found) >= MAX_ALTERNATIVES and o0.price > found[MAX_ALTERNATIVES - 1][0]:
             break  # shapes come cheapest first: none later can enter the list
         if left_out is not None and o0.price > left_out.price:
             break  # past the cap, and the cheapest one left out is known
-        if o0.gpu_count > best.gpu_count or (limit_cpu and o0.vcpu > best.vcpu):
-            continue
-        if model is not None and device_model(shape.devices) != model:
-            continue  # GPU shares were packed for these very devices
         if not b.used.fits_in(shape.alloc):
             continue
         for o in offerings:
-            if o == best or any(index.labels(o).get(k) != v for k, v in b.settled.items()):
+            # (An offering of another type is never the chosen one: its fields are not compared one by one.)
+            if (o.instance_type == best.instance_type and o == best) or any(
+                index.labels(o).get(k) != v for k, v in b.settled.items()
+            ):
                 continue
             if cap is not None and o.price > cap + 1e-9:
                 if left_out is None or price_order(o) < price_order(left_out):

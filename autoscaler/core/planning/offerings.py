@@ -71,6 +71,10 @@ class OfferingIndex:
             plain = next((o for o in variants if o.layout is None), None)
             self._layouts[name] = (plain, tuple(o for o in variants if o.layout is not None))
         self._by_shape: dict[tuple[str, str], Shape] | None = None
+        self._ctypes: set[str] | None = None
+        # The offerings of each set of capacity types a pod may have, in order: the first filter a pod's
+        # offerings go through, and pods of a few sets only.
+        self._of_types: dict[tuple[str, ...], list[Offering]] = {}
         self._every: list[Offering] | None = None
         # What the planner's other steps work out once per index (scale-down, verdicts, reservations).
         self.memo = PlanMemo()
@@ -108,6 +112,14 @@ class OfferingIndex:
                 groups.setdefault(shape_key(o), []).append(o)
             self._by_shape = {k: Shape(self.allocatable(g[0]), tuple(g)) for k, g in groups.items()}
         return self._by_shape.get(key)
+
+    def _shape_of(self, key: tuple[str, str], offerings: tuple[Offering, ...]) -> Shape:
+        """The shape of ``offerings`` (of one shape key): the index's own when they are all of it, which most
+        pods may have every zone of (one shape, its devices and key worked out once, for every class)."""
+        whole = self.shape(key)
+        if whole is not None and whole.offerings == offerings:
+            return whole
+        return Shape(self.allocatable(offerings[0]), offerings)
 
     def allocatable(self, o: Offering) -> Resources:
         """What pods can use on a new node of ``o``: capacity − reservations − DaemonSet overhead."""
@@ -163,7 +175,13 @@ class OfferingIndex:
         found = self._eligible.get(c)
         if found is None:
             if self.offerings:
-                found = eligible_offerings(c, self.offerings, self.config, self.nodes)
+                of_types = self._of_types.get(c.capacity_types)
+                if of_types is None:
+                    ctypes = c.capacity_types
+                    of_types = [o for o in self.offerings if o.capacity_type in ctypes]
+                    self._of_types[ctypes] = of_types
+                # The first filter (the capacity types) keeps every one of these, or says why none is left.
+                found = eligible_offerings(c, of_types, self.config, self.nodes, typed=True)
             elif self.excluded:
                 found = (
                     [],
@@ -182,9 +200,11 @@ class OfferingIndex:
         key = (c, packing)
         found = self._allowed.get(key)
         if found is None:
+            if self._ctypes is None:
+                self._ctypes = {o.capacity_type for o in self.offerings}
             found = {
                 shape.key: frozenset(shape.offerings)
-                for ctype in {o.capacity_type for o in self.offerings}
+                for ctype in self._ctypes
                 for shape in self.shapes(c, ctype, packing)
             }
             self._allowed[key] = found
@@ -255,14 +275,16 @@ class OfferingIndex:
             offerings, _ = self.eligible(c)
             if packing:
                 offerings = [o for o in offerings if self.packing_node(o)]
-            by_type: dict[tuple[str, str], list[Offering]] = {}
+            # Every capacity type in one pass: a pod's are all asked for.
+            by_ctype: dict[str, dict[tuple[str, str], list[Offering]]] = {}
             for o in offerings:
-                if o.capacity_type == capacity_type:
-                    by_type.setdefault(shape_key(o), []).append(o)
-            shapes = [Shape(self.allocatable(group[0]), tuple(group)) for group in by_type.values()]
-            shapes = [s for s in shapes if s.alloc]
-            shapes.sort(key=lambda s: price_order(s.cheapest))
-            self._shapes[key] = shapes
+                by_ctype.setdefault(o.capacity_type, {}).setdefault(shape_key(o), []).append(o)
+            for ctype, by_type in by_ctype.items():
+                found = [self._shape_of(key, tuple(group)) for key, group in by_type.items()]
+                found = [s for s in found if s.alloc]
+                found.sort(key=lambda s: price_order(s.cheapest))
+                self._shapes.setdefault((c, ctype, packing), found)
+            shapes = self._shapes.setdefault(key, [])
         return shapes
 
     def packing_node(self, o: Offering) -> bool:

@@ -39,9 +39,16 @@ class QueueView:
         return self.gpus_allocated + self.gpus_pending
 
 
-def _shares(pods: Sequence[Pod], groups: Mapping[tuple[str, str], PodGroup], memory: int) -> dict[str, float]:
-    """Each queue's part of a node whose ``pods`` are these: by GPU requests, else by cpu requests."""
-    queues = [pod_queue(p, groups) for p in pods]
+def _shares(
+    pods: Sequence[Pod],
+    groups: Mapping[tuple[str, str], PodGroup],
+    memory: int,
+    queues: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """Each queue's part of a node whose ``pods`` are these (of ``queues``, when known): by GPU requests,
+    else by cpu requests."""
+    if queues is None:
+        queues = [pod_queue(p, groups) for p in pods]
     if not any(queues):
         return {}  # pods of no queue: nothing to charge (most nodes of a plan, so skip their GPU counts)
     weights: dict[str, float] = defaultdict(float)
@@ -61,8 +68,9 @@ def _charge(
     pods: Sequence[Pod],
     groups: Mapping[tuple[str, str], PodGroup],
     memory: int,
+    queues: Sequence[str] | None = None,
 ) -> None:
-    for q, share in _shares(pods, groups, memory).items():
+    for q, share in _shares(pods, groups, memory, queues).items():
         if q:
             out[q] += price * share
 
@@ -125,8 +133,12 @@ def queue_views(
     cost: dict[str, float] = defaultdict(float, spend.by_queue)
     # A launch and a pod placed on a node are for pending pods, none of them bound to a node yet.
     pods = {p.key: p for p in snapshot.pods if not p.node_name}
+    # Each pod's queue, read once: most launches hold pods of none, and are passed over at once.
+    queue_of = {key: pod_queue(p, groups) for key, p in pods.items()}
     for la in launch.launches:
-        _charge(cost, la.offering.price, [pods[k] for k in la.pods if k in pods], groups, memory)
+        queues = [queue_of[k] for k in la.pods if k in pods]
+        if any(queues):
+            _charge(cost, la.offering.price, [pods[k] for k in la.pods if k in pods], groups, memory, queues)
     # A node no pod runs on yet serves the pods this plan puts there.
     onto: dict[str, list[Pod]] = defaultdict(list)
     for a in launch.absorbed:

@@ -19,7 +19,7 @@ The pipeline, one small step each (pure; same input, same plan):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.demand import Claim, Demand, Gang, Ignored, Reason
@@ -128,7 +128,9 @@ class _Planner:
         pod = pods[0]
         share = pod.gpu_share
         allowed = None
+        blocked: Callable[[Bin], Rejection | None] | None = None
         mine = -1
+        fit: Fit | Rejection | None
         for b in bins:
             if not remaining:
                 break
@@ -149,7 +151,13 @@ class _Planner:
                     continue
                 if allowed is None:
                     allowed = self.index.allowed(unit.c, unit.mode == BIN_PACKING)
-            fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
+                    if pod.topological:
+                        blocked = self.engine.blocker(pod, unit.c, allowed)
+                fit = blocked(b) if blocked is not None else None
+                if fit is None:
+                    fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
+            else:
+                fit = self.engine.can_add(pod, unit.c, b, len(remaining), allowed)
             if isinstance(fit, Rejection):
                 if skip is not None and (fit.filter in LASTING or fit.message in LASTING_MESSAGES):
                     skip.add(b.name)
@@ -258,14 +266,17 @@ class _Planner:
                 self._unplace(remaining, choice, unit, choice.filter not in newnodes.HELD_BACK)
                 return []
             n = self._batch(choice, len(remaining), pod, unit.queue)
+            # The pods from ``start`` on are left (one slice per batch, not one per node).
+            start = 0
             for _ in range(n):
-                if not remaining:
+                if start == len(remaining):
                     break
-                placed = self._open_one(choice, remaining, unit, gang, bins)
+                placed = self._open_one(choice, remaining, start, unit, gang, bins)
                 if isinstance(placed, Rejection):
-                    self._unplace(remaining, placed, unit)
+                    self._unplace(remaining[start:], placed, unit)
                     return []
-                remaining = remaining[placed:]
+                start += placed
+            remaining = remaining[start:]
         return remaining
 
     def _batch(self, choice: Choice, remaining: int, pod: Pod, queue: str) -> int:
@@ -278,10 +289,11 @@ class _Planner:
         return max(1, min(remaining // k, self.budget.count(choice.shape.cheapest, queue)))
 
     def _open_one(
-        self, choice: Choice, pods: list[Pod], unit: PodClass, gang: str, bins: list[Bin]
+        self, choice: Choice, pods: list[Pod], start: int, unit: PodClass, gang: str, bins: list[Bin]
     ) -> int | Rejection:
-        pod = pods[0]
-        take = min(choice.per_node, len(pods))
+        """Open one node of ``choice`` for the pods from ``start`` on; how many it takes, or why none."""
+        pod = pods[start]
+        take = min(choice.per_node, len(pods) - start)
         o = choice.shape.cheapest
         opening = self._opening
         if (
@@ -301,7 +313,7 @@ class _Planner:
                 pod,
                 unit.c,
                 same,
-                [p.key for p in pods[: same.count]],
+                [p.key for p in pods[start : start + same.count]],
                 mode=unit.mode,
                 gang=gang,
                 gpus=o.gpu_count,
@@ -328,7 +340,7 @@ class _Planner:
                 opening.known = self._fresh[opening.key] = (fit, False)
             self.journal.rollback(mark)
             return fit
-        self._add(b, fit, pods[: fit.count], unit)
+        self._add(b, fit, pods[start : start + fit.count], unit)
         if known is None:
             room = newnodes.has_room(b)
             if independent:

@@ -7,6 +7,7 @@ The planner records these (pure, like the plan itself); :mod:`autoscaler.cli.ren
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -374,12 +375,24 @@ def _compared(
 ) -> tuple[tuple[Compared, ...], int]:
     """The candidates nearest the chosen one (each instance type and capacity type its pods may get, as its
     cheapest offering), with verdicts; and how many cheaper ones there were."""
+    shapes = index.shared(classes, b.mode == BIN_PACKING)
+    # One row per shape, cheapest first, up to DEARER_SHOWN after the chosen one (its last row, when a shape
+    # of the same type and capacity type comes twice): which rows those are is known from the shapes alone,
+    # so verdicts are worked out only for the rows shown.
+    mine = (chosen.instance_type, chosen.capacity_type)
+    at, end = -1, len(shapes)
+    for i, (_, offerings) in enumerate(shapes):
+        if (offerings[0].instance_type, offerings[0].capacity_type) == mine:
+            at = i
+        elif at >= 0 and i + 1 - at > DEARER_SHOWN:
+            end = i + 1
+            break
+    if at < 0:
+        return (), 0
     rows: list[Compared] = []
-    at = -1
-    for _, offerings in index.shared(classes, b.mode == BIN_PACKING):
-        o = next((x for x in offerings if _keeps(b, x, index)), offerings[0])
-        if (o.instance_type, o.capacity_type) == (chosen.instance_type, chosen.capacity_type):
-            at = len(rows)
+    for _, offerings in shapes[max(0, at - CHEAPER_SHOWN) : end]:
+        o = next((x for x in offerings if _keeps(b, x, index)), offerings[0]) if b.settled else offerings[0]
+        if (o.instance_type, o.capacity_type) == mine:
             rows.append(Compared(chosen, "chosen", True))
             continue
         verdict = _node_verdict(b, o, index)
@@ -389,11 +402,7 @@ def _compared(
             rows.append(Compared(o, f"+${o.price - chosen.price:.4f}/h"))
         else:
             rows.append(Compared(o, "as cheap, later in the order of capacity types"))
-        if at >= 0 and len(rows) - at > DEARER_SHOWN:
-            break
-    if at < 0:
-        return (), 0
-    return tuple(rows[max(0, at - CHEAPER_SHOWN) :]), at
+    return tuple(rows), at
 
 
 def _smaller(
@@ -401,15 +410,28 @@ def _smaller(
 ) -> str:
     """Why a node with fewer GPUs of the same model does not hold these pods instead."""
     model = gpu_model_name(chosen.gpu_model)
-    smaller = [
-        (o, verdict)
-        for o, verdict in screened(index, classes, b.mode == BIN_PACKING)
-        if max(used, 1) <= o.gpu_count < chosen.gpu_count and gpu_model_name(o.gpu_model) == model
-    ]
+    least = max(used, 1)
+
+    def fewer(offerings: list[Offering]) -> list[Offering]:
+        return [
+            o
+            for o in offerings
+            if least <= o.gpu_count < chosen.gpu_count and gpu_model_name(o.gpu_model) == model
+        ]
+
+    # Every offering, usable or not, in price order (as index.every() has them), but only those with fewer
+    # GPUs of the model: the filters run on these few, not on the whole catalog.
+    smaller = list(heapq.merge(fewer(index.offerings), fewer(index.excluded), key=price_order))
     if not smaller:
         return f"no offering with fewer {model} GPUs is in the catalog"
+    checks = _checks(index, classes, b.mode == BIN_PACKING)
+
+    def first_no(o: Offering) -> Rejection | None:
+        return next((rejection for rejection, keep in checks if not keep(o)), None)
+
     # The cheapest one the pods' own filters allow says the most (it is too small, say); else the cheapest.
-    o, verdict = next(((o, v) for o, v in smaller if v is None), smaller[0])
+    o = next((o for o in smaller if first_no(o) is None), smaller[0])
+    verdict = first_no(o)
     if verdict is None:
         verdict = _node_verdict(b, o, index)
     where = f"{o.instance_type} ({o.capacity_type}, {count(o.gpu_count, 'GPU')}, ${o.price:.4f}/h)"
