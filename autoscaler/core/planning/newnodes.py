@@ -24,6 +24,7 @@ from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.planning.reserved import ReservedRoom, rank
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
+from autoscaler.core.spot_risk import node_hours, risk_price
 from autoscaler.core.words import count
 
 MAX_ALTERNATIVES = 20
@@ -152,8 +153,8 @@ def choose(
                 if over_budget is None or price_order(o) < price_order(over_budget):
                     over_budget = o
                 continue
-            per_pod = o.price / min(k, remaining)
-            floor = o.price / remaining
+            per_pod = risk_price(o, c.interruption_hours) / min(k, remaining)
+            floor = o.price / remaining  # no dearer shape, interruptions or not, can cost less
             if best is not None and floor > best[0]:
                 break  # shapes are in price order: none later in this tier can beat the best
             score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
@@ -199,12 +200,15 @@ def _whole_batch(
             n = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
             if n > 0:
                 shapes.append((shape, n))
+    hours = c.interruption_hours
     rest = remaining % k
-    tail = min((-(-rest // n) * s.cheapest.price for s, n in shapes), default=0.0) if rest else 0.0
-    best = (remaining // k) * chosen.shape.cheapest.price + tail
+    tail = (
+        min((-(-rest // n) * risk_price(s.cheapest, hours) for s, n in shapes), default=0.0) if rest else 0.0
+    )
+    best = (remaining // k) * risk_price(chosen.shape.cheapest, hours) + tail
     found = chosen
     for shape, n in shapes:
-        whole = -(-remaining // n) * shape.cheapest.price
+        whole = -(-remaining // n) * risk_price(shape.cheapest, hours)
         if whole < best - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
             best, found = whole, Choice(shape, n)
     return found
@@ -362,11 +366,13 @@ def has_room(b: Bin) -> bool:
 
 
 def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
-    """The offering a new node is launched as: its cheapest option, in the pods' order of capacity types."""
+    """The offering a new node is launched as: its cheapest option with spot interruptions counted, in the
+    pods' order of capacity types."""
     tiers = _tiers(classes)
+    hours = node_hours(c.interruption_hours for c in classes)
     return min(
         (o for opt in b.options for o in opt.offerings),
-        key=lambda o: (o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o)),
+        key=lambda o: (risk_price(o, hours), tiers.get(o.capacity_type, len(tiers)), price_order(o)),
     )
 
 
@@ -389,12 +395,13 @@ def fallbacks(
     classes: Sequence[Constraints],
     budget: tuple[str, float] | None = None,
 ) -> Fallbacks:
-    """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
+    """What to try when the cloud has no capacity for ``best``, cheapest first (interruptions counted): every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
     against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
     end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
     may cost) when the node was opened for a queue with a budget: a fallback must not take it past it."""
     tiers = _tiers(classes)
+    hours = node_hours(c.interruption_hours for c in classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
     # A reserved node costs nothing more; its fallbacks are bought, so they are held to what it would cost bought.
@@ -425,7 +432,7 @@ def fallbacks(
                 if left_out is None or price_order(o) < price_order(left_out):
                     left_out = o
                 continue
-            found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
+            found.append((risk_price(o, hours), tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
         found.sort(key=lambda a: a[:3])
     return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out, capped_by)
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import GPU_RESOURCES, PODS, Resources
+from autoscaler.core.spot_risk import InterruptionRisk, interruption_risk, node_hours, risk_price
 from autoscaler.core.words import count
 
 # Candidates shown around the chosen offering: this many cheaper ones, and this many dearer.
@@ -96,6 +97,9 @@ class LaunchWhy:
     # Set on every node of an exact plan (exactPlanMaxPods): the $/h it saves over the heuristic's nodes for
     # the same pods, which it replaced.
     exact_saving: float = 0.0
+    # A spot node's interruption rate and the expected cost of its interruptions to its pods (None when the
+    # cloud publishes no rate for it, or it is not spot).
+    interruption: InterruptionRisk | None = None
 
     @property
     def ruled_out(self) -> tuple[RuledOut, ...]:
@@ -366,6 +370,7 @@ def launch_why(
         gpus_used=used,
         idle_gpus=idle if oversized else 0,
         smaller=_smaller(b, chosen, classes, index, used) if oversized else "",
+        interruption=interruption_risk(chosen, node_hours(c.interruption_hours for c in classes)),
     )
 
 
@@ -376,6 +381,8 @@ def _compared(
     cheapest offering), with verdicts; and how many cheaper ones there were."""
     rows: list[Compared] = []
     at = -1
+    hours = node_hours(c.interruption_hours for c in classes)
+    expected = risk_price(chosen, hours)
     for _, offerings in index.shared(classes, b.mode == BIN_PACKING):
         o = next((x for x in offerings if _keeps(b, x, index)), offerings[0])
         if (o.instance_type, o.capacity_type) == (chosen.instance_type, chosen.capacity_type):
@@ -387,6 +394,14 @@ def _compared(
             rows.append(Compared(o, verdict.message))
         elif o.price > chosen.price:
             rows.append(Compared(o, f"+${o.price - chosen.price:.4f}/h"))
+        elif risk_price(o, hours) > expected + 1e-12:
+            rows.append(
+                Compared(
+                    o,
+                    f"${chosen.price - o.price:.4f}/h cheaper, but its interruptions are expected to cost "
+                    f"${risk_price(o, hours) - o.price:.4f}/h: +${risk_price(o, hours) - expected:.4f}/h in all",
+                )
+            )
         else:
             rows.append(Compared(o, "as cheap, later in the order of capacity types"))
         if at >= 0 and len(rows) - at > DEARER_SHOWN:
