@@ -73,7 +73,6 @@ def _interruption_json(risk: InterruptionRisk | None) -> dict[str, Any] | None:
         return None
     return {
         "ratePerHour": risk.rate,
-        "spotAdvisorBucket": risk.bucket,
         "costHours": risk.hours,
         "expectedCostPerHour": risk.expected,
     }
@@ -81,9 +80,9 @@ def _interruption_json(risk: InterruptionRisk | None) -> dict[str, Any] | None:
 
 def interruption_line(offering: Offering, risk: InterruptionRisk) -> str:
     """One line on a spot node's interruption risk and what it is expected to cost its pods."""
-    bucket = f"Spot Advisor bucket {risk.bucket}, " if risk.bucket is not None else ""
     return (
-        f"spot interruptions: {bucket}about {risk.monthly_share:.0%} of such nodes a month; one costs "
+        f"spot interruptions: {risk.rate:.2g} an hour ({risk.monthly_share:.0%} of such nodes in a month of "
+        "running); one costs "
         f"{risk.hours:.2f}h of its price (work lost + restart): expected ${risk.expected:.4f}/h, "
         f"${offering.price + risk.expected:.4f}/h in all"
     )

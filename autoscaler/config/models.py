@@ -182,6 +182,14 @@ class SpotModel(Section):
             "its pods, counted at the node's price."
         )
     )
+    bucket_period: Duration = Field(
+        description=(
+            "The running time in which a spot type's published share of instances is interrupted: the AWS "
+            "Spot Advisor's buckets (under 5%, 5-10%, 10-15%, 15-20%, over 20%) are shares of a month, 730h."
+            " A shorter period counts interruptions as more frequent (spot nodes that live a day see more "
+            "of them per hour than a month's share says)."
+        )
+    )
 
 
 class LeaderElectionModel(Section):

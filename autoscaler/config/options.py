@@ -96,11 +96,13 @@ class SpotConfig:
     interruption_cost_hours: float
     # Seconds of the node's price an interruption costs beyond the work lost (boot and restart).
     restart_time: float
+    # Seconds of running in which a spot type's published share of instances is interrupted (a month).
+    bucket_period: float
 
     @property
-    def default_hours(self) -> float:
-        """Hours of a node's price one interruption costs pods that do not say: work lost + restart."""
-        return self.interruption_cost_hours + self.restart_time / 3600.0
+    def rate_scale(self) -> float:
+        """How many times the catalog's rates (a share of a month) interruptions are counted as frequent."""
+        return 730.0 * 3600.0 / self.bucket_period
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,8 +76,9 @@ class Constraints:
     # The pod selects nodes by reservation label (nodeSelector or affinity on tidal.dev/reservation-id):
     # that asks for the reservations its selector matches, targeted ones included.
     selects_reservation: bool = False
-    # Hours of a node's price one spot interruption costs the pod (work lost + restart): what its spot
-    # offerings are ranked by, beyond their price (see autoscaler.core.spot_risk).
+    # Hours of a node's price one spot interruption costs the pod (work lost + restart), times
+    # spot.rate_scale (the catalog's rates are a month's share): its spot offerings are ranked by their price
+    # x (1 + interruption rate x this) (see autoscaler.core.spot_risk).
     interruption_hours: float = 0.0
 
     # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
@@ -162,7 +163,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term.expressions)
     )
     try:
-        interruption_hours = pod_interruption_hours(
+        interruption_hours = config.spot.rate_scale * pod_interruption_hours(
             a, config.spot.interruption_cost_hours, config.spot.restart_time
         )
     except ValueError as err:

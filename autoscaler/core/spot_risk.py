@@ -98,18 +98,14 @@ class InterruptionRisk:
     expected: float  # USD per hour: price x rate x hours
 
     @property
-    def bucket(self) -> int | None:
-        """The Spot Advisor bucket the rate came from, if any."""
-        return rate_bucket(self.rate)
-
-    @property
     def monthly_share(self) -> float:
         """The share of such nodes interrupted within a month of running."""
         return -math.expm1(-self.rate * HOURS_PER_MONTH)
 
 
-def interruption_risk(o: Offering, hours: float) -> InterruptionRisk | None:
-    """The risk to show for a node of ``o`` whose interruption costs ``hours`` (None when it has none)."""
+def interruption_risk(o: Offering, hours: float, scale: float = 1.0) -> InterruptionRisk | None:
+    """The risk to show for a node of ``o`` whose interruption costs ``hours`` at the catalog's rate times
+    ``scale`` (``spot.bucketPeriod``'s; None when it has none)."""
     if o.interruption_rate <= 0:
         return None
-    return InterruptionRisk(o.interruption_rate, hours, expected_interruption_cost(o, hours))
+    return InterruptionRisk(o.interruption_rate * scale, hours / scale, expected_interruption_cost(o, hours))

@@ -132,6 +132,7 @@ RESERVATIONS_KEYS = [
 SPOT_KEYS = [
     ("interruptionCostHours", "interruption_cost_hours", 6, 6.0),
     ("restartTime", "restart_time", "10m", 600.0),
+    ("bucketPeriod", "bucket_period", "24h", 86400.0),
 ]
 PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 
@@ -212,7 +213,7 @@ def test_defaults_are_the_documented_values() -> None:
     assert config.reservations == ReservationsConfig(
         reserved_nodes="keep", drain_before_block_end=2400.0, before_block_start="wait"
     )
-    assert config.spot == SpotConfig(interruption_cost_hours=1.0, restart_time=300.0)
+    assert config.spot == SpotConfig(interruption_cost_hours=1.0, restart_time=300.0, bucket_period=2628000.0)
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0
     assert config.batch_max_duration == 10.0

@@ -370,7 +370,9 @@ def launch_why(
         gpus_used=used,
         idle_gpus=idle if oversized else 0,
         smaller=_smaller(b, chosen, classes, index, used) if oversized else "",
-        interruption=interruption_risk(chosen, node_hours(c.interruption_hours for c in classes)),
+        interruption=interruption_risk(
+            chosen, node_hours(c.interruption_hours for c in classes), index.config.spot.rate_scale
+        ),
     )
 
 
