@@ -81,7 +81,7 @@ def _interruption_json(risk: InterruptionRisk | None) -> dict[str, Any] | None:
 def interruption_line(offering: Offering, risk: InterruptionRisk) -> str:
     """One line on a spot node's interruption risk and what it is expected to cost its pods."""
     return (
-        f"spot interruptions: {risk.rate:.2g} an hour ({risk.monthly_share:.0%} of such nodes in a month of "
+        f"spot interruptions: {risk.rate:.2g} an hour ({risk.share:.0%} of such nodes in {risk.period:g}h of "
         "running); one costs "
         f"{risk.hours:.2f}h of its price (work lost + restart): expected ${risk.expected:.4f}/h, "
         f"${offering.price + risk.expected:.4f}/h in all"

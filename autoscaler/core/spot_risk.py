@@ -96,11 +96,12 @@ class InterruptionRisk:
     rate: float  # interruptions per hour
     hours: float  # hours of the node's price one interruption costs (work lost + restart)
     expected: float  # USD per hour: price x rate x hours
+    period: float = HOURS_PER_MONTH  # hours of running in which the published share is interrupted
 
     @property
-    def monthly_share(self) -> float:
-        """The share of such nodes interrupted within a month of running."""
-        return -math.expm1(-self.rate * HOURS_PER_MONTH)
+    def share(self) -> float:
+        """The share of such nodes interrupted within ``period`` hours of running."""
+        return -math.expm1(-self.rate * self.period)
 
 
 def interruption_risk(o: Offering, hours: float, scale: float = 1.0) -> InterruptionRisk | None:
@@ -108,4 +109,9 @@ def interruption_risk(o: Offering, hours: float, scale: float = 1.0) -> Interrup
     ``scale`` (``spot.bucketPeriod``'s; None when it has none)."""
     if o.interruption_rate <= 0:
         return None
-    return InterruptionRisk(o.interruption_rate * scale, hours / scale, expected_interruption_cost(o, hours))
+    return InterruptionRisk(
+        o.interruption_rate * scale,
+        hours / scale,
+        expected_interruption_cost(o, hours),
+        HOURS_PER_MONTH / scale,
+    )
