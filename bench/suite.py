@@ -36,6 +36,7 @@ SCENARIOS = (
     ("kai-day-reserved", "kai-day-reserved", None),
     ("kai-day-block", "kai-day-block", None),
     ("spot-storm", "spot-storm", None),
+    ("spot-risk", "spot-risk", None),
     ("burst-10k", "burst-10k", None),
     ("alibaba-week-kai", "alibaba-week", "kai"),
     ("alibaba-week-whole", "alibaba-week", "whole"),

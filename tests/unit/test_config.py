@@ -462,7 +462,10 @@ def test_the_config_and_its_maps_cannot_be_modified() -> None:
         ({"scaleDown": {"enabled": "yes please"}}, "scaleDown.enabled: 'yes please' is not true or false"),
         ({"spot": {"interruptionCostHours": -1}}, "spot.interruptionCostHours: -1 is below 0"),
         ({"spot": {"interruptionCostHours": "2h"}}, "spot.interruptionCostHours: '2h' is not a number"),
-        ({"spot": {"restartTime": "soon"}}, "spot.restartTime: 'soon' is not a duration (e.g. 30s, 5m, 1h30m)"),
+        (
+            {"spot": {"restartTime": "soon"}},
+            "spot.restartTime: 'soon' is not a duration (e.g. 30s, 5m, 1h30m)",
+        ),
         (
             {"scaleDown": {"utilizationThresholdBinSelection": -0.1}},
             "scaleDown.utilizationThresholdBinSelection: -0.1 is below 0",

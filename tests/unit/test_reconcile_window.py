@@ -140,7 +140,7 @@ def test_a_held_node_goes_once_its_first_pod_waited_the_idle_duration_though_pod
     cfg: Config,
 ) -> None:
     cluster, clock = StaticCluster(snapshot(*WEB[:2])), Clock()
-    ctl, provider = controller(cfg, cluster, clock)
+    ctl, _provider = controller(cfg, cluster, clock)
     ctl.reconcile_once(window_open=True)
     clock.now += cfg.batch_idle_duration
     cluster.view = snapshot(*WEB)
