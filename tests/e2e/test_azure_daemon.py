@@ -147,6 +147,7 @@ def test_an_allocation_failure_on_the_cheapest_pool_falls_back_within_the_same_r
         c.scheduler.step()
         time.sleep(0.2)
         result = c.daemon.reconcile()
+        assert result.plan is not None
         assert result.plan.launch.launches[0].offering.instance_type == T4
         assert [o.instance.instance_type for o in result.launched if o.instance is not None] == [T4_BIG]
         assert c.arm.state.scale_sets[POOL_T4].vms == {}

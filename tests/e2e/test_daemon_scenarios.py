@@ -206,6 +206,7 @@ def test_a_capacity_error_on_the_cheapest_offering_falls_back_in_the_same_reconc
         c.scheduler.step()
         time.sleep(0.2)
         result = d.reconcile()
+        assert result.plan is not None
         assert result.plan.launch.launches[0].offering.instance_type == "g4dn.xlarge"
         launched = [o.instance.instance_type for o in result.launched if o.instance is not None]
         assert len(launched) == 1 and launched[0] != "g4dn.xlarge"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from autoscaler.cli.render import why_lines
+from autoscaler.core.model import ON_DEMAND, SPOT
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.spot_risk import bucket_rate, pod_interruption_hours, risk_price
 from autoscaler.runtime.catalog import CatalogError, read_catalog_csv
@@ -160,8 +161,8 @@ def test_an_interruption_cost_that_is_not_a_duration_is_one_line_naming_the_anno
 def test_the_catalogs_spot_interruption_bucket_becomes_the_spot_offerings_rate() -> None:
     offerings = read_catalog_csv(ROOT / "config/catalogs/aws-us-east-1.csv", cloud="aws", region="us-east-1")
     g4dn = {o.capacity_type: o for o in offerings if o.instance_type == "g4dn.xlarge"}
-    assert g4dn["spot"].interruption_rate == bucket_rate(3)  # bucket 3 in the catalog
-    assert g4dn["on-demand"].interruption_rate == 0.0
+    assert g4dn[SPOT].interruption_rate == bucket_rate(3)  # bucket 3 in the catalog
+    assert g4dn[ON_DEMAND].interruption_rate == 0.0
 
 
 def test_a_bucket_outside_0_to_4_is_a_catalog_error_naming_the_line(tmp_path: Path) -> None:
