@@ -62,5 +62,5 @@ def test_a_period_of_no_time_is_one_clear_error() -> None:
 
 def test_the_spot_risk_scenario_loads_with_its_rates_and_its_jobs_tolerances() -> None:
     loaded = load_scenario("spot-risk")
-    assert loaded.spot_rates is not None and loaded.spot_rates.period == 24 * 3600.0
+    assert loaded.spot_rates is not None and loaded.spot_rates.period == 6 * 3600.0
     assert {j.name: j.interruption_cost for j in loaded.jobs}["web"] == "0"
