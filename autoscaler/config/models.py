@@ -173,7 +173,7 @@ class SpotModel(Section):
             " the time since their last checkpoint. Spot offerings are ranked by their price plus the "
             "expected cost of interruptions: the interruption rate the cloud publishes for the type (AWS "
             "Spot Advisor buckets) x the node's price x (these hours + restartTime). 0 with restartTime 0 "
-            "ranks by price alone."
+            "ranks those pods' offerings by price alone."
         )
     )
     restart_time: Wait = Field(
