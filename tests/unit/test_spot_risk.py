@@ -175,3 +175,18 @@ def test_a_bucket_outside_0_to_4_is_a_catalog_error_naming_the_line(tmp_path: Pa
     with pytest.raises(CatalogError) as caught:
         read_catalog_csv(path, cloud="aws", region="us-east-1")
     assert str(caught.value) == f"{path}:2: spot_interruption_bucket: '7' is not a bucket from 0 to 4"
+
+
+def test_a_pod_with_a_bad_interruption_cost_is_left_out_with_one_line_naming_it(
+    make_config: Callable[..., Config],
+) -> None:
+    result = run(make_config, batch_pod("bad-1", lost="2"))
+    assert result.launch.launches == ()
+    assert [(i.pod, i.reason.value, i.detail) for i in result.demand.ignored] == [
+        (
+            "default/bad-1",
+            "bad-annotation",
+            "annotation tidal.dev/interruption-cost: '2' is not the work an interruption loses as a duration "
+            "(e.g. 45m, 6h, 0)",
+        )
+    ]
