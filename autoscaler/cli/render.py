@@ -13,6 +13,7 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.planning.why import LaunchWhy, PodStory, idle_warning
+from autoscaler.core.spot_risk import InterruptionRisk
 from autoscaler.core.words import count
 from autoscaler.runtime.status import queue_status
 
@@ -63,7 +64,28 @@ def _why_json(why: LaunchWhy) -> dict[str, Any]:
         "gpusUsed": why.gpus_used,
         "idleGpus": why.idle_gpus,
         "exactPlanSavingPerHour": why.exact_saving or None,
+        "interruption": _interruption_json(why.interruption),
     }
+
+
+def _interruption_json(risk: InterruptionRisk | None) -> dict[str, Any] | None:
+    if risk is None:
+        return None
+    return {
+        "ratePerHour": risk.rate,
+        "costHours": risk.hours,
+        "expectedCostPerHour": risk.expected,
+    }
+
+
+def interruption_line(offering: Offering, risk: InterruptionRisk) -> str:
+    """One line on a spot node's interruption risk and what it is expected to cost its pods."""
+    return (
+        f"spot interruptions: {risk.rate:.2g} an hour ({risk.share:.0%} of such nodes in {risk.period:g}h of "
+        "running); one costs "
+        f"{risk.hours:.2f}h of its price (work lost + restart): expected ${risk.expected:.4f}/h, "
+        f"${offering.price + risk.expected:.4f}/h in all"
+    )
 
 
 def _launch_json(la: Launch, whys: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -255,6 +277,8 @@ def why_lines(launches: Sequence[Launch]) -> list[str]:
         nodes = f"{count(len(group), 'node')} " if len(group) > 1 else ""
         out.append(f"{nodes}{_priced(la.offering)} for {_pods(pods, 3)}")
         out.append(f"  mode: {_mode(la.mode, [len(g.pods) for g in group])}, because {why.mode_reason}")
+        if why.interruption is not None:
+            out.append(f"  {interruption_line(la.offering, why.interruption)}")
         if why.exact_saving:
             out.append(
                 f"  exact plan: these launches cost ${why.exact_saving:.4f}/h less than the heuristic's"
@@ -345,6 +369,8 @@ def story_lines(story: PodStory) -> list[str]:
         cap = f" (at most ${why.fallback_cap:.4f}/h)" if why is not None and why.fallback_cap else ""
         out.append(f"  fallbacks{cap}: {', '.join(_priced(o) for o in story.fallbacks) or 'none'}")
         if why is not None:
+            if why.interruption is not None:
+                out.append(f"  {interruption_line(story.launch, why.interruption)}")
             out += [f"  ruled out {r.count} cheaper: {r.rejection.message}" for r in why.ruled_out]
             if why.idle_gpus:
                 out.append(f"  warning: {idle_warning(story.launch, (story.pod,), why)}")

@@ -164,6 +164,34 @@ class DisruptionModel(Section):
     )
 
 
+class SpotModel(Section):
+    interruption_cost_hours: Annotated[
+        float, checked(schema.number(minimum=0, maximum=8760), {**NUMBER, "minimum": 0, "maximum": 8760})
+    ] = Field(
+        description=(
+            "Hours of work a spot interruption loses for pods that do not say (tidal.dev/interruption-cost):"
+            " the time since their last checkpoint. Spot offerings are ranked by their price plus the "
+            "expected cost of interruptions: the interruption rate the cloud publishes for the type (AWS "
+            "Spot Advisor buckets) x the node's price x (these hours + restartTime). 0 with restartTime 0 "
+            "ranks those pods' offerings by price alone."
+        )
+    )
+    restart_time: Wait = Field(
+        description=(
+            "What an interruption costs beyond the work lost: booting a replacement node and restarting "
+            "its pods, counted at the node's price."
+        )
+    )
+    bucket_period: Duration = Field(
+        description=(
+            "The running time in which a spot type's published share of instances is interrupted: the AWS "
+            "Spot Advisor's buckets (under 5%, 5-10%, 10-15%, 15-20%, over 20%) are shares of a month, 730h."
+            " A shorter period counts interruptions as more frequent (spot nodes that live a day see more "
+            "of them per hour than a month's share says)."
+        )
+    )
+
+
 class LeaderElectionModel(Section):
     enabled: Flag = Field(
         description="Whether to elect a leader (turn off only when running a single replica)."
@@ -330,6 +358,12 @@ class ConfigDocument(Section):
             "Capacity types tidal may launch, most preferred first: spot, on-demand, reserved. Reserved"
             " capacity (capacity reservations and Capacity Blocks the cloud section selects) is used "
             "first wherever it is listed: it is paid for already (see docs/reservations.md)."
+        )
+    )
+    spot: SpotModel = Field(
+        description=(
+            "Ranking spot offerings by their expected cost with interruptions counted (see "
+            "docs/spot-interruptions.md); which capacity types a pod may get is still capacityTypes'."
         )
     )
     instance_family_inclusions: Strings = Field(
@@ -502,6 +536,7 @@ class ConfigDocument(Section):
 
 SECTION_MODELS: dict[str, type[Section]] = {
     "scaleDown": ScaleDownModel,
+    "spot": SpotModel,
     "reservations": ReservationsModel,
     "disruption": DisruptionModel,
     "leaderElection": LeaderElectionModel,

@@ -49,6 +49,7 @@ __all__ = [
     "LeaderElectionConfig",
     "ReservationsConfig",
     "ScaleDownConfig",
+    "SpotConfig",
     "config_from_configmap",
     "config_from_mapping",
     "default_config",
@@ -85,6 +86,23 @@ class ReservationsConfig:
     drain_before_block_end: float
     # What pods that only a Capacity Block not yet started would hold do meanwhile: wait, or on-demand.
     before_block_start: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpotConfig:
+    """``spot``: what a spot interruption costs pods that do not say (see ``autoscaler.core.spot_risk``)."""
+
+    # Hours of work an interruption loses for pods without tidal.dev/interruption-cost.
+    interruption_cost_hours: float
+    # Seconds of the node's price an interruption costs beyond the work lost (boot and restart).
+    restart_time: float
+    # Seconds of running in which a spot type's published share of instances is interrupted (a month).
+    bucket_period: float
+
+    @property
+    def rate_scale(self) -> float:
+        """How many times the catalog's rates (a share of a month) interruptions are counted as frequent."""
+        return 730.0 * 3600.0 / self.bucket_period
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +157,7 @@ class Config:
     exact_plan_time_limit: float
     queue_budgets: Mapping[str, float]
     capacity_types: tuple[str, ...]
+    spot: SpotConfig
     instance_family_inclusions: tuple[str, ...]
     instance_family_exclusions: tuple[str, ...]
     instance_type_regexp: re.Pattern[str] | None
@@ -182,6 +201,7 @@ class Config:
 # The dataclass each section's model becomes: plain frozen values, cheap to read in the planner's loops.
 _SECTIONS: dict[str, tuple[str, type]] = {
     "scaleDown": ("scale_down", ScaleDownConfig),
+    "spot": ("spot", SpotConfig),
     "reservations": ("reservations", ReservationsConfig),
     "disruption": ("disruption", DisruptionConfig),
     "leaderElection": ("leader_election", LeaderElectionConfig),

@@ -22,6 +22,9 @@ INSTANCE_PARTIAL_GPU = "tidal.dev/instance-partial-gpu"
 # that name it, and a pod that names reservations uses no other.
 CAPACITY_RESERVATION = "tidal.dev/capacity-reservation"
 IGNORE = "tidal.dev/ignore"
+# The work one spot interruption of its node loses the pod, as a duration ("45m", "6h"; "0" for a pod that loses
+# nothing): spot offerings are ranked by their price plus the expected cost of interruptions.
+INTERRUPTION_COST = "tidal.dev/interruption-cost"
 DO_NOT_EVICT = "tidal.dev/do-not-evict"
 
 # A pod with this scheduling gate is never launched for: tidal estimates the node it would buy and writes that

@@ -39,6 +39,7 @@ from autoscaler.core.placement import filters
 from autoscaler.core.placement.gpus import device_slots
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU
+from autoscaler.core.spot_risk import pod_interruption_hours
 
 # Node labels naming the reservation a node runs in (tidal's, Karpenter's, GKE's): selecting on one asks for
 # reserved capacity.
@@ -76,6 +77,10 @@ class Constraints:
     # The pod selects nodes by reservation label (nodeSelector or affinity on tidal.dev/reservation-id):
     # that asks for the reservations its selector matches, targeted ones included.
     selects_reservation: bool = False
+    # Hours of a node's price one spot interruption costs the pod (work lost + restart), times
+    # spot.rate_scale (the catalog's rates are a month's share): its spot offerings are ranked by their price
+    # x (1 + interruption rate x this) (see autoscaler.core.spot_risk).
+    interruption_hours: float = 0.0
 
     # The pod itself asks for something specific (selectors, affinity, instance annotations), which Luna
     # serves with a dedicated node; config-wide filters alone do not make a pod constrained.
@@ -175,6 +180,12 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         or LABEL_INSTANCE_TYPE in pod.node_selector
         or any(r.key == LABEL_INSTANCE_TYPE for term in pod.affinity for r in term.expressions)
     )
+    try:
+        interruption_hours = config.spot.rate_scale * pod_interruption_hours(
+            a, config.spot.interruption_cost_hours, config.spot.restart_time
+        )
+    except ValueError as err:
+        raise AnnotationError(str(err)) from None
     gpu_resource = ""
     mig = mig_resources(pod.requests)
     if len(mig) > 1:
@@ -208,6 +219,7 @@ def pod_constraints(pod: Pod, config: Config) -> Constraints:
         dra_types=pod.dra_types,
         reservations=reservations,
         selects_reservation=selects_reservation,
+        interruption_hours=interruption_hours,
         specific=bool(pod.node_selector or pod.affinity)
         or any(ann.lookup(a, name) for name in ann.INSTANCE_ANNOTATIONS if name != ann.INSTANCE_OFFERINGS),
     )

@@ -107,6 +107,8 @@ class Offering:
     # Set on reserved offerings only: the reservation a node of this offering is launched into.
     reservation: Reservation | None = None
     layout: GpuLayout | None = None
+    # Spot only: interruptions per instance-hour as the cloud publishes them (0: none known, or not spot).
+    interruption_rate: float = 0.0
     template: NodeTemplate | None = field(default=None, compare=False, repr=False)
     # The hash, worked out on first use: offerings fill the sets a plan narrows a new node's options with.
     _hash: int | None = field(default=None, init=False, compare=False, repr=False)

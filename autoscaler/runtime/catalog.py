@@ -25,6 +25,7 @@ from typing import Any
 from autoscaler.cloud import ENTRY_POINT_GROUP
 from autoscaler.core.model import ON_DEMAND, SPOT, Arch
 from autoscaler.core.offering import NodeTemplate, Offering
+from autoscaler.core.spot_risk import BUCKET_MONTHLY_SHARE, bucket_rate, rate_bucket
 
 # How a provider says what its nodes look like: the node template of one of its offerings. It needs no
 # credentials and no cloud SDK, so that catalogs read offline get the same templates as the live cloud.
@@ -98,6 +99,17 @@ def _number(
     return value
 
 
+def _interruption_rate(row: Mapping[str, str], where: str) -> float:
+    """The spot interruption rate of a row's ``spot_interruption_bucket`` (0 when empty: not published)."""
+    raw = (row.get("spot_interruption_bucket") or "").strip()
+    if not raw:
+        return 0.0
+    top = len(BUCKET_MONTHLY_SHARE) - 1
+    if not raw.isdigit() or int(raw) > top:
+        raise CatalogError(f"{where}: spot_interruption_bucket: {raw!r} is not a bucket from 0 to {top}")
+    return bucket_rate(int(raw))
+
+
 def offerings_from_rows(
     rows: Iterable[Mapping[str, str]],
     *,
@@ -144,6 +156,7 @@ def offerings_from_rows(
             raise CatalogError(
                 f"{where}: {instance_type} has neither on_demand_usd_per_hour nor spot_usd_per_hour"
             )
+        risk = _interruption_rate(row, where)
         zone = (row.get("zone") or "").strip()
         row_zones = [zone] if zone else (list(zones) or [""])
         shape = Offering(
@@ -172,7 +185,10 @@ def offerings_from_rows(
                     zone_text = f" in zone {z}" if z else ""
                     raise CatalogError(f"{where}: {instance_type}{zone_text} is already on line {seen[key]}")
                 seen[key] = line
-                out.append(replace(shape, zone=z, capacity_type=capacity_type, price=price))
+                rate = risk if capacity_type == SPOT else 0.0
+                out.append(
+                    replace(shape, zone=z, capacity_type=capacity_type, price=price, interruption_rate=rate)
+                )
     return with_templates(out, template) if template is not None else out
 
 
@@ -260,6 +276,7 @@ CSV_COLUMNS = (
     "max_pods",
     "on_demand_source",
     "spot_source",
+    "spot_interruption_bucket",
 )
 
 
@@ -289,11 +306,15 @@ def write_catalog_csv(offerings: Iterable[Offering], out: Any, *, cloud: str, re
                 "max_pods": str(o.max_pods),
                 "on_demand_source": "",
                 "spot_source": "",
+                "spot_interruption_bucket": "",
             },
         )
         kind = "spot" if o.capacity_type == SPOT else "on_demand"
         row[f"{kind}_usd_per_hour"] = f"{o.price:g}"
         row[f"{kind}_source"] = o.price_source
+        bucket = rate_bucket(o.interruption_rate) if o.capacity_type == SPOT else None
+        if bucket is not None:
+            row["spot_interruption_bucket"] = str(bucket)
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows.values())

@@ -162,6 +162,14 @@ class Simulation:
             if x is not None
         }
         self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
+        # Spot nodes interrupted at their type's published rate: the rate by instance type, and when each
+        # node's interruption comes (drawn once, when it is first seen).
+        self._spot_rates = {
+            o.instance_type: o.interruption_rate
+            for o in self.provider.offerings()
+            if o.capacity_type == CapacityType.SPOT and o.interruption_rate > 0
+        }
+        self._interrupt_at: dict[str, float] = {}
 
     def _say(self, text: str) -> None:
         self.record.lines.append((self.clock.now, text))
@@ -199,6 +207,7 @@ class Simulation:
             self.cluster.finish_due(t)
             self._admit(t)
             self._cloud_events(t, interruptions, outages)
+            self._rate_interruptions(t)
             self.provider.advance()
             self._schedule(t)
             if self._due(t):
@@ -353,6 +362,36 @@ class Simulation:
                 self._say("capacity outage ends")
                 self.record.markers.append((t, OUTAGE_ENDS, 0))
 
+    def _interruptions_due(self, live: Sequence[Instance]) -> dict[str, float]:
+        """When each live spot node is interrupted at its type's rate (``spotInterruptionRates``): a moment
+        drawn once per node, the same in every run of the scenario."""
+        rates = self.scenario.spot_rates
+        if rates is None:
+            return {}
+        scale = 730.0 * 3600.0 / rates.period  # the catalog's rates are a month's share of instances
+        for inst in live:
+            if inst.capacity_type != CapacityType.SPOT or inst.id in self._interrupt_at:
+                continue
+            rate = self._spot_rates.get(inst.instance_type, 0.0) * scale  # per hour
+            if rate <= 0:
+                self._interrupt_at[inst.id] = float("inf")
+                continue
+            hours = random.Random(f"{rates.seed}:{inst.id}").expovariate(rate)
+            self._interrupt_at[inst.id] = inst.created + hours * 3600.0
+        return {inst.id: self._interrupt_at[inst.id] for inst in live if inst.id in self._interrupt_at}
+
+    def _rate_interruptions(self, t: float) -> None:
+        if self.scenario.spot_rates is None:
+            return
+        live = [i for i in self.provider.instances() if i.state != InstanceState.TERMINATED]
+        victims = sorted(iid for iid, at in self._interruptions_due(live).items() if at <= t)
+        for iid in victims:
+            self.provider.interrupt(iid)
+            self.record.ended.setdefault(iid, t)
+        if victims:
+            self._say(f"spot interruption: {len(victims)} node(s) reclaimed at their type's rate")
+            self.record.markers.append((t, INTERRUPTION, len(victims)))
+
     def _next(
         self, t: float, i: int, interruptions: list[Any], outages: list[Any], live: list[Instance]
     ) -> float | None:
@@ -386,6 +425,7 @@ class Simulation:
             if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
+        times += [at for at in self._interruptions_due(live).values() if at != float("inf")]
         times += self._reservation_times
         if self.kueue is not None:
             retry = self.kueue.next_time(t)

@@ -8,8 +8,10 @@ A scenario is YAML (or one of the built-ins in ``scenarios/``)::
     queues: [{name: research, quota: 4, limit: 8, overQuotaWeight: 1, priority: 50}, ...]
     jobs:
       - {at: "08:00", name: serve, queue: production, pods: 6, gpus: 1, cpu: "4", memory: 16Gi,
-         duration: 7h, gang: false, preemptible: false, offerings: "spot,on-demand"}
+         duration: 7h, gang: false, preemptible: false, offerings: "spot,on-demand", interruptionCost: 2h}
     spotInterruptions: [{at: "13:00", fraction: 0.5}]
+    spotInterruptionRates: {period: 24h, seed: 1}   # each spot node at its type's published rate, a month's
+                                                    # share of instances counted over the period of running
     capacityOutages: [{at: "10:00", until: "12:00", instanceType: g4dn.xlarge}]
     reservations: [{id: cb-1, instanceType: g5.12xlarge, zone: us-east-1a, count: 2, kind: capacity-block,
                     at: "10:00", until: "34:00"}]            # capacity bought ahead (open, targeted, blocks)
@@ -60,6 +62,7 @@ BUILT_IN = (
     "kai-day-reserved",
     "kai-day-block",
     "spot-storm",
+    "spot-risk",
     "burst-10k",
     "trace",
     "alibaba-week",
@@ -102,6 +105,7 @@ class JobSpec:
     gpu_fraction: float = 0.0
     gpu_memory_mib: int = 0
     compute_mode: str = ""
+    interruption_cost: str = ""  # the pods' tidal.dev/interruption-cost
 
     @property
     def shares_gpu(self) -> bool:
@@ -112,6 +116,15 @@ class JobSpec:
 class Interruption:
     at: float
     fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpotRates:
+    """Each spot node is interrupted at its type's published rate, the share counted over ``period`` seconds
+    of running; its moment drawn once per node from ``seed``."""
+
+    period: float
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +205,7 @@ class Scenario:
     queues: tuple[QueueSpec, ...] = ()
     jobs: tuple[JobSpec, ...] = ()
     interruptions: tuple[Interruption, ...] = ()
+    spot_rates: SpotRates | None = None
     outages: tuple[Outage, ...] = ()
     trace: TraceSpec | None = None
     catalog: CatalogSpec | None = None
@@ -234,6 +248,7 @@ def _scenario(doc: ScenarioModel, base: Path) -> Scenario:
             gpu_fraction=j.gpu_fraction,
             gpu_memory_mib=j.gpu_memory,
             compute_mode=j.compute_mode,
+            interruption_cost=j.interruption_cost,
         )
         for j in doc.jobs
     ]
@@ -249,6 +264,9 @@ def _scenario(doc: ScenarioModel, base: Path) -> Scenario:
         ),
         jobs=tuple(sorted(jobs, key=lambda j: (j.at, j.name))),
         interruptions=tuple(Interruption(x.at, x.fraction) for x in doc.spot_interruptions),
+        spot_rates=None
+        if doc.spot_interruption_rates is None
+        else SpotRates(doc.spot_interruption_rates.period, doc.spot_interruption_rates.seed),
         outages=tuple(
             Outage(o.at, o.until, o.instance_type, o.zone, o.capacity_type) for o in doc.capacity_outages
         ),

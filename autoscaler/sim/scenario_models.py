@@ -211,6 +211,8 @@ class JobModel(Section):
         str,
         checked(_choice(("time-slicing", "sm-sharing"), "time-slicing or sm-sharing"), {"type": "string"}),
     ] = ""
+    # The work one spot interruption loses its pods (their tidal.dev/interruption-cost annotation).
+    interruption_cost: Text = ""
 
     @model_validator(mode="after")
     def _one_share(self) -> JobModel:
@@ -228,6 +230,20 @@ class JobModel(Section):
 class InterruptionModel(Section):
     at: NeededTime
     fraction: Annotated[float, checked(_portion(whole=True), {"type": "number"})] = 1.0
+
+
+class SpotRatesModel(Section):
+    """Spot nodes interrupted at their type's published rate (the catalog's Spot Advisor bucket), its share
+    of instances counted over ``period`` of running; when each is, drawn once per node from ``seed``."""
+
+    period: NeededTime
+    seed: Count = 0
+
+    @model_validator(mode="after")
+    def _period_is_some_time(self) -> SpotRatesModel:
+        if self.period <= 0:
+            _problem("period", "{period!r} is not longer than 0s", as_written=True)
+        return self
 
 
 class OutageModel(Section):
@@ -332,6 +348,7 @@ class ScenarioModel(Section):
     queues: Annotated[tuple[QueueModel, ...], Entries] = ()
     jobs: Annotated[tuple[JobModel, ...], Entries] = ()
     spot_interruptions: Annotated[tuple[InterruptionModel, ...], Entries] = ()
+    spot_interruption_rates: SpotRatesModel | None = None
     capacity_outages: Annotated[tuple[OutageModel, ...], Entries] = ()
     trace: TraceModel | None = None
     catalog: CatalogModel | None = None

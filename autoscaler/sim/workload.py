@@ -42,6 +42,8 @@ def job_pods(job: JobSpec, now: float, *, kai: bool) -> list[Pod]:
         annotations[ann.INSTANCE_GPU_SKUS] = job.gpu_skus
     if job.partial_gpu:
         annotations[ann.INSTANCE_PARTIAL_GPU] = "true"
+    if job.interruption_cost:
+        annotations[ann.INTERRUPTION_COST] = job.interruption_cost
     if job.gang:
         annotations["pod-group-name"] = job.name
     requests = {"cpu": job.cpu_milli, "memory": job.memory_milli}

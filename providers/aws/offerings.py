@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import botocore.exceptions
@@ -244,7 +245,11 @@ class OfferingSource:
                         unpriced += 1
                         continue
                     price, source = found
-                    out.append(spec.offering(zone, capacity_type, price, region, source))
+                    o = spec.offering(zone, capacity_type, price, region, source)
+                    if capacity_type == SPOT and self.fallback is not None:
+                        # EC2 publishes no interruption rates; the Spot Advisor's, in the catalog file, do.
+                        o = replace(o, interruption_rate=self.fallback.interruption_rate(instance_type))
+                    out.append(o)
         if not out:
             problems = "; ".join(
                 f"{c.name}: {c.error}" for c in (self.zones, self.on_demand, self.spot) if c.error

@@ -131,6 +131,8 @@ class CatalogFallback:
     offerings: tuple[Offering, ...]
     source: str
     _prices: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    # Spot interruption rates by instance type (the file's spot_interruption_bucket): EC2's API has none.
+    _rates: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path, *, region: str, max_pods: int) -> CatalogFallback:
@@ -140,7 +142,12 @@ class CatalogFallback:
         if not offerings:
             raise NoRowsForRegion(f"{path}: no rows for cloud 'aws' region {region!r}")
         prices = {(o.instance_type, o.capacity_type.value, o.zone): o.price for o in offerings}
-        return cls(path, tuple(offerings), offerings[0].price_source, prices)
+        rates = {o.instance_type: o.interruption_rate for o in offerings if o.interruption_rate > 0}
+        return cls(path, tuple(offerings), offerings[0].price_source, prices, rates)
+
+    def interruption_rate(self, instance_type: str) -> float:
+        """The file's spot interruption rate for ``instance_type`` (0 when it gives none)."""
+        return self._rates.get(instance_type, 0.0)
 
     def price(self, instance_type: str, capacity_type: str, zone: str) -> float | None:
         """The file's price for this offering (a row without a zone prices every zone)."""

@@ -12,6 +12,7 @@ from moto import mock_aws
 from autoscaler.cloud import ProviderError
 from autoscaler.core.model import ON_DEMAND, SPOT
 from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.spot_risk import bucket_rate
 from providers.aws import AwsProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
 from tests.fakes.aws_cloud import (
@@ -173,6 +174,19 @@ def test_pricing_not_permitted_falls_back_to_the_catalog_file_and_says_so(networ
     g5 = find(provider.offerings(), "g5.xlarge")
     assert (g5.price, g5.price_source) == (1.006, "catalog file aws-us-east-1.csv")
     assert g5.gpu_model == "A10G" and g5.max_pods == 58  # the shape still comes from EC2
+
+
+def test_spot_offerings_priced_by_ec2_take_their_interruption_rate_from_the_catalog_file(
+    network: Network,
+) -> None:
+    spot = {("g5.xlarge", "us-east-1a"): 0.45}
+    provider = gpu_provider(network, spot_price_hook(spot), catalogFallback=str(CATALOG))
+    stub_prices(provider, ON_DEMAND_PRICES)
+    offerings = provider.offerings()
+    g5 = find(offerings, "g5.xlarge", capacity_type=SPOT)
+    assert (g5.price, g5.price_source) == (0.45, "aws spot price history")
+    assert g5.interruption_rate == bucket_rate(4)  # the catalog's Spot Advisor bucket for g5.xlarge
+    assert find(offerings, "g5.xlarge").interruption_rate == 0.0  # on-demand is never interrupted
 
 
 def test_ec2_not_permitted_uses_the_whole_catalog_file(network: Network) -> None:

@@ -14,6 +14,7 @@ from autoscaler.config.options import (
     LeaderElectionConfig,
     ReservationsConfig,
     ScaleDownConfig,
+    SpotConfig,
     config_from_configmap,
     config_from_mapping,
     default_config,
@@ -128,6 +129,11 @@ RESERVATIONS_KEYS = [
     ("drainBeforeBlockEnd", "drain_before_block_end", "1h", 3600.0),
     ("beforeBlockStart", "before_block_start", "on-demand", "on-demand"),
 ]
+SPOT_KEYS = [
+    ("interruptionCostHours", "interruption_cost_hours", 6, 6.0),
+    ("restartTime", "restart_time", "10m", 600.0),
+    ("bucketPeriod", "bucket_period", "24h", 86400.0),
+]
 PROVIDER_KEYS = ["simulated", "aws", "gcp", "azure"]
 
 
@@ -138,6 +144,7 @@ def every_documented_key() -> list[str]:
     keys += ["leaderElection"] + [f"leaderElection.{key}" for key, *_ in LEADER_ELECTION_KEYS]
     keys += ["kubeClient"] + [f"kubeClient.{key}" for key, *_ in KUBE_CLIENT_KEYS]
     keys += ["reservations"] + [f"reservations.{key}" for key, *_ in RESERVATIONS_KEYS]
+    keys += ["spot"] + [f"spot.{key}" for key, *_ in SPOT_KEYS]
     keys += ["gpuSharing"]
     return keys
 
@@ -206,6 +213,7 @@ def test_defaults_are_the_documented_values() -> None:
     assert config.reservations == ReservationsConfig(
         reserved_nodes="keep", drain_before_block_end=2400.0, before_block_start="wait"
     )
+    assert config.spot == SpotConfig(interruption_cost_hours=1.0, restart_time=300.0, bucket_period=2628000.0)
     assert config.scan_interval == 10.0
     assert config.batch_idle_duration == 1.0
     assert config.batch_max_duration == 10.0
@@ -251,6 +259,7 @@ def test_every_config_attribute_has_a_key_in_this_specification() -> None:
         "leader_election",
         "kube_client",
         "reservations",
+        "spot",
         "providers",
         "gpu_sharing",
     }
@@ -266,6 +275,7 @@ def test_every_config_attribute_has_a_key_in_this_specification() -> None:
     assert {attr for _, attr, *_ in RESERVATIONS_KEYS} == {
         f.name for f in dataclasses.fields(ReservationsConfig)
     }
+    assert {attr for _, attr, *_ in SPOT_KEYS} == {f.name for f in dataclasses.fields(SpotConfig)}
 
 
 def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it() -> None:
@@ -291,7 +301,7 @@ def test_every_key_is_in_the_default_file_with_a_comment_directly_above_it() -> 
 
 def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml() -> None:
     document = yaml.safe_load(DOCUMENTED_DEFAULTS.read_text())
-    sections = {"scaleDown", "disruption", "leaderElection", "kubeClient", "reservations"}
+    sections = {"scaleDown", "disruption", "leaderElection", "kubeClient", "reservations", "spot"}
     top = set(document) - sections
     assert top == {key for key in every_documented_key() if "." not in key} - sections
     assert set(document["scaleDown"]) == {key for key, *_ in SCALE_DOWN_KEYS}
@@ -299,6 +309,7 @@ def test_the_default_file_documents_every_key_exactly_once_as_parsed_yaml() -> N
     assert set(document["leaderElection"]) == {key for key, *_ in LEADER_ELECTION_KEYS}
     assert set(document["kubeClient"]) == {key for key, *_ in KUBE_CLIENT_KEYS}
     assert set(document["reservations"]) == {key for key, *_ in RESERVATIONS_KEYS}
+    assert set(document["spot"]) == {key for key, *_ in SPOT_KEYS}
 
 
 # --- keys, types and the camelCase mapping ------------------------------------------------------------
@@ -320,6 +331,14 @@ def test_regexp_keys_are_compiled(key: str, attr: str) -> None:
     config = config_from_mapping({key: r"^g[56]\.[0-9]*xlarge$"})
     assert getattr(config, attr).search("g5.12xlarge")
     assert not getattr(config, attr).search("m5.large")
+
+
+@pytest.mark.parametrize(("key", "attr", "value", "expected"), SPOT_KEYS, ids=[k[0] for k in SPOT_KEYS])
+def test_each_spot_key_fills_its_attribute_and_keeps_the_other_defaults(
+    key: str, attr: str, value: Any, expected: Any
+) -> None:
+    config = config_from_mapping({"spot": {key: value}})
+    assert config.spot == dataclasses.replace(default_config().spot, **{attr: expected})
 
 
 @pytest.mark.parametrize(
@@ -441,6 +460,12 @@ def test_the_config_and_its_maps_cannot_be_modified() -> None:
         ({"queueBudgets": {"research": 0}}, "queueBudgets.research: 0 must be above 0"),
         ({"queueBudgets": {"research": "20$"}}, "queueBudgets.research: '20$' is not a number"),
         ({"scaleDown": {"enabled": "yes please"}}, "scaleDown.enabled: 'yes please' is not true or false"),
+        ({"spot": {"interruptionCostHours": -1}}, "spot.interruptionCostHours: -1 is below 0"),
+        ({"spot": {"interruptionCostHours": "2h"}}, "spot.interruptionCostHours: '2h' is not a number"),
+        (
+            {"spot": {"restartTime": "soon"}},
+            "spot.restartTime: 'soon' is not a duration (e.g. 30s, 5m, 1h30m)",
+        ),
         (
             {"scaleDown": {"utilizationThresholdBinSelection": -0.1}},
             "scaleDown.utilizationThresholdBinSelection: -0.1 is below 0",

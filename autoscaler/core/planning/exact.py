@@ -34,6 +34,7 @@ from autoscaler.core.placement.fits import request
 from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.resources import NVIDIA_GPU, Resources
+from autoscaler.core.spot_risk import node_hours, risk_price
 
 __all__ = [
     "Bought",
@@ -85,6 +86,8 @@ class NodeType:
     alloc: Resources
     mode: str
     groups: frozenset[int]  # the pod groups that may go on it
+    # Hours of its price a spot interruption costs the pods that may go on it (the most any group loses).
+    risk_hours: float = 0.0
 
     @property
     def offering(self) -> Offering:
@@ -92,7 +95,8 @@ class NodeType:
 
     @property
     def price(self) -> float:
-        return self.offerings[0].price
+        """What the model pays for a node of it: its price, with spot interruptions' expected cost."""
+        return risk_price(self.offerings[0], self.risk_hours)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +163,16 @@ def problem(
                 continue
             fits = frozenset(found)
             alloc = index.allocatable(o)
-            same = (alloc, o.price, device_shape(o), o.gpu_count, o.vcpu, mode, fits)
+            same = (alloc, o.price, o.interruption_rate, device_shape(o), o.gpu_count, o.vcpu, mode, fits)
             alike.setdefault(same, (alloc, mode, fits, []))[3].append(o)
     types = [
-        NodeType(tuple(sorted(offerings, key=price_order)), alloc, mode, fits)
+        NodeType(
+            tuple(sorted(offerings, key=price_order)),
+            alloc,
+            mode,
+            fits,
+            node_hours(groups[i].c.interruption_hours for i in fits),
+        )
         for alloc, mode, fits, offerings in alike.values()
     ]
     types = _undominated(types, limits)

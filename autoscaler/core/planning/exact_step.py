@@ -28,6 +28,7 @@ from autoscaler.core.placement.reasons import Rejection
 from autoscaler.core.planning import exact, exact_model, exact_patterns, exact_solve, newnodes
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.spot_risk import node_hours, risk_price
 
 __all__ = ["explained", "improve", "limits"]
 
@@ -66,7 +67,14 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     chosen = [_chosen(b) for b in bins]
     if any(o.reservation is not None for o in chosen):
         return 0.0
-    current = round(sum(o.price for o in chosen), 6)
+    # In the model's terms: prices with spot interruptions' expected cost (see exact.NodeType.price).
+    current = round(
+        sum(
+            risk_price(o, node_hours(c.interruption_hours for c in b.classes))
+            for o, b in zip(chosen, bins, strict=True)
+        ),
+        6,
+    )
     problem = exact.problem(items, index, limits(index, usage))
     try:
         outcome = _solve(problem, current - CHEAPER, cfg.exact_plan_time_limit)

@@ -25,6 +25,7 @@ from autoscaler.core.planning.offerings import OfferingIndex, price_order
 from autoscaler.core.planning.reserved import ReservedRoom, rank
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import CPU, GPU_RESOURCES, MEMORY, PODS, Resources
+from autoscaler.core.spot_risk import node_hours, risk_price
 from autoscaler.core.words import count
 
 MAX_ALTERNATIVES = 20
@@ -159,7 +160,7 @@ def choose(
                 if over_budget is None or price_order(o) < price_order(over_budget):
                     over_budget = o
                 continue
-            per_pod = o.price / min(k, remaining)
+            per_pod = risk_price(o, c.interruption_hours) / min(k, remaining)
             score = (per_pod, tier, rank(o, min(k, remaining)), price_order(o))
             if best is None or score < best:
                 best, chosen = score, Choice(shape, k)
@@ -195,11 +196,13 @@ def _whole_batch(
     if k >= remaining or -(-remaining // k) > TAIL_NODES:
         return chosen
     memo = index.memo.share_counts
+    hours = c.interruption_hours
 
     def candidates(below: Callable[[], float]) -> Iterator[tuple[Option, int]]:
         """The shapes that fit and the budget allows, with how many pods each holds, in the pods' order of
         capacity types and then cheapest first, up to the first whose one node costs ``below()`` or more
-        (nodes of it, and of every later one of that capacity type, cost at least that much)."""
+        (nodes of it, and of every later one of that capacity type, cost at least that much: interruptions only
+        add to a price)."""
         for ctype in c.capacity_types:
             for shape in index.shapes(c, ctype, packing):
                 o = shape.cheapest
@@ -218,12 +221,12 @@ def _whole_batch(
         # one candidate, so there is one).
         least = [math.inf]
         for s, n in candidates(lambda: least[0]):
-            least[0] = min(least[0], -(-rest // n) * s.cheapest.price)
+            least[0] = min(least[0], -(-rest // n) * risk_price(s.cheapest, hours))
         tail = least[0] if least[0] < math.inf else 0.0
-    best = [(remaining // k) * chosen.shape.cheapest.price + tail]
+    best = [(remaining // k) * risk_price(chosen.shape.cheapest, hours) + tail]
     found = chosen
     for shape, n in candidates(lambda: best[0] - 1e-9):
-        whole = -(-remaining // n) * shape.cheapest.price
+        whole = -(-remaining // n) * risk_price(shape.cheapest, hours)
         if whole < best[0] - 1e-9 and -(-remaining // n) <= budget.count(shape.cheapest, queue):
             best[0], found = whole, Choice(shape, n)
     return found
@@ -381,11 +384,13 @@ def has_room(b: Bin) -> bool:
 
 
 def cheapest(b: Bin, classes: Sequence[Constraints]) -> Offering:
-    """The offering a new node is launched as: its cheapest option, in the pods' order of capacity types."""
+    """The offering a new node is launched as: its cheapest option with spot interruptions counted, in the
+    pods' order of capacity types."""
     tiers = _tiers(classes)
+    hours = node_hours(c.interruption_hours for c in classes)
     return min(
         (o for opt in b.options for o in opt.offerings),
-        key=lambda o: (o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o)),
+        key=lambda o: (risk_price(o, hours), tiers.get(o.capacity_type, len(tiers)), price_order(o)),
     )
 
 
@@ -409,13 +414,14 @@ def fallbacks(
     budget: tuple[str, float] | None = None,
     memo: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] | None = None,
 ) -> Fallbacks:
-    """What to try when the cloud has no capacity for ``best``, cheapest first: every offering that holds the
+    """What to try when the cloud has no capacity for ``best``, cheapest first (interruptions counted): every offering that holds the
     node's pods, suits all of them and keeps the topology domains chosen for them, within what was counted
     against the limits, and at most ``maxFallbackPriceRatio`` times ``best``'s price (a $0.29/h pod must not
     end up on a $6.88/h node because the cheap one was out of stock). ``budget`` is (queue, most a fallback
     may cost) when the node was opened for a queue with a budget: a fallback must not take it past it.
     ``memo`` keeps, for the nodes of one plan, the shapes each kind of node may fall back to at all."""
     tiers = _tiers(classes)
+    hours = node_hours(c.interruption_hours for c in classes)
     limit_cpu = index.config.cluster_cpu_limit is not None
     ratio = index.config.max_fallback_price_ratio
     # A reserved node costs nothing more; its fallbacks are bought, so they are held to what it would cost bought.
@@ -463,7 +469,7 @@ def fallbacks(
                 if left_out is None or price_order(o) < price_order(left_out):
                     left_out = o
                 continue
-            found.append((o.price, tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
+            found.append((risk_price(o, hours), tiers.get(o.capacity_type, len(tiers)), price_order(o), o))
         found.sort(key=lambda a: a[:3])
     return Fallbacks(tuple(a[3] for a in found[:MAX_ALTERNATIVES]), cap, left_out, capped_by)
 

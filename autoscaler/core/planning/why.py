@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from autoscaler.core.planning.decisions import BIN_PACKING
 from autoscaler.core.quantity import format_memory, format_quantity
 from autoscaler.core.resources import GPU_RESOURCES, PODS, Resources
+from autoscaler.core.spot_risk import InterruptionRisk, interruption_risk, node_hours, risk_price
 from autoscaler.core.words import count
 
 # Candidates shown around the chosen offering: this many cheaper ones, and this many dearer.
@@ -97,6 +98,9 @@ class LaunchWhy:
     # Set on every node of an exact plan (exactPlanMaxPods): the $/h it saves over the heuristic's nodes for
     # the same pods, which it replaced.
     exact_saving: float = 0.0
+    # A spot node's interruption rate and the expected cost of its interruptions to its pods (None when the
+    # cloud publishes no rate for it, or it is not spot).
+    interruption: InterruptionRisk | None = None
 
     @property
     def ruled_out(self) -> tuple[RuledOut, ...]:
@@ -367,6 +371,9 @@ def launch_why(
         gpus_used=used,
         idle_gpus=idle if oversized else 0,
         smaller=_smaller(b, chosen, classes, index, used) if oversized else "",
+        interruption=interruption_risk(
+            chosen, node_hours(c.interruption_hours for c in classes), index.config.spot.rate_scale
+        ),
     )
 
 
@@ -390,6 +397,8 @@ def _compared(
     if at < 0:
         return (), 0
     rows: list[Compared] = []
+    hours = node_hours(c.interruption_hours for c in classes)
+    expected = risk_price(chosen, hours)
     for _, offerings in shapes[max(0, at - CHEAPER_SHOWN) : end]:
         o = next((x for x in offerings if _keeps(b, x, index)), offerings[0]) if b.settled else offerings[0]
         if (o.instance_type, o.capacity_type) == mine:
@@ -400,6 +409,14 @@ def _compared(
             rows.append(Compared(o, verdict.message))
         elif o.price > chosen.price:
             rows.append(Compared(o, f"+${o.price - chosen.price:.4f}/h"))
+        elif risk_price(o, hours) > expected + 1e-12:
+            rows.append(
+                Compared(
+                    o,
+                    f"${chosen.price - o.price:.4f}/h cheaper, but its interruptions are expected to cost "
+                    f"${risk_price(o, hours) - o.price:.4f}/h: +${risk_price(o, hours) - expected:.4f}/h in all",
+                )
+            )
         else:
             rows.append(Compared(o, "as cheap, later in the order of capacity types"))
     return tuple(rows), at
