@@ -132,10 +132,19 @@ def test_reconcile_scale_runs_short(finished: dict[str, tuple[int, str, Path]]) 
 def test_scaleup_latency_runs_short_and_times_every_pod(finished: dict[str, tuple[int, str, Path]]) -> None:
     doc = result(finished, "scaleup_latency")
     assert doc["benchmark"] == "scaleup_latency"
-    assert set(doc["runs"]) == {"sparse", "stream"}
+    assert set(doc["runs"]) == {"sparse", "stream", "cpu-stream"}
     for run in doc["runs"].values():
-        assert run["launched"] == run["pods"] > 0
-        numbers(run, {"p50Seconds": NUMBER, "p95Seconds": NUMBER, "p99Seconds": NUMBER, "maxSeconds": NUMBER})
+        assert run["launched"] == run["pods"] > 0 and run["nodes"] > 0
+        numbers(
+            run,
+            {
+                "p50Seconds": NUMBER,
+                "p95Seconds": NUMBER,
+                "p99Seconds": NUMBER,
+                "maxSeconds": NUMBER,
+                "usdPerHour": NUMBER,
+            },
+        )
 
 
 def test_suite_runs_short_and_writes_its_table(finished: dict[str, tuple[int, str, Path]]) -> None:
