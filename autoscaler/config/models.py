@@ -102,6 +102,14 @@ class ScaleDownModel(Section):
             "whole run. 0s turns this off."
         )
     )
+    multi_node: Flag = Field(
+        description=(
+            "Several nodes whose pods fit together on fewer or cheaper nodes are consolidated: drained onto "
+            "the room of the nodes that stay, or one of them replaced by new nodes (Ready first) that hold "
+            "the pods of all of them for at least replaceSavings less, the rest following onto their room. "
+            "false: one node at a time."
+        )
+    )
 
 
 class ReservationsModel(Section):
