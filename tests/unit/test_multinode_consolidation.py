@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 NOW = 1_795_168_800.0 + 3600  # 2026-11-20T11:00:00Z
 TWO_HOURS_AGO = "2026-11-20T09:00:00Z"
+TEN_MINUTES_AGO = "2026-11-20T10:50:00Z"
 A_MINUTE_AGO = "2026-11-20T10:59:00Z"
 
 
@@ -41,22 +42,23 @@ def g5_node(name: str, **kw: Any) -> dict[str, Any]:
     return node(name, instance_type="g5.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True, **kw)
 
 
-def training(name: str, node_name: str, bound_at: str = TWO_HOURS_AGO, **kw: Any) -> dict[str, Any]:
+def training(name: str, node_name: str, bound_at: str = TEN_MINUTES_AGO, **kw: Any) -> dict[str, Any]:
     """A running pod of one A10G and 20 CPUs, bound to its node at ``bound_at``."""
     obj = pod(name, node_name=node_name, phase="Running", message=None, gpu=1, cpu="20", memory="32Gi", **kw)
     obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}]
     return obj
 
 
-def half_used_pair(**kw: Any) -> list[dict[str, Any]]:
-    """Two g5.12xlarge, each half used by two training pods (40 of 48 CPUs: neither holds the other's)."""
+def half_used_pair(bound_at: str = TEN_MINUTES_AGO, **kw: Any) -> list[dict[str, Any]]:
+    """Two g5.12xlarge, each half used by two training pods (40 of 48 CPUs: neither holds the other's), all
+    bound at ``bound_at``; ``kw`` goes to the pods of gpu-b."""
     return [
         g5_node("gpu-a"),
         g5_node("gpu-b"),
-        training("train-1", "gpu-a"),
-        training("train-2", "gpu-a"),
-        training("train-3", "gpu-b", **kw),
-        training("train-4", "gpu-b"),
+        training("train-1", "gpu-a", bound_at),
+        training("train-2", "gpu-a", bound_at),
+        training("train-3", "gpu-b", bound_at, **kw),
+        training("train-4", "gpu-b", bound_at, **kw),
     ]
 
 
@@ -128,13 +130,21 @@ def test_nodes_whose_pods_started_a_minute_ago_are_left_to_settle(make_config: C
     assert result.removal.removals == ()
 
 
+def test_nodes_whose_pods_have_run_for_hours_keep_them(make_config: Callable[..., Config]) -> None:
+    # Moving a pod restarts it: two hours of work lost on each, for a saving that may last minutes.
+    result = run(make_config, *half_used_pair(bound_at=TWO_HOURS_AGO))
+    assert result.removal.removals == ()
+
+
 def test_nothing_is_replaced_while_a_node_is_being_drained(make_config: Callable[..., Config]) -> None:
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25})
     request = PlanInput(snapshot(*half_used_pair()), g5_offerings(), config, NOW, draining={"gpu-other"})
     assert plan(request).removal.removals == ()
 
 
-def test_multi_node_false_keeps_consolidation_to_one_node_at_a_time(make_config: Callable[..., Config]) -> None:
+def test_multi_node_false_keeps_consolidation_to_one_node_at_a_time(
+    make_config: Callable[..., Config],
+) -> None:
     config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25, "multiNode": False})
     result = plan(PlanInput(snapshot(*half_used_pair()), g5_offerings(), config, NOW))
     assert result.removal.removals == ()

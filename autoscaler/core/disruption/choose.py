@@ -320,9 +320,7 @@ def _multi_node(
     workloads = {
         n.name: without_reservations(workload(by_node.get(n.name, ()))) for n in snapshot.nodes if n.managed
     }
-    found = multinode.candidates(
-        snapshot, index, now, workloads=workloads, taken={*held, *leaving, *taken}
-    )
+    found = multinode.candidates(snapshot, index, now, workloads=workloads, taken={*held, *leaving, *taken})
     if not found:
         return []
     chosen = multinode.consolidate(

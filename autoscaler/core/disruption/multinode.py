@@ -61,13 +61,13 @@ class Candidate:
     price: float
 
 
-def _settled(pods: Sequence[Pod], now: float, after: float) -> bool:
-    """Every pod was bound at least ``after`` seconds ago."""
+def _settled(pods: Sequence[Pod], now: float, after: float, within: float) -> bool:
+    """Every pod was bound at least ``after`` seconds ago, and at most ``within``."""
     for p in pods:
         bound = p.scheduled
         if bound is None or bound.status != "True" or bound.last_transition is None:
             return False
-        if now - bound.last_transition < after:
+        if not after <= now - bound.last_transition <= within:
             return False
     return True
 
@@ -102,7 +102,8 @@ def candidates(
             continue  # an empty node is scale-down's; a topological pod only moves to nodes that exist
         if underutilised.utilization(node, kept) >= underutilised.threshold(node, cfg):
             continue  # moving a busy node's pods costs their work so far; only an under-used node repays it
-        if not _settled(kept, now, cfg.scale_down.node_unneeded_duration):
+        sd = cfg.scale_down
+        if not _settled(kept, now, sd.node_unneeded_duration, sd.replace_young_pods_within):
             continue
         if eviction_blocker(workload, snapshot.pdbs, {}) or gang_blocker(workload, snapshot, ()):
             continue

@@ -143,9 +143,10 @@ def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Us
         return Replacement("their affinity or topology spread keeps them off new nodes")
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
-    found, key = _unlimited(pods, index)
-    if isinstance(found, str):
-        return Replacement(found, unreadable=True)
+    unlimited, key = _unlimited(pods, index)
+    if isinstance(unlimited, str):
+        return Replacement(unlimited, unreadable=True)
+    found = unlimited
     if found.unplaced:
         return Replacement(f"no offering holds them ({found.unplaced})")
     memo = index.memo.replacements
@@ -155,10 +156,11 @@ def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Us
     after = without(total, node)
     if not within_limits(found.usage, after, cfg):
         limited_key = (*key, after)
-        found = memo.get(limited_key)
-        if found is None:
+        limited = memo.get(limited_key)
+        if limited is None:
             demand = Demand(singles=list(pods), constraints={p.key: pod_constraints(p, cfg) for p in pods})
-            found = memo[limited_key] = _planned(demand, index, after)
+            limited = memo[limited_key] = _planned(demand, index, after)
+        found = limited
         if found.unplaced:
             return Replacement(f"no offering holds them ({found.unplaced})")
     return Replacement("", found.cost, found.launches, first=within_limits(found.usage, total, cfg))
