@@ -270,7 +270,10 @@ def disrupt(
         total=total,
         held=held,
         taken={*needed, *consolidation.unneeded_since},
-        quiet=not waiting and not draining and not any(n.deleting for n in managed),
+        quiet=not waiting
+        and not draining
+        and not any(n.deleting for n in managed)
+        and not any(p.pending and not p.daemonset and not p.mirror for p in snapshot.pods),
         contended=contended,
         evicting=dict(state.evicting),
     )
