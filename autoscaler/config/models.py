@@ -104,10 +104,11 @@ class ScaleDownModel(Section):
     )
     multi_node: Flag = Field(
         description=(
-            "Several nodes whose pods fit together on fewer or cheaper nodes are consolidated: drained onto "
-            "the room of the nodes that stay, or one of them replaced by new nodes (Ready first) that hold "
-            "the pods of all of them for at least replaceSavings less, the rest following onto their room. "
-            "false: one node at a time."
+            "Under-used nodes whose pods started within replaceYoungPodsWithin are consolidated together: "
+            "drained onto the room of the nodes that stay, or one of them replaced by new nodes (Ready "
+            "first) that hold the pods of all of them for at least replaceSavings less, the rest following "
+            "onto their room. Off by default: in the simulated weeks it cost more than it saved "
+            "(bench/results/policy-changes.md)."
         )
     )
 

@@ -63,7 +63,9 @@ def half_used_pair(bound_at: str = TEN_MINUTES_AGO, **kw: Any) -> list[dict[str,
 
 
 def run(make_config: Callable[..., Config], *objs: dict[str, Any], **keys: Any) -> Plan:
-    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25}, **keys)
+    config = make_config(
+        capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25, "multiNode": True}, **keys
+    )
     return plan(PlanInput(snapshot(*objs), g5_offerings(), config, NOW))
 
 
@@ -86,7 +88,7 @@ def test_two_half_used_nodes_are_replaced_by_one_bigger_node_that_holds_all_thei
 def test_nodes_are_not_consolidated_together_when_the_saving_is_under_replace_savings(
     make_config: Callable[..., Config],
 ) -> None:
-    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.5})
+    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.5, "multiNode": True})
     result = plan(PlanInput(snapshot(*half_used_pair()), g5_offerings(), config, NOW))
     assert result.removal.removals == ()
 
@@ -137,9 +139,21 @@ def test_nodes_whose_pods_have_run_for_hours_keep_them(make_config: Callable[...
 
 
 def test_nothing_is_replaced_while_a_node_is_being_drained(make_config: Callable[..., Config]) -> None:
-    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25})
+    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25, "multiNode": True})
     request = PlanInput(snapshot(*half_used_pair()), g5_offerings(), config, NOW, draining={"gpu-other"})
     assert plan(request).removal.removals == ()
+
+
+def test_nothing_is_consolidated_while_a_pod_waits_for_a_place(make_config: Callable[..., Config]) -> None:
+    # The room a move would fill is what the waiting pod may take.
+    waiting = pod("queued-1", gpu=1, cpu="20", memory="32Gi")
+    assert run(make_config, *half_used_pair(), waiting).removal.removals == ()
+
+
+def test_multi_node_is_off_by_default(make_config: Callable[..., Config]) -> None:
+    config = make_config(capacityTypes=["on-demand"], scaleDown={"replaceSavings": 0.25})
+    result = plan(PlanInput(snapshot(*half_used_pair()), g5_offerings(), config, NOW))
+    assert result.removal.removals == ()
 
 
 def test_multi_node_false_keeps_consolidation_to_one_node_at_a_time(
