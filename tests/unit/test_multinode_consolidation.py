@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from autoscaler.core.disruption.method import Method
 from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import node, offering, pdb, pod, snapshot
+from tests.unit.test_gpu_sharing_plan import reservation, share
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -194,3 +195,34 @@ def test_a_node_that_takes_pods_stays_and_its_room_is_given_once(make_config: Ca
     # pods now, is not removed itself.
     [removal] = result.removal.removals
     assert (removal.node, removal.reason) == ("gpu-a", "multi-node: its 1 pod fit on gpu-b, which stay")
+
+
+def test_pods_sharing_a_gpu_move_onto_another_nodes_room_and_the_reservation_pod_is_never_evicted(
+    make_config: Callable[..., Config],
+) -> None:
+    # Half an A10G and 10 CPUs: only a g5.12xlarge holds it, so no single node replaces gpu-a for less.
+    sharing = share("infer-0", "0.5", node_name="gpu-a", group="g1")
+    sharing["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "10"
+    sharing["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": TEN_MINUTES_AGO}
+    ]
+    objs = [
+        g5_node("gpu-a", labels={"nvidia.com/gpu.memory": "22888"}),
+        g5_node("gpu-b", labels={"nvidia.com/gpu.memory": "22888"}),
+        reservation("gpu-a", "g1"),
+        sharing,
+        training("train-1", "gpu-b"),
+    ]
+    config = make_config(
+        capacityTypes=["on-demand"],
+        schedulerNames=["kai-scheduler"],
+        scaleDown={"replaceSavings": 0.25, "multiNode": True},
+    )
+    result = plan(PlanInput(snapshot(*objs), g5_offerings(), config, NOW))
+    [removal] = result.removal.removals
+    assert (removal.node, removal.method, removal.pods) == (
+        "gpu-a",
+        Method.UNDERUTILISED,
+        ("default/infer-0",),
+    )
+    assert removal.reason == "multi-node: its 1 pod fit on gpu-b, which stay"
