@@ -312,8 +312,9 @@ def _multi_node(
     evicting: dict[tuple[str, str], int],
 ) -> list[Removal]:
     """Multi-node consolidation (:mod:`autoscaler.core.disruption.multinode`) over the nodes no other method
-    took. Only while no disruption waits for replacements and no drain runs: the room they make or take is not
-    settled yet, and a node being drained has pods that still need the room its replacements keep."""
+    took, when ``scaleDown.multiNode`` is on. Only when ``quiet``: no pod waits for a place (the room a move
+    fills is what it would take), no disruption waits for replacements and no drain runs (the room they make
+    or take is not settled yet: a node being drained has pods that still need its replacements' room)."""
     if not quiet or not index.config.scale_down.multi_node:
         return []
     leaving = {r.node for r in removals}

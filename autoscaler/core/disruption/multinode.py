@@ -1,11 +1,12 @@
 """Multi-node consolidation: several nodes whose pods fit on fewer, or cheaper, nodes together, which no one
 of them does alone (Karpenter's multi-node consolidation, decided by tidal's own planner). Pure.
 
-A node joins when it is managed, Ready, older than ``newNodeGracePeriod``, its pods have all run for at least
-``nodeUnneededDuration`` (a node still filling up is left alone) and may all be evicted (no
-PodDisruptionBudget at zero, no do-not-evict, no pod tidal cannot read, no running gang's member, no affinity
-or topology spread that only nodes that exist can honour), it is no other method's and nothing holds it. Its
-utilization does not matter: a busy node can go as well as an idle one.
+A node joins when it is managed, Ready, under its utilization threshold, older than ``newNodeGracePeriod``, its
+pods all started between ``nodeUnneededDuration`` (a node still filling up is left alone) and
+``replaceYoungPodsWithin`` ago (a moved pod starts again: only little work may be lost), and may all be
+evicted (no PodDisruptionBudget at zero, no do-not-evict, no pod tidal cannot read, no running gang's member,
+no affinity or topology spread that only nodes that exist can honour), it is no other method's and nothing
+holds it.
 
 Two steps, in the order they cost less:
 
@@ -19,8 +20,10 @@ Two steps, in the order they cost less:
    visible) before any pod leaves it, as a single-node replacement is; the cluster limits must hold the new
    nodes beside every node of the set (``clusterGPULimit`` is never exceeded while both run). The rest of
    the set then goes by step 1 in a later pass, onto the room the new nodes keep for its pods. It is not
-   tried while a disruption waits for replacements or a drain runs (the room they make is not settled yet),
-   nor while a cluster limit keeps pending pods out.
+   tried while a cluster limit keeps pending pods out.
+
+Neither step runs while a pod waits for a place (the room a move fills is what it would take), a disruption
+waits for replacements, a drain runs or a Node is being deleted (the room they make is not settled yet).
 
 A node whose pods cannot all be placed is never removed.
 """
@@ -43,7 +46,7 @@ from autoscaler.core.planning.decisions import Removal, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.words import count
 
-__all__ = ["MAX_SET", "Candidate", "candidates", "consolidate"]
+__all__ = ["MAX_SET", "Candidate", "Consolidation", "candidates", "consolidate"]
 
 # The most nodes one replacement is planned for (Karpenter looks at 100); the planner runs about log2 of it
 # times per pass.
