@@ -260,25 +260,22 @@ def disrupt(
         move_shares=True,
     )
     removals = [*state.removals, *consolidation.removals]
-    more = _multi_node(
-        snapshot,
-        index,
-        now,
-        removals=removals,
-        by_node=by_node,
-        engine=engine,
-        total=total,
-        held=held,
-        taken={*needed, *consolidation.unneeded_since},
-        quiet=not waiting
-        and not draining
-        and not any(n.deleting for n in managed)
-        and not any(p.pending and not p.daemonset and not p.mirror for p in snapshot.pods),
-        contended=contended,
-        evicting=dict(state.evicting),
-    )
-    chosen |= {r.node for r in more}
-    removals += more
+    if cfg.scale_down.multi_node and _quiet(snapshot, waiting, draining):
+        more = _multi_node(
+            snapshot,
+            index,
+            now,
+            removals=removals,
+            by_node=by_node,
+            engine=engine,
+            total=total,
+            held=held,
+            taken={*needed, *consolidation.unneeded_since},
+            contended=contended,
+            evicting=dict(state.evicting),
+        )
+        chosen |= {r.node for r in more}
+        removals += more
     for b in consolidation.blocked:
         if b.node not in chosen:
             for block in b.blocks:
@@ -307,16 +304,11 @@ def _multi_node(
     total: Usage,
     held: Mapping[str, Block],
     taken: Collection[str],
-    quiet: bool,
     contended: str,
     evicting: dict[tuple[str, str], int],
 ) -> list[Removal]:
     """Multi-node consolidation (:mod:`autoscaler.core.disruption.multinode`) over the nodes no other method
-    took, when ``scaleDown.multiNode`` is on. Only when ``quiet``: no pod waits for a place (the room a move
-    fills is what it would take), no disruption waits for replacements and no drain runs (the room they make
-    or take is not settled yet: a node being drained has pods that still need its replacements' room)."""
-    if not quiet or not index.config.scale_down.multi_node:
-        return []
+    took (``taken``: more nodes it must leave alone)."""
     leaving = {r.node for r in removals}
     for r in removals:  # their pods take their share of every PodDisruptionBudget first
         eviction_blocker(workload(by_node.get(r.node, ())), snapshot.pdbs, evicting)
@@ -338,6 +330,15 @@ def _multi_node(
         replace=not contended,
     )
     return chosen.removals
+
+
+def _quiet(snapshot: Snapshot, waiting: Collection[str], draining: Collection[str]) -> bool:
+    """No pod waits for a place (the room a move fills is what it would take), no disruption waits for
+    replacements, no drain runs and no Node is being deleted: the room they make or take is not settled yet (a
+    node being drained has pods that still need its replacements' room)."""
+    if waiting or draining or any(n.managed and n.deleting for n in snapshot.nodes):
+        return False
+    return not any(p.pending and not p.daemonset and not p.mirror for p in snapshot.pods)
 
 
 def _wake(
