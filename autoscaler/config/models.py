@@ -102,6 +102,15 @@ class ScaleDownModel(Section):
             "whole run. 0s turns this off."
         )
     )
+    multi_node: Flag = Field(
+        description=(
+            "Under-used nodes whose pods started within replaceYoungPodsWithin are consolidated together: "
+            "drained onto the room of the nodes that stay, or one of them replaced by new nodes (Ready "
+            "first) that hold the pods of all of them for at least replaceSavings less, the rest following "
+            "onto their room. Off by default: in the simulated weeks it cost more than it saved "
+            "(bench/results/policy-changes.md)."
+        )
+    )
 
 
 class ReservationsModel(Section):

@@ -73,6 +73,7 @@ class ScaleDownConfig:
     max_empty_bulk_delete: int
     replace_savings: float
     replace_young_pods_within: float
+    multi_node: bool
 
 
 @dataclass(frozen=True, slots=True)

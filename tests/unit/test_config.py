@@ -99,6 +99,7 @@ SCALE_DOWN_KEYS = [
     ("maxEmptyBulkDelete", "max_empty_bulk_delete", 20, 20),
     ("replaceSavings", "replace_savings", 0.3, 0.3),
     ("replaceYoungPodsWithin", "replace_young_pods_within", "0s", 0.0),
+    ("multiNode", "multi_node", True, True),
 ]
 DISRUPTION_KEYS = [
     ("budgets", "budgets", [{"nodes": 2}], (Budget(count=2),)),
@@ -209,6 +210,7 @@ def test_defaults_are_the_documented_values() -> None:
         max_empty_bulk_delete=10,
         replace_savings=0.5,
         replace_young_pods_within=900.0,
+        multi_node=False,
     )
     assert config.reservations == ReservationsConfig(
         reserved_nodes="keep", drain_before_block_end=2400.0, before_block_start="wait"

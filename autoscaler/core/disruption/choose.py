@@ -16,7 +16,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.core.disruption import empty, expired, underutilised, unhealthy
+from autoscaler.core.disruption import empty, expired, multinode, underutilised, unhealthy
 from autoscaler.core.disruption.budgets import allowed
 from autoscaler.core.disruption.drifted import drifted
 from autoscaler.core.disruption.method import (
@@ -27,7 +27,12 @@ from autoscaler.core.disruption.method import (
     in_progress,
     retry_after,
 )
-from autoscaler.core.disruption.protection import eviction_blocker, gang_blocker, workload
+from autoscaler.core.disruption.protection import (
+    eviction_blocker,
+    gang_blocker,
+    without_reservations,
+    workload,
+)
 from autoscaler.core.disruption.replace import replacement
 from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
@@ -254,13 +259,29 @@ def disrupt(
         held=held,
         move_shares=True,
     )
+    removals = [*state.removals, *consolidation.removals]
+    if cfg.scale_down.multi_node and _quiet(snapshot, waiting, draining):
+        more = _multi_node(
+            snapshot,
+            index,
+            now,
+            removals=removals,
+            by_node=by_node,
+            engine=engine,
+            total=total,
+            held=held,
+            taken={*needed, *consolidation.unneeded_since},
+            contended=contended,
+            evicting=dict(state.evicting),
+        )
+        chosen |= {r.node for r in more}
+        removals += more
     for b in consolidation.blocked:
         if b.node not in chosen:
             for block in b.blocks:
                 state.block(b.node, block.kind, block.detail)
     if consolidation.next_check is not None:
         state.wake.append(consolidation.next_check)
-    removals = [*state.removals, *consolidation.removals]
     while True:  # a budget that holds back one node of a gang holds back the whole gang
         before = len(removals)
         removals = _whole_gangs(removals, snapshot, by_node, waiting, state)
@@ -270,6 +291,54 @@ def disrupt(
     blocked = tuple(Blocked(n, tuple(reasons)) for n, reasons in sorted(state.blocked.items()))
     future = [t for t in state.wake if t > now]
     return RemovalPlan(tuple(removals), blocked, consolidation.unneeded_since, min(future, default=None))
+
+
+def _multi_node(
+    snapshot: Snapshot,
+    index: OfferingIndex,
+    now: float,
+    *,
+    removals: Sequence[Removal],
+    by_node: Mapping[str, list[Pod]],
+    engine: Engine,
+    total: Usage,
+    held: Mapping[str, Block],
+    taken: Collection[str],
+    contended: str,
+    evicting: dict[tuple[str, str], int],
+) -> list[Removal]:
+    """Multi-node consolidation (:mod:`autoscaler.core.disruption.multinode`) over the nodes no other method
+    took (``taken``: more nodes it must leave alone)."""
+    leaving = {r.node for r in removals}
+    for r in removals:  # their pods take their share of every PodDisruptionBudget first
+        eviction_blocker(workload(by_node.get(r.node, ())), snapshot.pdbs, evicting)
+        total += Usage.of(la.offering for la in r.replacement)
+    workloads = {
+        n.name: without_reservations(workload(by_node.get(n.name, ()))) for n in snapshot.nodes if n.managed
+    }
+    found = multinode.candidates(snapshot, index, now, workloads=workloads, taken={*held, *leaving, *taken})
+    if not found:
+        return []
+    chosen = multinode.consolidate(
+        found,
+        snapshot,
+        index,
+        engine=engine,
+        staying={*held, *leaving},
+        total=total,
+        evicting=evicting,
+        replace=not contended,
+    )
+    return chosen.removals
+
+
+def _quiet(snapshot: Snapshot, waiting: Collection[str], draining: Collection[str]) -> bool:
+    """No pod waits for a place (the room a move fills is what it would take), no disruption waits for
+    replacements, no drain runs and no Node is being deleted: the room they make or take is not settled yet (a
+    node being drained has pods that still need its replacements' room)."""
+    if waiting or draining or any(n.managed and n.deleting for n in snapshot.nodes):
+        return False
+    return not any(p.pending and not p.daemonset and not p.mirror for p in snapshot.pods)
 
 
 def _wake(

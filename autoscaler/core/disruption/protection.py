@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from autoscaler.core import annotations as ann
 from autoscaler.core.annotations import POD_GROUP_ANNOTATION
-from autoscaler.core.gpu.kai_pods import is_background, is_reservation_pod
+from autoscaler.core.gpu.kai_pods import gpu_groups, is_background, is_reservation_pod
 from autoscaler.core.model import DisruptionBudget, Pod, Snapshot
 from autoscaler.core.placement.labels import requirements_match
 
@@ -31,6 +31,7 @@ __all__ = [
     "pod_blocker",
     "running_gangs",
     "untouchable",
+    "without_reservations",
     "workload",
 ]
 
@@ -168,3 +169,20 @@ def gang_blocker(pods: Iterable[Pod], snapshot: Snapshot, leaving: Collection[st
                 "it moves only with its whole gang"
             )
     return ""
+
+
+def without_reservations(workload: Sequence[Pod]) -> list[Pod]:
+    """The workload but the KAI reservation pods whose every GPU is shared by a pod of it: they go with those
+    pods, which the rest of the plan moves (or keeps, when one of them may not be evicted). A reservation no
+    pod shares yet (one bound a moment before its pod) still holds the node."""
+    shared = {
+        g for p in workload if not is_reservation_pod(p.namespace, p.labels) for g in gpu_groups(p.labels)
+    }
+    return [
+        p
+        for p in workload
+        if p.unreadable
+        or not is_reservation_pod(p.namespace, p.labels)
+        or not set(gpu_groups(p.labels)) <= shared
+        or not gpu_groups(p.labels)
+    ]

@@ -24,7 +24,16 @@ from autoscaler.core.planning.decisions import NO_USAGE, Launch, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaleup import scale_up
 
-__all__ = ["Replacement", "cheaper", "node_offering", "replacement", "within_limits", "without"]
+__all__ = [
+    "NewNodes",
+    "Replacement",
+    "cheaper",
+    "new_nodes",
+    "node_offering",
+    "replacement",
+    "within_limits",
+    "without",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,33 +98,69 @@ def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> _Planned:
     return _Planned(launch.cost_per_hour, "", Usage.of(la.offering for la in launch.launches), launches)
 
 
+@dataclass(frozen=True, slots=True)
+class NewNodes:
+    """The cheapest new nodes for a set of pods, planned without the cluster limits: what they cost, the
+    launches and what they count against the limits; or why there are none (``blocker``)."""
+
+    blocker: str = ""
+    cost: float = float("inf")
+    launches: tuple[Launch, ...] = ()
+    usage: Usage = NO_USAGE
+    unreadable: bool = False
+
+
+def new_nodes(pods: Sequence[Pod], index: OfferingIndex) -> NewNodes:
+    """The cheapest new nodes for ``pods`` alone, planned by the scale-up planner without limits (once per
+    offering index for the same pod shapes: a node keeps the same pods for hours)."""
+    found, _ = _unlimited(pods, index)
+    if isinstance(found, str):
+        return NewNodes(found, unreadable=True)
+    if found.unplaced:
+        return NewNodes(f"no offering holds them ({found.unplaced})")
+    return NewNodes("", found.cost, found.launches, found.usage)
+
+
+def _unlimited(pods: Sequence[Pod], index: OfferingIndex) -> tuple[_Planned | str, tuple[object, ...]]:
+    """(the plan without limits, its memo key), or (why the pods cannot be read, ())."""
+    try:
+        constraints = {p.key: pod_constraints(p, index.config) for p in pods}
+    except AnnotationError as err:
+        return str(err), ()
+    memo = index.memo.replacements
+    key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _planned(Demand(singles=list(pods), constraints=constraints), index, NO_USAGE)
+    return found, key
+
+
 def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Usage) -> Replacement:
     """New nodes for ``pods`` (``total``: what counts against the limits with ``node`` still up)."""
     if any(p.topological for p in pods):
         # New nodes are planned for them alone, without the rest of the cluster their affinity or spread is
         # about: such pods only move to nodes that exist.
         return Replacement("their affinity or topology spread keeps them off new nodes")
-    try:
-        constraints = {p.key: pod_constraints(p, index.config) for p in pods}
-    except AnnotationError as err:
-        return Replacement(str(err), unreadable=True)
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
-    memo = index.memo.replacements
-    key = tuple(sorted(((constraints[p.key], p.requests) for p in pods), key=repr))
-    demand = Demand(singles=list(pods), constraints=constraints)
-    found = memo.get(key)
-    if found is None:
-        found = memo[key] = _planned(demand, index, NO_USAGE)
+    unlimited, key = _unlimited(pods, index)
+    if isinstance(unlimited, str):
+        return Replacement(unlimited, unreadable=True)
+    found = unlimited
     if found.unplaced:
         return Replacement(f"no offering holds them ({found.unplaced})")
+    memo = index.memo.replacements
     cfg = index.config
     if within_limits(found.usage, total, cfg):
         return Replacement("", found.cost, found.launches, first=True)
     after = without(total, node)
     if not within_limits(found.usage, after, cfg):
         limited_key = (*key, after)
-        found = memo.get(limited_key) or memo.setdefault(limited_key, _planned(demand, index, after))
+        limited = memo.get(limited_key)
+        if limited is None:
+            demand = Demand(singles=list(pods), constraints={p.key: pod_constraints(p, cfg) for p in pods})
+            limited = memo[limited_key] = _planned(demand, index, after)
+        found = limited
         if found.unplaced:
             return Replacement(f"no offering holds them ({found.unplaced})")
     return Replacement("", found.cost, found.launches, first=within_limits(found.usage, total, cfg))

@@ -47,12 +47,20 @@ def threshold(node: Node, config: Config) -> float:
     return cfg.utilization_threshold_bin_selection
 
 
-def move(pods: Sequence[Pod], node: Node, engine: Engine, targets: Sequence[Bin], config: Config) -> str:
+def move(
+    pods: Sequence[Pod],
+    node: Node,
+    engine: Engine,
+    targets: Sequence[Bin],
+    config: Config,
+    landed: set[str] | None = None,
+) -> str:
     """Move ``pods`` off ``node`` onto ``targets`` (biggest first, first fit) with the scheduler's filters;
     keep the moves when every pod finds a place (later candidates then see that room taken), else undo them
-    and say why not."""
+    and say why not. ``landed`` gathers the names of the targets that took a pod, when every pod moved."""
     mark = engine.journal.mark()
     engine.topology.remove_node(node.name)
+    used: list[str] = []
     for pod in sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key)):
         try:
             c = pod_constraints(pod, config)
@@ -63,9 +71,12 @@ def move(pods: Sequence[Pod], node: Node, engine: Engine, targets: Sequence[Bin]
             fit = engine.can_add(pod, c, b)
             if not isinstance(fit, Rejection):
                 engine.add(pod, c, b, fit, [pod.key])
+                used.append(b.name)
                 break
         else:
             engine.journal.rollback(mark)
             return f"nowhere to move pod {pod.key}"
     engine.journal.commit(mark)
+    if landed is not None:
+        landed.update(used)
     return ""

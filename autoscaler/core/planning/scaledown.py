@@ -27,11 +27,10 @@ from collections.abc import Collection, Mapping, Sequence
 
 from autoscaler.core.disruption import empty, underutilised
 from autoscaler.core.disruption.method import Method, retry_after
-from autoscaler.core.disruption.protection import eviction_blocker
+from autoscaler.core.disruption.protection import eviction_blocker, without_reservations
 from autoscaler.core.disruption.protection import workload as workload_of
 from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering
 from autoscaler.core.disruption.underutilised import NODE_MODE
-from autoscaler.core.gpu.kai_pods import gpu_groups, is_reservation_pod
 from autoscaler.core.model import Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
@@ -77,23 +76,6 @@ def _young_replaceable(
         return False
     blocker, _, _ = cheaper(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
     return not blocker
-
-
-def _without_reservations(workload: Sequence[Pod]) -> list[Pod]:
-    """The workload but the KAI reservation pods whose every GPU is shared by a pod of it: they go with those
-    pods, which the rest of the plan moves (or keeps, when one of them may not be evicted). A reservation no
-    pod shares yet (one bound a moment before its pod) still holds the node."""
-    shared = {
-        g for p in workload if not is_reservation_pod(p.namespace, p.labels) for g in gpu_groups(p.labels)
-    }
-    return [
-        p
-        for p in workload
-        if p.unreadable
-        or not is_reservation_pod(p.namespace, p.labels)
-        or not set(gpu_groups(p.labels)) <= shared
-        or not gpu_groups(p.labels)
-    ]
 
 
 def _waiting(snapshot: Snapshot) -> list[Pod]:
@@ -171,7 +153,7 @@ def scale_down(
         # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
         workload = workload_of(by_node.get(node.name, ()))
         if move_shares:
-            workload = _without_reservations(workload)
+            workload = without_reservations(workload)
         kept = empty.kept(workload)
         util = underutilised.utilization(node, kept)
         threshold = underutilised.threshold(node, index.config)
