@@ -162,10 +162,11 @@ def _screen(pod: Pod, config: Config) -> Ignored | None:
     estimate = next((g for g in pod.scheduling_gates if ann.is_cost_estimate_gate(g)), "")
     if pod.scheduling_gates and not estimate:
         return Ignored(key, Reason.GATED, f"scheduling gates {','.join(pod.scheduling_gates)}")
-    if ann.is_true(pod.annotations, ann.IGNORE):
+    # Most pods carry no annotations, and most configurations no opt-in selector: nothing to look up.
+    if pod.annotations and ann.is_true(pod.annotations, ann.IGNORE):
         spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
         return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
-    if not _opted_in(pod, config):
+    if (config.labels or config.pod_annotations) and not _opted_in(pod, config):
         return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
     if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:
         return Ignored(key, Reason.OTHER_SCHEDULER, f"scheduler {pod.scheduler_name} is not watched")
