@@ -34,6 +34,7 @@ from autoscaler.core.model import (
     QueueLimits,
     Taint,
 )
+from autoscaler.core.pod_maker import make_pod
 from autoscaler.core.quantity import QuantityError, QuantityMemo
 from autoscaler.core.resources import Resources
 from autoscaler.runtime.kube.convert_dra import pod_claims_of
@@ -196,7 +197,7 @@ def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
     # The sections most pods leave out are read only when present (each reader returns the same empty value
     # for an absent one): of 100,000 pods, a few have affinity, spread constraints, gates or claims.
     affinity = "affinity" in spec
-    return Pod(
+    return make_pod(
         namespace=namespace,
         name=object_name(meta),
         uid=str(meta.get("uid") or ""),
