@@ -62,14 +62,18 @@ class Resources(Mapping[str, int]):
         if not spec:
             return EMPTY
         key: tuple[tuple[object, object], ...] | None = None
-        if memo is not None and cls is Resources and type(spec) is dict:
-            # The same map read before is the same (immutable) bag; only maps read without error are kept, and
-            # only maps of strings, as the API server writes quantities (1 == True would let a boolean pass).
-            if all(type(v) is str for v in spec.values()):
-                key = tuple(spec.items())
-                found = memo.maps.get(key)
-                if type(found) is Resources:
-                    return found
+        # The same map read before is the same (immutable) bag; only maps read without error are kept, and only
+        # maps of strings, as the API server writes quantities (1 == True would let a boolean pass).
+        if (
+            memo is not None
+            and cls is Resources
+            and type(spec) is dict
+            and all(type(v) is str for v in spec.values())
+        ):
+            key = tuple(spec.items())
+            found = memo.maps.get(key)
+            if type(found) is Resources:
+                return found
         if not isinstance(spec, Mapping):
             raise QuantityError(f"{field}: expected a map of resource names to quantities, got {spec!r}")
         out: dict[str, int] = {}
