@@ -1,5 +1,6 @@
 """The command line starts fast and stops quietly: one version source, no Kubernetes client or cloud SDK
-imported by `tidal --version` or `tidal plan`, and a reader that closes the pipe early gets no traceback."""
+imported by `tidal --version` or `tidal plan`, nor by `tidal plan` a logging library, an event loop or a
+solver it does not use, and a reader that closes the pipe early gets no traceback."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ PLAN = [
 HEAVY = ("kubernetes", "boto3", "botocore", "google", "azure")
 # What only the daemon (logging, the event loop) or a small batch's exact packing needs: each would add to
 # every `tidal plan`'s start-up (structlog alone loads rich and pygments).
-DAEMON_ONLY = ("structlog", "rich", "pygments", "asyncio", "ortools")
+UNUSED_BY_PLAN = ("structlog", "rich", "pygments", "asyncio", "ortools")
 
 
 def imported_by(argv: list[str], watched: tuple[str, ...] = HEAVY) -> set[str]:
@@ -76,11 +77,11 @@ def test_tidal_plan_imports_neither_the_kubernetes_client_nor_a_cloud_sdk() -> N
 
 
 def test_tidal_plan_imports_no_logging_library_event_loop_or_solver() -> None:
-    assert imported_by(PLAN, DAEMON_ONLY) == set()
+    assert imported_by(PLAN, UNUSED_BY_PLAN) == set()
 
 
 def test_tidal_plan_as_json_imports_no_logging_library_event_loop_or_solver() -> None:
-    assert imported_by([*PLAN, "--output", "json"], DAEMON_ONLY) == set()
+    assert imported_by([*PLAN, "--output", "json"], UNUSED_BY_PLAN) == set()
 
 
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:
