@@ -15,10 +15,12 @@ own (:class:`ReportsInterruptions`, :class:`Starts`, :class:`Stops`), checked wi
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from autoscaler.core.offering import Instance, LaunchRequest, Offering
@@ -48,6 +50,7 @@ __all__ = [
     "launch_failure",
     "lazy_exports",
     "load_provider",
+    "registered",
 ]
 
 ENTRY_POINT_GROUP = "tidal.providers"
@@ -294,10 +297,23 @@ class Stops(Protocol):
 ProviderFactory = Callable[..., CloudProvider]
 
 
+def registered() -> tuple[EntryPoint, ...]:
+    """The entry points of the ``tidal.providers`` group, as installed where Python looks now."""
+    return _registered(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=8)
+def _registered(search_path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
+    # Read once per search path: a reading lists every installed distribution, and one `tidal plan` asks three
+    # times (the configuration's sections, the cloud, the catalog's node templates). Keyed on sys.path, a
+    # plugin installed where Python looks is seen without a restart of the interpreter.
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def available_providers() -> dict[str, ProviderFactory]:
     """Providers registered in the ``tidal.providers`` entry-point group, by name."""
     found: dict[str, ProviderFactory] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in registered():
         found[ep.name] = _lazy(ep)
     return found
 

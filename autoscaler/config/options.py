@@ -218,7 +218,7 @@ def _defaults() -> Mapping[str, Any]:
     """The raw default document; never mutated, only read when merging."""
     source = f"autoscaler/{_DEFAULTS_FILE}"
     document = schema.load_yaml(
-        package_files.files("autoscaler.config").joinpath(_DEFAULTS_FILE).read_text(), source
+        package_files.files("autoscaler.config").joinpath(_DEFAULTS_FILE).read_text(), source, own=True
     )
     if not isinstance(document, Mapping):
         raise ConfigError(["the document must be a map of settings"], source)

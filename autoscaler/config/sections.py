@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Iterable, Mapping
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from autoscaler.cloud import ENTRY_POINT_GROUP
+from autoscaler.cloud import registered
 from autoscaler.config.fields import error_lines
 from autoscaler.config.schema import ConfigError, raw_map
 
@@ -37,7 +37,7 @@ class ConfiguredProvider(Protocol):
 @functools.lru_cache(maxsize=8)
 def _registered(search_path: tuple[str, ...]) -> Mapping[str, EntryPoint]:
     # Keyed on sys.path: a plugin installed where Python looks is seen without a restart of the interpreter.
-    return MappingProxyType({ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return MappingProxyType({ep.name: ep for ep in registered()})
 
 
 def section_names(documented: Iterable[str] = ()) -> tuple[str, ...]:

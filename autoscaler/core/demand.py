@@ -178,7 +178,7 @@ def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | Non
     if (ann.IGNORE in annotations or _IGNORE_LUNA in annotations) and ann.is_true(annotations, ann.IGNORE):
         spelling = ann.lookup(pod.annotations, ann.IGNORE) or (ann.IGNORE, "")
         return Ignored(key, Reason.IGNORED, f"annotated {spelling[0]}")  # as written: Luna's or tidal's
-    if not _opted_in(pod, config):
+    if (config.labels or config.pod_annotations) and not _opted_in(pod, config):
         return Ignored(key, Reason.NOT_OPTED_IN, "labels/annotations do not match the opt-in selector")
     if config.scheduler_names and pod.scheduler_name not in config.scheduler_names:
         return Ignored(key, Reason.OTHER_SCHEDULER, f"scheduler {pod.scheduler_name} is not watched")

@@ -91,11 +91,20 @@ class QuantityMemo:
     snapshot reader): a cluster repeats a few hundred distinct quantities across 100,000 pods, so each is
     parsed once. Bounded: past ``max_entries`` distinct values it starts again from nothing."""
 
-    __slots__ = ("_max", "_milli")
+    __slots__ = ("_max", "_milli", "maps")
 
     def __init__(self, max_entries: int = 16384) -> None:
         self._milli: dict[str | int | float, int] = {}
         self._max = max_entries
+        # Whole resource maps already read (``(("cpu", "1"), ("memory", "2Gi"))`` → what they were read as), for
+        # :meth:`autoscaler.core.resources.Resources.parse`: a workload's replicas all carry the same map.
+        self.maps: dict[tuple[tuple[object, object], ...], object] = {}
+
+    def keep_map(self, key: tuple[tuple[object, object], ...], value: object) -> None:
+        """Remember what the map ``key`` was read as; bounded as the quantities are."""
+        if len(self.maps) >= self._max:
+            self.maps.clear()
+        self.maps[key] = value
 
     def milli(self, value: str | int | float) -> int:
         """``value`` in milli-units (see :func:`to_milli`); raises as it does, and remembers only successes."""

@@ -61,6 +61,19 @@ class Resources(Mapping[str, int]):
         ``memo`` is the decoder's, kept across the objects it reads."""
         if not spec:
             return EMPTY
+        key: tuple[tuple[object, object], ...] | None = None
+        # The same map read before is the same (immutable) bag; only maps read without error are kept, and only
+        # maps of strings, as the API server writes quantities (1 == True would let a boolean pass).
+        if (
+            memo is not None
+            and cls is Resources
+            and type(spec) is dict
+            and all(type(v) is str for v in spec.values())
+        ):
+            key = tuple(spec.items())
+            found = memo.maps.get(key)
+            if type(found) is Resources:
+                return found
         if not isinstance(spec, Mapping):
             raise QuantityError(f"{field}: expected a map of resource names to quantities, got {spec!r}")
         out: dict[str, int] = {}
@@ -76,7 +89,10 @@ class Resources(Mapping[str, int]):
                     f"{field}.{name}: {raw!r} is not a whole number (extended resources are whole devices)"
                 )
             out[str(name)] = amount
-        return cls(out)
+        bag = cls(out)
+        if key is not None and memo is not None:
+            memo.keep_map(key, bag)
+        return bag
 
     @classmethod
     def of(

@@ -18,11 +18,10 @@ import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from autoscaler.cloud import ENTRY_POINT_GROUP
+from autoscaler.cloud import registered
 from autoscaler.core.model import ON_DEMAND, SPOT, Arch
 from autoscaler.core.offering import NodeTemplate, Offering
 from autoscaler.core.spot_risk import BUCKET_MONTHLY_SHARE, bucket_rate, rate_bucket
@@ -64,7 +63,7 @@ def with_templates(offerings: Iterable[Offering], builder: TemplateBuilder) -> l
 def offering_templates(cloud: str) -> TemplateBuilder | None:
     """The node-template builder of the provider registered as ``cloud`` (None when no provider is, or it
     builds none); :class:`CatalogError` when its module cannot be loaded."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=cloud):
+    for ep in (ep for ep in registered() if ep.name == cloud):
         try:
             builder = getattr(importlib.import_module(ep.module), TEMPLATE_BUILDER, None)
             if builder is None:

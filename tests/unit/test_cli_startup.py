@@ -1,5 +1,6 @@
 """The command line starts fast and stops quietly: one version source, no Kubernetes client or cloud SDK
-imported by `tidal --version` or `tidal plan`, and a reader that closes the pipe early gets no traceback."""
+imported by `tidal --version` or `tidal plan`, nor by `tidal plan` a logging library, an event loop or a
+solver it does not use, and a reader that closes the pipe early gets no traceback."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ PLAN = [
     "2026-11-20T10:05:00Z",
 ]
 HEAVY = ("kubernetes", "boto3", "botocore", "google", "azure")
+# What only the daemon (logging, the event loop) or a small batch's exact packing needs: each would add to
+# every `tidal plan`'s start-up (structlog alone loads rich and pygments).
+UNUSED_BY_PLAN = ("structlog", "rich", "pygments", "asyncio", "ortools")
 
 
-def imported_by(argv: list[str]) -> set[str]:
-    """The top-level packages among HEAVY that running ``tidal argv`` imported, in a fresh interpreter."""
+def imported_by(argv: list[str], watched: tuple[str, ...] = HEAVY) -> set[str]:
+    """The top-level packages among ``watched`` that running ``tidal argv`` imported, in a fresh
+    interpreter."""
     probe = (
         "import sys\n"
         "from autoscaler.cli.main import main\n"
@@ -38,7 +43,7 @@ def imported_by(argv: list[str]) -> set[str]:
         "except SystemExit:\n"
         "    pass\n"
         "sys.stdout.flush()\n"
-        f"print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))\n"
+        f"print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & {set(watched)!r}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
@@ -69,6 +74,14 @@ def test_tidal_version_imports_neither_the_kubernetes_client_nor_a_cloud_sdk() -
 
 def test_tidal_plan_imports_neither_the_kubernetes_client_nor_a_cloud_sdk() -> None:
     assert imported_by(PLAN) == set()
+
+
+def test_tidal_plan_imports_no_logging_library_event_loop_or_solver() -> None:
+    assert imported_by(PLAN, UNUSED_BY_PLAN) == set()
+
+
+def test_tidal_plan_as_json_imports_no_logging_library_event_loop_or_solver() -> None:
+    assert imported_by([*PLAN, "--output", "json"], UNUSED_BY_PLAN) == set()
 
 
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
+from autoscaler.config import schema
 from autoscaler.config.options import (
     Config,
     ConfigError,
@@ -247,6 +248,16 @@ def test_no_path_an_empty_mapping_and_an_empty_file_all_give_the_defaults(tmp_pa
 
 def test_the_documented_default_file_loads_to_the_defaults() -> None:
     assert load_config(DOCUMENTED_DEFAULTS) == default_config()
+
+
+def test_the_packaged_defaults_read_with_libyaml_are_what_the_strict_reader_reads() -> None:
+    text = PACKAGED_DEFAULTS.read_text(encoding="utf-8")
+    assert schema.load_yaml(text, "defaults.yaml", own=True) == schema.load_yaml(text, "defaults.yaml")
+
+
+def test_a_file_tidal_ships_is_refused_for_a_duplicate_key_too() -> None:
+    with pytest.raises(ConfigError, match=r"duplicate key 'clusterGPULimit' \(first on line 1\)"):
+        schema.load_yaml("clusterGPULimit: 8\nclusterGPULimit: 16\n", "defaults.yaml", own=True)
 
 
 def test_config_default_yaml_is_a_byte_identical_copy_of_the_packaged_defaults() -> None:

@@ -6,16 +6,19 @@ The third-party provider here is installed the way a plugin is: a distribution's
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from autoscaler.cloud import available_providers
 from autoscaler.config.options import ConfigError, config_from_mapping, provider_sections
 from autoscaler.config.reference import json_schema, markdown
+from autoscaler.runtime.catalog import offering_templates
 
 PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field
@@ -119,3 +122,23 @@ def test_a_registered_provider_model_is_documented_in_the_reference() -> None:
     text = markdown()
     assert "| `acme.apiUrl` | `required` | Where the Acme Cloud API answers. |" in text
     assert "| `acme.maxMachines` | `10` | Most machines tidal may hold. |" in text
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_the_sections_the_clouds_and_the_node_templates_read_the_installed_packages_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listings = 0
+    listing = importlib.metadata.distributions
+
+    def counted(**where: Any) -> Iterable[importlib.metadata.Distribution]:
+        nonlocal listings
+        listings += 1
+        return listing(**where)
+
+    # What every reading of the entry points goes through: a listing of each installed distribution.
+    monkeypatch.setattr(importlib.metadata, "distributions", counted)
+    assert "acme" in provider_sections()
+    assert "acme" in available_providers()
+    assert offering_templates("acme") is None  # its module builds none
+    assert listings == 1

@@ -96,6 +96,18 @@ def test_pods_without_the_opt_in_labels_are_not_counted(make_config: Callable[..
     assert reasons(demand) == {"default/web-1": Reason.NOT_OPTED_IN}
 
 
+def test_pods_without_the_opt_in_annotations_are_not_counted_even_with_no_annotation_at_all(
+    make_config: Callable[..., Config],
+) -> None:
+    cfg = make_config(podAnnotations="tidal.dev/managed=yes")
+    opted = pod("train-1", annotations={"tidal.dev/managed": "yes"})
+    other = pod("web-1", annotations={"tidal.dev/managed": "no"})
+    bare = pod("web-2")
+    demand = select(snapshot(opted, other, bare), cfg)
+    assert [p.key for p in demand.counted] == ["default/train-1"]
+    assert reasons(demand) == {"default/web-1": Reason.NOT_OPTED_IN, "default/web-2": Reason.NOT_OPTED_IN}
+
+
 def test_a_message_that_does_not_match_the_regexp_is_not_counted(make_config: Callable[..., Config]) -> None:
     cfg = make_config(pendingPodReasonRegexp=KAI_REGEXP)
     held = pod("research-1", gpu=2, scheduler="kai-scheduler", message=KAI_OVER_LIMIT)

@@ -10,6 +10,7 @@ from autoscaler.core.quantity import (
     parse_quantity,
     to_milli,
 )
+from autoscaler.core.resources import Resources
 
 
 @pytest.mark.parametrize(
@@ -103,3 +104,44 @@ def test_a_decoders_memo_reads_every_quantity_as_parsing_does_past_its_bound_and
         to_milli([1], field="cpu", memo=memo)  # type: ignore[arg-type]
 
     assert [to_milli(v, memo=memo) for v in values] == [to_milli(v) for v in values]
+
+
+def test_a_decoders_memo_gives_a_resource_map_read_before_the_same_bag() -> None:
+    memo = QuantityMemo()
+    first = Resources.parse({"cpu": "500m", "memory": "1Gi"}, memo=memo)
+    again = Resources.parse({"cpu": "500m", "memory": "1Gi"}, memo=memo)
+
+    assert again is first
+    assert again == Resources.parse({"cpu": "500m", "memory": "1Gi"})
+    assert Resources.parse({"cpu": "1", "memory": "1Gi"}, memo=memo) == Resources.of(cpu=1, memory_mib=1024)
+
+
+def test_a_decoders_memo_still_refuses_a_map_it_refused_naming_the_field_of_each_reading() -> None:
+    memo = QuantityMemo()
+    bad = {"cpu": "500m", "nvidia.com/gpu": "500m"}
+    with pytest.raises(
+        QuantityError, match=r"^spec.containers\[0\].resources.requests.nvidia.com/gpu: '500m'"
+    ):
+        Resources.parse(bad, field="spec.containers[0].resources.requests", memo=memo)
+    with pytest.raises(
+        QuantityError, match=r"^spec.containers\[1\].resources.requests.nvidia.com/gpu: '500m'"
+    ):
+        Resources.parse(bad, field="spec.containers[1].resources.requests", memo=memo)
+
+
+def test_a_decoders_memo_refuses_a_boolean_after_the_number_it_equals() -> None:
+    memo = QuantityMemo()
+    assert Resources.parse({"nvidia.com/gpu": 1}, memo=memo) == Resources({"nvidia.com/gpu": 1000})
+    with pytest.raises(QuantityError, match=r"requests.nvidia.com/gpu: True is not a quantity"):
+        Resources.parse({"nvidia.com/gpu": True}, field="requests", memo=memo)
+    assert Resources.parse({"nvidia.com/gpu": "1"}, memo=memo) == Resources.parse({"nvidia.com/gpu": "1"})
+    with pytest.raises(QuantityError, match=r"requests.nvidia.com/gpu: True is not a quantity"):
+        Resources.parse({"nvidia.com/gpu": True}, field="requests", memo=memo)
+
+
+def test_a_decoders_memo_starts_again_past_its_bound_and_reads_maps_as_parsing_does() -> None:
+    memo = QuantityMemo(max_entries=2)
+    maps = [{"cpu": "1"}, {"cpu": "2"}, {"cpu": "3"}, {"cpu": "1"}, {"memory": "1Gi", "cpu": "1"}]
+
+    assert [Resources.parse(m, memo=memo) for m in maps] == [Resources.parse(m) for m in maps]
+    assert len(memo.maps) <= 2

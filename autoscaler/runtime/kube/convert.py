@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import structlog
-
 from autoscaler.core.annotations import preemptibility
 from autoscaler.core.gpu.share import (
     GPU_FRACTION,
@@ -36,6 +34,7 @@ from autoscaler.core.model import (
     QueueLimits,
     Taint,
 )
+from autoscaler.core.pod_maker import make_pod
 from autoscaler.core.quantity import QuantityError, QuantityMemo
 from autoscaler.core.resources import Resources
 from autoscaler.runtime.kube.convert_dra import pod_claims_of
@@ -85,7 +84,14 @@ __all__ = [
     "queue_from_dict",
 ]
 
-log = structlog.get_logger("tidal.kube")
+
+def _log() -> Any:
+    """The logger of the rare objects read only in part."""
+    # Imported on first use, not with this module: structlog loads rich, a tenth of `tidal plan`'s start-up.
+    import structlog
+
+    return structlog.get_logger("tidal.kube")
+
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 KAI_GROUP = "scheduling.run.ai"
@@ -191,7 +197,7 @@ def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
     # The sections most pods leave out are read only when present (each reader returns the same empty value
     # for an absent one): of 100,000 pods, a few have affinity, spread constraints, gates or claims.
     affinity = "affinity" in spec
-    return Pod(
+    return make_pod(
         namespace=namespace,
         name=object_name(meta),
         uid=str(meta.get("uid") or ""),
@@ -438,7 +444,9 @@ def pdb_from_api(obj: Mapping[str, Any]) -> DisruptionBudget:
     except ConversionError as err:
         why = _field_of(err)
     namespace, name = guard(obj, _named)
-    log.warning("pdb_unreadable", namespace=namespace, name=name, error=why, treated_as="protects every pod")
+    _log().warning(
+        "pdb_unreadable", namespace=namespace, name=name, error=why, treated_as="protects every pod"
+    )
     return DisruptionBudget(namespace, name, selector=(), disruptions_allowed=0, unreadable=why)
 
 
@@ -493,7 +501,9 @@ def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroup:
     except ConversionError as err:
         why = _field_of(err)
     namespace, name = guard(obj, _named)
-    log.warning("podgroup_unreadable", namespace=namespace, name=name, error=why, treated_as="its pods wait")
+    _log().warning(
+        "podgroup_unreadable", namespace=namespace, name=name, error=why, treated_as="its pods wait"
+    )
     return PodGroup(namespace, name, unreadable=why)
 
 
@@ -569,7 +579,7 @@ def queue_from_api(obj: Mapping[str, Any]) -> Queue:
     _, name = guard(obj, lambda o: _named(o, namespaced=False))
     # Its parent, if that can be read, so that the queues under it stay under it.
     parent = _try(lambda: string(field_map(obj, "spec"), "parentQueue"), "")
-    log.warning("queue_unreadable", name=name, error=why, treated_as="its GPU pods wait")
+    _log().warning("queue_unreadable", name=name, error=why, treated_as="its GPU pods wait")
     return Queue(name, parent=parent, unreadable=why)
 
 
