@@ -39,7 +39,7 @@ from autoscaler.core.gpu.kai_pods import (
 )
 from autoscaler.core.model import CapacityType, Pod, Snapshot
 from autoscaler.core.offering import Offering
-from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.core.planning.cluster import pods_by_node, usage
 from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     Launch,
@@ -54,6 +54,7 @@ from autoscaler.core.planning.reserved import ReservedRoom
 from autoscaler.core.planning.scaledown import scale_down
 from autoscaler.core.planning.scaleup import scale_up
 from autoscaler.core.resources import PODS, Resources
+from autoscaler.sim.node_rooms import NodeRooms
 
 POLICIES = ("tidal", "ca-like", "karpenter-like")
 FIRST_FIT_WINDOW = 64
@@ -235,6 +236,7 @@ def peer_view(snapshot: Snapshot) -> Snapshot:
 def _plan(
     policy: str,
     prepared: _Prepared,
+    rooms: NodeRooms,
     snapshot: Snapshot,
     now: float,
     launching: Sequence[Launching],
@@ -245,7 +247,7 @@ def _plan(
     snapshot = peer_view(snapshot)
     demand = select(snapshot, blind)
     by_node = pods_by_node(snapshot.pods)
-    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
+    engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = Usage(
         base.gpus + launching_usage.gpus,
@@ -309,12 +311,14 @@ def planner_for(policy: str) -> Planner | None:
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
+    rooms = NodeRooms()  # the nodes' room, kept from one plan to the next
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
         return _plan(
             policy,
             ready,
+            rooms,
             request.snapshot,
             request.now,
             request.launching,
