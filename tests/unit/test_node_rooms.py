@@ -146,7 +146,7 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
     for seed in range(5):
         rng = random.Random(seed)
         cluster = EmulatedCluster(lambda: 0.0)
-        rooms, made = NodeRooms(), []
+        rooms, made = NodeRooms(), list[str]()
         for step in range(60):
             now = step * 20.0
             _step(cluster, rng, now, made)
