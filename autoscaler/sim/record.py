@@ -3,6 +3,7 @@ markers, every instance's start and end, and the pods; and the cost and launch c
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from autoscaler.core.offering import Instance
@@ -14,6 +15,7 @@ __all__ = [
     "OUTAGE_BEGINS",
     "OUTAGE_ENDS",
     "REMOVAL",
+    "CostSoFar",
     "Record",
     "Sample",
     "cost_so_far",
@@ -86,3 +88,35 @@ def cost_so_far(rec: Record, t: float) -> float:
         if end > start:
             total += inst.price * (end - start) / 3600
     return total
+
+
+class CostSoFar:
+    """:func:`cost_so_far` for a run asked at later and later times, to the same last bit, without going over
+    every instance each time: the instances at the front of ``rec.started`` that have ended add the same at
+    every later time, so their sum is kept and the next call starts after them. (The sum is added up in the
+    same order as :func:`cost_so_far` adds it; an instance's end, once recorded, never moves.)"""
+
+    def __init__(self, rec: Record) -> None:
+        self.rec = rec
+        self._ended = 0  # how many instances at the front of rec.started have ended
+        self._total = 0.0  # what they cost
+        self._at = float("-inf")
+
+    def __call__(self, t: float) -> float:
+        """USD spent on instances up to ``t`` (never earlier than the last time asked)."""
+        assert t >= self._at, "asked about an earlier time"
+        self._at = t
+        rec = self.rec
+        total = self._total
+        front = True
+        for iid, (inst, start) in itertools.islice(rec.started.items(), self._ended, None):
+            ended = rec.ended.get(iid)
+            end = min(ended if ended is not None else t, t)
+            if end > start:
+                total += inst.price * (end - start) / 3600
+            if front and ended is not None and ended <= t:
+                self._ended += 1
+                self._total = total
+            else:
+                front = False
+        return total
