@@ -91,15 +91,17 @@ def cost_so_far(rec: Record, t: float) -> float:
 
 
 class CostSoFar:
-    """:func:`cost_so_far` for a run asked at later and later times, to the same last bit, without going over
-    every instance each time: the instances at the front of ``rec.started`` that have ended add the same at
-    every later time, so their sum is kept and the next call starts after them. (The sum is added up in the
-    same order as :func:`cost_so_far` adds it; an instance's end, once recorded, never moves.)"""
+    """:func:`cost_so_far` for a run asked at later and later times, without going over every instance ever
+    started each time: what an instance that has ended cost is added once, to a sum kept for the ended ones,
+    and each call adds up only the instances still running. (The same sum in another order: equal to
+    :func:`cost_so_far` within a few units of the last place, far below the cent the timeline shows; the
+    summary's cost is :func:`cost_so_far`'s own.)"""
 
     def __init__(self, rec: Record) -> None:
         self.rec = rec
-        self._ended = 0  # how many instances at the front of rec.started have ended
-        self._total = 0.0  # what they cost
+        self._seen = 0  # how many of rec.started have been looked at
+        self._running: dict[str, tuple[float, float]] = {}  # id -> (price, start), not ended by the last call
+        self._ended = 0.0  # what the instances that had ended by the last call cost
         self._at = float("-inf")
 
     def __call__(self, t: float) -> float:
@@ -107,16 +109,19 @@ class CostSoFar:
         assert t >= self._at, "asked about an earlier time"
         self._at = t
         rec = self.rec
-        total = self._total
-        front = True
-        for iid, (inst, start) in itertools.islice(rec.started.items(), self._ended, None):
+        if len(rec.started) > self._seen:
+            for iid, (inst, start) in itertools.islice(rec.started.items(), self._seen, None):
+                self._running[iid] = (inst.price, start)
+            self._seen = len(rec.started)
+        total = 0.0
+        for iid, (price, start) in list(self._running.items()):
             ended = rec.ended.get(iid)
-            end = min(ended if ended is not None else t, t)
-            if end > start:
-                total += inst.price * (end - start) / 3600
-            if front and ended is not None and ended <= t:
-                self._ended += 1
-                self._total = total
+            if ended is not None and ended <= t:  # what it cost will not change again
+                del self._running[iid]
+                if ended > start:
+                    self._ended += price * (ended - start) / 3600
             else:
-                front = False
-        return total
+                end = min(ended, t) if ended is not None else t
+                if end > start:
+                    total += price * (end - start) / 3600
+        return self._ended + total
