@@ -147,20 +147,27 @@ def _ffd(
     unplaced: list[Unplaced] = []
     gpus_left = budget_gpus
     order = sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key))
-    eligible_sets: dict[Any, set[Offering]] = {}
+    # The offerings each pod's constraints allow, and what a new node of each can hold, by the offering's
+    # identity: every offering here is one of ``index``'s, and hashing an offering's fields for every pod and
+    # open node was most of the first fit.
+    eligible_sets: dict[Any, set[int]] = {}
+    allocs: dict[int, Resources] = {}
     # Per constraints and request: the offerings a new node for such a pod may be, in the order ``choose``
     # ranks them (a burst has thousands of pods of a few shapes, and thousands of offerings to rank).
     ranked: dict[tuple[Any, Resources], list[Offering]] = {}
     for pod in order:
         need = pod.requests + {PODS: 1000}
         eligible, reason = index.eligible(constraints[pod.key])
-        allowed = eligible_sets.setdefault(constraints[pod.key], set(eligible))
+        allowed = eligible_sets.get(constraints[pod.key])
+        if allowed is None:
+            allowed = eligible_sets[constraints[pod.key]] = {id(o) for o in eligible}
+            allocs.update((id(o), index.allocatable(o)) for o in eligible)
         # First fit over the most recently opened nodes: a bounded window keeps 10,000-pod bursts tractable.
         for node in nodes[-FIRST_FIT_WINDOW:]:
             if need.times_fit(node.ceiling, node.used) < 1:
                 continue  # no option of the node has room for it
             after = node.used + need
-            options = [o for o in node.options if o in allowed and after.fits_in(index.allocatable(o))]
+            options = [o for o in node.options if id(o) in allowed and after.fits_in(allocs[id(o)])]
             if options and (choose != "ca" or options[0] == node.options[0]):
                 if len(options) != len(node.options):
                     node.ceiling = _ceiling(options, index)
