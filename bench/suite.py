@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,7 @@ def main() -> int:
     results = output.directory(args)
     for name, run in [] if args.table_only else scenarios(wanted):
         for policy in args.policies.split(",") if args.policies else POLICIES:
+            cpu = time.process_time()
             out = simulate(
                 run.scenario, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
             )
@@ -139,10 +141,13 @@ def main() -> int:
                     bare, policy=policy, catalog=run.catalog, cloud=run.cloud, region=run.region
                 )
                 doc["cost"]["withoutReservations"] = without.summary["cost"]["total"]
+            # The whole row's CPU: the runs with the lower bound and the cost causes (cpuSeconds is the run's).
+            doc["rowCpuSeconds"] = round(time.process_time() - cpu, 3)
             output.write(args, f"{name}--{policy}", doc)
             print(
                 f"{name:18} {policy:15} ${doc['cost']['total']:>10.2f}"
-                f"  x{doc['cost'].get('overLowerBound')}  wall {doc['wallSeconds']}s",
+                f"  x{doc['cost'].get('overLowerBound')}  wall {doc['wallSeconds']}s"
+                f"  CPU {doc['rowCpuSeconds']}s",
                 flush=True,
             )
     # The table always shows every recorded run, so a partial re-run keeps the others.

@@ -39,7 +39,7 @@ from autoscaler.core.gpu.kai_pods import (
 )
 from autoscaler.core.model import CapacityType, Pod, Snapshot
 from autoscaler.core.offering import Offering
-from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
+from autoscaler.core.planning.cluster import pods_by_node, usage
 from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     Launch,
@@ -54,6 +54,7 @@ from autoscaler.core.planning.reserved import ReservedRoom
 from autoscaler.core.planning.scaledown import scale_down
 from autoscaler.core.planning.scaleup import scale_up
 from autoscaler.core.resources import PODS, Resources
+from autoscaler.sim.node_rooms import NodeRooms
 
 POLICIES = ("tidal", "ca-like", "karpenter-like")
 FIRST_FIT_WINDOW = 64
@@ -146,20 +147,27 @@ def _ffd(
     unplaced: list[Unplaced] = []
     gpus_left = budget_gpus
     order = sorted(pods, key=lambda p: (-p.requests.gpus, -p.requests.cpu, -p.requests.memory, p.key))
-    eligible_sets: dict[Any, set[Offering]] = {}
+    # The offerings each pod's constraints allow, and what a new node of each can hold, by the offering's
+    # identity: every offering here is one of ``index``'s, and hashing an offering's fields for every pod and
+    # open node was most of the first fit.
+    eligible_sets: dict[Any, set[int]] = {}
+    allocs: dict[int, Resources] = {}
     # Per constraints and request: the offerings a new node for such a pod may be, in the order ``choose``
     # ranks them (a burst has thousands of pods of a few shapes, and thousands of offerings to rank).
     ranked: dict[tuple[Any, Resources], list[Offering]] = {}
     for pod in order:
         need = pod.requests + {PODS: 1000}
         eligible, reason = index.eligible(constraints[pod.key])
-        allowed = eligible_sets.setdefault(constraints[pod.key], set(eligible))
+        allowed = eligible_sets.get(constraints[pod.key])
+        if allowed is None:
+            allowed = eligible_sets[constraints[pod.key]] = {id(o) for o in eligible}
+            allocs.update((id(o), index.allocatable(o)) for o in eligible)
         # First fit over the most recently opened nodes: a bounded window keeps 10,000-pod bursts tractable.
         for node in nodes[-FIRST_FIT_WINDOW:]:
             if need.times_fit(node.ceiling, node.used) < 1:
                 continue  # no option of the node has room for it
             after = node.used + need
-            options = [o for o in node.options if o in allowed and after.fits_in(index.allocatable(o))]
+            options = [o for o in node.options if id(o) in allowed and after.fits_in(allocs[id(o)])]
             if options and (choose != "ca" or options[0] == node.options[0]):
                 if len(options) != len(node.options):
                     node.ceiling = _ceiling(options, index)
@@ -235,6 +243,7 @@ def peer_view(snapshot: Snapshot) -> Snapshot:
 def _plan(
     policy: str,
     prepared: _Prepared,
+    rooms: NodeRooms,
     snapshot: Snapshot,
     now: float,
     launching: Sequence[Launching],
@@ -245,7 +254,7 @@ def _plan(
     snapshot = peer_view(snapshot)
     demand = select(snapshot, blind)
     by_node = pods_by_node(snapshot.pods)
-    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
+    engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = Usage(
         base.gpus + launching_usage.gpus,
@@ -309,12 +318,14 @@ def planner_for(policy: str) -> Planner | None:
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
+    rooms = NodeRooms()  # the nodes' room, kept from one plan to the next
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
         return _plan(
             policy,
             ready,
+            rooms,
             request.snapshot,
             request.now,
             request.launching,

@@ -239,11 +239,12 @@ class EmulatedCluster:
                 and len(unit) + running_members[unit[0].gang] < self.podgroups[unit[0].gang].min_member
             ):
                 continue
-            gpus = sum(sp.gpus for sp in unit)
-            hold = queue_hold(self.queues, unit[0], gpus, used, non_preemptible) if self.kai else ""
-            if hold:
-                self._pending(unit, hold, now)
-                continue
+            if self.kai:  # only KAI's queues weigh a unit's GPUs before placing it
+                gpus = sum(sp.gpus for sp in unit)
+                hold = queue_hold(self.queues, unit[0], gpus, used, non_preemptible)
+                if hold:
+                    self._pending(unit, hold, now)
+                    continue
             placed = self._place(unit, nodes, sched, now)
             if placed is None:
                 self._pending(unit, self._no_room(unit[0], nodes), now)
@@ -270,6 +271,16 @@ class EmulatedCluster:
     def _place(
         self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler, now: float
     ) -> list[Placed] | None:
+        first = unit[0].pod
+        # A pod whose shape found no room earlier in this pass finds none now: no node is tried again.
+        if (
+            len(unit) == 1
+            and first.gpu_share is None
+            and not unit[0].gang
+            and not first.topological
+            and self._resume.get(_shape(first), 0) >= len(nodes)
+        ):
+            return None
         mark, shares = sched.mark(), self.sharing.mark()
         placed: list[Placed] = []
         for sp in unit:
@@ -287,7 +298,7 @@ class EmulatedCluster:
             # constraints will not take the next one either, so each shape resumes where the last stopped
             # (not for pods whose place depends on other pods: spread and affinity change as pods land).
             p = sp.pod
-            shape = (p.requests, tuple(sorted(p.node_selector.items())), p.affinity, p.tolerations)
+            shape = _shape(p)
             resumable = not sp.gang and not p.topological
             start = self._resume.get(shape, 0) if resumable else 0
             for i in range(start, len(nodes)):
@@ -482,3 +493,9 @@ class EmulatedCluster:
 
     def write_status(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         self.status = dict(data)
+
+
+def _shape(p: Pod) -> tuple[object, ...]:
+    """What decides, within one pass, which nodes a pod without inter-pod constraints fits: its requests and
+    node constraints."""
+    return (p.requests, tuple(sorted(p.node_selector.items())), p.affinity, p.tolerations)

@@ -17,9 +17,10 @@ measure of where the money went, not a plan any policy could follow at every mom
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from autoscaler.config.options import Config
@@ -32,7 +33,7 @@ from autoscaler.sim.pods import SimPod
 from autoscaler.sim.record import Record
 from autoscaler.sim.scenario import Outage
 
-__all__ = ["CAUSES", "causes"]
+__all__ = ["CAUSES", "causes", "holdings"]
 
 # The causes, in the order reports list them, with the words a person reads.
 CAUSES = {
@@ -79,6 +80,31 @@ class _Worth:
         value = float(c.price[ok].min()) if ok.any() else None
         self.memo[(key, capacity_type)] = value
         return value
+
+
+def holdings(
+    spans: Sequence[tuple[float, float, int]], first: float, gone: float
+) -> Iterator[tuple[float, float, dict[int, int]]]:
+    """A node's life from ``first`` to ``gone`` cut where its pods (``spans``: start, end, class; sorted)
+    start and end: each piece in order, with how many pods of each class ran through the whole of it. One
+    sweep over the pieces, each pod counted in from its start and out at its end. The counts are one dict,
+    changed in place for the next piece: read them before asking for it."""
+    cuts = sorted({t for s, e, _ in spans for t in (s, e) if first <= t <= gone} | {gone})
+    count: dict[int, int] = {}
+    ends: list[tuple[float, int]] = []  # (end, class) of the pods counted in, the earliest first
+    i = 0
+    for lo, hi in itertools.pairwise(cuts):
+        while i < len(spans) and spans[i][0] <= lo:
+            _, e, ci = spans[i]
+            heapq.heappush(ends, (e, ci))
+            count[ci] = count.get(ci, 0) + 1
+            i += 1
+        while ends and ends[0][0] < hi:  # ended before this piece does: not through the whole of it
+            _, ci = heapq.heappop(ends)
+            count[ci] -= 1
+            if not count[ci]:
+                del count[ci]
+        yield lo, hi, count
 
 
 def causes(
@@ -130,12 +156,7 @@ def causes(
         up = min(ready, first, gone)
         boot_paid += price * (up - launched) / 3600
         out["emptyBeforeUse"] += price * (min(first, gone) - up) / 3600
-        cuts = sorted({t for s, e, _ in spans for t in (s, e) if first <= t <= gone} | {gone})
-        for lo, hi in itertools.pairwise(cuts):
-            count: dict[int, int] = defaultdict(int)
-            for s, e, ci in spans:
-                if s <= lo and e >= hi:
-                    count[ci] += 1
+        for lo, hi, count in holdings(spans, first, gone):
             hours = (hi - lo) / 3600
             if not count:
                 out["idleAfterPods"] += price * hours

@@ -30,9 +30,9 @@ from autoscaler.sim.record import (
     OUTAGE_BEGINS,
     OUTAGE_ENDS,
     REMOVAL,
+    CostSoFar,
     Record,
     Sample,
-    cost_so_far,
 )
 from autoscaler.sim.scale_adjuster import ScaleAdjuster
 from autoscaler.sim.scenario import JobSpec, Scenario
@@ -117,6 +117,7 @@ class Simulation:
             o.instance_type: o.gpu_memory_mib for o in self.provider.offerings() if o.gpu_count
         }
         self.record = Record(policy, scenario.name)
+        self._cost = CostSoFar(self.record)  # what the instances cost up to each sample
         self.record.queues = {q.name: (q.quota, q.limit) for q in scenario.queues}
         self.echo = echo
         events = EventRecorder(
@@ -467,7 +468,7 @@ class Simulation:
         limit = self.config.cluster_gpu_limit
         if limit is not None and gpus_up > limit:
             rec.gpu_limit_violations += 1
-        rec.samples.append(Sample(t, gpus_up, used, limit, pending, cost_so_far(rec, t), spot_gpus, by_queue))
+        rec.samples.append(Sample(t, gpus_up, used, limit, pending, self._cost(t), spot_gpus, by_queue))
         return live
 
 

@@ -161,42 +161,39 @@ class Columns:
 
         nx, nr = len(self.offers), len(RESOURCES)
         classes = sorted(demand)
-        y = [(ci, j) for ci in classes for j in self.eligible[ci]]
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        for v, (ci, j) in enumerate(y):
-            for r in range(nr):
-                need = self.req[ci, r] + (self.share[ci, j] if r == GPU else 0.0)
-                if need:
-                    rows.append(j * nr + r)
-                    cols.append(nx + v)
-                    vals.append(need)
-        for j in range(nx):
-            for r in range(nr):
-                rows.append(j * nr + r)
-                cols.append(j)
-                vals.append(-self.alloc[j, r])
+        # The placement columns y = (class, node column), class by class: whole arrays, not one at a time (a
+        # week's trace has hundreds of classes and columns, and the bound solves hundreds of these).
+        y_class = np.array([ci for ci in classes for _ in self.eligible[ci]], dtype=int)
+        y_col = np.array([j for ci in classes for j in self.eligible[ci]], dtype=int)
+        ny = len(y_class)
+        # What one pod of a placement column takes of each resource on its node column.
+        need = self.req[y_class].reshape(ny, nr)
+        need[:, GPU] += self.share[y_class, y_col]
+        v, r = np.nonzero(need)
+        rows = [y_col[v] * nr + r, np.arange(nx * nr)]
+        cols = [nx + v, np.repeat(np.arange(nx), nr)]
+        vals = [need[v, r], -self.alloc.reshape(nx * nr)]
         height = nx * nr
-        if slots:
-            for v, (ci, j) in enumerate(y):
-                need = self.req[ci].copy()
-                need[GPU] += self.share[ci, j]
-                used = need > 1e-12
-                fits = np.floor(np.min(self.alloc[j, used] / need[used]) + 1e-9) if used.any() else np.inf
-                if not np.isfinite(fits):
-                    continue
-                rows += [height, height]
-                cols += [nx + v, j]
-                vals += [1.0, -float(max(fits, 1.0))]
-                height += 1
-        a_ub = coo_matrix((vals, (rows, cols)), shape=(height, nx + len(y))).tocsr()
+        if slots and ny:
+            used = need > 1e-12
+            alloc = self.alloc[y_col]
+            ratio = np.divide(alloc, need, out=np.full_like(need, np.inf), where=used)
+            fits = np.floor(ratio.min(axis=1) + 1e-9)
+            kept = np.nonzero(used.any(axis=1) & np.isfinite(fits))[0]
+            row = height + np.arange(len(kept))
+            rows += [row, row]
+            cols += [nx + kept, y_col[kept]]
+            vals += [np.ones(len(kept)), -np.maximum(fits[kept], 1.0)]
+            height += len(kept)
+        a_ub = coo_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(height, nx + ny)
+        ).tocsr()
         pos = {ci: i for i, ci in enumerate(classes)}
         a_eq = coo_matrix(
-            ([1.0] * len(y), ([pos[ci] for ci, _ in y], [nx + v for v in range(len(y))])),
-            shape=(len(classes), nx + len(y)),
+            ([1.0] * ny, ([pos[int(ci)] for ci in y_class], [nx + v for v in range(ny)])),
+            shape=(len(classes), nx + ny),
         ).tocsr()
-        return a_ub, a_eq, [float(demand[ci]) for ci in classes], len(y)
+        return a_ub, a_eq, [float(demand[ci]) for ci in classes], ny
 
     def solve(self, demand: dict[int, int]) -> Any:
         """The node resource prices ``mu`` (offerings x resources) of the LP for ``demand`` {class: pods}."""

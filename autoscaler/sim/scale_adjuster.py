@@ -110,7 +110,8 @@ class ScaleAdjuster:
     def adjust(self, pods: Sequence[Pod], scaling: MutableMapping[str, Pod], now: float) -> bool:
         """One pass over ``pods`` (the cluster's, in creation order) and ``scaling`` (its scaling pods, changed
         in place); whether anything changed."""
-        by_key = {p.key: p for p in pods}
+        # Each scaling pod's sharing pod, looked up by key (no scaling pod: nothing to look up).
+        by_key = {p.key: p for p in pods} if scaling else {}
         changed = False
         for key, sp in list(scaling.items()):
             target = scaled_pod(sp.labels)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from autoscaler.core.model import CapacityType, InstanceState
 from autoscaler.core.offering import Instance
 from autoscaler.sim.configuration import build_config
-from autoscaler.sim.cost_causes import CAUSES, causes
+from autoscaler.sim.cost_causes import CAUSES, causes, holdings
 from autoscaler.sim.lower_bound import Boot, lower_bound
 from autoscaler.sim.record import Record, cost_so_far
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
@@ -207,3 +209,32 @@ def test_a_simulated_days_report_says_where_the_cost_above_its_bound_went(tmp_pa
     report = (tmp_path / "report.md").read_text()
     assert f"Cost above the bound: ${doc['cost']['total'] - bound['cost']:.2f}." in report
     assert f"| {CAUSES['oversized']} | {above['oversized']:.2f} |" in report
+
+
+def _holdings_one_piece_at_a_time(
+    spans: list[tuple[float, float, int]], first: float, gone: float
+) -> list[tuple[float, float, dict[int, int]]]:
+    """A node's pieces with every pod checked against every piece."""
+    cuts = sorted({t for s, e, _ in spans for t in (s, e) if first <= t <= gone} | {gone})
+    out = []
+    for lo, hi in itertools.pairwise(cuts):
+        count: dict[int, int] = {}
+        for s, e, ci in spans:
+            if s <= lo and e >= hi:
+                count[ci] = count.get(ci, 0) + 1
+        out.append((lo, hi, count))
+    return out
+
+
+def test_a_nodes_pieces_hold_the_pods_that_ran_through_each_whole_piece() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        spans = []
+        for _ in range(rng.randint(0, 12)):
+            start = float(rng.randint(0, 40) * 30)
+            spans.append((start, start + rng.randint(0, 20) * 30, rng.randint(0, 3)))
+        spans.sort()
+        first = min((s for s, _, _ in spans), default=1500.0)
+        gone = float(rng.choice([900, 1200, 1500, 1800]))
+        swept = [(lo, hi, dict(count)) for lo, hi, count in holdings(spans, first, gone)]
+        assert swept == _holdings_one_piece_at_a_time(spans, first, gone), spans

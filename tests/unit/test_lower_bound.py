@@ -13,7 +13,15 @@ from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.configuration import build_config
-from autoscaler.sim.lower_bound import Boot, lookahead_cost, lower_bound, moment_bound, share_need
+from autoscaler.sim.lower_bound import (
+    GPU,
+    Boot,
+    Columns,
+    lookahead_cost,
+    lower_bound,
+    moment_bound,
+    share_need,
+)
 from autoscaler.sim.run import DEFAULT_CATALOG, _provider, simulate
 from autoscaler.sim.scenario import Outage, load_scenario, parse_scenario
 from tests.builders import offering, pod, snapshot
@@ -242,3 +250,73 @@ def test_pods_that_only_fit_one_to_a_node_are_never_packed_two_to_a_node_in_whol
     bound = lower_bound(_share_runs(3, {"gpu-fraction": "0.6"}), offerings, config, end=3600.0)
     assert bound["fractional"] == pytest.approx(1.8 * 0.526, rel=1e-6)
     assert bound["cost"] == pytest.approx(3 * 0.526, rel=1e-4)
+
+
+def _matrices_one_at_a_time(columns: Columns, demand: dict[int, int], slots: bool) -> tuple[Any, Any]:
+    """The LP's constraint matrices built entry by entry, placement column by placement column."""
+    from scipy.sparse import coo_matrix
+
+    nx, nr = len(columns.offers), 4
+    y = [(ci, j) for ci in sorted(demand) for j in columns.eligible[ci]]
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for v, (ci, j) in enumerate(y):
+        for r in range(nr):
+            need = columns.req[ci, r] + (columns.share[ci, j] if r == GPU else 0.0)
+            if need:
+                rows.append(j * nr + r)
+                cols.append(nx + v)
+                vals.append(need)
+    for j in range(nx):
+        for r in range(nr):
+            rows.append(j * nr + r)
+            cols.append(j)
+            vals.append(-columns.alloc[j, r])
+    height = nx * nr
+    if slots:
+        for v, (ci, j) in enumerate(y):
+            need = columns.req[ci].copy()
+            need[GPU] += columns.share[ci, j]
+            used = need > 1e-12
+            fits = np.floor(np.min(columns.alloc[j, used] / need[used]) + 1e-9) if used.any() else np.inf
+            if not np.isfinite(fits):
+                continue
+            rows += [height, height]
+            cols += [nx + v, j]
+            vals += [1.0, -float(max(fits, 1.0))]
+            height += 1
+    a_ub = coo_matrix((vals, (rows, cols)), shape=(height, nx + len(y))).tocsr()
+    pos = {ci: i for i, ci in enumerate(sorted(demand))}
+    a_eq = coo_matrix(
+        ([1.0] * len(y), ([pos[ci] for ci, _ in y], [nx + v for v in range(len(y))])),
+        shape=(len(demand), nx + len(y)),
+    ).tocsr()
+    return a_ub, a_eq
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_the_lp_matrices_are_those_built_entry_by_entry(
+    world: tuple[Config, list[Offering]], slots: bool
+) -> None:
+    config, offerings = world
+    pods = [
+        *_runs(1, 0.0, 60.0, gpu=1, cpu="3", memory="12Gi"),
+        *_runs(1, 0.0, 60.0, cpu="250m", memory="512Mi"),
+        *_runs(1, 0.0, 60.0, gpu=4, cpu="16", memory="64Gi"),
+        *_share_runs(1, QUARTER),
+        *_share_runs(1, {"gpu-memory": "4000"}),
+    ]
+    classes = [(pod_constraints(sp.pod, config), sp.pod.requests, ()) for sp in pods]
+    columns = Columns(OfferingIndex(offerings, config), classes)
+    demand = {0: 3, 1: 40, 2: 1, 3: 7, 4: 2}
+    a_ub, a_eq, b_eq, ny = columns._matrices(demand, slots=slots)
+    want_ub, want_eq = _matrices_one_at_a_time(columns, demand, slots)
+    assert ny == sum(len(columns.eligible[ci]) for ci in demand)
+    assert b_eq == [3.0, 40.0, 1.0, 7.0, 2.0]
+    for got, want in ((a_ub, want_ub), (a_eq, want_eq)):
+        assert got.shape == want.shape
+        assert np.array_equal(got.indptr, want.indptr)
+        assert np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.data, want.data)
+        assert np.array_equal(np.signbit(got.data), np.signbit(want.data))  # -0.0 entries kept as they were

@@ -1,0 +1,157 @@
+"""The baselines keep each node's room for pending pods from one plan to the next: the engine they start a plan
+from is the one built from scratch, whatever happened to the cluster in between, and only the nodes that
+changed have their room worked out again."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from autoscaler.config.options import Config
+from autoscaler.core.model import Snapshot
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.planning.cluster import build_engine
+from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.runtime.kube.convert import daemonset_from_dict
+from autoscaler.sim.cluster import EmulatedCluster
+from autoscaler.sim.node_rooms import NodeRooms
+from autoscaler.sim.scenario import JobSpec
+from tests.builders import aws_offerings, daemonset, node
+
+GIB = 1024**3 * 1000
+
+
+def job(name: str, pods: int, *, cpu_milli: int, gpus: int = 0, duration: float, at: float) -> JobSpec:
+    return JobSpec(
+        at=at, name=name, pods=pods, gpus=gpus, cpu_milli=cpu_milli, memory_milli=2 * GIB, duration=duration
+    )
+
+
+def picture(engine: Engine) -> list[tuple[Any, ...]]:
+    """Everything a plan reads of the bins it starts from."""
+    return [
+        (
+            b.name,
+            b.kind,
+            b.free,
+            b.labels,
+            b.taints,
+            b.unschedulable,
+            b.devices,
+            sorted(b.pods),
+            b.ports,
+        )
+        for b in engine.bins
+    ]
+
+
+def index(make_config: Callable[..., Config]) -> OfferingIndex:
+    return OfferingIndex(aws_offerings(), make_config())
+
+
+def test_a_cluster_that_did_not_change_has_no_room_worked_out_again(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for name in ("a", "b", "c"):
+        cluster.create(node(name, cpu="8"))
+    cluster.submit(job("web", 5, cpu_milli=3000, duration=600.0, at=0.0), 0.0)
+    cluster.schedule(0.0)
+    rooms, offerings = NodeRooms(), index(make_config)
+    first = rooms.engine(cluster.snapshot(), offerings)
+    assert rooms.worked_out == 3
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert rooms.worked_out == 3
+    assert picture(again) == picture(first) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_only_the_node_whose_pods_changed_is_worked_out_again(make_config: Callable[..., Config]) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    cluster.create(node("a", cpu="8"))
+    cluster.create(node("b", cpu="8"))
+    cluster.submit(job("batch", 1, cpu_milli=3000, duration=60.0, at=0.0), 0.0)
+    cluster.schedule(0.0)
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(cluster.snapshot(), offerings)
+    cluster.finish_due(60.0)
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    assert rooms.worked_out == 3
+    assert picture(engine) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_new_daemonsets_have_every_room_worked_out_again(make_config: Callable[..., Config]) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    cluster.create(node("a", cpu="8"))
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(cluster.snapshot(), offerings)
+    with_agent = replace(cluster.snapshot(), daemonsets=(daemonset_from_dict(daemonset("agent", cpu="1")),))
+    engine = rooms.engine(with_agent, offerings)
+    assert rooms.worked_out == 2
+    assert picture(engine) == picture(build_engine(with_agent, offerings))
+    assert engine.bins[0].free.cpu == 7000  # the agent's pod will take a core
+
+
+def _step(cluster: EmulatedCluster, rng: random.Random, now: float, made: list[str]) -> None:
+    """One thing that happens to a cluster: a node registers or goes, is cordoned or labelled, pods arrive,
+    finish, are evicted or bound."""
+    action = rng.choice(["create", "create_gpu", "submit", "schedule", "finish", "cordon", "delete", "evict"])
+    if action in ("create", "create_gpu"):
+        name = f"n{len(made)}"
+        made.append(name)
+        gpu = action == "create_gpu"
+        cluster.create(
+            node(
+                name,
+                instance_type="g4dn.xlarge" if gpu else "m6i.2xlarge",
+                cpu="4" if gpu else "8",
+                gpu=1 if gpu else 0,
+                managed=rng.random() < 0.5,
+                ready=rng.random() < 0.8,
+            )
+        )
+    elif action == "submit":
+        gpus = rng.choice([0, 0, 1])
+        cluster.submit(
+            job(
+                f"j{now:g}",
+                rng.randint(1, 4),
+                cpu_milli=rng.choice([500, 1000, 3000]),
+                gpus=gpus,
+                duration=rng.choice([30.0, 120.0, 600.0]),
+                at=now,
+            ),
+            now,
+        )
+    elif action == "schedule":
+        cluster.schedule(now)
+    elif action == "finish":
+        cluster.finish_due(now)
+    elif action == "cordon" and cluster.nodes:
+        cluster.cordon(rng.choice(sorted(cluster.nodes)))
+    elif action == "delete" and cluster.nodes:
+        cluster.delete_node(rng.choice(sorted(cluster.nodes)))
+    elif action == "evict":
+        bound = sorted(k for k, sp in cluster.pods.items() if sp.pod.node_name)
+        if bound:
+            namespace, name = rng.choice(bound).split("/", 1)
+            cluster.evict(namespace, name)
+
+
+def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_scratch(
+    make_config: Callable[..., Config],
+) -> None:
+    offerings = index(make_config)
+    for seed in range(5):
+        rng = random.Random(seed)
+        cluster = EmulatedCluster(lambda: 0.0)
+        rooms, made = NodeRooms(), list[str]()
+        for step in range(60):
+            now = step * 20.0
+            _step(cluster, rng, now, made)
+            snap: Snapshot = cluster.snapshot()
+            assert picture(rooms.engine(snap, offerings)) == picture(build_engine(snap, offerings)), (
+                seed,
+                step,
+            )
