@@ -436,18 +436,37 @@ def _named(obj: Mapping[str, Any], namespaced: bool = True) -> tuple[str, str]:
     return namespace, object_name(meta)
 
 
+def _kept(
+    obj: Mapping[str, Any],
+    read: Callable[[Mapping[str, Any]], T],
+    partial: Callable[[str, str, str], T],
+    kind: str,
+    treated_as: str,
+    namespaced: bool = True,
+) -> T:
+    """``read(obj)``, or, when tidal cannot read all of it, ``partial(namespace, name, why)``: an object the API
+    server accepted is kept, marked with the field that stopped it, and logged with how it is treated."""
+    try:
+        return read(obj)
+    except ConversionError as err:
+        why = _field_of(err)
+    namespace, name = guard(obj, lambda o: _named(o, namespaced))
+    _log().warning(
+        f"{kind}_unreadable", namespace=namespace or None, name=name, error=why, treated_as=treated_as
+    )
+    return partial(namespace, name, why)
+
+
 def pdb_from_api(obj: Mapping[str, Any]) -> DisruptionBudget:
     """A PodDisruptionBudget from the API server. One tidal cannot read all of is kept as protecting every pod
     of its namespace, with the reason, never dropped: evicting what it may protect is what it exists to stop."""
-    try:
-        return pdb_from_dict(obj)
-    except ConversionError as err:
-        why = _field_of(err)
-    namespace, name = guard(obj, _named)
-    _log().warning(
-        "pdb_unreadable", namespace=namespace, name=name, error=why, treated_as="protects every pod"
+    return _kept(
+        obj,
+        pdb_from_dict,
+        lambda ns, name, why: DisruptionBudget(ns, name, selector=(), disruptions_allowed=0, unreadable=why),
+        "pdb",
+        "protects every pod",
     )
-    return DisruptionBudget(namespace, name, selector=(), disruptions_allowed=0, unreadable=why)
 
 
 def _daemonset(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> DaemonSet:
@@ -496,15 +515,13 @@ def podgroup_from_dict(obj: Mapping[str, Any]) -> PodGroup:
 def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroup:
     """A KAI PodGroup from the API server. One tidal cannot read all of is kept, with the reason: its pods get
     no node (how many make the gang, and in which queue, is unknown), and each says why."""
-    try:
-        return podgroup_from_dict(obj)
-    except ConversionError as err:
-        why = _field_of(err)
-    namespace, name = guard(obj, _named)
-    _log().warning(
-        "podgroup_unreadable", namespace=namespace, name=name, error=why, treated_as="its pods wait"
+    return _kept(
+        obj,
+        podgroup_from_dict,
+        lambda ns, name, why: PodGroup(ns, name, unreadable=why),
+        "podgroup",
+        "its pods wait",
     )
-    return PodGroup(namespace, name, unreadable=why)
 
 
 def _limit(gpu: Mapping[str, Any], key: str) -> float | None:
@@ -572,15 +589,13 @@ def queue_from_dict(obj: Mapping[str, Any]) -> Queue:
 def queue_from_api(obj: Mapping[str, Any]) -> Queue:
     """A KAI Queue from the API server. One tidal cannot read all of is kept, with the reason: its limit is
     unknown, so no GPU pod of it, or of a queue under it, gets a node, and each says why."""
-    try:
-        return queue_from_dict(obj)
-    except ConversionError as err:
-        why = _field_of(err)
-    _, name = guard(obj, lambda o: _named(o, namespaced=False))
-    # Its parent, if that can be read, so that the queues under it stay under it.
-    parent = _try(lambda: string(field_map(obj, "spec"), "parentQueue"), "")
-    _log().warning("queue_unreadable", name=name, error=why, treated_as="its GPU pods wait")
-    return Queue(name, parent=parent, unreadable=why)
+
+    def partial(_: str, name: str, why: str) -> Queue:
+        # Its parent, if that can be read, so that the queues under it stay under it.
+        parent = _try(lambda: string(field_map(obj, "spec"), "parentQueue"), "")
+        return Queue(name, parent=parent, unreadable=why)
+
+    return _kept(obj, queue_from_dict, partial, "queue", "its GPU pods wait", namespaced=False)
 
 
 def _namespace(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
