@@ -123,9 +123,7 @@ def launch_now(
         return full_and_cheapest(la, pods, index, constraints)
 
     def now(la: Launch) -> bool:
-        if waited is not None and max((waited.get(k, 0.0) for k in la.pods), default=0.0) >= patience:
-            return True
-        return settled(la)
+        return (waited is not None and _longest(la, waited) >= patience) or settled(la)
 
     held_gangs = {la.gang for la in launches if la.gang and not now(la)}
     return tuple(la for la in launches if la.gang not in held_gangs and (la.gang or now(la)))
@@ -134,5 +132,10 @@ def launch_now(
 def next_due(held: Sequence[Launch], waited: Mapping[str, float], patience: float) -> float | None:
     """Seconds until the first of the ``held`` launches has waited ``patience`` (its first pod, by
     ``waited``), or None when none is held."""
-    due = [patience - max((waited.get(k, 0.0) for k in la.pods), default=0.0) for la in held]
+    due = [patience - _longest(la, waited) for la in held]
     return max(0.0, min(due)) if due else None
+
+
+def _longest(launch: Launch, waited: Mapping[str, float]) -> float:
+    """How long the first of the launch's pods has waited (seconds, by pod key in ``waited``)."""
+    return max((waited.get(k, 0.0) for k in launch.pods), default=0.0)

@@ -90,6 +90,23 @@ def full_gpu_node(cluster: Cluster, scheduler: kai.KaiScheduler, queue: str, gpu
     return name
 
 
+def held_one_gpu_pod(cluster: Cluster, scheduler: kai.KaiScheduler, t: Tidal, queue: str) -> str:
+    """A one-GPU pod of ``queue`` that KAI reports as finding no node with a free GPU: the NotTriggerScaleUp
+    tidal writes on it, once tidal has reconciled three more times without launching anything."""
+    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
+    [pod] = created(cluster, "sweep", 1)
+    name = pod.metadata.name
+    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
+    reported = wait_until(
+        lambda: messages(cluster, "NotTriggerScaleUp", name),
+        timeout=60,
+        what="NotTriggerScaleUp on the held pod",
+    )
+    t.wait_reconciles(3)
+    assert cluster.cloud(cluster.config()).launched() == []
+    return str(reported[0])
+
+
 def ignored(t: Tidal, reason: str) -> float:
     return t.metric("tidal_pending_pods", state="ignored", reason=reason)
 
@@ -124,19 +141,8 @@ def test_a_stale_capacity_message_of_a_queue_at_its_limit_is_held_and_reported(
     t = cluster.tidal(cluster.config())
 
     # KAI's message describes its last attempt, before the queue filled up: it still reads as a shortage.
-    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
-    [pod] = created(cluster, "sweep", 1)
-    name = pod.metadata.name
-    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
-
-    reported = wait_until(
-        lambda: messages(cluster, "NotTriggerScaleUp", name),
-        timeout=60,
-        what="NotTriggerScaleUp on the held pod",
-    )
-    assert f"queue {queue} would exceed its GPU limit: 4 allocated + 1 requested" in reported[0]
-    t.wait_reconciles(3)
-    assert cluster.cloud(cluster.config()).launched() == []
+    reported = held_one_gpu_pod(cluster, scheduler, t, queue)
+    assert f"queue {queue} would exceed its GPU limit: 4 allocated + 1 requested" in reported
 
 
 def test_a_queue_with_a_fractional_over_quota_weight_still_holds_its_pods_at_its_limit(
@@ -150,19 +156,8 @@ def test_a_queue_with_a_fractional_over_quota_weight_still_holds_its_pods_at_its
     full_gpu_node(cluster, scheduler, queue, gpus=4)
     t = cluster.tidal(cluster.config())
 
-    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
-    [pod] = created(cluster, "sweep", 1)
-    name = pod.metadata.name
-    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
-
-    reported = wait_until(
-        lambda: messages(cluster, "NotTriggerScaleUp", name),
-        timeout=60,
-        what="NotTriggerScaleUp on the held pod",
-    )
-    assert f"queue {queue} would exceed its GPU limit: 4 allocated + 1 requested" in reported[0]
-    t.wait_reconciles(3)
-    assert cluster.cloud(cluster.config()).launched() == []
+    reported = held_one_gpu_pod(cluster, scheduler, t, queue)
+    assert f"queue {queue} would exceed its GPU limit: 4 allocated + 1 requested" in reported
     assert "cannot decode" not in t.output()
 
 
@@ -278,17 +273,6 @@ def test_a_queue_tidal_cannot_read_gets_no_node_for_its_pods_and_says_which_fiel
     cluster.create(kai.queue(queue, gpu_quota=-1, gpu_limit=-2))
     t = cluster.tidal(cluster.config())
 
-    cluster.create(kai_job(cluster, "sweep", queue=queue, pods=1))
-    [pod] = created(cluster, "sweep", 1)
-    name = pod.metadata.name
-    scheduler.unschedulable(cluster.namespace, name, kai.no_gpu_node(cluster.namespace, name, 1, 1, 4))
-
-    reported = wait_until(
-        lambda: messages(cluster, "NotTriggerScaleUp", name),
-        timeout=60,
-        what="NotTriggerScaleUp on the pod of the unreadable queue",
-    )
-    assert f"queue {queue} cannot be read" in reported[0] and "spec.resources.gpu.limit" in reported[0]
-    t.wait_reconciles(3)
-    assert cluster.cloud(cluster.config()).launched() == []
+    reported = held_one_gpu_pod(cluster, scheduler, t, queue)
+    assert f"queue {queue} cannot be read" in reported and "spec.resources.gpu.limit" in reported
     assert "queue_unreadable" in t.output()
