@@ -30,11 +30,13 @@ from autoscaler.runtime.kube.cluster_cache import ClusterCache
 from autoscaler.runtime.kube.leader import LeaderElector
 from autoscaler.runtime.kube.reachability import BACKOFF_CAP, wait_for_api_server
 from autoscaler.runtime.kube.request_writes import RequestStatusWrites
+from autoscaler.runtime.observability.event_queue import EventQueue
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.runtime.observability.logging import configure_logging
 from autoscaler.runtime.observability.metrics import Metrics
 from autoscaler.runtime.observability.server import HealthServer, HealthState
 from autoscaler.runtime.status import Leadership
+from autoscaler.runtime.warmup import warm_up
 
 log = structlog.get_logger("tidal.daemon")
 EXIT_NOT_LEADING = 3  # `tidal run --once` could not take the Lease, so it did nothing
@@ -138,7 +140,14 @@ class Daemon:
         self.health.mark_config_ok(True)
         self.cache = ClusterCache(self.client)
         self.actions = ClusterActions(self.client, dry_run=self.dry_run)
-        self.events = EventRecorder(self._pod_event, node_sink=self._node_event, clock=self.clock)
+        # Sent by a thread of their own once started: a burst's hundreds of pod events must not hold back
+        # the reconcile that launches their nodes.
+        self.event_queue = EventQueue()
+        self.events = EventRecorder(
+            self.event_queue.wrap(self._pod_event),
+            node_sink=self.event_queue.wrap(self._node_event),
+            clock=self.clock,
+        )
         self.batcher = Batcher(cfg.batch_idle_duration, cfg.batch_max_duration)
         self.cache.add_listener(self._on_change)
         self.elector: LeaderElector | None = None
@@ -282,6 +291,8 @@ class Daemon:
         with ``None`` for either, it waits for as long as it takes (``/readyz`` says what it waits for)."""
         if serve:
             self.server.start()
+        self.event_queue.start()
+        warm_up(self.config.exact_plan_max_pods > 0)
         failure = wait_for_api_server(
             self.client, attempts=api_attempts, report=self.health.report_not_ready, stop=self._stop
         )
@@ -357,6 +368,7 @@ class Daemon:
             except Exception:  # the lease simply expires instead
                 log.warning("lease_release_failed")
         self.drainer.shutdown()
+        self.event_queue.stop()
         self.cache.stop()
         self.server.stop()
 

@@ -15,15 +15,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from autoscaler.cloud import QuotaScope
 from autoscaler.core.model import SPOT
+from providers.gcp.gpus import Accelerator
 
-if TYPE_CHECKING:  # shapes.py reads machine types through errors.py, which reads quotas through here
-    from providers.gcp.shapes import Shape
+__all__ = ["MachineType", "parse_quota", "quota_scope"]
 
-__all__ = ["parse_quota", "quota_scope"]
+
+class MachineType(Protocol):
+    """What a quota's scope reads of a machine type (:class:`providers.gcp.shapes.Shape` is one): its name
+    and the accelerator it comes with. Named here, not imported, because reading machine types reports
+    errors through :mod:`providers.gcp.errors`, which reads quotas through this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def gpu(self) -> Accelerator | None: ...
+
 
 _MESSAGE = re.compile(
     r"Quota '(?P<metric>[A-Z0-9_]+)' exceeded\.\s+Limit: [0-9.]+(?: in region (?P<region>[a-z0-9-]+))?"
@@ -48,7 +59,7 @@ def _accelerator_key(accelerator_type: str) -> str:
     return name.upper().replace("-", "_")
 
 
-def quota_scope(metric: str, region: str, shapes: Iterable[Shape]) -> QuotaScope:
+def quota_scope(metric: str, region: str, shapes: Iterable[MachineType]) -> QuotaScope:
     """The offerings ``metric`` (in ``region``) covers; ``shapes`` are the machine types offered."""
     name = metric
     capacity_type = ""

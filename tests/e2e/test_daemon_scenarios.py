@@ -80,6 +80,7 @@ def test_a_reload_of_start_up_options_applies_the_rest_and_says_a_restart_is_nee
         text = d.metrics.render().decode()
         assert 'tidal_config_reloads_total{outcome="restart_required"} 1.0' in text
         assert "tidal_config_last_reload_success 1.0" in text
+        assert d.event_queue.flush()  # events are sent in the background
         [event] = [e for e in c.api.list("events", "tidal-system") if e["reason"] == "ConfigRestartRequired"]
         assert "except clusterName, leaderElection.leaseName, simulated.launchDelay" in event["message"]
 

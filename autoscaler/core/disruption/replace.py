@@ -20,7 +20,7 @@ from autoscaler.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABE
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.cluster import node_gpus
-from autoscaler.core.planning.decisions import NO_USAGE, Launch, Usage
+from autoscaler.core.planning.decisions import NO_USAGE, Launch, PlannedReplacement, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaleup import scale_up
 
@@ -47,14 +47,6 @@ class Replacement:
     first: bool = False
     # The blocker is a pod's annotation tidal cannot read (an error message, not a clause about new nodes).
     unreadable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    cost: float
-    unplaced: str
-    usage: Usage
-    launches: tuple[Launch, ...]
 
 
 def node_offering(node: Node, index: OfferingIndex) -> Offering | None:
@@ -89,13 +81,15 @@ def within_limits(needs: Usage, used: Usage, cfg: Config) -> bool:
     )
 
 
-def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> _Planned:
+def _planned(demand: Demand, index: OfferingIndex, usage: Usage) -> PlannedReplacement:
     launch = scale_up(demand, index, Engine(index), usage=usage)
     if launch.unplaced:
-        return _Planned(float("inf"), launch.unplaced[0].reason, NO_USAGE, ())
+        return PlannedReplacement(float("inf"), launch.unplaced[0].reason, NO_USAGE, ())
     # The pods the launches name are this pod set's shapes, not these pods: a replacement is for the node.
     launches = tuple(dataclasses.replace(la, pods=()) for la in launch.launches)
-    return _Planned(launch.cost_per_hour, "", Usage.of(la.offering for la in launch.launches), launches)
+    return PlannedReplacement(
+        launch.cost_per_hour, "", Usage.of(la.offering for la in launch.launches), launches
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +115,9 @@ def new_nodes(pods: Sequence[Pod], index: OfferingIndex) -> NewNodes:
     return NewNodes("", found.cost, found.launches, found.usage)
 
 
-def _unlimited(pods: Sequence[Pod], index: OfferingIndex) -> tuple[_Planned | str, tuple[object, ...]]:
+def _unlimited(
+    pods: Sequence[Pod], index: OfferingIndex
+) -> tuple[PlannedReplacement | str, tuple[object, ...]]:
     """(the plan without limits, its memo key), or (why the pods cannot be read, ())."""
     try:
         constraints = {p.key: pod_constraints(p, index.config) for p in pods}

@@ -68,6 +68,17 @@ NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedReplacement:
+    """New nodes planned for the pods of nodes that may be replaced: their cost per hour, what kept a pod
+    off every new node (empty when all were placed), the limits they use and the launches."""
+
+    cost: float
+    unplaced: str
+    usage: Usage
+    launches: tuple[Launch, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSpend:
     """What the nodes that exist or launch cost each KAI queue they serve ($/h, by queue), and the nodes no pod
     runs on yet, with their price: the first queue whose pods a plan puts on one pays for all of it (a GPU

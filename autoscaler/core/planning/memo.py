@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autoscaler.core.disruption.replace import _Planned
     from autoscaler.core.fit import Constraints
     from autoscaler.core.gpu.share import GpuShare
     from autoscaler.core.offering import Offering, Reservation
     from autoscaler.core.placement.gpus import GpuSlots
+    from autoscaler.core.planning.decisions import PlannedReplacement
     from autoscaler.core.planning.why import _Screening
 
 __all__ = ["PlanMemo"]
@@ -28,7 +28,7 @@ class PlanMemo:
 
     # Replacement plans per pod set, and per pod set and usage left when the limits are what decides
     # (disruption.replace.replacement).
-    replacements: dict[tuple[object, ...], _Planned] = field(default_factory=dict)
+    replacements: dict[tuple[object, ...], PlannedReplacement] = field(default_factory=dict)
     # Offerings by (instance type, zone, capacity type): every node is looked up each pass
     # (disruption.replace.node_offering).
     offerings_by_key: dict[tuple[str | None, ...], Offering] | None = None
