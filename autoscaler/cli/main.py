@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 
+from autoscaler.sim.built_in import BUILT_IN
 from autoscaler.version import __version__
 
 EXIT_BAD_INPUT = 2
@@ -116,8 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         type=_given,
         metavar="NAME|FILE",
-        help="kai-day, kai-day-reserved, kai-day-block, spot-storm, burst-10k, alibaba-week, trace, or a "
-        "scenario YAML file "
+        help=f"{', '.join(BUILT_IN)}, or a scenario YAML file "
         "(default with --trace: trace, the frame for trace replay)",
     )
     s.add_argument(

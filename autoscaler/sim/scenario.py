@@ -35,6 +35,7 @@ from typing import Any
 
 from autoscaler.config.schema import ConfigError, load_yaml
 from autoscaler.core.offering import ReservationKind
+from autoscaler.sim.built_in import BUILT_IN
 from autoscaler.sim.scenario_models import ScenarioError, ScenarioModel, clock_time, validate
 
 __all__ = [
@@ -57,18 +58,6 @@ __all__ = [
     "parse_scenario",
 ]
 
-BUILT_IN = (
-    "kai-day",
-    "kai-day-reserved",
-    "kai-day-block",
-    "spot-storm",
-    "spot-risk",
-    "burst-10k",
-    "trace",
-    "alibaba-week",
-    "kueue-day",
-    "buffer-day",
-)
 DATA_ENV = "TIDAL_DATA"
 
 
