@@ -245,6 +245,8 @@ def run_once(who: str, workload: str, args: argparse.Namespace, karpenter: Path 
             api = plane.admin_client()
             core = kubernetes.client.CoreV1Api(api)
             core.create_namespace({"metadata": {"name": NAMESPACE}})
+            if who == "tidal":  # its chart installs it in tidal-system, where it writes its status
+                core.create_namespace({"metadata": {"name": "tidal-system"}})
             wait(lambda: bool(core.list_namespaced_service_account(NAMESPACE).items), 30)
             proc = (
                 start_karpenter(plane, karpenter, folder)

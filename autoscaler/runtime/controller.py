@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -93,10 +93,12 @@ class Controller:
         planner: Planner = plan,
         rng: random.Random | None = None,
         requests: RequestWrites | None = None,
+        status: Callable[[str, str, Mapping[str, str]], None] | None = None,
     ) -> None:
         """``leadership`` says why this replica does (not) lead, for the status ConfigMap; ``rng`` is the
         random source of the back-off jitter (seeded in the simulator, so one seed gives one run);
-        ``requests`` writes the answers to ProvisioningRequests and CapacityBuffers."""
+        ``requests`` writes the answers to ProvisioningRequests and CapacityBuffers; ``status`` the status
+        ConfigMap (``actions.write_status`` when not given)."""
         self.config = config
         self.cluster = cluster
         self.provider = provider
@@ -145,6 +147,7 @@ class Controller:
             leadership=leadership,
             clock=clock,
             dry_run=dry_run,
+            status=status,
         )
 
     # -- one step ---------------------------------------------------------------------------------------

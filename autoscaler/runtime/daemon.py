@@ -35,6 +35,7 @@ from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.runtime.observability.logging import configure_logging
 from autoscaler.runtime.observability.metrics import Metrics
 from autoscaler.runtime.observability.server import HealthServer, HealthState
+from autoscaler.runtime.observability.status_writer import StatusWriter
 from autoscaler.runtime.status import Leadership
 from autoscaler.runtime.warmup import warm_up
 
@@ -143,6 +144,7 @@ class Daemon:
         # Sent by a thread of their own once started: a burst's hundreds of pod events must not hold back
         # the reconcile that launches their nodes.
         self.event_queue = EventQueue()
+        self.status_writer = StatusWriter(self.actions.write_status)
         self.events = EventRecorder(
             self.event_queue.wrap(self._pod_event),
             node_sink=self.event_queue.wrap(self._node_event),
@@ -190,6 +192,7 @@ class Daemon:
             dry_run=self.dry_run,
             drainer=self.drainer,
             requests=RequestStatusWrites(self.client, self.actions, dry_run=self.dry_run),
+            status=self.status_writer.submit,
         )
         self.server = HealthServer(self.metrics_address or cfg.metrics_address, self.metrics, self.health)
         self._stop = threading.Event()
@@ -292,6 +295,7 @@ class Daemon:
         if serve:
             self.server.start()
         self.event_queue.start()
+        self.status_writer.start()
         warm_up(self.config.exact_plan_max_pods > 0)
         failure = wait_for_api_server(
             self.client, attempts=api_attempts, report=self.health.report_not_ready, stop=self._stop
@@ -369,6 +373,7 @@ class Daemon:
                 log.warning("lease_release_failed")
         self.drainer.shutdown()
         self.event_queue.stop()
+        self.status_writer.stop()
         self.cache.stop()
         self.server.stop()
 

@@ -68,8 +68,11 @@ class Reporter:
         leadership: Callable[[], Leadership | None],
         clock: Callable[[], float],
         dry_run: bool,
+        status: Callable[[str, str, Mapping[str, str]], None] | None = None,
     ) -> None:
+        """``status`` writes the status ConfigMap (``actions.write_status`` when not given)."""
         self.actions = actions
+        self._status = actions.write_status if status is None else status
         self.events = events
         self.metrics = metrics
         self.measured = measured
@@ -170,7 +173,7 @@ class Reporter:
             return  # nothing new to say; spare the API server a write every reconcile
         self._last_status = unchanged
         try:
-            self.actions.write_status(
+            self._status(
                 cfg.leader_election.namespace,
                 STATUS_CONFIGMAP,
                 {"status": json.dumps(summary, indent=2)},

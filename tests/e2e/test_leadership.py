@@ -35,6 +35,7 @@ def test_a_replica_the_api_server_keeps_from_the_lease_says_why_in_readyz_and_th
         time.sleep(0.2)
         result = d.reconcile()
         assert not result.acted and c.provider.instances() == []
+        assert d.status_writer.flush()  # the status is written in the background
         status = c.api.get("configmaps", "tidal-system", "tidal-status")
         assert status is not None
         leader = json.loads(status["data"]["status"])["leader"]
