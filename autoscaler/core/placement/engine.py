@@ -77,20 +77,19 @@ class Engine:
         """A node that exists or is launching, with the pods already bound to it (their room already taken
         out of ``bin.free``)."""
         self.bins.append(bin)
-        self.topology.add_node(bin.name, bin.labels, bin.taints)
+        pods = pods if isinstance(pods, (list, tuple)) else list(pods)
+        self.topology.add_node(bin.name, bin.labels, bin.taints, pods)
         for pod in pods:
-            self.topology.place(pod, bin.name)
-            bin.ports.extend(pod.host_ports)
-            bin.pods.append(pod.key)
+            if pod.host_ports:
+                bin.ports.extend(pod.host_ports)
+        bin.pods.extend([pod.key for pod in pods])
         return bin
 
     def add_topology_node(
         self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], pods: Iterable[Pod]
     ) -> None:
         """A node no pod may be placed on that still counts as a domain, with pods that count there."""
-        self.topology.add_node(name, labels, taints)
-        for pod in pods:
-            self.topology.place(pod, name)
+        self.topology.add_node(name, labels, taints, pods if isinstance(pods, (list, tuple)) else list(pods))
 
     def remove_node(self, name: str) -> None:
         """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that

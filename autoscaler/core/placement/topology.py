@@ -63,14 +63,31 @@ class Topology:
 
     # -- the cluster -----------------------------------------------------------------------------------
 
-    def add_node(self, name: str, labels: Mapping[str, str], taints: Sequence[Taint] = ()) -> None:
-        """A node (existing, launching or planned) with the labels it has for certain."""
-        node = TopologyNode(dict(labels), tuple(taints))
+    def add_node(
+        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint] = (), pods: Sequence[Pod] = ()
+    ) -> None:
+        """A node (existing, launching or planned) with the labels it has for certain, and the pods that run
+        there already: as :meth:`place` of each, without a step per pod for those no count reads."""
+        node = TopologyNode(dict(labels), tuple(taints), list(pods))
         self._nodes[name] = node
-        self.changes += 1
         for g in self._spread.values():
             g.add_node(name, node)
-        self.journal.log(lambda: self._drop(name))
+        # While no group is kept (a plan's cluster as it is built), only a pod's own anti-affinity is counted.
+        counted = (
+            node.pods
+            if self._spread or self._affinity or self._anti
+            else [p for p in node.pods if p.pod_anti_affinity]
+        )
+        self.changes += 1 + len(node.pods) - len(counted)
+        for pod in counted:
+            self._record(name, node, pod, 1)
+
+        def undo() -> None:
+            for pod in reversed(counted):
+                self._record(name, node, pod, -1)
+            self._drop(name)
+
+        self.journal.log(undo)
 
     def remove_node(self, name: str) -> None:
         """A node leaves the cluster with its pods (it is being removed)."""
