@@ -25,6 +25,7 @@ from autoscaler.core.planning.decisions import Launch, Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.core.planning.window import launch_now, next_due
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
@@ -131,6 +132,8 @@ class Controller:
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         # The pods on each node, grouped again only when the snapshot's pods are not those of the last plan.
         self._by_node = OfPods(pods_by_node)
+        # Each node's room for pending pods, worked out again only for nodes whose Node or pods changed.
+        self._rooms = NodeRooms()
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
         self._planned_since: dict[str, float] = {}
@@ -247,6 +250,7 @@ class Controller:
             draining=self.drainer.active() if self.drainer else frozenset(),
             launched_for=self.fleet.launched_for(),
             by_node=self._by_node(snapshot.pods),
+            rooms=self._rooms,
         )
         return self.planner(request)
 

@@ -18,6 +18,7 @@ from autoscaler.core.planning.decisions import NO_USAGE, Launching, LaunchPlan, 
 from autoscaler.core.planning.estimates import Estimate, estimate
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.queues import QueueView, queue_costs, queue_views
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaleup import scale_up
 from autoscaler.core.planning.stories import pod_story
 from autoscaler.core.planning.why import PodStory
@@ -67,7 +68,9 @@ class PlanInput:
     pending pod was launched for: that node takes that pod before any other. ``by_node`` is
     :func:`~autoscaler.core.planning.cluster.pods_by_node` of the snapshot's pods when the caller already has
     it (a cache whose pods did not change since the last plan); the plan only reads it, and not when it
-    resolves pods' ResourceClaims (those pods are then new ones).
+    resolves pods' ResourceClaims (those pods are then new ones). ``rooms`` keeps each node's room for pending
+    pods from the last plan made with it (:class:`~autoscaler.core.planning.rooms.NodeRooms`), worked out again
+    only for the nodes that changed; not used either when pods' ResourceClaims are resolved.
     """
 
     snapshot: Snapshot
@@ -85,6 +88,7 @@ class PlanInput:
     draining: Collection[str] = ()
     launched_for: Mapping[str, str] = field(default_factory=dict)
     by_node: Mapping[str, list[Pod]] | None = None
+    rooms: NodeRooms | None = None
 
 
 class Planner(Protocol):
@@ -117,7 +121,10 @@ def plan(request: PlanInput) -> Plan:
     by_node = (
         request.by_node if request.by_node is not None and snapshot is given else pods_by_node(snapshot.pods)
     )
-    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
+    if request.rooms is not None and snapshot is given:
+        engine = request.rooms.engine(snapshot, index, launching=launching, by_node=by_node)
+    else:
+        engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
     spend = queue_costs(snapshot, index, launching, by_node=by_node)
