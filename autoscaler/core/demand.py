@@ -19,10 +19,9 @@ from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.core.gpu.layouts import mig_resources
 from autoscaler.core.gpu.mig import kai_quota_units
-from autoscaler.core.model import Node, Pod, PodGroup, Queue, Snapshot
+from autoscaler.core.model import QUEUE_LABELS, Node, Pod, PodGroup, Queue, Snapshot
 from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU, Resources
 
-QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # KAI's rule when neither the pod's label nor its PodGroup says: this priority and above is non-preemptible.
 NON_PREEMPTIBLE_PRIORITY = 100

@@ -15,6 +15,7 @@ import structlog
 
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config.options import Config
+from autoscaler.core.census import census
 from autoscaler.core.disruption.choose import progress
 from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
@@ -134,6 +135,8 @@ class Controller:
         self._by_node = OfPods(pods_by_node)
         # Each node's room for pending pods, worked out again only for nodes whose Node or pods changed.
         self._rooms = NodeRooms()
+        # What the plan reads of every pod (bound nodes, claims, queue candidates), kept with the pods.
+        self._census = OfPods(census)
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
         self._planned_since: dict[str, float] = {}
@@ -206,7 +209,7 @@ class Controller:
                 snapshot = without_nodes(snapshot, doomed, now)
             waiting = list(progress(snapshot).values())
             result.drains_started += self.disruptions.advance(snapshot, waiting, cfg, now)
-        snapshot = without_dead_nodes(snapshot, instances, now)
+        snapshot = without_dead_nodes(snapshot, instances, now, census=self._census(snapshot.pods))
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
@@ -251,6 +254,7 @@ class Controller:
             launched_for=self.fleet.launched_for(),
             by_node=self._by_node(snapshot.pods),
             rooms=self._rooms,
+            census=self._census(snapshot.pods),
         )
         return self.planner(request)
 

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from autoscaler.config.options import Config
 from autoscaler.core import capacity_buffer, provisioning
+from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import Demand, Ignored, select
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
@@ -70,7 +71,8 @@ class PlanInput:
     it (a cache whose pods did not change since the last plan); the plan only reads it, and not when it
     resolves pods' ResourceClaims (those pods are then new ones). ``rooms`` keeps each node's room for pending
     pods from the last plan made with it (:class:`~autoscaler.core.planning.rooms.NodeRooms`), worked out again
-    only for the nodes that changed; not used either when pods' ResourceClaims are resolved.
+    only for the nodes that changed; not used either when pods' ResourceClaims are resolved. ``census`` is
+    :func:`~autoscaler.core.census.census` of the snapshot's pods, kept with them by the caller.
     """
 
     snapshot: Snapshot
@@ -89,6 +91,7 @@ class PlanInput:
     launched_for: Mapping[str, str] = field(default_factory=dict)
     by_node: Mapping[str, list[Pod]] | None = None
     rooms: NodeRooms | None = None
+    census: PodCensus | None = None
 
 
 class Planner(Protocol):
@@ -107,7 +110,7 @@ def plan(request: PlanInput) -> Plan:
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
     given = snapshot
-    snapshot = resolve_claims(snapshot, index.dra_types())
+    snapshot = resolve_claims(snapshot, index.dra_types(), census=request.census)
     requests = provisioning.requested(snapshot, now)
     buffers = capacity_buffer.standby(snapshot)
     demand = select(
@@ -153,7 +156,7 @@ def plan(request: PlanInput) -> Plan:
         draining=request.draining,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
-    queues = queue_views(snapshot, launch, index, launching, spend)
+    queues = queue_views(snapshot, launch, index, launching, spend, request.census)
     return Plan(
         demand,
         launch,
