@@ -27,7 +27,8 @@ def _gang_member(i: int) -> dict[str, Any]:
 
 def kai_cluster() -> Snapshot:
     """Two KAI queues: one GPU node running a labelled pod of each, a gang of the research queue waiting by its
-    PodGroup, a labelled pod waiting, a finished labelled pod, and workload of no queue."""
+    PodGroup, a labelled pod waiting, a finished labelled pod, and workload of no queue (one pod of it bound and
+    not started yet)."""
     return snapshot(
         node("gpu-a", instance_type="g4dn.12xlarge", cpu="48", memory="192Gi", gpu=4, managed=True),
         node("cpu-a", cpu="8"),
@@ -62,6 +63,7 @@ def kai_cluster() -> Snapshot:
         ),
         pod("web-0", node_name="cpu-a", phase="Running", message=None),
         pod("web-1"),
+        pod("web-2", node_name="cpu-a", phase="Pending", message=None),  # bound, its containers not started
     )
 
 
@@ -74,6 +76,8 @@ def test_a_census_names_the_nodes_pods_are_bound_to_the_unbound_pods_and_who_a_q
     assert found.bound_to == {"gpu-a", "cpu-a"}
     assert not found.claims
     assert [p.name for p in found.unbound] == [p.name for p in snap.pods if not p.node_name]
+    assert [p.name for p in found.pending_phase] == [p.name for p in snap.pods if p.phase == "Pending"]
+    assert "web-2" in [p.name for p in found.pending_phase]
     assert sorted(p.name for p in found.queue_candidates) == [
         "infer-0",
         "infer-1",
@@ -141,3 +145,17 @@ def test_claims_are_resolved_with_a_census_of_other_pods() -> None:
 
     assert resolve_claims(snap, [], census=stale) is not snap
     assert resolve_claims(snap, [], census=census(snap.pods)) is not snap
+
+
+def test_a_census_of_other_pods_is_not_used_for_demand_or_scale_down(
+    make_config: Callable[..., Config],
+) -> None:
+    snap = kai_cluster()
+    stale = census(snapshot(node("cpu-a", cpu="8")).pods)  # taken before any pod was seen
+
+    given = plan(PlanInput(snap, aws_offerings(), make_config(), NOW, census=stale))
+    made = plan(PlanInput(snap, aws_offerings(), make_config(), NOW))
+
+    assert sorted(p.name for p in given.demand.counted) == ["infer-1", "train-0", "train-1", "web-1"]
+    assert repr(given.demand) == repr(made.demand)
+    assert repr(given.removal) == repr(made.removal)

@@ -119,6 +119,7 @@ def plan(request: PlanInput) -> Plan:
         gpu_memory_mib=index.smallest_gpu_memory(),
         requested=requests.gangs,
         standby=buffers.pods,
+        census=request.census,
     )
     # The caller's grouping is of the pods it gave: pods whose claims were resolved just now are new ones.
     by_node = (
@@ -154,6 +155,7 @@ def plan(request: PlanInput) -> Plan:
         contended=contended,
         template=request.node_template,
         draining=request.draining,
+        census=request.census,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
     queues = queue_views(snapshot, launch, index, launching, spend, request.census)
