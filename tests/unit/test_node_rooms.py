@@ -12,14 +12,14 @@ from typing import Any
 from autoscaler.config.options import Config
 from autoscaler.core.model import HostPort, Snapshot
 from autoscaler.core.placement.engine import Engine
-from autoscaler.core.planning.cluster import build_engine
-from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.cluster import build_engine, pods_by_node
+from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.runtime.kube.convert import daemonset_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import JobSpec
-from tests.builders import aws_offerings, daemonset, node
+from tests.builders import anti_affinity, aws_offerings, daemonset, node, pod, snapshot
 
 GIB = 1024**3 * 1000
 
@@ -200,3 +200,27 @@ def test_a_plan_that_fills_the_rooms_it_was_given_leaves_the_kept_rooms_as_they_
     assert rooms.worked_out == 2
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
     assert all(not b.settled and not b._values for b in again.bins)
+
+
+def test_a_kept_room_still_keeps_pods_away_that_its_pods_anti_affinity_refuses(
+    make_config: Callable[..., Config],
+) -> None:
+    cache = {"app": "cache"}
+    apart = [anti_affinity("kubernetes.io/hostname", cache)]
+    snap = snapshot(
+        node("a", cpu="8"),
+        pod("cache-0", labels=cache, pod_anti_affinity=apart, node_name="a", phase="Running", message=None),
+        pod("cache-1", labels=cache),  # kept off node a by cache-0's term alone
+    )
+    config, offerings = make_config(), aws_offerings()
+    # One grouping and one offerings' memo, kept from plan to plan as the controller keeps them.
+    rooms, grouped, memo = NodeRooms(), pods_by_node(snap.pods), OfferingsMemo(OfferingIndex)
+    plans = [
+        plan(PlanInput(snap, offerings, config, 0.0, rooms=rooms, by_node=grouped, memo=memo))
+        for _ in range(2)
+    ]
+
+    assert rooms.worked_out == 1
+    fresh = plan(PlanInput(snap, offerings, config, 0.0))
+    assert [la.pods for la in fresh.launch.launches] == [("default/cache-1",)]
+    assert [repr(p.launch) for p in plans] == [repr(fresh.launch)] * 2

@@ -66,23 +66,40 @@ class Engine:
 
     # -- building the cluster --------------------------------------------------------------------------
 
-    def add_node(self, bin: Bin, pods: Iterable[Pod] = ()) -> Bin:
+    def add_node(
+        self,
+        bin: Bin,
+        pods: Iterable[Pod] = (),
+        *,
+        listed: bool = False,
+        anti_affine: Sequence[Pod] | None = None,
+    ) -> Bin:
         """A node that exists or is launching, with the pods already bound to it (their room already taken
-        out of ``bin.free``)."""
+        out of ``bin.free``). ``listed``: ``bin`` lists their keys and host ports already (a room kept from
+        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known."""
         self.bins.append(bin)
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
-        self.topology.add_node(bin.name, bin.labels, bin.taints, pods)
-        for pod in pods:
-            if pod.host_ports:
-                bin.ports.extend(pod.host_ports)
-        bin.pods.extend([pod.key for pod in pods])
+        self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
+        if not listed:
+            for pod in pods:
+                if pod.host_ports:
+                    bin.ports.extend(pod.host_ports)
+            bin.pods.extend([pod.key for pod in pods])
         return bin
 
     def add_topology_node(
-        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], pods: Iterable[Pod]
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        taints: Sequence[Taint],
+        pods: Iterable[Pod],
+        *,
+        anti_affine: Sequence[Pod] | None = None,
     ) -> None:
-        """A node no pod may be placed on that still counts as a domain, with pods that count there."""
-        self.topology.add_node(name, labels, taints, pods if isinstance(pods, (list, tuple)) else list(pods))
+        """A node no pod may be placed on that still counts as a domain, with pods that count there
+        (``anti_affine`` as for :meth:`add_node`)."""
+        pods = pods if isinstance(pods, (list, tuple)) else list(pods)
+        self.topology.add_node(name, labels, taints, pods, anti_affine=anti_affine)
 
     def remove_node(self, name: str) -> None:
         """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that

@@ -64,20 +64,28 @@ class Topology:
     # -- the cluster -----------------------------------------------------------------------------------
 
     def add_node(
-        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint] = (), pods: Sequence[Pod] = ()
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        taints: Sequence[Taint] = (),
+        pods: Sequence[Pod] = (),
+        *,
+        anti_affine: Sequence[Pod] | None = None,
     ) -> None:
         """A node (existing, launching or planned) with the labels it has for certain, and the pods that run
-        there already: as :meth:`place` of each, without a step per pod for those no count reads."""
+        there already: as :meth:`place` of each, without a step per pod for those no count reads.
+        ``anti_affine`` are those of ``pods`` with anti-affinity terms of their own, when already known."""
         node = TopologyNode(dict(labels), tuple(taints), list(pods))
         self._nodes[name] = node
         for g in self._spread.values():
             g.add_node(name, node)
         # While no group is kept (a plan's cluster as it is built), only a pod's own anti-affinity is counted.
-        counted = (
-            node.pods
-            if self._spread or self._affinity or self._anti
-            else [p for p in node.pods if p.pod_anti_affinity]
-        )
+        if self._spread or self._affinity or self._anti:
+            counted = node.pods
+        elif anti_affine is not None:
+            counted = list(anti_affine)
+        else:
+            counted = [p for p in node.pods if p.pod_anti_affinity]
         self.changes += 1 + len(node.pods) - len(counted)
         for pod in counted:
             self._record(name, node, pod, 1)

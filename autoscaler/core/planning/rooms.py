@@ -18,6 +18,7 @@ keeps is what the plan would work out again, so the plan stays a function of its
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import is_
 
 from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
@@ -59,14 +60,27 @@ def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
     return len(a) == len(b) and all(map(is_, a, b))
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """One node's room as worked out, with what it was worked out from."""
+
+    node: Node
+    listed: Sequence[Pod]  # the pods as the caller grouped them (the very sequence)
+    pods: tuple[Pod, ...]  # the same pods, as they were then
+    room: Bin | None  # listing the pods' keys and host ports; None when no pod may go there
+    anti_affine: tuple[Pod, ...]  # those of the pods with anti-affinity terms of their own
+
+
 class NodeRooms:
     """Each node's room for pending pods, remembered from the last plan while it holds."""
 
     def __init__(self) -> None:
         # What every room was worked out with: the offerings' index (offerings and config) and the DaemonSets.
         self._basis: tuple[OfferingIndex, tuple[DaemonSet, ...]] | None = None
-        # node name -> (the Node, its pods, its room or None when no pod may go there)
-        self._rooms: dict[str, tuple[Node, tuple[Pod, ...], Bin | None]] = {}
+        self._rooms: dict[str, _Kept] = {}
+        # The grouping of pods by node of the last plan: given the very same mapping again, each of its
+        # sequences is the one seen then (a grouping is shared, never changed), and needs no comparing.
+        self._by_node: Mapping[str, Sequence[Pod]] | None = None
         self.worked_out = 0  # rooms worked out (not reused) over the planner's life
 
     def engine(
@@ -83,23 +97,36 @@ class NodeRooms:
         if basis is None or basis[0] is not index or basis[1] != snapshot.daemonsets:
             self._rooms = {}
             self._basis = (index, tuple(snapshot.daemonsets))
-        rooms: dict[str, tuple[Node, tuple[Pod, ...], Bin | None]] = {}
+        same_grouping = by_node is self._by_node
+        rooms: dict[str, _Kept] = {}
         engine = Engine(index, namespaces=snapshot.namespaces)
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             pods = by_node.get(node.name, ())
             kept = self._rooms.get(node.name)
-            if kept is not None and kept[0] is node and _same(kept[1], pods):
+            if (
+                kept is not None
+                and kept.node is node
+                and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
+            ):
                 rooms[node.name] = kept
-                room = None if kept[2] is None else _fresh(kept[2])
-            else:
-                room = node_bin(node, pods, snapshot, index)
-                self.worked_out += 1
-                rooms[node.name] = (node, tuple(pods), None if room is None else _fresh(room))
+                if kept.room is None:
+                    engine.add_topology_node(
+                        node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
+                    )
+                else:
+                    engine.add_node(_fresh(kept.room), pods, listed=True, anti_affine=kept.anti_affine)
+                continue
+            room = node_bin(node, pods, snapshot, index)
+            self.worked_out += 1
+            anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
             if room is None:
-                engine.add_topology_node(node.name, node.labels, node.taints, pods)
+                engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
             else:
-                engine.add_node(room, pods)
+                engine.add_node(room, pods, anti_affine=anti_affine)
+                room = _fresh(room)  # as the engine listed its pods, before the plan places any
+            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine)
         self._rooms = rooms  # nodes gone are forgotten
+        self._by_node = by_node
         for la in launching:
             engine.add_node(launching_bin(la, index))
         return engine
