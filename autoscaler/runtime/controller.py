@@ -21,7 +21,6 @@ from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.core.offering import Instance, Offering
-from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import Launch, Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
@@ -131,11 +130,10 @@ class Controller:
         self.answers = Answers(requests, dry_run=dry_run)
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
-        # The pods on each node, grouped again only when the snapshot's pods are not those of the last plan.
-        self._by_node = OfPods(pods_by_node)
         # Each node's room for pending pods, worked out again only for nodes whose Node or pods changed.
         self._rooms = NodeRooms()
-        # What the plan reads of every pod (bound nodes, claims, queue candidates), kept with the pods.
+        # What the plan reads of every pod (the pods on each node, bound nodes, claims, waiting pods, queue
+        # candidates), gathered again only when the snapshot's pods are not those of the last plan.
         self._census = OfPods(census)
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
@@ -241,6 +239,7 @@ class Controller:
         # (it still counts against the limits).
         reserved = self.disruptions.reserved(list(progress(snapshot).values()))
         self._planned_with = self._offerings(now)
+        pods = self._census(snapshot.pods)
         request = PlanInput(
             snapshot,
             self._planned_with,
@@ -252,9 +251,9 @@ class Controller:
             node_template=self.launcher.node_template,
             draining=self.drainer.active() if self.drainer else frozenset(),
             launched_for=self.fleet.launched_for(),
-            by_node=self._by_node(snapshot.pods),
+            by_node=pods.by_node,
             rooms=self._rooms,
-            census=self._census(snapshot.pods),
+            census=pods,
         )
         return self.planner(request)
 

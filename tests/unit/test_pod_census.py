@@ -12,6 +12,7 @@ from autoscaler.config.options import Config
 from autoscaler.core.census import census
 from autoscaler.core.gpu.dra_demand import resolve_claims
 from autoscaler.core.model import Snapshot
+from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.projection import without_dead_nodes
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, node, pod, podgroup, queue, snapshot
@@ -74,6 +75,8 @@ def test_a_census_names_the_nodes_pods_are_bound_to_the_unbound_pods_and_who_a_q
 
     assert found.describes(snap.pods)
     assert found.bound_to == {"gpu-a", "cpu-a"}
+    assert found.by_node == pods_by_node(snap.pods)
+    assert [p.name for p in found.by_node["cpu-a"]] == ["web-0", "web-2"]  # the finished report-0 left out
     assert not found.claims
     assert [p.name for p in found.unbound] == [p.name for p in snap.pods if not p.node_name]
     assert [p.name for p in found.pending_phase] == [p.name for p in snap.pods if p.phase == "Pending"]
