@@ -12,7 +12,7 @@ RSS is tidal's own. Recorded in bench/results/reconcile_scale.json:
   reconcileCpuSeconds: the CPU time of the thread that reconciles, over the same runs (on a machine shared
   with other work the wall time stretches with the load, this much less);
 - maxRssMiB: the benchmark process's peak resident set, with the full cache loaded;
-- decisions: what the reconciles decided (launches, the pods they are for, removals, nodes found unneeded)
+- decisions: what the reconciles decided (nodes launched, the pods launched for, removals, nodes unneeded)
   and the status ConfigMap they wrote (its ``time`` aside), each as a digest, to compare with another
   commit's run; ``sameEveryReconcile`` says every reconcile decided alike, as nothing changed in between.
 
@@ -196,17 +196,22 @@ def _digest(value: Any) -> str:
 
 
 def _decisions(result: Any) -> dict[str, Any]:
-    """What one reconcile decided, comparable between commits (``now`` and the order aside)."""
-    launches = sorted(f"{la.offering.key} {' '.join(sorted(la.pods))}" for la in result.plan.launch.launches)
+    """What one reconcile decided, comparable between runs and commits: the nodes launched (offering and how
+    many pods each), the pods launched for, the removals and the nodes found unneeded. Which pod goes with
+    which of two alike launches is left out: pods alike are ordered by uid, which the API server draws at
+    random in each run."""
+    launched = result.plan.launch.launches
+    launches = sorted(f"{la.offering.key} {len(la.pods)}" for la in launched)
+    pods = sorted(k for la in launched for k in la.pods)
     removal = result.plan.removal
     removals = sorted(f"{r.node} {r.reason}" for r in removal.removals)
     unneeded = sorted(removal.unneeded_since)
     return {
         "launches": len(launches),
-        "launchedPods": sum(len(la.pods) for la in result.plan.launch.launches),
+        "launchedPods": len(pods),
         "removals": len(removals),
         "unneededNodes": len(unneeded),
-        "digest": _digest([launches, removals, unneeded]),
+        "digest": _digest([launches, pods, removals, unneeded]),
     }
 
 
