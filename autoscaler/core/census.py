@@ -1,11 +1,11 @@
 """What a reconcile reads of every pod of the snapshot, gathered in one pass.
 
 Grouping pods by node, finding the nodes pods are bound to, whether any pod names a ResourceClaim, which pods
-wait and which a KAI queue could count each took a pass over every pod, at every reconcile: at 100,000 pods, tens of milliseconds each for
-the same answers while the pods stay the same. A :class:`PodCensus` holds those answers for one sequence of
-pods; the caller that keeps the pods from one reconcile to the next (the controller, through
-:class:`~autoscaler.runtime.derived.OfPods`) keeps the census with them and hands it to the functions that
-read it, which use it only for the very pods it was taken of.
+wait and which a KAI queue could count each took a pass over every pod, at every reconcile: at 100,000 pods,
+tens of milliseconds each for the same answers while the pods stay the same. A :class:`PodCensus` holds those
+answers for one sequence of pods; the caller that keeps the pods from one reconcile to the next (the
+controller, through :class:`~autoscaler.runtime.derived.OfPods`) keeps the census with them and hands it to
+the functions that read it, which use it only for the very pods it was taken of.
 """
 
 from __future__ import annotations
