@@ -11,7 +11,10 @@ RSS is tidal's own. Recorded in bench/results/reconcile_scale.json:
 - reconcileSeconds: ``Controller.reconcile_once`` (snapshot → demand → plan → act), median of several;
   reconcileCpuSeconds: the CPU time of the thread that reconciles, over the same runs (on a machine shared
   with other work the wall time stretches with the load, this much less);
-- maxRssMiB: the benchmark process's peak resident set, with the full cache loaded.
+- maxRssMiB: the benchmark process's peak resident set, with the full cache loaded;
+- decisions: what the reconciles decided (nodes launched, the pods launched for, removals, nodes unneeded)
+  and the status ConfigMap they wrote (its ``time`` aside), each as a digest, to compare with another
+  commit's run; ``sameEveryReconcile`` says every reconcile decided alike, as nothing changed in between.
 
 ``targets`` checks each decode number against 5 s, the reconcile against 1 s and RSS against 1 GiB. The
 machine's load average before and after is recorded, since a busy machine slows every number here.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -187,6 +191,40 @@ def _informer_list_seconds(url: str) -> float:
     return elapsed
 
 
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _decisions(result: Any) -> dict[str, Any]:
+    """What one reconcile decided, comparable between runs and commits: the nodes launched (offering and how
+    many pods each), the pods launched for, the removals and the nodes found unneeded. Which pod goes with
+    which of two alike launches is left out: pods alike are ordered by uid, which the API server draws at
+    random in each run."""
+    launched = result.plan.launch.launches
+    launches = sorted(f"{la.offering.key} {len(la.pods)}" for la in launched)
+    pods = sorted(k for la in launched for k in la.pods)
+    removal = result.plan.removal
+    removals = sorted(f"{r.node} {r.reason}" for r in removal.removals)
+    unneeded = sorted(removal.unneeded_since)
+    return {
+        "launches": len(launches),
+        "launchedPods": len(pods),
+        "removals": len(removals),
+        "unneededNodes": len(unneeded),
+        "digest": _digest([launches, pods, removals, unneeded]),
+    }
+
+
+def _status_digest(client: Any, namespace: str) -> str:
+    """The status ConfigMap the reconciles wrote (dry-run writes it too), its ``time`` aside."""
+    from autoscaler.runtime.status import STATUS_CONFIGMAP
+
+    data = client.core.read_namespaced_config_map(STATUS_CONFIGMAP, namespace).data
+    status = json.loads(data["status"])
+    status.pop("time", None)
+    return _digest(status)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -296,12 +334,20 @@ def main() -> int:
         )
         times, cpu = [], []
         result = None
+        decided = []
         for _ in range(args.repeat):
             t0, c0 = time.perf_counter(), time.thread_time()
             result = controller.reconcile_once()
             times.append(time.perf_counter() - t0)
             cpu.append(time.thread_time() - c0)
-        assert result is not None and not result.error, result.error if result else "no result"
+            assert not result.error, result.error
+            decided.append(_decisions(result))
+        assert result is not None, "no result"
+        decisions = {
+            **decided[-1],
+            "statusDigest": _status_digest(client, cfg.leader_election.namespace),
+            "sameEveryReconcile": all(d == decided[0] for d in decided),
+        }
         snap_t0 = time.perf_counter()
         snap = cache.snapshot()
         snapshot_s = time.perf_counter() - snap_t0
@@ -323,6 +369,7 @@ def main() -> int:
             "reconcileCpuSecondsAll": [round(t, 4) for t in cpu],
             "snapshotSeconds": round(snapshot_s, 4),
             "launchesPlanned": len(result.plan.launch.launches) if result.plan else 0,
+            "decisions": decisions,
             "maxRssMiB": round(rss_mib, 1),
             "targets": {
                 "decode100kPodsUnder5s": {
@@ -331,6 +378,7 @@ def main() -> int:
                     "decodeOnly": decode_only_s < 5.0,
                 },
                 "reconcileUnder1s": statistics.median(times) < 1.0,
+                "sameDecisionsEveryReconcile": decisions["sameEveryReconcile"],
                 "rssUnder1GiB": rss_mib < 1024,
             },
             "machine": {

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 from autoscaler.config.options import Config
 from autoscaler.core import annotations as ann
+from autoscaler.core.census import PodCensus
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.core.gpu.layouts import mig_resources
 from autoscaler.core.gpu.mig import kai_quota_units
-from autoscaler.core.model import Node, Pod, PodGroup, Queue, Snapshot
+from autoscaler.core.model import QUEUE_LABELS, Node, Pod, PodGroup, Queue, Snapshot
 from autoscaler.core.resources import AMD_GPU, NVIDIA_GPU, Resources
 
-QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # KAI's rule when neither the pod's label nor its PodGroup says: this priority and above is non-preemptible.
 NON_PREEMPTIBLE_PRIORITY = 100
@@ -312,6 +312,7 @@ def select(
     gpu_memory_mib: int = 0,
     requested: Sequence[Gang] = (),
     standby: Sequence[Pod] = (),
+    census: PodCensus | None = None,
 ) -> Demand:
     """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
 
@@ -320,7 +321,7 @@ def select(
     ``requested`` are gangs of pods asked for ahead of time (ProvisioningRequests) and ``standby`` placeholder
     pods (CapacityBuffers): no scheduler has seen them, so they are not screened, but they count against
     the KAI queues like any pod: the requested before every pending pod (their capacity is promised first),
-    the standby after all of them."""
+    the standby after all of them. ``census`` is that of the snapshot's pods, when the caller has it."""
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
@@ -330,7 +331,10 @@ def select(
     matched: dict[str, bool] = {}
     # What a pod's constraints read of its requests, by request (replicas ask alike).
     asked: dict[Resources, tuple[bool, bool, tuple[str, ...]]] = {}
-    for pod in snapshot.pods:
+    pending = (
+        census.pending_phase if census is not None and census.describes(snapshot.pods) else snapshot.pods
+    )
+    for pod in pending:
         if pod.phase != "Pending":
             continue
         verdict = _screen(pod, config, matched)

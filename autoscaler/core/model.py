@@ -29,6 +29,8 @@ LABEL_ARCH = "kubernetes.io/arch"
 LABEL_OS = "kubernetes.io/os"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_RESERVATION_ID = "tidal.dev/reservation-id"
+# The labels that name a pod's KAI queue (KAI's own, then Run:ai's), when no PodGroup does.
+QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 LABEL_RESERVATION_TYPE = "tidal.dev/reservation-type"
 # When the Capacity Block a node runs in ends, in epoch seconds (a label value cannot hold an RFC 3339 time).
 LABEL_RESERVATION_END = "tidal.dev/reservation-end"

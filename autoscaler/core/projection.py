@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 
+from autoscaler.core.census import PodCensus
 from autoscaler.core.model import TAINT_DISRUPTED, Condition, Pod, Snapshot, Taint
 from autoscaler.core.offering import Instance
 
@@ -15,24 +16,30 @@ INTERRUPTED_MESSAGE = "0/1 nodes are available: 1 node(s) had untolerated taint 
 ORPHANED_AFTER = 30.0
 
 
-def without_dead_nodes(snapshot: Snapshot, instances: Sequence[Instance], now: float) -> Snapshot:
+def without_dead_nodes(
+    snapshot: Snapshot, instances: Sequence[Instance], now: float, *, census: PodCensus | None = None
+) -> Snapshot:
     """The snapshot without Nodes whose instance the cloud lists as terminated (a reclaimed spot node lingers
     NotReady until it is cleaned up): they hold no GPUs toward the limits, and their pods are demand now. So
     are the pods still bound to a Node that is gone from the cluster: the node planned for them is not empty,
-    and it is not bought twice when their controllers make them again."""
+    and it is not bought twice when their controllers make them again. ``census`` is that of the snapshot's
+    pods, when the caller has it."""
     terminated = {i.provider_id for i in instances if i.state == "terminated" and i.provider_id}
     dead = {n.name for n in snapshot.nodes if n.managed and n.provider_id in terminated}
-    orphaned = _orphaned(snapshot, now)
+    orphaned = _orphaned(snapshot, now, census)
     if not dead and not orphaned:
         return snapshot
     gone = without_nodes(snapshot, dead | orphaned, now)
     return replace(gone, nodes=tuple(n for n in gone.nodes if n.name not in dead))
 
 
-def _orphaned(snapshot: Snapshot, now: float) -> set[str]:
+def _orphaned(snapshot: Snapshot, now: float, census: PodCensus | None = None) -> set[str]:
     """Names of the Nodes that workload pods were bound to at least ``ORPHANED_AFTER`` ago and that the
     snapshot no longer has."""
-    names = {p.node_name for p in snapshot.pods if p.node_name}
+    if census is not None and census.describes(snapshot.pods):
+        names: Set[str] = census.bound_to
+    else:
+        names = {p.node_name for p in snapshot.pods if p.node_name}
     if not names:
         return set()
     missing = names - {n.name for n in snapshot.nodes}

@@ -15,16 +15,17 @@ import structlog
 
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
 from autoscaler.config.options import Config
+from autoscaler.core.census import census
 from autoscaler.core.disruption.choose import progress
 from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.core.offering import Instance, Offering
-from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import Launch, Removal
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
 from autoscaler.core.planning.window import launch_now, next_due
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
@@ -131,8 +132,11 @@ class Controller:
         self.answers = Answers(requests, dry_run=dry_run)
         self.planner = planner  # the simulator swaps in baseline policies here
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
-        # The pods on each node, grouped again only when the snapshot's pods are not those of the last plan.
-        self._by_node = OfPods(pods_by_node)
+        # Each node's room for pending pods, worked out again only for nodes whose Node or pods changed.
+        self._rooms = NodeRooms()
+        # What the plan reads of every pod (the pods on each node, bound nodes, claims, waiting pods, queue
+        # candidates), gathered again only when the snapshot's pods are not those of the last plan.
+        self._census = OfPods(census)
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
         self._planned_since: dict[str, float] = {}
@@ -206,7 +210,7 @@ class Controller:
                 snapshot = without_nodes(snapshot, doomed, now)
             waiting = list(progress(snapshot).values())
             result.drains_started += self.disruptions.advance(snapshot, waiting, cfg, now)
-        snapshot = without_dead_nodes(snapshot, instances, now)
+        snapshot = without_dead_nodes(snapshot, instances, now, census=self._census(snapshot.pods))
         decided = self._plan(snapshot, cfg, now)
         result.plan = decided
         if leading:
@@ -238,6 +242,7 @@ class Controller:
         # (it still counts against the limits).
         reserved = self.disruptions.reserved(list(progress(snapshot).values()))
         self._planned_with = self._offerings(now)
+        pods = self._census(snapshot.pods)
         request = PlanInput(
             snapshot,
             self._planned_with,
@@ -249,7 +254,9 @@ class Controller:
             node_template=self.launcher.node_template,
             draining=self.drainer.active() if self.drainer else frozenset(),
             launched_for=self.fleet.launched_for(),
-            by_node=self._by_node(snapshot.pods),
+            by_node=pods.by_node,
+            rooms=self._rooms,
+            census=pods,
         )
         return self.planner(request)
 

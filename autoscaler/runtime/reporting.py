@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -40,17 +41,27 @@ NOTIFY_REASONS = {
 UNREADABLE = "Unreadable"
 
 
-def _by_key(pods: Sequence[Pod]) -> Mapping[str, Pod]:
-    return {p.key: p for p in pods}
+@dataclass(frozen=True, slots=True)
+class _PodFacts:
+    """What the events and metrics read of every pod, gathered in one pass (kept while the pods are the same)."""
+
+    by_key: Mapping[str, Pod]
+    bound_unreadable: list[Pod]  # bound pods tidal cannot fully read
+    gpus_bound: int  # GPUs requested by the pods bound to a node that have not finished
 
 
-def _bound_unreadable(pods: Sequence[Pod]) -> list[Pod]:
-    return [p for p in pods if p.unreadable and p.node_name]
-
-
-def _gpus_bound(pods: Sequence[Pod]) -> int:
-    """GPUs requested by the pods bound to a node that have not finished."""
-    return sum(p.requests.gpus for p in pods if p.node_name and not p.finished)
+def _pod_facts(pods: Sequence[Pod]) -> _PodFacts:
+    by_key: dict[str, Pod] = {}
+    unreadable: list[Pod] = []
+    gpus = 0
+    for p in pods:
+        by_key[p.key] = p
+        if p.node_name:
+            if p.unreadable:
+                unreadable.append(p)
+            if not p.finished:
+                gpus += p.requests.gpus
+    return _PodFacts(by_key, unreadable, gpus)
 
 
 class Reporter:
@@ -84,13 +95,11 @@ class Reporter:
         self._last_status: dict[str, Any] | None = None
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
-        self._by_key = OfPods(_by_key)
-        self._unreadable_pods = OfPods(_bound_unreadable)
-        self._gpus_bound = OfPods(_gpus_bound)
+        self._facts = OfPods(_pod_facts)
 
     def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
         """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""
-        pods = self._by_key(snapshot.pods)
+        pods = self._facts(snapshot.pods).by_key
         for o in launched:
             if o.instance is None and not self.dry_run:
                 continue
@@ -122,7 +131,7 @@ class Reporter:
     def _unreadable(self, snapshot: Snapshot) -> None:
         """Say so on every running pod and Node tidal cannot fully read: each keeps a node for ever, which
         nobody would otherwise learn the reason for (a pending one is told by its NotTriggerScaleUp)."""
-        for pod in self._unreadable_pods(snapshot.pods):
+        for pod in self._facts(snapshot.pods).bound_unreadable:
             msg = (
                 f"tidal cannot read all of this pod ({pod.unreadable}): it never evicts it and never "
                 f"removes node {pod.node_name}"
@@ -150,7 +159,7 @@ class Reporter:
         counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
         self.metrics.set_pending(dict(counts))
         self.metrics.set_nodes(self.fleet.counts())
-        requested = self._gpus_bound(snapshot.pods)
+        requested = self._facts(snapshot.pods).gpus_bound
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self.metrics.set_gpus(decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self.metrics.set_cost(self.fleet.cost_per_hour())

@@ -51,10 +51,10 @@ from autoscaler.core.planning.decisions import (
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo, price_order
 from autoscaler.core.planning.planner import Plan, PlanInput, Planner
 from autoscaler.core.planning.reserved import ReservedRoom
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaledown import scale_down
 from autoscaler.core.planning.scaleup import scale_up
 from autoscaler.core.resources import PODS, Resources
-from autoscaler.sim.node_rooms import NodeRooms
 
 POLICIES = ("tidal", "ca-like", "karpenter-like")
 FIRST_FIT_WINDOW = 64

@@ -127,6 +127,10 @@ def test_reconcile_scale_runs_short(finished: dict[str, tuple[int, str, Path]]) 
             "launchesPlanned": int,
         },
     )
+    decisions = doc["decisions"]
+    assert decisions["launches"] == doc["launchesPlanned"] > 0
+    assert decisions["sameEveryReconcile"] is True
+    assert len(decisions["digest"]) == len(decisions["statusDigest"]) == 16
 
 
 def test_scaleup_latency_runs_short_and_times_every_pod(finished: dict[str, tuple[int, str, Path]]) -> None:

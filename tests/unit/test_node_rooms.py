@@ -10,15 +10,16 @@ from dataclasses import replace
 from typing import Any
 
 from autoscaler.config.options import Config
-from autoscaler.core.model import Snapshot
+from autoscaler.core.model import HostPort, Snapshot
 from autoscaler.core.placement.engine import Engine
-from autoscaler.core.planning.cluster import build_engine
-from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.planning.cluster import build_engine, pods_by_node
+from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
+from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.runtime.kube.convert import daemonset_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
-from autoscaler.sim.node_rooms import NodeRooms
 from autoscaler.sim.scenario import JobSpec
-from tests.builders import aws_offerings, daemonset, node
+from tests.builders import anti_affinity, aws_offerings, daemonset, node, pod, snapshot
 
 GIB = 1024**3 * 1000
 
@@ -155,3 +156,71 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
                 seed,
                 step,
             )
+
+
+def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Callable[..., Config]) -> None:
+    config, offerings = make_config(), aws_offerings()
+    rng = random.Random(5)  # pods wait, some for new nodes, some for room on nodes that have it
+    cluster = EmulatedCluster(lambda: 0.0)
+    rooms, made = NodeRooms(), list[str]()
+    launched = absorbed = 0
+    for step in range(40):
+        now = step * 20.0
+        _step(cluster, rng, now, made)
+        cluster.schedule(now)  # what does not fit is marked unschedulable
+        snap = cluster.snapshot()
+        kept = plan(PlanInput(snap, offerings, config, now, rooms=rooms))
+        fresh = plan(PlanInput(snap, offerings, config, now))
+        assert repr(kept.launch) == repr(fresh.launch), step
+        assert repr(kept.removal) == repr(fresh.removal), step
+        assert repr(kept.demand) == repr(fresh.demand), step
+        launched += len(kept.launch.launches)
+        absorbed += len(kept.launch.absorbed)
+    assert launched and absorbed
+    assert rooms.worked_out < 40 * len(made)  # rooms were kept, not all worked out again
+
+
+def test_a_plan_that_fills_the_rooms_it_was_given_leaves_the_kept_rooms_as_they_were(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for name in ("a", "b"):
+        cluster.create(node(name, cpu="8"))
+    cluster.submit(job("web", 3, cpu_milli=1000, duration=600.0, at=0.0), 0.0)
+    cluster.schedule(0.0)
+    rooms, offerings = NodeRooms(), index(make_config)
+    for b in rooms.engine(cluster.snapshot(), offerings).bins:  # what a plan changes of the bins it fills
+        b.labels["topology.kubernetes.io/zone"] = "us-east-1z"
+        b.pods.append("default/placed")
+        b.ports.append(HostPort(8080))
+        b.settled["topology.kubernetes.io/zone"] = "us-east-1z"
+        b._values["x"] = frozenset()
+        b.free = b.free - {"cpu": 1000}
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert rooms.worked_out == 2
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+    assert all(not b.settled and not b._values for b in again.bins)
+
+
+def test_a_kept_room_still_keeps_pods_away_that_its_pods_anti_affinity_refuses(
+    make_config: Callable[..., Config],
+) -> None:
+    cache = {"app": "cache"}
+    apart = [anti_affinity("kubernetes.io/hostname", cache)]
+    snap = snapshot(
+        node("a", cpu="8"),
+        pod("cache-0", labels=cache, pod_anti_affinity=apart, node_name="a", phase="Running", message=None),
+        pod("cache-1", labels=cache),  # kept off node a by cache-0's term alone
+    )
+    config, offerings = make_config(), aws_offerings()
+    # One grouping and one offerings' memo, kept from plan to plan as the controller keeps them.
+    rooms, grouped, memo = NodeRooms(), pods_by_node(snap.pods), OfferingsMemo(OfferingIndex)
+    plans = [
+        plan(PlanInput(snap, offerings, config, 0.0, rooms=rooms, by_node=grouped, memo=memo))
+        for _ in range(2)
+    ]
+
+    assert rooms.worked_out == 1
+    fresh = plan(PlanInput(snap, offerings, config, 0.0))
+    assert [la.pods for la in fresh.launch.launches] == [("default/cache-1",)]
+    assert [repr(p.launch) for p in plans] == [repr(fresh.launch)] * 2

@@ -16,6 +16,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from autoscaler.core.census import PodCensus
 from autoscaler.core.disruption import empty, expired, multinode, underutilised, unhealthy
 from autoscaler.core.disruption.budgets import allowed
 from autoscaler.core.disruption.drifted import drifted
@@ -209,11 +210,13 @@ def disrupt(
     contended: str = "",
     template: str = "",
     draining: Collection[str] = (),
+    census: PodCensus | None = None,
 ) -> RemovalPlan:
     """Every node to disrupt now, and for every other managed node what keeps it.
 
     ``template`` is the digest of the node template a node launched now gets (see
-    :mod:`autoscaler.core.disruption.drifted`); ``draining`` the nodes whose drains are under way."""
+    :mod:`autoscaler.core.disruption.drifted`); ``draining`` the nodes whose drains are under way;
+    ``census`` that of the snapshot's pods, when the caller has it."""
     cfg = index.config
     waiting = progress(snapshot)
     held = _held(snapshot, waiting, draining)
@@ -258,6 +261,7 @@ def disrupt(
         contended=contended,
         held=held,
         move_shares=True,
+        census=census,
     )
     removals = [*state.removals, *consolidation.removals]
     if cfg.scale_down.multi_node and _quiet(snapshot, waiting, draining):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from autoscaler.core.census import PodCensus
 from autoscaler.core.dra import NVIDIA_DRIVER, ClaimSpec, DraObjects, match_devices, offering_devices
 from autoscaler.core.dra_selectors import Unsupported
 from autoscaler.core.model import Pod, Snapshot
@@ -29,11 +30,17 @@ DRA_LABEL = ("tidal.dev/gpu-allocation", "dra")
 DeviceType = tuple[str, int, int]  # (GPU model, memory of one GPU in MiB, GPUs per node)
 
 
-def resolve_claims(snapshot: Snapshot, types: Iterable[DeviceType]) -> Snapshot:
+def resolve_claims(
+    snapshot: Snapshot, types: Iterable[DeviceType], *, census: PodCensus | None = None
+) -> Snapshot:
     """The snapshot with every pod that names ResourceClaims resolved: bound pods take the GPUs their
     allocated claims hold, pending ones the GPUs their claims would take on each type in ``types`` (or carry
-    why none would do). Pods without claims are the same objects."""
-    if not any(p.claims for p in snapshot.pods):
+    why none would do). Pods without claims are the same objects. ``census`` is that of the snapshot's pods,
+    when the caller has it."""
+    if census is not None and census.describes(snapshot.pods):
+        if not census.claims:
+            return snapshot
+    elif not any(p.claims for p in snapshot.pods):
         return snapshot
     kinds = tuple(sorted(set(types)))
     found = _Found(snapshot.dra)

@@ -15,17 +15,16 @@ from dataclasses import dataclass, replace
 from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.model import LABEL_HOSTNAME, Pod, Taint
-from autoscaler.core.offering import Offering
 from autoscaler.core.placement import filters
-from autoscaler.core.placement.bins import Bin, Kind, NoTemplates, Option, Templates, narrow, shares_fitting
+from autoscaler.core.placement.bins import Bin, Kind, NoTemplates, Option, Templates, shares_fitting
 from autoscaler.core.placement.fits import Fit, request
 from autoscaler.core.placement.gpus import GpuSlots, device_model
+from autoscaler.core.placement.inter_pod import NO_ROOM, InterPodVerdicts, Options
 from autoscaler.core.placement.journal import Journal
 from autoscaler.core.placement.reasons import Filter, Rejection
+from autoscaler.core.placement.static_verdicts import StaticVerdicts
 from autoscaler.core.placement.topology import Topology
 from autoscaler.core.resources import NVIDIA_GPU, PODS, Resources
-
-MAX_ZONE_CHOICES = 64  # assignments of undecided topology keys tried for one pod on one new node
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +54,8 @@ class Engine:
         self.journal = journal if journal is not None else Journal()
         self.topology = Topology(namespaces, self.journal)
         self.bins: list[Bin] = []
-        # Per node name, then per constraints: forgotten with the node when it leaves (see remove_node).
-        self._static: dict[str, dict[Constraints, Rejection | None]] = {}
-        # The label keys each constraints read, and whether a term names nodes; verdicts by what they read.
-        self._reads: dict[Constraints, tuple[tuple[str, ...], bool]] = {}
-        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
-        self._domains: dict[tuple[Constraints, str], frozenset[str]] = {}
-        self._checks: dict[tuple[object, ...], Rejection | None] = {}
-        self._checks_at = -1
+        self._statics = StaticVerdicts()
+        self._inter = InterPodVerdicts(self.topology, self.templates)
         # Per pod (by identity, the pod kept alongside so a reused id cannot be mistaken for it).
         self._profiles: dict[int, tuple[Pod, int, _Profile]] = {}
         # What a pod asking for these requests takes from a node (replicas ask alike): see ``_request``.
@@ -73,24 +66,40 @@ class Engine:
 
     # -- building the cluster --------------------------------------------------------------------------
 
-    def add_node(self, bin: Bin, pods: Iterable[Pod] = ()) -> Bin:
+    def add_node(
+        self,
+        bin: Bin,
+        pods: Iterable[Pod] = (),
+        *,
+        listed: bool = False,
+        anti_affine: Sequence[Pod] | None = None,
+    ) -> Bin:
         """A node that exists or is launching, with the pods already bound to it (their room already taken
-        out of ``bin.free``)."""
+        out of ``bin.free``). ``listed``: ``bin`` lists their keys and host ports already (a room kept from
+        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known."""
         self.bins.append(bin)
-        self.topology.add_node(bin.name, bin.labels, bin.taints)
-        for pod in pods:
-            self.topology.place(pod, bin.name)
-            bin.ports.extend(pod.host_ports)
-            bin.pods.append(pod.key)
+        pods = pods if isinstance(pods, (list, tuple)) else list(pods)
+        self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
+        if not listed:
+            for pod in pods:
+                if pod.host_ports:
+                    bin.ports.extend(pod.host_ports)
+            bin.pods.extend([pod.key for pod in pods])
         return bin
 
     def add_topology_node(
-        self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], pods: Iterable[Pod]
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        taints: Sequence[Taint],
+        pods: Iterable[Pod],
+        *,
+        anti_affine: Sequence[Pod] | None = None,
     ) -> None:
-        """A node no pod may be placed on that still counts as a domain, with pods that count there."""
-        self.topology.add_node(name, labels, taints)
-        for pod in pods:
-            self.topology.place(pod, name)
+        """A node no pod may be placed on that still counts as a domain, with pods that count there
+        (``anti_affine`` as for :meth:`add_node`)."""
+        pods = pods if isinstance(pods, (list, tuple)) else list(pods)
+        self.topology.add_node(name, labels, taints, pods, anti_affine=anti_affine)
 
     def remove_node(self, name: str) -> None:
         """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that
@@ -101,7 +110,7 @@ class Engine:
                 del self.bins[i]
                 break
         self.topology.remove_node(name)
-        self._static.pop(name, None)
+        self._statics.forget(name)
 
     def open(
         self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
@@ -186,43 +195,7 @@ class Engine:
 
     def static(self, c: Constraints, bin: Bin) -> Rejection | None:
         """The filters that read only the pod's constraints and the node's labels, taints and name."""
-        verdicts = self._static.get(bin.name)
-        if verdicts is None:
-            verdicts = self._static[bin.name] = {}
-        if c not in verdicts:
-            verdicts[c] = self._static_of(c, bin)
-        return verdicts[c]
-
-    def _static_of(self, c: Constraints, bin: Bin) -> Rejection | None:
-        """The static verdict from what it reads of the node: the values of the labels the constraints name,
-        its taints, whether it is cordoned, and its name only when a term asks for one. Nodes alike in
-        those (of one instance type and zone, say) get one verdict, worked out once."""
-        reads = self._reads.get(c)
-        if reads is None:
-            read = {k for k, _ in c.node_selector} | {r.key for term in c.affinity for r in term.expressions}
-            reads = self._reads[c] = (tuple(sorted(read)), any(term.fields for term in c.affinity))
-        keys, names = reads
-        name = bin.name if bin.kind == Kind.NODE else None
-        labels = bin.labels
-        key = (
-            c,
-            tuple(labels.get(k) for k in keys),
-            bin.taints,
-            bin.unschedulable,
-            name if names else name is not None,
-        )
-        if key in self._verdicts:
-            return self._verdicts[key]
-        found = self._verdicts[key] = filters.static(
-            node_selector=dict(c.node_selector),
-            terms=c.affinity,
-            tolerations=c.tolerations,
-            labels=labels,
-            taints=bin.taints,
-            unschedulable=bin.unschedulable,
-            name=name,
-        )
-        return found
+        return self._statics.verdict(c, bin)
 
     def inter_pod(self, pod: Pod) -> bool:
         """Where ``pod`` goes depends on, or matters to, where other pods are."""
@@ -272,7 +245,7 @@ class Engine:
         if rejection:
             return rejection
         if profile.constrained:
-            rejection = self._check(pod, c, bin.labels, profile.checked)
+            rejection = self._inter.check(pod, c, bin.labels, profile.checked)
             if rejection:
                 return rejection
         k = min(want, need.times_fits_in(bin.free))
@@ -290,34 +263,12 @@ class Engine:
 
     def blocker(self, pod: Pod, c: Constraints, allowed: Options) -> Callable[[Bin], Rejection | None] | None:
         """For a pod whose place depends on other pods, the inter-pod filters' "no" to it on a new node whose
-        every topology key they read is settled: ``can_add`` would then say no as well (this, or a "no" it
-        meets first). A quick no for a pod tried on every node of a zone its spread is full in: the verdict
-        is kept per value of those keys, where the whole fit works out each node's options first. None for
-        a pod no other pod's place matters to."""
+        every topology key they read is settled (see :meth:`InterPodVerdicts.blocker`). None for a pod no
+        other pod's place matters to."""
         profile = self._profile(pod)
         if not profile.inter_pod:
             return None
-        keys, checked = profile.keys, profile.checked
-        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
-        verdicts: dict[tuple[str | None, ...], Rejection | None] = {}
-        topology = self.topology
-        at = [topology.changes]
-
-        def blocked(bin: Bin) -> Rejection | None:
-            labels = bin.labels
-            for key in keys:
-                if key not in labels:
-                    return None
-            if at[0] != topology.changes:
-                verdicts.clear()
-                at[0] = topology.changes
-            values = tuple([labels.get(k) for k in checked])
-            if values in verdicts:
-                return verdicts[values]
-            found = verdicts[values] = self._check(pod, c, labels, checked, potential)
-            return found
-
-        return blocked
+        return self._inter.blocker(pod, c, allowed, profile.keys, profile.checked)
 
     def _can_add_new(
         self, pod: Pod, c: Constraints, bin: Bin, want: int, allowed: Options
@@ -356,7 +307,7 @@ class Engine:
         if best <= 0:
             if share is not None and options and need.times_fit(options[0].alloc, bin.used) > 0:
                 return _NO_SHARED_GPU
-            return (filters.node_resources(need, bin.room(options[0])) if options else None) or _NO_ROOM
+            return (filters.node_resources(need, bin.room(options[0])) if options else None) or NO_ROOM
         k = min(want, best)
         fitting = tuple(opt for opt, n in zip(options, counts, strict=True) if n >= k)
         gpus, opened = None, 0
@@ -365,7 +316,7 @@ class Engine:
             fitting = tuple(o for o in fitting if device_model(o.devices) == device_model(fitting[0].devices))
         if not profile.inter_pod:
             return Fit(k, fitting, gpus=gpus, opened=opened)
-        fit = self._settle(pod, c, bin, k, fitting, allowed, profile)
+        fit = self._inter.settle(pod, c, bin, k, fitting, allowed, profile.keys, profile.checked)
         if isinstance(fit, Rejection) or share is None:
             return fit
         return Fit(fit.count, fit.options, fit.settled, gpus, opened)
@@ -385,92 +336,6 @@ class Engine:
         if found is None:
             found = self._share_fits[key] = shares_fitting(bin, option, share, want)
         return found
-
-    def _check(
-        self,
-        pod: Pod,
-        c: Constraints,
-        labels: Mapping[str, str],
-        keys: tuple[str, ...],
-        potential: Mapping[str, frozenset[str]] | None = None,
-    ) -> Rejection | None:
-        """The inter-pod filters for ``pod`` on a node with ``labels`` (a new node when ``potential`` is
-        given). Only the labels of ``keys`` matter, so the verdict is kept until a count changes: of the
-        hundreds of nodes a pod is tried on, most share one zone with many others."""
-        fresh = potential is not None
-        key = (
-            id(pod),
-            c,
-            fresh,
-            tuple(labels.get(k) for k in keys),
-        )
-        changes = self.topology.changes
-        if self._checks_at != changes:
-            self._checks.clear()
-            self._checks_at = changes
-        if key in self._checks:
-            return self._checks[key]
-        found = self.topology.check(pod, labels, potential=potential, fresh=fresh)
-        self._checks[key] = found
-        return found
-
-    def _potential(self, c: Constraints, allowed: Options, key: str) -> frozenset[str]:
-        """The domains of ``key`` a new node for pods with constraints ``c`` could open: spreading counts
-        them as empty, so replicas go to every zone the pod may get, not only to those with nodes."""
-        found = self._domains.get((c, key))
-        if found is None:
-            values = {self.templates.labels(o).get(key) for offerings in allowed.values() for o in offerings}
-            found = self._domains[(c, key)] = frozenset(v for v in values if v is not None)
-        return found
-
-    def _settle(
-        self,
-        pod: Pod,
-        c: Constraints,
-        bin: Bin,
-        k: int,
-        options: tuple[Option, ...],
-        allowed: Options,
-        profile: _Profile,
-    ) -> Fit | Rejection:
-        """Choose values for the topology keys the pod cares about that the node has not settled yet (its
-        zone, usually): the cheapest choice that passes, preferring the emptiest domain for spread."""
-        keys, checked = profile.keys, profile.checked
-        potential = {s.topology_key: self._potential(c, allowed, s.topology_key) for s in pod.spread}
-        unsettled = [key for key in keys if key not in bin.labels]
-        if not unsettled:
-            rejection = self._check(pod, c, bin.labels, checked, potential)
-            return rejection or Fit(k, options)
-        trial = Bin(bin.name, Kind.NEW, bin.labels)
-        trial.set_options(list(options))
-        open_keys = [k_ for k_ in unsettled if len(trial.values(k_, self.templates)) > 1]
-        if not open_keys:
-            labels = {key: v for key in unsettled for v in trial.values(key, self.templates) if v is not None}
-            rejection = self._check(pod, c, {**bin.labels, **labels}, checked, potential)
-            return rejection or Fit(k, options)
-        choices = itertools.islice(
-            itertools.product(*(sorted(trial.values(k_, self.templates), key=str) for k_ in open_keys)),
-            MAX_ZONE_CHOICES,
-        )
-        best: tuple[tuple[int, float], dict[str, str], tuple[Option, ...]] | None = None
-        first: Rejection | None = None
-        for values in choices:
-            chosen = {key: v for key, v in zip(open_keys, values, strict=True) if v is not None}
-            absent = {key for key, v in zip(open_keys, values, strict=True) if v is None}
-            narrowed = narrow(options, self.templates, chosen, absent)
-            if not narrowed:
-                continue
-            labels = {**bin.labels, **chosen}
-            rejection = self._check(pod, c, labels, checked, potential)
-            if rejection:
-                first = first or rejection
-                continue
-            score = (self.topology.spread_load(pod, labels), min(o.cheapest.price for o in narrowed))
-            if best is None or score < best[0]:
-                best = (score, chosen, narrowed)
-        if best is None:
-            return first or _NO_ROOM
-        return Fit(k, best[2], best[1])
 
     # -- commit ----------------------------------------------------------------------------------------
 
@@ -565,9 +430,5 @@ class Engine:
         self.journal.log(undo)
 
 
-Options = Mapping[tuple[str, str], frozenset[Offering]]
-
-
 _NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)
 _NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
-_NO_ROOM = Rejection(Filter.NODE_RESOURCES_FIT, "no room")

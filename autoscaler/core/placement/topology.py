@@ -12,20 +12,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from autoscaler.core.model import (
-    LABEL_HOSTNAME,
-    NodeSelectorTerm,
-    Pod,
-    PodAffinityTerm,
-    SpreadConstraint,
-    Taint,
-    Toleration,
-)
-from autoscaler.core.placement.filters import untolerated
+from autoscaler.core.model import LABEL_HOSTNAME, Pod, PodAffinityTerm, Taint
 from autoscaler.core.placement.journal import Journal
-from autoscaler.core.placement.labels import node_affinity_matches, selector_matches
+from autoscaler.core.placement.labels import selector_matches
 from autoscaler.core.placement.reasons import (
     EXISTING_ANTI_AFFINITY,
     POD_AFFINITY_MISMATCH,
@@ -35,152 +25,18 @@ from autoscaler.core.placement.reasons import (
     Filter,
     Rejection,
 )
+from autoscaler.core.placement.topology_groups import (
+    AffinityGroup,
+    AntiGroup,
+    Pair,
+    SpreadGroup,
+    SpreadKey,
+    TopologyNode,
+    term_selects,
+    who_of,
+)
 
-Pair = tuple[str, str]
-# What the selectors of a group read of a pod: its namespace and labels.
-Who = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def _who(pod: Pod) -> Who:
-    return (pod.namespace, tuple(pod.labels.items()))
-
-
-@dataclass(slots=True)
-class _Node:
-    labels: dict[str, str]
-    taints: tuple[Taint, ...]
-    pods: list[Pod] = field(default_factory=list)
-
-
-def term_selects(term: PodAffinityTerm, pod: Pod, namespaces: Mapping[str, Mapping[str, str]]) -> bool:
-    """Does the affinity term (of some pod) select ``pod``: in one of its namespaces, with matching labels."""
-    if term.namespaces or term.namespace_selector is not None:
-        in_scope = pod.namespace in term.namespaces or (
-            term.namespace_selector is not None
-            and selector_matches(term.namespace_selector, namespaces.get(pod.namespace, _default_ns(pod)))
-        )
-    else:
-        in_scope = pod.namespace == term.owner_namespace
-    return in_scope and selector_matches(term.selector, pod.labels)
-
-
-def _default_ns(pod: Pod) -> Mapping[str, str]:
-    # A namespace that was not listed still carries the label the API server gives every namespace.
-    return {"kubernetes.io/metadata.name": pod.namespace}
-
-
-@dataclass(frozen=True, slots=True)
-class _SpreadKey:
-    constraints: tuple[SpreadConstraint, ...]
-    namespace: str
-    # Only when a constraint honours them: the pod's node affinity and tolerations decide which nodes count.
-    node_selector: tuple[tuple[str, str], ...] = ()
-    terms: tuple[NodeSelectorTerm, ...] = ()
-    tolerations: tuple[Toleration, ...] = ()
-
-
-class _SpreadGroup:
-    """Matching pods per domain for one pod's spread constraints (kube-scheduler's TpPairToMatchNum)."""
-
-    def __init__(self, key: _SpreadKey) -> None:
-        self.key = key
-        self.topology_keys = tuple(c.topology_key for c in key.constraints)
-        self.counts: dict[Pair, int] = {}
-        self.eligible: dict[str, tuple[bool, ...]] = {}
-        # Which constraints select pods of a namespace and labels (replicas are placed one by one).
-        self._selects: dict[Who, tuple[bool, ...]] = {}
-
-    def _eligibility(self, name: str, node: _Node) -> tuple[bool, ...]:
-        found = self.eligible.get(name)
-        if found is None:
-            k = self.key
-            if not all(t in node.labels for t in self.topology_keys):
-                found = tuple(False for _ in k.constraints)
-            else:
-                found = tuple(
-                    (
-                        not c.honor_node_affinity
-                        or node_affinity_matches(dict(k.node_selector), k.terms, node.labels, name)
-                    )
-                    and (not c.honor_node_taints or untolerated(k.tolerations, node.taints) is None)
-                    for c in k.constraints
-                )
-            self.eligible[name] = found
-        return found
-
-    def add_node(self, name: str, node: _Node) -> None:
-        for c, ok in zip(self.key.constraints, self._eligibility(name, node), strict=True):
-            if ok:
-                self.counts.setdefault((c.topology_key, node.labels[c.topology_key]), 0)
-
-    def record(self, name: str, node: _Node, pod: Pod, delta: int, who: Who) -> None:
-        if pod.namespace != self.key.namespace or pod.terminating:
-            return
-        selected = self._selects.get(who)
-        if selected is None:
-            selected = self._selects[who] = tuple(
-                selector_matches(c.selector, pod.labels) for c in self.key.constraints
-            )
-        for c, ok, match in zip(self.key.constraints, self._eligibility(name, node), selected, strict=True):
-            if ok and match:
-                pair = (c.topology_key, node.labels[c.topology_key])
-                self.counts[pair] = self.counts.get(pair, 0) + delta
-
-    def forget_node(self, name: str) -> None:
-        self.eligible.pop(name, None)
-
-    def minimum(self, c: SpreadConstraint, potential: Iterable[str], fresh: bool) -> int:
-        """The global minimum kube-scheduler compares with; ``potential`` are domains new nodes could open
-        (counted as empty ones) and ``fresh`` says a new node can always open a new, empty domain."""
-        key = c.topology_key
-        counts = [n for (k, _), n in self.counts.items() if k == key]
-        extra = [v for v in potential if (key, v) not in self.counts]
-        domains = len(counts) + len(extra)
-        # minDomains is 1 unless set, so no domain at all also means a minimum of 0.
-        if fresh or extra or domains < c.min_domains:
-            return 0
-        return min(counts)
-
-
-class _AffinityGroup:
-    """Pods that match *all* of one pod's required affinity terms, per (topology key, value)."""
-
-    def __init__(self, terms: tuple[PodAffinityTerm, ...]) -> None:
-        self.terms = terms
-        self.counts: Counter[Pair] = Counter()
-        self._selects: dict[Who, bool] = {}  # whether the terms select pods of a namespace and labels
-
-    def record(
-        self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]], who: Who
-    ) -> None:
-        selected = self._selects.get(who)
-        if selected is None:
-            selected = self._selects[who] = all(term_selects(t, pod, namespaces) for t in self.terms)
-        if selected:
-            for t in self.terms:
-                value = node.labels.get(t.topology_key)
-                if value is not None:
-                    self.counts[(t.topology_key, value)] += delta
-
-
-class _AntiGroup:
-    """Pods one required anti-affinity term selects, per value of its topology key."""
-
-    def __init__(self, term: PodAffinityTerm) -> None:
-        self.term = term
-        self.counts: Counter[str] = Counter()
-        self._selects: dict[Who, bool] = {}  # whether the term selects pods of a namespace and labels
-
-    def record(
-        self, node: _Node, pod: Pod, delta: int, namespaces: Mapping[str, Mapping[str, str]], who: Who
-    ) -> None:
-        selected = self._selects.get(who)
-        if selected is None:
-            selected = self._selects[who] = term_selects(self.term, pod, namespaces)
-        if selected:
-            value = node.labels.get(self.term.topology_key)
-            if value is not None:
-                self.counts[value] += delta
+__all__ = ["Pair", "Topology", "term_selects"]
 
 
 class Topology:
@@ -191,10 +47,10 @@ class Topology:
     ) -> None:
         self.namespaces: Mapping[str, Mapping[str, str]] = namespaces or {}
         self.journal = journal if journal is not None else Journal()
-        self._nodes: dict[str, _Node] = {}
-        self._spread: dict[_SpreadKey, _SpreadGroup] = {}
-        self._affinity: dict[tuple[PodAffinityTerm, ...], _AffinityGroup] = {}
-        self._anti: dict[PodAffinityTerm, _AntiGroup] = {}
+        self._nodes: dict[str, TopologyNode] = {}
+        self._spread: dict[SpreadKey, SpreadGroup] = {}
+        self._affinity: dict[tuple[PodAffinityTerm, ...], AffinityGroup] = {}
+        self._anti: dict[PodAffinityTerm, AntiGroup] = {}
         # Anti-affinity terms of placed pods, with where those pods are: they keep matching pods away.
         self._held: dict[PodAffinityTerm, Counter[str]] = defaultdict(Counter)
         self._selected: dict[tuple[str, frozenset[tuple[str, str]]], bool] = {}
@@ -207,14 +63,39 @@ class Topology:
 
     # -- the cluster -----------------------------------------------------------------------------------
 
-    def add_node(self, name: str, labels: Mapping[str, str], taints: Sequence[Taint] = ()) -> None:
-        """A node (existing, launching or planned) with the labels it has for certain."""
-        node = _Node(dict(labels), tuple(taints))
+    def add_node(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        taints: Sequence[Taint] = (),
+        pods: Sequence[Pod] = (),
+        *,
+        anti_affine: Sequence[Pod] | None = None,
+    ) -> None:
+        """A node (existing, launching or planned) with the labels it has for certain, and the pods that run
+        there already: as :meth:`place` of each, without a step per pod for those no count reads.
+        ``anti_affine`` are those of ``pods`` with anti-affinity terms of their own, when already known."""
+        node = TopologyNode(dict(labels), tuple(taints), list(pods))
         self._nodes[name] = node
-        self.changes += 1
         for g in self._spread.values():
             g.add_node(name, node)
-        self.journal.log(lambda: self._drop(name))
+        # While no group is kept (a plan's cluster as it is built), only a pod's own anti-affinity is counted.
+        if self._spread or self._affinity or self._anti:
+            counted = node.pods
+        elif anti_affine is not None:
+            counted = list(anti_affine)
+        else:
+            counted = [p for p in node.pods if p.pod_anti_affinity]
+        self.changes += 1 + len(node.pods) - len(counted)
+        for pod in counted:
+            self._record(name, node, pod, 1)
+
+        def undo() -> None:
+            for pod in reversed(counted):
+                self._record(name, node, pod, -1)
+            self._drop(name)
+
+        self.journal.log(undo)
 
     def remove_node(self, name: str) -> None:
         """A node leaves the cluster with its pods (it is being removed)."""
@@ -242,9 +123,9 @@ class Topology:
                 if g.counts[pair] == 0 and not self._domain_present(g, pair):
                     del g.counts[pair]
 
-    def _domain_present(self, g: _SpreadGroup, pair: Pair) -> bool:
+    def _domain_present(self, g: SpreadGroup, pair: Pair) -> bool:
         return any(
-            n.labels.get(pair[0]) == pair[1] and any(g._eligibility(name, n))
+            n.labels.get(pair[0]) == pair[1] and any(g.eligibility(name, n))
             for name, n in self._nodes.items()
         )
 
@@ -301,11 +182,11 @@ class Topology:
 
         self.journal.log(undo)
 
-    def _record(self, name: str, node: _Node, pod: Pod, delta: int) -> None:
+    def _record(self, name: str, node: TopologyNode, pod: Pod, delta: int) -> None:
         self.changes += 1
         if not (self._spread or self._affinity or self._anti or pod.pod_anti_affinity):
             return  # no count is kept, and the pod brings no term of its own (most plans)
-        who = _who(pod)
+        who = who_of(pod)
         for s in self._spread.values():
             s.record(name, node, pod, delta, who)
         for a in self._affinity.values():
@@ -323,10 +204,10 @@ class Topology:
 
     # -- groups ----------------------------------------------------------------------------------------
 
-    def _spread_group(self, pod: Pod) -> _SpreadGroup:
+    def _spread_group(self, pod: Pod) -> SpreadGroup:
         honour_affinity = any(c.honor_node_affinity for c in pod.spread)
         honour_taints = any(c.honor_node_taints for c in pod.spread)
-        key = _SpreadKey(
+        key = SpreadKey(
             pod.spread,
             pod.namespace,
             tuple(sorted(pod.node_selector.items())) if honour_affinity else (),
@@ -335,38 +216,38 @@ class Topology:
         )
         group = self._spread.get(key)
         if group is None:
-            group = self._spread[key] = _SpreadGroup(key)
+            group = self._spread[key] = SpreadGroup(key)
             self._selected.clear()
             self.version += 1
             self.changes += 1
             for name, node in self._nodes.items():
                 group.add_node(name, node)
                 for p in node.pods:
-                    group.record(name, node, p, 1, _who(p))
+                    group.record(name, node, p, 1, who_of(p))
         return group
 
-    def _affinity_group(self, pod: Pod) -> _AffinityGroup:
+    def _affinity_group(self, pod: Pod) -> AffinityGroup:
         group = self._affinity.get(pod.pod_affinity)
         if group is None:
-            group = self._affinity[pod.pod_affinity] = _AffinityGroup(pod.pod_affinity)
+            group = self._affinity[pod.pod_affinity] = AffinityGroup(pod.pod_affinity)
             self._selected.clear()
             self.version += 1
             self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
-                    group.record(node, p, 1, self.namespaces, _who(p))
+                    group.record(node, p, 1, self.namespaces, who_of(p))
         return group
 
-    def _anti_group(self, term: PodAffinityTerm) -> _AntiGroup:
+    def _anti_group(self, term: PodAffinityTerm) -> AntiGroup:
         group = self._anti.get(term)
         if group is None:
-            group = self._anti[term] = _AntiGroup(term)
+            group = self._anti[term] = AntiGroup(term)
             self._selected.clear()
             self.version += 1
             self.changes += 1
             for node in self._nodes.values():
                 for p in node.pods:
-                    group.record(node, p, 1, self.namespaces, _who(p))
+                    group.record(node, p, 1, self.namespaces, who_of(p))
         return group
 
     def prepare(self, pod: Pod) -> None:

@@ -25,7 +25,7 @@ from autoscaler.core.new_nodes import NewNodes
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement import filters
 from autoscaler.core.placement.bins import Option, shape_key
-from autoscaler.core.placement.engine import Options
+from autoscaler.core.placement.inter_pod import Options
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.planning.memo import PlanMemo
 from autoscaler.core.resources import PODS, Resources

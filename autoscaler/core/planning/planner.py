@@ -8,6 +8,7 @@ from typing import Protocol
 
 from autoscaler.config.options import Config
 from autoscaler.core import capacity_buffer, provisioning
+from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import Demand, Ignored, select
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
@@ -18,6 +19,7 @@ from autoscaler.core.planning.decisions import NO_USAGE, Launching, LaunchPlan, 
 from autoscaler.core.planning.estimates import Estimate, estimate
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.queues import QueueView, queue_costs, queue_views
+from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaleup import scale_up
 from autoscaler.core.planning.stories import pod_story
 from autoscaler.core.planning.why import PodStory
@@ -67,7 +69,10 @@ class PlanInput:
     pending pod was launched for: that node takes that pod before any other. ``by_node`` is
     :func:`~autoscaler.core.planning.cluster.pods_by_node` of the snapshot's pods when the caller already has
     it (a cache whose pods did not change since the last plan); the plan only reads it, and not when it
-    resolves pods' ResourceClaims (those pods are then new ones).
+    resolves pods' ResourceClaims (those pods are then new ones). ``rooms`` keeps each node's room for pending
+    pods from the last plan made with it (:class:`~autoscaler.core.planning.rooms.NodeRooms`), worked out again
+    only for the nodes that changed; not used either when pods' ResourceClaims are resolved. ``census`` is
+    :func:`~autoscaler.core.census.census` of the snapshot's pods, kept with them by the caller.
     """
 
     snapshot: Snapshot
@@ -85,6 +90,8 @@ class PlanInput:
     draining: Collection[str] = ()
     launched_for: Mapping[str, str] = field(default_factory=dict)
     by_node: Mapping[str, list[Pod]] | None = None
+    rooms: NodeRooms | None = None
+    census: PodCensus | None = None
 
 
 class Planner(Protocol):
@@ -103,7 +110,7 @@ def plan(request: PlanInput) -> Plan:
     if index is None or index.config is not config or index.daemonsets != tuple(snapshot.daemonsets):
         index = OfferingIndex(offerings, config, snapshot.daemonsets)
     given = snapshot
-    snapshot = resolve_claims(snapshot, index.dra_types())
+    snapshot = resolve_claims(snapshot, index.dra_types(), census=request.census)
     requests = provisioning.requested(snapshot, now)
     buffers = capacity_buffer.standby(snapshot)
     demand = select(
@@ -112,12 +119,16 @@ def plan(request: PlanInput) -> Plan:
         gpu_memory_mib=index.smallest_gpu_memory(),
         requested=requests.gangs,
         standby=buffers.pods,
+        census=request.census,
     )
     # The caller's grouping is of the pods it gave: pods whose claims were resolved just now are new ones.
     by_node = (
         request.by_node if request.by_node is not None and snapshot is given else pods_by_node(snapshot.pods)
     )
-    engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
+    if request.rooms is not None and snapshot is given:
+        engine = request.rooms.engine(snapshot, index, launching=launching, by_node=by_node)
+    else:
+        engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = base + launching_usage
     spend = queue_costs(snapshot, index, launching, by_node=by_node)
@@ -144,9 +155,10 @@ def plan(request: PlanInput) -> Plan:
         contended=contended,
         template=request.node_template,
         draining=request.draining,
+        census=request.census,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
-    queues = queue_views(snapshot, launch, index, launching, spend)
+    queues = queue_views(snapshot, launch, index, launching, spend, request.census)
     return Plan(
         demand,
         launch,

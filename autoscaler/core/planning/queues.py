@@ -14,7 +14,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.demand import QUEUE_LABELS, pod_gpus, pod_queue
+from autoscaler.core.census import PodCensus
+from autoscaler.core.census import census as take_census
+from autoscaler.core.demand import pod_gpus, pod_queue
 from autoscaler.core.model import Pod, PodGroup, Snapshot
 from autoscaler.core.planning.decisions import Launching, LaunchPlan, QueueSpend
 from autoscaler.core.planning.offerings import OfferingIndex
@@ -123,16 +125,19 @@ def queue_views(
     index: OfferingIndex,
     launching: Sequence[Launching] = (),
     spend: QueueSpend | None = None,
+    census: PodCensus | None = None,
 ) -> tuple[QueueView, ...]:
     """Every KAI queue the snapshot names (as a Queue, a PodGroup's queue or a pod's label) or a budget names,
-    by name. ``spend`` is :func:`queue_costs` of the snapshot when already known."""
+    by name. ``spend`` is :func:`queue_costs` of the snapshot when already known, ``census`` that of its pods."""
+    if census is None or not census.describes(snapshot.pods):
+        census = take_census(snapshot.pods)
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     memory = index.smallest_gpu_memory()
     if spend is None:
         spend = queue_costs(snapshot, index, launching)
     cost: dict[str, float] = defaultdict(float, spend.by_queue)
     # A launch and a pod placed on a node are for pending pods, none of them bound to a node yet.
-    pods = {p.key: p for p in snapshot.pods if not p.node_name}
+    pods = {p.key: p for p in census.unbound}
     # Each pod's queue, read once: most launches hold pods of none, and are passed over at once.
     queue_of = {key: pod_queue(p, groups) for key, p in pods.items()}
     for la in launch.launches:
@@ -155,15 +160,8 @@ def queue_views(
     coming: dict[str, float] = defaultdict(float)
     names = {q.name for q in snapshot.queues} | {g.queue for g in snapshot.podgroups if g.queue}
     names |= set(index.config.queue_budgets)
-    for p in snapshot.pods:
-        if groups:
-            q = pod_queue(p, groups)
-        else:  # no PodGroup to name a queue: only the pod's label can (pod_queue, read for every pod inline)
-            q = ""
-            for label in QUEUE_LABELS:
-                q = p.labels.get(label) or ""
-                if q:
-                    break
+    for p in census.queue_candidates:  # the others have no queue
+        q = pod_queue(p, groups)
         if not q or p.finished or p.terminating:
             continue
         names.add(q)

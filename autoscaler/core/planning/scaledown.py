@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from autoscaler.core.census import PodCensus
 from autoscaler.core.disruption import empty, underutilised
 from autoscaler.core.disruption.method import Method, retry_after
 from autoscaler.core.disruption.protection import eviction_blocker, without_reservations
@@ -78,9 +79,11 @@ def _young_replaceable(
     return not blocker
 
 
-def _waiting(snapshot: Snapshot) -> list[Pod]:
+def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[Pod]:
     """Pods that wait for a place (whether or not they count as demand now)."""
-    return [p for p in snapshot.pods if p.pending and not p.daemonset and not p.mirror]
+    # A pending pod is bound to no node: the census's unbound pods hold them all, in the same order.
+    pods = census.unbound if census is not None and census.describes(snapshot.pods) else snapshot.pods
+    return [p for p in pods if p.pending and not p.daemonset and not p.mirror]
 
 
 def _wanted(node: Node, waiting: Sequence[Pod]) -> bool:
@@ -108,6 +111,7 @@ def scale_down(
     contended: str = "",
     held: Mapping[str, Block] | None = None,
     move_shares: bool = False,
+    census: PodCensus | None = None,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
@@ -116,7 +120,8 @@ def scale_down(
     node is then replaced (its pods would lose the budget it frees to them). ``held`` are nodes another
     disruption has a say in (being replaced, a replacement, chosen by another method), with why: they are
     neither removed nor given anybody's pods here. ``move_shares``: KAI reservation pods go with the pods
-    sharing their GPUs (tidal's consolidation; the baselines' leaves their nodes alone)."""
+    sharing their GPUs (tidal's consolidation; the baselines' leaves their nodes alone). ``census`` is that of
+    the snapshot's pods, when the caller has it."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
@@ -177,7 +182,7 @@ def scale_down(
     targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
-    waiting = _waiting(snapshot) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
+    waiting = _waiting(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
     wake: list[float] = []
     for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)

@@ -1,0 +1,132 @@
+"""Each node's room for pending pods, kept from one plan to the next.
+
+At every plan the placement engine starts from the cluster as it is, as
+:func:`autoscaler.core.planning.cluster.build_engine` builds it: each node's room for pending pods
+(:func:`~autoscaler.core.planning.cluster.node_bin`: its allocatable less its pods, the DaemonSets still to
+land, its GPU devices), then the launches without a Node yet. In a cluster of thousands of nodes almost all of
+them are, from one reconcile to the next, the same Node object with the same pod objects on it: Nodes and pods
+are immutable values, so one that changed is a different object. :class:`NodeRooms` keeps each node's room
+with what it was worked out from and works it out again only for a node that changed, or for every node when
+the offerings, the config or the DaemonSets did. The engine is new at every plan (a plan places pods into it);
+only the rooms it starts from are kept, each handed out as a copy.
+
+The controller and the simulator's baselines each hold one and hand it to the plan
+(:class:`~autoscaler.core.planning.planner.PlanInput` ``rooms``), as they hand it the offerings' memo: what it
+keeps is what the plan would work out again, so the plan stays a function of its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from operator import is_
+
+from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
+from autoscaler.core.placement.bins import Bin
+from autoscaler.core.placement.engine import Engine
+from autoscaler.core.planning.cluster import launching_bin, node_bin, pods_by_node
+from autoscaler.core.planning.decisions import Launching
+from autoscaler.core.planning.offerings import OfferingIndex
+
+__all__ = ["NodeRooms"]
+
+
+def _fresh(b: Bin) -> Bin:
+    """A copy of ``b`` an engine may fill: nothing it changes is shared with ``b``. Made field by field, as
+    ``dataclasses.replace`` would, at a fraction of its cost (it runs once per node and plan)."""
+    return Bin(
+        name=b.name,
+        kind=b.kind,
+        labels=dict(b.labels),
+        taints=b.taints,
+        unschedulable=b.unschedulable,
+        free=b.free,
+        used=b.used,
+        ports=list(b.ports),
+        pods=list(b.pods),
+        mode=b.mode,
+        gang=b.gang,
+        options=list(b.options),
+        classes=b.classes,
+        gpus=b.gpus,
+        vcpu=b.vcpu,
+        settled=dict(b.settled),
+        devices=b.devices,
+        _values=dict(b._values),
+    )
+
+
+def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
+    return len(a) == len(b) and all(map(is_, a, b))
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """One node's room as worked out, with what it was worked out from."""
+
+    node: Node
+    listed: Sequence[Pod]  # the pods as the caller grouped them (the very sequence)
+    pods: tuple[Pod, ...]  # the same pods, as they were then
+    room: Bin | None  # listing the pods' keys and host ports; None when no pod may go there
+    anti_affine: tuple[Pod, ...]  # those of the pods with anti-affinity terms of their own
+
+
+class NodeRooms:
+    """Each node's room for pending pods, remembered from the last plan while it holds."""
+
+    def __init__(self) -> None:
+        # What every room was worked out with: the offerings' index (offerings and config) and the DaemonSets.
+        self._basis: tuple[OfferingIndex, tuple[DaemonSet, ...]] | None = None
+        self._rooms: dict[str, _Kept] = {}
+        # The grouping of pods by node of the last plan: given the very same mapping again, each of its
+        # sequences is the one seen then (a grouping is shared, never changed), and needs no comparing.
+        self._by_node: Mapping[str, Sequence[Pod]] | None = None
+        self.worked_out = 0  # rooms worked out (not reused) over the planner's life
+
+    def engine(
+        self,
+        snapshot: Snapshot,
+        index: OfferingIndex,
+        *,
+        launching: Sequence[Launching] = (),
+        by_node: Mapping[str, list[Pod]] | None = None,
+    ) -> Engine:
+        """The placement engine ``build_engine(snapshot, index, launching=..., by_node=...)`` would build."""
+        by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
+        basis = self._basis
+        if basis is None or basis[0] is not index or basis[1] != snapshot.daemonsets:
+            self._rooms = {}
+            self._basis = (index, tuple(snapshot.daemonsets))
+        same_grouping = by_node is self._by_node
+        rooms: dict[str, _Kept] = {}
+        engine = Engine(index, namespaces=snapshot.namespaces)
+        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+            pods = by_node.get(node.name, ())
+            kept = self._rooms.get(node.name)
+            if (
+                kept is not None
+                and kept.node is node
+                and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
+            ):
+                rooms[node.name] = kept
+                if kept.room is None:
+                    engine.add_topology_node(
+                        node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
+                    )
+                else:
+                    engine.add_node(_fresh(kept.room), pods, listed=True, anti_affine=kept.anti_affine)
+                continue
+            room = node_bin(node, pods, snapshot, index)
+            self.worked_out += 1
+            anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
+            if room is None:
+                engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
+            else:
+                engine.add_node(room, pods, anti_affine=anti_affine)
+                room = _fresh(room)  # as the engine listed its pods, before the plan places any
+            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine)
+        self._rooms = rooms  # nodes gone are forgotten
+        self._by_node = by_node
+        for la in launching:
+            engine.add_node(launching_bin(la, index))
+        return engine
