@@ -64,9 +64,12 @@ def test_a_full_queue_refuses_the_event_so_the_next_reconcile_records_it_again()
     sent: list[str] = []
     queue = EventQueue(capacity=1)
     queue.start()
-    events = EventRecorder(
-        queue.wrap(lambda pod, reason, message, kind: (blocked.wait(5), sent.append(message)))
-    )
+
+    def blocking_sink(pod: Pod, reason: str, message: str, event_type: str) -> None:
+        blocked.wait(5)
+        sent.append(message)
+
+    events = EventRecorder(queue.wrap(blocking_sink))
     try:
         assert events.pod(POD, "TriggeredScaleUp", "first")  # taken by the sending thread, which blocks
         _wait_until(lambda: len(queue) == 0)
