@@ -156,7 +156,9 @@ def queue_views(
     names = {q.name for q in snapshot.queues} | {g.queue for g in snapshot.podgroups if g.queue}
     names |= set(index.config.queue_budgets)
     for p in snapshot.pods:
-        if groups:
+        if not p.node_name and pods.get(p.key) is p:
+            q = queue_of[p.key]  # read above
+        elif groups:
             q = pod_queue(p, groups)
         else:  # no PodGroup to name a queue: only the pod's label can (pod_queue, read for every pod inline)
             q = ""
