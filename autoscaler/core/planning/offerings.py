@@ -53,6 +53,9 @@ class OfferingIndex:
         self._excluded_for: dict[Constraints, list[Offering]] = {}
         self._alloc: dict[tuple[object, ...], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
+        # What the pod-level filters applied so far leave of the offerings of some capacity types, by the
+        # filters' keys: shared by the constraint sets that differ only in later filters.
+        self._filtered: dict[tuple[object, ...], tuple[list[Offering], Rejection]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
         self._shared: dict[tuple[tuple[Constraints, ...], bool], list[tuple[Shape, list[Offering]]]] = {}
@@ -181,7 +184,9 @@ class OfferingIndex:
                     of_types = [o for o in self.offerings if o.capacity_type in ctypes]
                     self._of_types[ctypes] = of_types
                 # The first filter (the capacity types) keeps every one of these, or says why none is left.
-                found = eligible_offerings(c, of_types, self.config, self.nodes, typed=True)
+                found = eligible_offerings(
+                    c, of_types, self.config, self.nodes, typed=True, memo=self._filtered
+                )
             elif self.excluded:
                 found = (
                     [],
