@@ -338,7 +338,15 @@ def test_counted_pods_alike_in_priority_and_size_are_ordered_oldest_first_then_b
     ]
     demand = select(snapshot(*pods), make_config())
     # api-b was written (so given its uid) before api-a, web-a before web-d.
-    assert [p.name for p in demand.counted] == ["train-a", "api-b", "api-a", "web-b", "web-a", "web-d", "web-c"]
+    assert [p.name for p in demand.counted] == [
+        "train-a",
+        "api-b",
+        "api-a",
+        "web-b",
+        "web-a",
+        "web-d",
+        "web-c",
+    ]
 
 
 def test_scheduler_message_is_matched_as_written(make_config: Callable[..., Config]) -> None:
