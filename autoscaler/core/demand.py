@@ -289,15 +289,16 @@ def _node_gpu_memory(node: Node, default: int) -> int:
     return int(label) if label.isdigit() else default
 
 
-def _asked(requests: Resources, asked: dict[Resources, tuple[bool, bool, tuple[str, ...]]]) -> object:
-    found = asked.get(requests)
-    if found is None:
-        found = asked[requests] = (
-            requests.get(NVIDIA_GPU) > 0,
-            requests.get(AMD_GPU) > 0,
-            tuple(mig_resources(requests)),
+def _asked(requests: Resources, asked: dict[int, tuple[Resources, object]]) -> object:
+    # By identity, the requests kept alongside: replicas decoded together share one Resources, and comparing
+    # two by value is a call into Python at every pod.
+    found = asked.get(id(requests))
+    if found is None or found[0] is not requests:
+        found = asked[id(requests)] = (
+            requests,
+            (requests.get(NVIDIA_GPU) > 0, requests.get(AMD_GPU) > 0, tuple(mig_resources(requests))),
         )
-    return found
+    return found[1]
 
 
 def _sort_key(pod: Pod) -> tuple[int, int, int, int, float, str]:
@@ -365,7 +366,7 @@ def select(
     read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
     matched: dict[str, bool] = {}
     # What a pod's constraints read of its requests, by request (replicas ask alike).
-    asked: dict[Resources, tuple[bool, bool, tuple[str, ...]]] = {}
+    asked: dict[int, tuple[Resources, object]] = {}
     for pod in snapshot.pods:
         if pod.phase != "Pending":
             continue

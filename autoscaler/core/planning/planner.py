@@ -146,7 +146,9 @@ def plan(request: PlanInput) -> Plan:
         draining=request.draining,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
-    queues = queue_views(snapshot, launch, index, launching, spend)
+    # The queue of every pod counted as demand was read by select (those of no queue are not kept there).
+    known = {p.key: demand.queues.get(p.key, "") for p in demand.counted}
+    queues = queue_views(snapshot, launch, index, launching, spend, known)
     return Plan(
         demand,
         launch,
