@@ -50,17 +50,19 @@ def launches(
         else:
             classes = sorted(b.classes, key=repr) if len(b.classes) > 1 else list(b.classes)
             shape = (classes[0].capacity_types, *map(id, b.options))
-            offering = cheapest.get(shape)
-            if offering is None:
-                offering = cheapest[shape] = newnodes.cheapest(b, classes)
+            known = cheapest.get(shape)
+            if known is None:
+                known = cheapest[shape] = newnodes.cheapest(b, classes)
+            offering = known
             settled = tuple(sorted(b.settled.items()))
             budget = (queue, offering.price + max(0.0, left)) if left is not None else None
             key = (tuple(classes), b.mode, b.used, offering, settled, b.gpus, b.devices, reason, budget)
-            found = cache.get(key)
-            if found is None:
+            made = cache.get(key)
+            if made is None:
                 fb = newnodes.fallbacks(b, offering, index, classes, budget, shapes)
                 why = launch_why(b, offering, classes, index, reason, fb)
-                found = cache[key] = (reserved.without_reserved(fb.offerings), why)
+                made = cache[key] = (reserved.without_reserved(fb.offerings), why)
+            found = made
             last = (b, reason, offering, found) if left is None else None
         if left is not None and found[0]:
             budget_left.queues[queue] = left - max(0.0, max(o.price for o in found[0]) - offering.price)
