@@ -85,17 +85,17 @@ def launches(
 
 
 def _alike(b: Bin, other: Bin) -> bool:
-    """Whether ``b`` holds the same kind of pods on the same options as ``other`` (by identity, as nodes
-    opened in one batch share them): every part of a launch's choice but its pods is then the same."""
-    if (
-        b.classes is not other.classes
-        or b.used is not other.used
-        or b.devices is not other.devices
-        or b.mode != other.mode
-        or b.gpus != other.gpus
-        or b.settled
-        or other.settled
-        or len(b.options) != len(other.options)
-    ):
-        return False
-    return all(x is y for x, y in zip(b.options, other.options, strict=True))
+    """Whether ``b`` holds the same kind of pods on the same options as ``other`` (its classes, use and
+    devices by identity, as nodes opened in one batch share them): every part of a launch's choice but its
+    pods is then the same."""
+    return (
+        b.classes is other.classes
+        and b.used is other.used
+        and b.devices is other.devices
+        and b.mode == other.mode
+        and b.gpus == other.gpus
+        and not b.settled
+        and not other.settled
+        # Options alike, in order: mostly the very same objects, which list equality passes at once.
+        and b.options == other.options
+    )
