@@ -75,6 +75,7 @@ class OfferingIndex:
             self._layouts[name] = (plain, tuple(o for o in variants if o.layout is not None))
         self._by_shape: dict[tuple[str, str], Shape] | None = None
         self._keys: dict[int, tuple[str, str]] | None = None
+        self._smallest_gpu_memory: int | None = None  # asked by each step that counts GPUs for queues
         self._ctypes: set[str] | None = None
         # The offerings of each set of capacity types a pod may have, in order: the first filter a pod's
         # offerings go through, and pods of a few sets only.
@@ -155,10 +156,14 @@ class OfferingIndex:
 
     def smallest_gpu_memory(self) -> int:
         """The least memory one NVIDIA GPU tidal may launch has (0 without GPU offerings)."""
-        sizes = [
-            o.gpu_memory_mib for o in self.offerings if o.gpu_count and o.gpu_memory_mib and not o.partial_gpu
-        ]
-        return min(sizes, default=0)
+        if self._smallest_gpu_memory is None:
+            sizes = [
+                o.gpu_memory_mib
+                for o in self.offerings
+                if o.gpu_count and o.gpu_memory_mib and not o.partial_gpu
+            ]
+            self._smallest_gpu_memory = min(sizes, default=0)
+        return self._smallest_gpu_memory
 
     def base_allocatable(self, o: Offering) -> Resources:
         """What a node of ``o`` leaves pods before any DaemonSet: capacity − kubelet reservations."""
