@@ -2,7 +2,9 @@
 
 Mix: ~60% small CPU pods from 20 deployments, ~30% GPU pods asking for 1–8 GPUs (a third of them pinned to
 a GPU model), ~10% in gangs (KAI PodGroups). Prints pods/s and the plan's cost divided by a lower bound
-(the LP relaxation of the cheapest capacity that holds the same demand, solved with scipy/HiGHS).
+(the LP relaxation of the cheapest capacity that holds the same demand, solved with scipy/HiGHS). Each plan
+is timed as ``tidal plan`` runs one: the snapshot and catalog frozen out of the cyclic garbage collector's
+walks, and the collector paused for the plan (the plan before it freed first, untimed).
 
 ``--topology`` gives half of the CPU deployments placement constraints: five keep their replicas apart with
 required hostname anti-affinity, five spread theirs over the zones (maxSkew 1) — 30% of all pods. The result
