@@ -466,8 +466,15 @@ def _plan(args: argparse.Namespace) -> int:
         doc["warnings"] = [o.describe() for o in layers.overrides] + warnings
         if explain:
             doc["explain"] = [story_json(result.stories[key]) for key in explain]
-        # orjson: a plan of thousands of launches, each with its fallbacks, is written ten times faster.
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        # orjson: a plan of thousands of launches, each with its fallbacks, is written ten times faster. Its
+        # UTF-8 goes out as it is when stdout has a byte stream under it (not decoded, then encoded again).
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        out = getattr(sys.stdout, "buffer", None)
+        if out is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
+            sys.stdout.flush()
+            out.write(text)
+        else:
+            sys.stdout.write(text.decode())
     elif explain:
         sys.stdout.write("\n\n".join("\n".join(story_lines(result.stories[key])) for key in explain) + "\n")
     else:

@@ -251,6 +251,7 @@ def _sku_matcher(parsed: tuple[str, int | None]) -> Callable[[Offering, str], bo
 # --- eligibility ------------------------------------------------------------------------------------
 
 OfferingFilter = tuple[Rejection, Callable[[Offering], bool]]
+_Keyed = tuple[object, Rejection, Callable[[Offering], bool]]
 
 
 def _offering(message: str, key: str = "") -> Rejection:
@@ -273,7 +274,14 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
 
     ``nodes`` holds the labels and taints of new nodes already worked out for ``config`` (an offering
     index's); without it they are worked out for these filters alone."""
+    return [(rejection, keep) for _, rejection, keep in _keyed_filters(c, config, nodes)]
+
+
+def _keyed_filters(c: Constraints, config: Config, nodes: NewNodes | None = None) -> list[_Keyed]:
+    """:func:`offering_filters`, each with a key: the filter's kind and the parts of ``c`` it reads (two
+    constraint sets whose filters have equal keys up to some point keep the same offerings up to there)."""
     new_nodes = nodes if nodes is not None and nodes.config is config else NewNodes(config)
+    keys: list[object] = [("capacity-type", c.capacity_types)]
     out: list[OfferingFilter] = [
         (
             _offering(f"capacity type not in {','.join(c.capacity_types)}", "capacity-type"),
@@ -282,6 +290,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
     ]
     if c.reservations:
         names = c.reservations
+        keys.append(("reservation", names))
         out.append(
             (
                 _offering(
@@ -293,6 +302,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
             )
         )
     elif not c.selects_reservation and RESERVED in c.capacity_types:
+        keys.append(("targeted",))
         out.append(
             (
                 _offering(
@@ -305,6 +315,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     if c.gpu_resource == DRA_GPU:
         kinds = c.dra_types
+        keys.append(("dra", kinds))
         out.append(
             (
                 _offering(
@@ -320,6 +331,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     elif c.gpu_resource.startswith(MIG_RESOURCE_PREFIX):
         resource = c.gpu_resource
+        keys.append(("mig", resource))
         out.append(
             (
                 _offering(
@@ -332,6 +344,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     elif c.gpu_resource:
         vendor = "AMD" if c.gpu_resource == AMD_GPU else "NVIDIA"
+        keys.append(("gpu", c.gpu_resource))
         out.append(
             (
                 _offering(f"no offering has {c.gpu_resource}", c.gpu_resource),
@@ -354,8 +367,10 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
                 found = holds[kind] = device_slots(o).take(share) is not None
             return found
 
+        keys.append(("share", share))
         out.append((_offering("no offering's GPU holds this GPU share", "gpu-share"), holds_share))
     elif not c.partial_gpu:
+        keys.append(("partial",))
         out.append(
             (
                 _offering(
@@ -378,9 +393,11 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
                 found = seen[gpu] = any(m(o, model) for m in matchers)
             return found
 
+        keys.append(("gpu-sku", skus))
         out.append((_offering(f"no offering with GPU model {'|'.join(skus)}", "gpu-sku"), has_sku))
     if c.family_inclusions:
         inc = set(c.family_inclusions)
+        keys.append(("family", c.family_inclusions))
         out.append(
             (
                 _offering(f"no offering in families {','.join(c.family_inclusions)}", "family"),
@@ -389,10 +406,12 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     if c.family_exclusions:
         exc = set(c.family_exclusions)
+        keys.append(("no-family", c.family_exclusions))
         out.append((_offering("every fitting family is excluded", "family"), lambda o: o.family not in exc))
     if c.type_regexp:
         # Luna's semantics: the regexp is searched for in the name (anchor it with ^…$ to match all of it).
         pattern = re.compile(c.type_regexp)
+        keys.append(("instance-type", c.type_regexp))
         out.append(
             (
                 _offering(f"no instance type matches {c.type_regexp!r}", "instance-type"),
@@ -401,6 +420,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         )
     if c.max_cost is not None:
         cap = c.max_cost
+        keys.append(("max-cost", cap))
         out.append((_offering(f"no offering at or below {cap}/h", "max-cost"), lambda o: o.price <= cap))
     if c.node_selector or c.affinity:
         want = dict(c.node_selector)
@@ -408,6 +428,7 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
         what = "nodeSelector" if c.node_selector and not c.affinity else "required node affinity"
         if c.node_selector and c.affinity:
             what = "nodeSelector and required node affinity"
+        keys.append(("node-affinity", c.node_selector, c.affinity))
         out.append(
             (
                 Rejection(Filter.NODE_AFFINITY, f"{what} matches no offering"),
@@ -428,8 +449,9 @@ def offering_filters(c: Constraints, config: Config, nodes: NewNodes | None = No
             found = tolerated[taints] = filters.taint_toleration(tols, taints) is None
         return found
 
+    keys.append(("taints", tols, taint_rejection))
     out.append((taint_rejection, tolerates))
-    return out
+    return [(key, rejection, keep) for key, (rejection, keep) in zip(keys, out, strict=True)]
 
 
 def last_candidate(
@@ -452,13 +474,29 @@ def eligible_offerings(
     nodes: NewNodes | None = None,
     *,
     typed: bool = False,
+    memo: dict[tuple[object, ...], tuple[list[Offering], Rejection]] | None = None,
 ) -> tuple[list[Offering], Rejection | None]:
     """Offerings that satisfy the constraints, and the filter that removed the last one. ``typed`` says the
-    offerings are already those of ``c``'s capacity types (the first filter): it is not run again."""
+    offerings are already those of ``c``'s capacity types (the first filter): it is not run again.
+
+    ``memo`` keeps what the filters applied so far left, by their keys, for offerings that are always the same
+    list for the same capacity types (an offering index's): constraint sets that differ only in a later filter
+    (the GPU model, say) then share the passes of the earlier ones over every offering."""
     remaining = list(offerings)
-    for i, (rejection, keep) in enumerate(offering_filters(c, config, nodes)):
+    prefix: tuple[object, ...] = ()
+    for i, (key, rejection, keep) in enumerate(_keyed_filters(c, config, nodes)):
+        if memo is not None:
+            prefix = (*prefix, key)
+            found = memo.get(prefix)
+            if found is not None:
+                remaining = found[0]
+                if not remaining:
+                    return [], found[1]
+                continue
         if not (typed and i == 0 and remaining):
             remaining = [o for o in remaining if keep(o)]
+        if memo is not None:
+            memo[prefix] = (remaining, rejection)
         if not remaining:
             return [], rejection
-    return remaining, None
+    return (list(remaining) if memo is not None else remaining), None

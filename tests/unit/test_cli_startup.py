@@ -5,6 +5,7 @@ solver it does not use, and a reader that closes the pipe early gets no tracebac
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -32,9 +33,10 @@ HEAVY = ("kubernetes", "boto3", "botocore", "google", "azure")
 UNUSED_BY_PLAN = ("structlog", "rich", "pygments", "asyncio", "ortools")
 
 
-def imported_by(argv: list[str], watched: tuple[str, ...] = HEAVY) -> set[str]:
-    """The top-level packages among ``watched`` that running ``tidal argv`` imported, in a fresh
-    interpreter."""
+def imported_by(argv: list[str], watched: tuple[str, ...] = HEAVY, *, whole: bool = False) -> set[str]:
+    """The top-level packages among ``watched`` (``whole``: the modules, by their full names) that running
+    ``tidal argv`` imported, in a fresh interpreter."""
+    names = "set(sys.modules)" if whole else "{m.split('.')[0] for m in sys.modules}"
     probe = (
         "import sys\n"
         "from autoscaler.cli.main import main\n"
@@ -43,7 +45,7 @@ def imported_by(argv: list[str], watched: tuple[str, ...] = HEAVY) -> set[str]:
         "except SystemExit:\n"
         "    pass\n"
         "sys.stdout.flush()\n"
-        f"print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & {set(watched)!r}))\n"
+        f"print('IMPORTED', sorted({names} & {set(watched)!r}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
@@ -82,6 +84,66 @@ def test_tidal_plan_imports_no_logging_library_event_loop_or_solver() -> None:
 
 def test_tidal_plan_as_json_imports_no_logging_library_event_loop_or_solver() -> None:
     assert imported_by([*PLAN, "--output", "json"], UNUSED_BY_PLAN) == set()
+
+
+# What a plan of many pending pods does without: the exact step's model and solvers (only for batches of at
+# most exactPlanMaxPods pods on new nodes) and multi-node consolidation (only for a cluster with none pending).
+UNUSED_BY_A_BIG_PLAN = (
+    "autoscaler.core.planning.exact",
+    "autoscaler.core.planning.exact_model",
+    "autoscaler.core.planning.exact_patterns",
+    "autoscaler.core.planning.exact_solve",
+    "autoscaler.core.disruption.multinode",
+)
+
+
+def _pending_pods(tmp_path: Path, n: int) -> str:
+    """A ``kubectl get pods -o json`` list of ``n`` pending replicas of one Deployment, as the scheduler left
+    them."""
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"web-7d9f8b6c5-{i:05x}",
+                "namespace": "shop",
+                "uid": f"uid-web-{i}",
+                "creationTimestamp": "2026-11-20T10:00:00Z",
+                "labels": {"app": "web"},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f8b6c5", "controller": True}],
+            },
+            "spec": {
+                "containers": [{"name": "web", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                    }
+                ],
+            },
+        }
+        for i in range(n)
+    ]
+    path = tmp_path / "pending.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}), encoding="utf-8")
+    return str(path)
+
+
+def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_nor_multi_node_consolidation(
+    tmp_path: Path,
+) -> None:
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
+    assert imported_by(argv, UNUSED_BY_A_BIG_PLAN, whole=True) == set()
+
+
+def test_tidal_plan_of_a_batch_the_exact_step_takes_loads_its_model(tmp_path: Path) -> None:
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 6), "--catalog", PLAN[4], "--now", PLAN[6]]
+    assert "autoscaler.core.planning.exact" in imported_by(argv, UNUSED_BY_A_BIG_PLAN, whole=True)
 
 
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:

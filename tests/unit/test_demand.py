@@ -322,6 +322,33 @@ def test_counted_pods_are_ordered_by_priority_then_size(make_config: Callable[..
     assert [p.name for p in demand.counted] == ["urgent-1", "gpu-1", "small-1"]
 
 
+def test_counted_pods_alike_in_priority_and_size_are_ordered_oldest_first_then_by_uid(
+    make_config: Callable[..., Config],
+) -> None:
+    # Replicas of two Deployments, created over three seconds, written in no particular order: each size in
+    # turn (GPU, then cpu, then memory), and within it the oldest first, then by uid (a stable order).
+    pods = [
+        pod("web-c", cpu="1", memory="2Gi", created="2026-11-20T10:00:02Z"),
+        pod("api-b", cpu="2", memory="1Gi", created="2026-11-20T10:00:01Z"),
+        pod("web-a", cpu="1", memory="2Gi", created="2026-11-20T10:00:00Z"),
+        pod("web-b", cpu="1", memory="4Gi", created="2026-11-20T10:00:01Z"),
+        pod("api-a", cpu="2", memory="1Gi", created="2026-11-20T10:00:01Z"),
+        pod("train-a", cpu="1", gpu=1, created="2026-11-20T10:00:02Z", message=INSUFFICIENT_GPU),
+        pod("web-d", cpu="1", memory="2Gi", created="2026-11-20T10:00:00Z"),
+    ]
+    demand = select(snapshot(*pods), make_config())
+    # api-b was written (so given its uid) before api-a, web-a before web-d.
+    assert [p.name for p in demand.counted] == [
+        "train-a",
+        "api-b",
+        "api-a",
+        "web-b",
+        "web-a",
+        "web-d",
+        "web-c",
+    ]
+
+
 def test_scheduler_message_is_matched_as_written(make_config: Callable[..., Config]) -> None:
     cfg = make_config(pendingPodReasonRegexp="Insufficient cpu")
     demand = select(snapshot(pod("web-1", message=INSUFFICIENT_CPU)), cfg)

@@ -4,6 +4,7 @@ far bigger than its pods is called out."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from autoscaler.cli.main import main
 from autoscaler.cli.render import plan_to_table, plan_warnings
 from autoscaler.core.placement.reasons import Filter
 from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.planning.why import Compared, Later
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.notices import OVERSIZED_NODE
 from providers.simulated import SimulatedProvider
@@ -326,3 +328,31 @@ def test_explain_names_a_pod_that_is_not_there_in_one_line(
 ) -> None:
     assert main([*kai_example, "--explain", pod_name]) == 2
     assert capsys.readouterr().err.endswith(f"tidal: error: {error}\n")
+
+
+def test_a_launch_works_out_its_comparison_when_it_is_first_read_and_only_then(
+    make_config: Callable[..., Config],
+) -> None:
+    # The planner's launches carry their explanation unread: a plan only acted on never compares candidates.
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW))
+    _, why = only_launch(result)
+    read: list[int] = []
+
+    def compare() -> tuple[tuple[Compared, ...], int]:
+        read.append(1)
+        return why.comparing()
+
+    lazy = replace(why, comparing=Later(compare))
+    assert read == []
+    assert lazy.compared == why.compared and lazy.cheaper_compared == why.cheaper_compared
+    assert read == [1]  # worked out once, then kept
+
+
+def test_launch_explanations_alike_but_for_their_comparison_are_two_kinds_of_launch(
+    make_config: Callable[..., Config],
+) -> None:
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW))
+    _, why = only_launch(result)
+    fewer = replace(why, comparing=Later(lambda: (why.compared[:1], why.cheaper_compared)))
+    same = replace(why, comparing=Later(why.comparing))
+    assert fewer != why and same == why and hash(same) == hash(why)

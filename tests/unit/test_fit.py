@@ -229,6 +229,39 @@ def test_an_annotation_that_excludes_everything_is_the_reason_given(
     assert unplaced(result) == {"default/infer-1": reason}
 
 
+def test_constraint_sets_asked_about_one_after_another_get_what_each_gets_alone(
+    make_config: Callable[..., Config],
+) -> None:
+    # One index answers for every class of a plan, sharing the passes of the filters those classes have in
+    # common (all GPU pods: the GPU one): each answer, and each reason for none, is still the pod's own.
+    config = make_config(capacityTypes=["spot", "on-demand"])
+    kinds = [
+        {"tidal.dev/instance-gpu-skus": "T4"},
+        {"tidal.dev/instance-gpu-skus": "A10G"},
+        {},
+        {"tidal.dev/instance-gpu-skus": "A10G", "tidal.dev/instance-max-cost": "0.05"},
+        {"tidal.dev/instance-gpu-skus": "B200"},
+        {"tidal.dev/instance-offerings": "spot,on-demand", "tidal.dev/instance-gpu-skus": "T4"},
+        {"tidal.dev/instance-type-regexp": "^g5$"},
+        # Another set (its interruption cost) with the same filters as one asked about before, none left.
+        {"tidal.dev/instance-gpu-skus": "B200", "tidal.dev/interruption-cost": "2h"},
+    ]
+    sets = [
+        pod_constraints(pod_from_dict(gpu_pod(f"p{i}", annotations=a, tolerations=GPU_TOLERATION)), config)
+        for i, a in enumerate(kinds)
+    ]
+    shared = OfferingIndex(aws_offerings(), config)
+    together = [shared.eligible(c) for c in sets]
+    alone = [OfferingIndex(aws_offerings(), config).eligible(c) for c in sets]
+    assert together == alone
+    assert sets[7] != sets[4] and together[7] == together[4]
+    assert [len(found) for found, _ in together][:3] == [len(found) for found, _ in alone][:3] != [0, 0, 0]
+    assert [why.message if why else "" for _, why in together][3:5] == [
+        "no offering at or below 0.05/h",
+        "no offering with GPU model B200",
+    ]
+
+
 # --- config regexps search as Luna's do ---------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """Scale-up's shortcuts change no decision: a node whose shared GPUs have no room for a share is not asked,
-a node opened like the one before reuses its fit, only nodes pods joined are checked for room left, and a
-node's join floor is remembered. Planning without them gives the very same plan, node for node; and a share
-of one GPU is still placed as KAI's binpack places it."""
+a node opened like the one before reuses its fit (a batch of them opened at once), only nodes pods joined are
+checked for room left, and a node's join floor is remembered. Planning without them gives the very same plan,
+node for node; and a share of one GPU is still placed as KAI's binpack places it."""
 
 from __future__ import annotations
 
@@ -119,6 +119,7 @@ def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_Planner, "_takes", asks_every_node)
     monkeypatch.setattr(_Planner, "_prune", prunes_every_node)
     monkeypatch.setattr(_Planner, "_may_join", counts_every_time)
+    monkeypatch.setattr(_Planner, "_open_alike", lambda self, *args: (0, 0))  # each node opened on its own
     monkeypatch.setattr(Engine, "independent", lambda self, pod: False)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.core.census import PodCensus
-from autoscaler.core.disruption import empty, expired, multinode, underutilised, unhealthy
+from autoscaler.core.disruption import empty, expired, underutilised, unhealthy
 from autoscaler.core.disruption.budgets import allowed
 from autoscaler.core.disruption.drifted import drifted
 from autoscaler.core.disruption.method import (
@@ -313,6 +313,9 @@ def _multi_node(
 ) -> list[Removal]:
     """Multi-node consolidation (:mod:`autoscaler.core.disruption.multinode`) over the nodes no other method
     took (``taken``: more nodes it must leave alone)."""
+    # Imported only when a quiet cluster is looked at for it: a plan with pending pods never gets here.
+    from autoscaler.core.disruption import multinode
+
     leaving = {r.node for r in removals}
     for r in removals:  # their pods take their share of every PodDisruptionBudget first
         eviction_blocker(workload(by_node.get(r.node, ())), snapshot.pdbs, evicting)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from autoscaler.core.fit import Constraints
 from autoscaler.core.gpu.share import GpuShare
@@ -152,20 +153,47 @@ class Engine:
         leave it when ``fit`` is what ``can_add`` says of them on it: for many nodes opened alike while no count
         is kept (no topology label to work out, no pod to count), without repeating the steps one by one.
         ``used`` is what :meth:`filled_use` says of them, when already known."""
+        return self.open_filled_alike(
+            pod, c, fit, [pods], mode=mode, gang=gang, gpus=gpus, vcpu=vcpu, used=used
+        )[0]
+
+    def open_filled_alike(
+        self,
+        pod: Pod,
+        c: Constraints,
+        fit: Fit,
+        groups: Sequence[Sequence[str]],
+        *,
+        mode: str,
+        gang: str,
+        gpus: int,
+        vcpu: int,
+        used: Resources | None = None,
+    ) -> list[Bin]:
+        """:meth:`open_filled` for each of ``groups`` (the pods of one node each, all like ``pod``), in order:
+        a batch of nodes opened alike at once."""
         assert self.topology.idle and not fit.settled, "only while no count is kept"
-        name = f"new-node-{next(self._new)}"
-        bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
-        bin.options = list(fit.options)
-        bin.used = used if used is not None else self.filled_use(pod, fit)
-        bin.classes = self._only(c)
-        bin.devices = fit.gpus
-        bin.pods.extend(pods)
-        bin.ports.extend(pod.host_ports)
-        self.bins.append(bin)
-        self.topology.add_node(name, bin.labels, bin.taints)
-        self.journal.log(lambda: self.bins.remove(bin))
-        self.topology.place(pod, name, fit.count)
-        return bin
+        if used is None:
+            used = self.filled_use(pod, fit)
+        classes = self._only(c)
+        options, ports = fit.options, pod.host_ports
+        topology, journal, placed = self.topology, self.journal, fit.count
+        opened = []
+        for pods in groups:
+            name = f"new-node-{next(self._new)}"
+            bin = Bin(name, Kind.NEW, {LABEL_HOSTNAME: name}, mode=mode, gang=gang, gpus=gpus, vcpu=vcpu)
+            bin.options = list(options)
+            bin.used = used
+            bin.classes = classes
+            bin.devices = fit.gpus
+            bin.pods.extend(pods)
+            bin.ports.extend(ports)
+            self.bins.append(bin)
+            topology.add_node(name, bin.labels, bin.taints)
+            journal.log(partial(self.bins.remove, bin))
+            topology.place(pod, name, placed)
+            opened.append(bin)
+        return opened
 
     def _only(self, c: Constraints) -> frozenset[Constraints]:
         """The classes of a node opened for pods of ``c`` alone: one set for every such node."""

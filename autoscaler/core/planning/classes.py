@@ -11,6 +11,7 @@ from autoscaler.core.model import Pod
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import BIN_PACKING, BIN_SELECTION
 from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.resources import Resources
 
 __all__ = ["PodClass", "choices", "order", "pod_classes", "pod_mode", "topology_signature"]
 
@@ -75,17 +76,27 @@ def pod_classes(
     # once per pod (equal constraints in two objects still get one number).
     numbers: dict[Constraints, int] = {}
     by_id: dict[int, int] = {}
+    # Requests likewise (replicas decoded together share one Resources).
+    sizes: dict[Resources, int] = {}
+    size_by_id: dict[int, int] = {}
     queues = queues if queues is not None and budgets else {}
     seen: dict[tuple[object, ...], bool] = {}
+    # Placing no pod, this does not change while the classes are made.
+    idle = engine.topology.idle
     for pod in pods:
         c = constraints[pod.key]
         number = by_id.get(id(c))
         if number is None:
             number = by_id[id(c)] = numbers.setdefault(c, len(numbers))
-        queue = queues.get(pod.key, "")
+        size = size_by_id.get(id(pod.requests))
+        if size is None:
+            size = size_by_id[id(pod.requests)] = sizes.setdefault(pod.requests, len(sizes))
+        queue = queues.get(pod.key, "") if queues else ""
         queue = queue if queue in budgets else ""  # only a budget tells pods of two queues apart
+        # As topology_signature says at once of most pods.
+        signature = None if idle and not pod.topological else topology_signature(pod, engine, seen)
         # The mode follows from the constraints and the request, so it is worked out once per class.
-        key = (number, pod.requests, topology_signature(pod, engine, seen), queue)
+        key = (number, size, signature, queue)
         unit = groups.get(key)
         if unit is None:
             groups[key] = PodClass([pod], c, pod_mode(pod, c, index), queue)

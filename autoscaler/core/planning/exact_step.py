@@ -19,16 +19,22 @@ heuristic's plan.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Demand
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.planning import exact, exact_model, exact_patterns, exact_solve, newnodes
+from autoscaler.core.planning import newnodes
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch, Usage
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.spot_risk import node_hours, risk_price
+
+if TYPE_CHECKING:
+    # The exact model and its solvers are imported where a batch is small enough to try them: a plan of
+    # thousands of pods (and the ``tidal plan`` of one) never needs them.
+    from autoscaler.core.planning import exact, exact_model
 
 __all__ = ["explained", "improve", "limits"]
 
@@ -39,6 +45,8 @@ WORK = 0.02  # CP-SAT's deterministic seconds per program: the same work, so the
 
 def limits(index: OfferingIndex, usage: Usage) -> exact.Limits:
     """What the cluster limits leave for new nodes, given what exists and launches already."""
+    from autoscaler.core.planning import exact
+
     cfg = index.config
     return exact.Limits(
         gpus=None if cfg.cluster_gpu_limit is None else max(0, cfg.cluster_gpu_limit - usage.gpus),
@@ -67,6 +75,8 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     chosen = [_chosen(b) for b in bins]
     if any(o.reservation is not None for o in chosen):
         return 0.0
+    from autoscaler.core.planning import exact, exact_model
+
     # In the model's terms: prices with spot interruptions' expected cost (see exact.NodeType.price).
     current = round(
         sum(
@@ -90,6 +100,8 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
 
 def _solve(problem: exact.Problem, bound: float, time_limit: float) -> exact_model.Outcome:
     """By node patterns when the batch has few enough of them (exact in one program), else by counts."""
+    from autoscaler.core.planning import exact_patterns, exact_solve
+
     outcome = exact_patterns.solve(problem, cost_bound=bound, time_limit=time_limit, work_limit=WORK)
     if outcome is not None:
         return outcome

@@ -137,14 +137,20 @@ def choose(
     best: tuple[float, int, float, tuple[float, str, str, str]] | None = None
     chosen: Choice | None = None
     over_budget: Offering | None = None  # the cheapest the limits allow but the queue's budget does not
+    share, counts = c.gpu_share, index.memo.share_counts
     for tier, ctype in enumerate(c.capacity_types):
         for shape in index.shapes(c, ctype, packing):
-            o = shape.cheapest
+            o = shape.offerings[0]
             if best is not None and o.price / remaining > best[0]:
                 # Shapes are in price order: none later in this tier can beat the best (and once a shape is
                 # chosen, what the others would have said of the limits is not asked for).
                 break
-            k = per_node(shape, req, c.gpu_share, remaining, index.memo.share_counts)
+            # (per_node, without the call for the pods of no GPU share: most, weighed on every shape.)
+            k = (
+                req.times_fits_in(shape.alloc)
+                if share is None
+                else per_node(shape, req, share, remaining, counts)
+            )
             if k <= 0:
                 continue
             fits_somewhere = True
@@ -434,6 +440,7 @@ def fallbacks(
     model = device_model(b.devices) if b.devices is not None else None
     left_out: Offering | None = None
     packing = b.mode == BIN_PACKING
+    settled = b.settled
     key = (tuple(classes), packing, best.gpu_count, best.vcpu if limit_cpu else None, model)
     kept = memo.get(key) if memo is not None else None
     if kept is None:
@@ -461,8 +468,8 @@ def fallbacks(
             continue
         for o in offerings:
             # (An offering of another type is never the chosen one: its fields are not compared one by one.)
-            if (o.instance_type == best.instance_type and o == best) or any(
-                index.labels(o).get(k) != v for k, v in b.settled.items()
+            if (o.instance_type == best.instance_type and o == best) or (
+                settled and any(index.labels(o).get(k) != v for k, v in settled.items())
             ):
                 continue
             if cap is not None and o.price > cap + 1e-9:

@@ -53,6 +53,9 @@ class OfferingIndex:
         self._excluded_for: dict[Constraints, list[Offering]] = {}
         self._alloc: dict[tuple[object, ...], Resources] = {}
         self._eligible: dict[Constraints, tuple[list[Offering], Rejection | None]] = {}
+        # What the pod-level filters applied so far leave of the offerings of some capacity types, by the
+        # filters' keys: shared by the constraint sets that differ only in later filters.
+        self._filtered: dict[tuple[object, ...], tuple[list[Offering], Rejection]] = {}
         self._shapes: dict[tuple[Constraints, str, bool], list[Shape]] = {}
         self._allowed: dict[tuple[Constraints, bool], Options] = {}
         self._shared: dict[tuple[tuple[Constraints, ...], bool], list[tuple[Shape, list[Offering]]]] = {}
@@ -71,6 +74,8 @@ class OfferingIndex:
             plain = next((o for o in variants if o.layout is None), None)
             self._layouts[name] = (plain, tuple(o for o in variants if o.layout is not None))
         self._by_shape: dict[tuple[str, str], Shape] | None = None
+        self._keys: dict[int, tuple[str, str]] | None = None
+        self._smallest_gpu_memory: int | None = None  # asked by each step that counts GPUs for queues
         self._ctypes: set[str] | None = None
         # The offerings of each set of capacity types a pod may have, in order: the first filter a pod's
         # offerings go through, and pods of a few sets only.
@@ -108,10 +113,18 @@ class OfferingIndex:
         """Every usable offering of one (instance type, capacity type), cheapest first."""
         if self._by_shape is None:
             groups: dict[tuple[str, str], list[Offering]] = {}
+            keys = self._shape_keys()
             for o in self.offerings:
-                groups.setdefault(shape_key(o), []).append(o)
+                groups.setdefault(keys[id(o)], []).append(o)
             self._by_shape = {k: Shape(self.allocatable(g[0]), tuple(g)) for k, g in groups.items()}
         return self._by_shape.get(key)
+
+    def _shape_keys(self) -> dict[int, tuple[str, str]]:
+        """The shape key of each usable offering, by identity (the index holds them all): worked out once,
+        not once per constraint set that may have the offering."""
+        if self._keys is None:
+            self._keys = {id(o): shape_key(o) for o in self.offerings}
+        return self._keys
 
     def _shape_of(self, key: tuple[str, str], offerings: tuple[Offering, ...]) -> Shape:
         """The shape of ``offerings`` (of one shape key): the index's own when they are all of it, which most
@@ -143,10 +156,14 @@ class OfferingIndex:
 
     def smallest_gpu_memory(self) -> int:
         """The least memory one NVIDIA GPU tidal may launch has (0 without GPU offerings)."""
-        sizes = [
-            o.gpu_memory_mib for o in self.offerings if o.gpu_count and o.gpu_memory_mib and not o.partial_gpu
-        ]
-        return min(sizes, default=0)
+        if self._smallest_gpu_memory is None:
+            sizes = [
+                o.gpu_memory_mib
+                for o in self.offerings
+                if o.gpu_count and o.gpu_memory_mib and not o.partial_gpu
+            ]
+            self._smallest_gpu_memory = min(sizes, default=0)
+        return self._smallest_gpu_memory
 
     def base_allocatable(self, o: Offering) -> Resources:
         """What a node of ``o`` leaves pods before any DaemonSet: capacity − kubelet reservations."""
@@ -181,7 +198,9 @@ class OfferingIndex:
                     of_types = [o for o in self.offerings if o.capacity_type in ctypes]
                     self._of_types[ctypes] = of_types
                 # The first filter (the capacity types) keeps every one of these, or says why none is left.
-                found = eligible_offerings(c, of_types, self.config, self.nodes, typed=True)
+                found = eligible_offerings(
+                    c, of_types, self.config, self.nodes, typed=True, memo=self._filtered
+                )
             elif self.excluded:
                 found = (
                     [],
@@ -275,13 +294,19 @@ class OfferingIndex:
             offerings, _ = self.eligible(c)
             if packing:
                 offerings = [o for o in offerings if self.packing_node(o)]
-            # Every capacity type in one pass: a pod's are all asked for.
-            by_ctype: dict[str, dict[tuple[str, str], list[Offering]]] = {}
+            # Every capacity type in one pass: a pod's are all asked for. A shape's key names its capacity
+            # type, so grouping by key groups by capacity type too.
+            keys = self._shape_keys()
+            groups: dict[tuple[str, str], list[Offering]] = {}
             for o in offerings:
-                by_ctype.setdefault(o.capacity_type, {}).setdefault(shape_key(o), []).append(o)
-            for ctype, by_type in by_ctype.items():
-                found = [self._shape_of(key, tuple(group)) for key, group in by_type.items()]
-                found = [s for s in found if s.alloc]
+                k = keys.get(id(o))
+                groups.setdefault(shape_key(o) if k is None else k, []).append(o)
+            by_ctype: dict[str, list[Shape]] = {}
+            for k, group in groups.items():
+                shape = self._shape_of(k, tuple(group))
+                if shape.alloc:
+                    by_ctype.setdefault(group[0].capacity_type, []).append(shape)
+            for ctype, found in by_ctype.items():
                 found.sort(key=lambda s: price_order(s.cheapest))
                 self._shapes.setdefault((c, ctype, packing), found)
             shapes = self._shapes.setdefault(key, [])

@@ -158,7 +158,9 @@ def plan(request: PlanInput) -> Plan:
         census=request.census,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
-    queues = queue_views(snapshot, launch, index, launching, spend, request.census)
+    # The queue of every pod counted as demand was read by select (those of no queue are not kept there).
+    known = {p.key: demand.queues.get(p.key, "") for p in demand.counted}
+    queues = queue_views(snapshot, launch, index, launching, spend, request.census, known)
     return Plan(
         demand,
         launch,

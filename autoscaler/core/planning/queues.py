@@ -126,9 +126,12 @@ def queue_views(
     launching: Sequence[Launching] = (),
     spend: QueueSpend | None = None,
     census: PodCensus | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> tuple[QueueView, ...]:
     """Every KAI queue the snapshot names (as a Queue, a PodGroup's queue or a pod's label) or a budget names,
-    by name. ``spend`` is :func:`queue_costs` of the snapshot when already known, ``census`` that of its pods."""
+    by name. ``spend`` is :func:`queue_costs` of the snapshot when already known, ``census`` that of its pods;
+    ``known`` the queue of pods whose queue was read already, by pod key (a pod missing from it is read
+    here)."""
     if census is None or not census.describes(snapshot.pods):
         census = take_census(snapshot.pods)
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
@@ -139,11 +142,21 @@ def queue_views(
     # A launch and a pod placed on a node are for pending pods, none of them bound to a node yet.
     pods = {p.key: p for p in census.unbound}
     # Each pod's queue, read once: most launches hold pods of none, and are passed over at once.
-    queue_of = {key: pod_queue(p, groups) for key, p in pods.items()}
+    if known is None:
+        queue_of = {key: pod_queue(p, groups) for key, p in pods.items()}
+    else:
+        queue_of = {}
+        for key, p in pods.items():
+            q = known.get(key)
+            queue_of[key] = pod_queue(p, groups) if q is None else q
+    # The pods of launches that serve a queue: of the pods this plan launches for, only those of a queue are
+    # looked up below.
+    launching_for = {p.key for la in launching for p in la.pods}
     for la in launch.launches:
         queues = [queue_of[k] for k in la.pods if k in pods]
         if any(queues):
             _charge(cost, la.offering.price, [pods[k] for k in la.pods if k in pods], groups, memory, queues)
+            launching_for.update(la.pods)
     # A node no pod runs on yet serves the pods this plan puts there.
     onto: dict[str, list[Pod]] = defaultdict(list)
     for a in launch.absorbed:
@@ -151,8 +164,6 @@ def queue_views(
             onto[a.node].append(pods[a.pod])
     for name, waiting in onto.items():
         _charge(cost, spend.unclaimed[name], waiting, groups, memory)
-    launching_for = {p.key for la in launching for p in la.pods}
-    launching_for |= {k for la in launch.launches for k in la.pods}
     launching_names = {la.name for la in launching}
     launching_for |= {a.pod for a in launch.absorbed if a.node in launching_names}
     allocated: dict[str, float] = defaultdict(float)
@@ -160,12 +171,17 @@ def queue_views(
     coming: dict[str, float] = defaultdict(float)
     names = {q.name for q in snapshot.queues} | {g.queue for g in snapshot.podgroups if g.queue}
     names |= set(index.config.queue_budgets)
+    counted: dict[tuple[object, ...], float] = {}
     for p in census.queue_candidates:  # the others have no queue
-        q = pod_queue(p, groups)
+        q = queue_of[p.key] if not p.node_name and pods.get(p.key) is p else pod_queue(p, groups)
         if not q or p.finished or p.terminating:
             continue
         names.add(q)
-        gpus = pod_gpus(p, memory)
+        # Replicas ask alike: what a request (and share) counts as is worked out once.
+        asked = (p.requests, p.gpu_share)
+        gpus = counted.get(asked)
+        if gpus is None:
+            gpus = counted[asked] = pod_gpus(p, memory)
         if p.node_name:
             allocated[q] += gpus
         elif p.phase == "Pending" and not p.scheduling_gates:

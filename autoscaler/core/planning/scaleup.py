@@ -267,17 +267,72 @@ class _Planner:
                 return []
             n = self._batch(choice, len(remaining), pod, unit.queue)
             # The pods from ``start`` on are left (one slice per batch, not one per node).
-            start = 0
-            for _ in range(n):
-                if start == len(remaining):
-                    break
+            start = opened = 0
+            while opened < n and start < len(remaining):
                 placed = self._open_one(choice, remaining, start, unit, gang, bins)
                 if isinstance(placed, Rejection):
                     self._unplace(remaining[start:], placed, unit)
                     return []
                 start += placed
+                opened += 1
+                if opened < n:
+                    more, took = self._open_alike(choice, remaining, start, unit, gang, bins, n - opened)
+                    opened += more
+                    start += took
             remaining = remaining[start:]
         return remaining
+
+    def _open_alike(
+        self,
+        choice: Choice,
+        pods: list[Pod],
+        start: int,
+        unit: PodClass,
+        gang: str,
+        bins: list[Bin],
+        limit: int,
+    ) -> tuple[int, int]:
+        """Open at most ``limit`` more nodes like the last one (_open_one's first way, for a batch at once):
+        each as full as it, while the pods from ``start`` on fill such nodes and are alike (_alike). Returns
+        how many nodes were opened and how many pods they took."""
+        opening = self._opening
+        if opening is None or opening.choice is not choice or opening.unit is not unit:
+            return 0, 0
+        known, used = opening.known, opening.used
+        if known is None or used is None:
+            return 0, 0
+        fit, room = known
+        if not isinstance(fit, Fit):
+            return 0, 0
+        per = fit.count
+        groups: list[list[str]] = []
+        at = start
+        while len(groups) < limit:
+            left = len(pods) - at
+            # (Opening these nodes changes nothing _alike reads: their pods bring no term and keep no count.)
+            if not left or min(choice.per_node, left) != opening.take or not self._alike(pods[at]):
+                break
+            groups.append([p.key for p in pods[at : at + per]])
+            at += per
+        if not groups:
+            return 0, 0
+        o = choice.shape.cheapest
+        opened = self.engine.open_filled_alike(
+            pods[start],
+            unit.c,
+            fit,
+            groups,
+            mode=unit.mode,
+            gang=gang,
+            gpus=o.gpu_count,
+            vcpu=o.vcpu,
+            used=used,
+        )
+        for b in opened:
+            if unit.queue and b.name in self.unclaimed:
+                self._claim(b.name, unit.queue)
+            self._opened(b, o, unit, room, bins)
+        return len(opened), at - start
 
     def _batch(self, choice: Choice, remaining: int, pod: Pod, queue: str) -> int:
         """How many nodes of the chosen shape to open at once."""

@@ -11,7 +11,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from autoscaler.config.options import Config
 from autoscaler.core.fit import Constraints, gpu_model_name, offering_filters
@@ -54,6 +54,9 @@ class Compared:
         return self.offering.price / self.holds if self.holds else None
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True, slots=True)
 class RuledOut:
     """Offerings cheaper than the chosen one that one filter removed: how many, and the cheapest of them."""
@@ -63,30 +66,41 @@ class RuledOut:
     cheapest: Offering
 
 
-class Later:
+class Later(Generic[T]):
     """A value worked out on first use, then kept."""
 
     __slots__ = ("_make", "_value")
 
-    def __init__(self, make: Callable[[], tuple[RuledOut, ...]]) -> None:
-        self._make: Callable[[], tuple[RuledOut, ...]] | None = make
-        self._value: tuple[RuledOut, ...] = ()
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make: Callable[[], T] | None = make
+        self._value: T | None = None
 
-    def __call__(self) -> tuple[RuledOut, ...]:
-        if self._make is not None:
-            self._value, self._make = self._make(), None
-        return self._value
+    def __call__(self) -> T:
+        make = self._make
+        if make is not None:
+            self._value, self._make = make(), None
+        return cast("T", self._value)
 
 
-@dataclass(frozen=True, slots=True)
+def _nothing_compared() -> tuple[tuple[Compared, ...], int]:
+    return (), 0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class LaunchWhy:
-    """Why a new node is the offering it is."""
+    """Why a new node is the offering it is.
+
+    What only a reader of the plan needs (the candidates compared, the cheaper offerings ruled out, why no
+    smaller node) is worked out when first read (rendering a plan): a plan that is only acted on, or a
+    rendering that shows a few kinds of launch, never pays for the rest. Two are equal when everything they
+    say is (read for that)."""
 
     mode_reason: str  # why its pods got bin-selection or bin-packing
-    compared: tuple[Compared, ...] = ()
-    cheaper_compared: int = 0  # candidates cheaper than the chosen one, listed or not
-    # Worked out when first read (rendering a plan): a reconcile that only acts never pays for it.
-    ruled: Later = field(default_factory=lambda: Later(tuple), compare=False, repr=False)
+    # The candidates nearest the chosen one, and how many were cheaper than it, listed or not.
+    comparing: Later[tuple[tuple[Compared, ...], int]] = field(
+        default_factory=lambda: Later(_nothing_compared), repr=False
+    )
+    ruled: Later[tuple[RuledOut, ...]] = field(default_factory=lambda: Later(tuple), repr=False)
     # Fallbacks cost at most this (maxFallbackPriceRatio × the chosen price, or what a queue's budget leaves,
     # as ``capped_by`` says; None: no cap); ``left_out`` is the cheapest that would have held the pods above it.
     fallback_cap: float | None = None
@@ -94,7 +108,8 @@ class LaunchWhy:
     capped_by: str = ""
     gpus_used: int = 0  # GPU devices its pods take (a device shared by GPU fractions counts as one)
     idle_gpus: int = 0  # set only when the node is far bigger than its pods: see IDLE_GPUS_WARNED
-    smaller: str = ""  # then, why no smaller node was taken
+    # Then, why no smaller node was taken.
+    smaller_why: Later[str] = field(default_factory=lambda: Later(str), repr=False)
     # Set on every node of an exact plan (exactPlanMaxPods): the $/h it saves over the heuristic's nodes for
     # the same pods, which it replaced.
     exact_saving: float = 0.0
@@ -103,9 +118,48 @@ class LaunchWhy:
     interruption: InterruptionRisk | None = None
 
     @property
+    def compared(self) -> tuple[Compared, ...]:
+        """The candidates nearest the chosen one (each as its cheapest offering), with verdicts."""
+        return self.comparing()[0]
+
+    @property
+    def cheaper_compared(self) -> int:
+        """How many candidates were cheaper than the chosen one, listed or not."""
+        return self.comparing()[1]
+
+    @property
+    def smaller(self) -> str:
+        """For a node far bigger than its pods, why no smaller one was taken ("" otherwise)."""
+        return self.smaller_why()
+
+    @property
     def ruled_out(self) -> tuple[RuledOut, ...]:
         """The cheaper offerings, grouped by the filter that ruled them out, most first."""
         return self.ruled()
+
+    def _said(self) -> tuple[object, ...]:
+        return (
+            self.mode_reason,
+            self.compared,
+            self.cheaper_compared,
+            self.fallback_cap,
+            self.left_out,
+            self.capped_by,
+            self.gpus_used,
+            self.idle_gpus,
+            self.smaller,
+            self.exact_saving,
+            self.interruption,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, LaunchWhy)
+        return self is other or self._said() == other._said()
+
+    def __hash__(self) -> int:
+        return hash(self._said())
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,21 +410,19 @@ def launch_why(
             )
         )
 
-    compared, cheaper = _compared(b, chosen, classes, index)
     used = gpus_used(b, chosen)
     idle = chosen.gpu_count - used
     oversized = idle >= IDLE_GPUS_WARNED and idle >= used
     return LaunchWhy(
         mode_reason=reason,
-        compared=compared,
-        cheaper_compared=cheaper,
+        comparing=Later(lambda: _compared(b, chosen, classes, index)),
         ruled=Later(ruled),
         fallback_cap=fallbacks.cap,
         left_out=fallbacks.left_out,
         capped_by=fallbacks.capped_by,
         gpus_used=used,
         idle_gpus=idle if oversized else 0,
-        smaller=_smaller(b, chosen, classes, index, used) if oversized else "",
+        smaller_why=Later(lambda: _smaller(b, chosen, classes, index, used)) if oversized else Later(str),
         interruption=interruption_risk(
             chosen, node_hours(c.interruption_hours for c in classes), index.config.spot.rate_scale
         ),
