@@ -16,8 +16,14 @@ __all__ = ["SOLVER_MODULES", "warm_up"]
 
 log = structlog.get_logger("tidal.daemon")
 
-# What autoscaler.core.planning.exact_model imports on its first solve.
-SOLVER_MODULES = ("ortools.sat.python.cp_model",)
+# What the exact step imports on its first small batch: its model and solver modules, and OR-Tools.
+SOLVER_MODULES = (
+    "autoscaler.core.planning.exact",
+    "autoscaler.core.planning.exact_model",
+    "autoscaler.core.planning.exact_patterns",
+    "autoscaler.core.planning.exact_solve",
+    "ortools.sat.python.cp_model",
+)
 
 
 def warm_up(exact_plan: bool) -> threading.Thread | None:
