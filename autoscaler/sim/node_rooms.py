@@ -14,7 +14,6 @@ only the rooms it starts from are kept, each handed out as a copy.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Bin
@@ -27,15 +26,27 @@ __all__ = ["NodeRooms"]
 
 
 def _fresh(b: Bin) -> Bin:
-    """A copy of ``b`` an engine may fill: nothing it changes is shared with ``b``."""
-    return replace(
-        b,
-        labels=dict(b.labels),
-        ports=list(b.ports),
-        pods=list(b.pods),
-        options=list(b.options),
-        settled=dict(b.settled),
-        _values=dict(b._values),
+    """A copy of ``b`` an engine may fill: nothing it changes is shared with ``b``. Built field by field
+    (``dataclasses.replace`` looks every field up again, for every node of every plan)."""
+    return Bin(
+        b.name,
+        b.kind,
+        dict(b.labels),
+        b.taints,
+        b.unschedulable,
+        b.free,
+        b.used,
+        list(b.ports),
+        list(b.pods),
+        b.mode,
+        b.gang,
+        list(b.options),
+        b.classes,
+        b.gpus,
+        b.vcpu,
+        dict(b.settled),
+        b.devices,
+        dict(b._values),
     )
 
 

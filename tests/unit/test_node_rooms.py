@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from autoscaler.config.options import Config
 from autoscaler.core.model import Snapshot
+from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.cluster import build_engine
 from autoscaler.core.planning.offerings import OfferingIndex
+from autoscaler.core.resources import Resources
 from autoscaler.runtime.kube.convert import daemonset_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
-from autoscaler.sim.node_rooms import NodeRooms
+from autoscaler.sim.node_rooms import NodeRooms, _fresh
 from autoscaler.sim.scenario import JobSpec
 from tests.builders import aws_offerings, daemonset, node
 
@@ -155,3 +157,29 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
                 seed,
                 step,
             )
+
+
+def test_a_kept_room_is_handed_out_as_a_copy_of_every_field_sharing_nothing_mutable() -> None:
+    room = Bin(
+        "n1",
+        Kind.NEW,
+        {"zone": "a"},
+        unschedulable=True,
+        free=Resources({"cpu": 4000}),
+        used=Resources({"cpu": 1000}),
+        pods=["ns/p"],
+        mode="bin-packing",
+        gang="g",
+        gpus=1,
+        vcpu=4,
+        settled={"zone": "a"},
+        _values={"zone": frozenset({"a"})},
+    )
+    copy = _fresh(room)
+    for f in fields(Bin):
+        mine, theirs = getattr(room, f.name), getattr(copy, f.name)
+        assert theirs == mine, f.name
+        if f.default is not MISSING:
+            assert mine != f.default or f.name in ("taints", "classes", "devices"), f"set {f.name} here"
+        if isinstance(mine, (list, dict)):
+            assert theirs is not mine, f"{f.name} is shared"
