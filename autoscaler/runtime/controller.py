@@ -116,6 +116,9 @@ class Controller:
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
         self.launcher = Launcher(provider, self.availability, self.fleet, self.metrics, dry_run=dry_run)
         self.in_flight = InFlight()
+        # Per member key: the Node, offering and config the offering labels it lacks were worked out from,
+        # and those labels (a Node that did not change lacks the same ones; see _offering_labels).
+        self._lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
         self.gangs = Gangs()
         self.drainer = drainer
         self.disruptions = Disruptions(
@@ -380,7 +383,8 @@ class Controller:
         """The offering labels tidal planned with that registered Nodes still lack, by node name, whatever
         the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land."""
         out: dict[str, dict[str, str]] = {}
-        for m in self.fleet.members.values():
+        lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
+        for key, m in self.fleet.members.items():
             if m.node is None or m.offering is None or m.instance is None:
                 continue
             offering = m.offering
@@ -389,10 +393,17 @@ class Controller:
                 or offering.capacity_type != m.instance.capacity_type
             ):
                 continue
-            wanted = node_labels(offering, cfg)
-            missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
+            # Nodes are immutable values: the same Node object, offering and config lack the same labels.
+            seen = self._lacking.get(key)
+            if seen is not None and seen[0] is m.node and seen[1] is offering and seen[2] is cfg:
+                missing = seen[3]
+            else:
+                wanted = node_labels(offering, cfg)
+                missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
+            lacking[key] = (m.node, offering, cfg, missing)
             if missing:
-                out[m.node.name] = missing
+                out[m.node.name] = dict(missing)
+        self._lacking = lacking  # members gone are forgotten
         return out
 
     # -- timeouts and orphans ---------------------------------------------------------------------------

@@ -291,7 +291,9 @@ def _plan(
     # Like Karpenter, never consolidate a node that is being replaced or is a replacement still waiting for
     # the pods it was launched for.
     held = held_nodes(snapshot, draining)
-    removal = scale_down(snapshot, index, now, needed=needed, by_node=by_node, engine=engine, held=held)
+    removal = scale_down(
+        snapshot, index, now, needed=needed, by_node=by_node, engine=engine, total=base, held=held
+    )
     return Plan(demand, plan, removal)
 
 

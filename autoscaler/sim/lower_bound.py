@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +37,21 @@ from autoscaler.sim.cluster import SimPod
 from autoscaler.sim.scenario import Outage
 
 SAMPLES = 200
-# Slices of time whose least demand gets an integer program, and how long one may take.
+# Slices of time whose least demand gets an integer program, and how many branch-and-bound nodes one may
+# take: a count of work, not of seconds, so the bound is the same on a busy machine as on an idle one (the
+# programs of the benchmark scenarios close within a few dozen nodes; the count only stops a runaway one).
 WINDOWS = 200
-MILP_SECONDS = 0.5
+MILP_NODES = 2000
+# HiGHS's primal heuristics look for good node sets; the bound needs none (it reads the dual bound), and the
+# incumbents they find set off restart after restart of the root. Without them the same programs close to the
+# same optimum in about half the time. scipy hands options it does not know to HiGHS as they are.
+NO_HEURISTICS = {
+    "mip_heuristic_effort": 0.0,
+    "mip_heuristic_run_feasibility_jump": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+}
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
 GPU = RESOURCES.index("nvidia.com/gpu")
 Class = tuple[Constraints, Resources, tuple[Outage, ...]]  # what a run asked for, and what was out then
@@ -222,14 +235,15 @@ class Columns:
     def solve_whole(self, demand: dict[int, int]) -> float | None:
         """A lower bound (USD/hour) on whole nodes holding ``demand`` {class: pods}: the same program with
         node counts integer, pods still free to spread over the nodes of one type. The solver's own bound
-        (never its best answer, which may sit within its gap above the optimum) after at most
-        ``MILP_SECONDS``; None when it has none."""
+        (never its best answer, which may sit within its gap above the optimum) after at most ``MILP_NODES``
+        branch-and-bound nodes; None when it has none."""
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
 
         nx = len(self.offers)
         a_ub, a_eq, b_eq, ny = self._matrices(demand, slots=True)
-        with _quiet():
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the options scipy passes on as they are, said each time
             res = milp(
                 np.concatenate([self.price, np.zeros(ny)]),
                 constraints=[
@@ -238,7 +252,7 @@ class Columns:
                 ],
                 integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
                 bounds=Bounds(0, np.inf),
-                options={"time_limit": MILP_SECONDS},
+                options={"node_limit": MILP_NODES, **NO_HEURISTICS},
             )
         bound = getattr(res, "mip_dual_bound", None)
         if bound is None or not np.isfinite(bound):

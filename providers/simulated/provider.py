@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import structlog
@@ -63,6 +64,7 @@ LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
+_LAUNCH_ORDER = attrgetter("created", "id")  # how instances are listed: oldest first, then by id
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 
 
@@ -248,7 +250,7 @@ class SimulatedProvider:
         """Instances tagged with this cluster, in any state; terminated ones for 10 minutes."""
         self._enter("instances", "")
         with self._store.transaction() as state:
-            records = sorted(state.instances.values(), key=lambda r: (r.created, r.id))
+            records = sorted(state.instances.values(), key=_LAUNCH_ORDER)
             views: dict[str, Instance] = {}
             for r in records:
                 if r.tags.get(LABEL_CLUSTER) != self.config.cluster_name:

@@ -320,3 +320,27 @@ def test_the_lp_matrices_are_those_built_entry_by_entry(
         assert np.array_equal(got.indices, want.indices)
         assert np.array_equal(got.data, want.data)
         assert np.array_equal(np.signbit(got.data), np.signbit(want.data))  # -0.0 entries kept as they were
+
+
+def test_the_whole_node_programs_stop_on_a_count_of_nodes_never_on_the_clock(
+    world: tuple[Config, list[Offering]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scipy.optimize
+
+    from autoscaler.sim import lower_bound as module
+
+    asked: list[dict[str, Any]] = []
+    real = scipy.optimize.milp
+
+    def milp(*args: Any, **kwargs: Any) -> Any:
+        asked.append(dict(kwargs["options"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "milp", milp)
+    config, offerings = world
+    bound = lower_bound(_share_runs(3, {"gpu-fraction": "0.6"}), offerings, config, end=3600.0)
+    assert bound["cost"] == pytest.approx(3 * 0.526, rel=1e-4)
+    assert asked, "no integer program was solved"
+    for options in asked:
+        assert "time_limit" not in options  # a busy machine would reach a lower bound in the same seconds
+        assert options["node_limit"] == module.MILP_NODES

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from autoscaler.config.options import Config
 from autoscaler.core.model import HostPort, Snapshot
+from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.cluster import build_engine, pods_by_node
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import PlanInput, plan
-from autoscaler.core.planning.rooms import NodeRooms
+from autoscaler.core.planning.rooms import NodeRooms, _fresh
+from autoscaler.core.resources import Resources
 from autoscaler.runtime.kube.convert import daemonset_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import JobSpec
@@ -224,3 +226,29 @@ def test_a_kept_room_still_keeps_pods_away_that_its_pods_anti_affinity_refuses(
     fresh = plan(PlanInput(snap, offerings, config, 0.0))
     assert [la.pods for la in fresh.launch.launches] == [("default/cache-1",)]
     assert [repr(p.launch) for p in plans] == [repr(fresh.launch)] * 2
+
+
+def test_a_kept_room_is_handed_out_as_a_copy_of_every_field_sharing_nothing_mutable() -> None:
+    room = Bin(
+        "n1",
+        Kind.NEW,
+        {"zone": "a"},
+        unschedulable=True,
+        free=Resources({"cpu": 4000}),
+        used=Resources({"cpu": 1000}),
+        pods=["ns/p"],
+        mode="bin-packing",
+        gang="g",
+        gpus=1,
+        vcpu=4,
+        settled={"zone": "a"},
+        _values={"zone": frozenset({"a"})},
+    )
+    copy = _fresh(room)
+    for f in fields(Bin):
+        mine, theirs = getattr(room, f.name), getattr(copy, f.name)
+        assert theirs == mine, f.name
+        if f.default is not MISSING:
+            assert mine != f.default or f.name in ("taints", "classes", "devices"), f"set {f.name} here"
+        if isinstance(mine, (list, dict)):
+            assert theirs is not mine, f"{f.name} is shared"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from autoscaler.config.options import Config
 from autoscaler.runtime.controller import Controller
@@ -67,6 +68,49 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
     ]
     labelled = dict(actions.named("label_node"))
     assert labelled["ip-10-0-0-7"]["tidal.dev/gpu-count"] == "1"
+
+
+def test_a_node_is_labelled_at_every_reconcile_while_it_lacks_its_offering_labels_and_never_after(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(CATALOG)
+    config = make_config(simulated={"catalog": str(catalog), "launchDelay": "0s"})
+    clock = Clock()
+    provider = SimulatedProvider(config, clock=clock)
+    waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
+    cluster = StaticCluster(snapshot(waiting))
+    actions = CallRecorder()
+    controller = Controller(
+        config=lambda: config,
+        cluster=cluster,
+        provider=provider,
+        actions=actions,
+        events=CallRecorder(),
+        clock=clock,
+    )
+    [first] = controller.reconcile_once().launched
+    clock.now += 60
+    [instance] = provider.instances()
+
+    def registered(labels: dict[str, str]) -> dict[str, Any]:
+        made = node(
+            "ip-10-0-0-7", instance_type="g5.xlarge", cpu="4", memory="16Gi", managed=True, labels=labels
+        )
+        made["spec"]["providerID"] = instance.provider_id
+        return made
+
+    joined = registered({"tidal.dev/launch-token": first.token})
+    cluster.view = snapshot(waiting, joined)
+
+    controller.reconcile_once()
+    controller.reconcile_once()  # the very same Node: it lacks the same labels
+    asked = [labels for name, labels in actions.named("label_node") if name == "ip-10-0-0-7"]
+    assert len(asked) == 2 and asked[0] == asked[1] and asked[0]["tidal.dev/gpu-count"] == "1"
+
+    cluster.view = snapshot(waiting, registered({"tidal.dev/launch-token": first.token, **asked[0]}))
+    controller.reconcile_once()
+    assert len([1 for name, _ in actions.named("label_node") if name == "ip-10-0-0-7"]) == 2
 
 
 def test_the_taints_kubernetes_puts_on_a_joining_node_do_not_buy_a_second_node(
