@@ -25,7 +25,6 @@ their shares.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import platform
@@ -34,13 +33,13 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autoscaler.cli.main import collector_paused  # noqa: E402
 from autoscaler.cli.snapshot import SnapshotBuilder  # noqa: E402
 from autoscaler.config.options import config_from_mapping  # noqa: E402
 from autoscaler.core.planning.offerings import OfferingIndex  # noqa: E402
@@ -253,20 +252,6 @@ def sharing_check(result: Any, pods: dict[str, Any]) -> dict[str, Any]:
         "gpusOfNodesWithShares": sum(la.offering.gpu_count for la in share_nodes),
         "sumOfShares": round(asked, 2),
     }
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for one plan, as ``tidal plan`` runs it (``cmd_plan``): a plan's
-    objects hold few reference cycles and live until it is read, so the collector's walks over them are
-    wasted, and its time is then the planner's own. Reference counting still frees them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def main() -> int:

@@ -404,7 +404,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a command builds what it reads and decides, and
     resumed as it was after.
 
@@ -422,7 +422,7 @@ def _collector_paused() -> Iterator[None]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``tidal plan``: one plan for snapshot files, priced from catalog files; warnings on stderr."""
-    with _collector_paused():
+    with collector_paused():
         return _plan(args)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from autoscaler.config.options import Config
 from autoscaler.runtime.controller import Controller
+from autoscaler.runtime.launching import LaunchOutcome
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, node, pod, snapshot
 from tests.fakes.reconcile import CallRecorder, Clock, StaticCluster
@@ -20,15 +21,24 @@ CATALOG = (
 )
 
 
-def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_causes_no_second_launch(
-    tmp_path: Path, make_config: Callable[..., Config]
-) -> None:
+class Launched(NamedTuple):
+    """A controller over a simulated cloud that has launched one node for a waiting pod."""
+
+    controller: Controller
+    provider: SimulatedProvider
+    cluster: StaticCluster
+    actions: CallRecorder
+    clock: Clock
+    first: LaunchOutcome
+
+
+def launched_for(tmp_path: Path, make_config: Callable[..., Config], waiting: dict[str, Any]) -> Launched:
+    """Plan and launch the node ``waiting`` asks for, from the two-row catalog above."""
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(CATALOG)
     config = make_config(simulated={"catalog": str(catalog), "launchDelay": "0s"})
     clock = Clock()
     provider = SimulatedProvider(config, clock=clock)
-    waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
     cluster = StaticCluster(snapshot(waiting))
     actions = CallRecorder()
     controller = Controller(
@@ -40,6 +50,14 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
         clock=clock,
     )
     [first] = controller.reconcile_once().launched
+    return Launched(controller, provider, cluster, actions, clock, first)
+
+
+def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_causes_no_second_launch(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
+    waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
+    controller, provider, cluster, actions, clock, first = launched_for(tmp_path, make_config, waiting)
     assert first.instance is not None and first.launch.offering.instance_type == "g5.xlarge"
 
     # The kubelet registered: Ready, tidal's ownership labels from the bootstrap, but the device plugin has
@@ -73,23 +91,8 @@ def test_a_ready_node_whose_gpus_and_offering_labels_have_not_appeared_yet_cause
 def test_a_node_is_labelled_at_every_reconcile_while_it_lacks_its_offering_labels_and_never_after(
     tmp_path: Path, make_config: Callable[..., Config]
 ) -> None:
-    catalog = tmp_path / "catalog.csv"
-    catalog.write_text(CATALOG)
-    config = make_config(simulated={"catalog": str(catalog), "launchDelay": "0s"})
-    clock = Clock()
-    provider = SimulatedProvider(config, clock=clock)
     waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
-    cluster = StaticCluster(snapshot(waiting))
-    actions = CallRecorder()
-    controller = Controller(
-        config=lambda: config,
-        cluster=cluster,
-        provider=provider,
-        actions=actions,
-        events=CallRecorder(),
-        clock=clock,
-    )
-    [first] = controller.reconcile_once().launched
+    controller, provider, cluster, actions, clock, first = launched_for(tmp_path, make_config, waiting)
     clock.now += 60
     [instance] = provider.instances()
 
