@@ -161,22 +161,8 @@ def few_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+@few_collections()
 def _simulate(
-    scenario: Scenario,
-    layers: Layers,
-    policy: str,
-    catalog: str | None,
-    cloud: str,
-    region: str,
-    report_dir: str | None,
-    bound: bool,
-    echo: Callable[[str], None] | None,
-) -> Outcome:
-    with few_collections():
-        return _run_scenario(scenario, layers, policy, catalog, cloud, region, report_dir, bound, echo)
-
-
-def _run_scenario(
     scenario: Scenario,
     layers: Layers,
     policy: str,
