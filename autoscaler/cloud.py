@@ -42,6 +42,7 @@ __all__ = [
     "QuotaScope",
     "Refusal",
     "ReportsInterruptions",
+    "ReportsNodeLead",
     "Starts",
     "Stops",
     "Throttled",
@@ -263,6 +264,17 @@ class ReportsInterruptions(Protocol):
 
     def interrupted_instances(self) -> list[Instance]:
         """Live instances the cloud is about to reclaim; reading consumes the notices."""
+        ...
+
+
+@runtime_checkable
+class ReportsNodeLead(Protocol):
+    """A provider that knows how soon after a launch call its node registers and reports Ready: where that is
+    within a second, the batch window launches early enough for the scheduler's first retry of the pods."""
+
+    def node_lead(self, offering: Offering) -> float:
+        """Seconds from a launch call on ``offering`` until its Node is registered and Ready (GPUs reported,
+        for a GPU node), at the quickest."""
         ...
 
 

@@ -6,6 +6,8 @@ election. Events, metrics and log lines go through injected recorders that never
 
 from __future__ import annotations
 
+import bisect
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError
+from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsNodeLead
 from autoscaler.config.options import Config
 from autoscaler.core.census import census
 from autoscaler.core.disruption.choose import progress
@@ -27,7 +29,7 @@ from autoscaler.core.planning.planner import Plan, PlanInput, Planner, plan
 from autoscaler.core.planning.reserved import InFlight, ending_blocks
 from autoscaler.core.planning.rooms import NodeRooms
 from autoscaler.core.planning.scaledown import UNNEEDED_SINCE
-from autoscaler.core.planning.window import launch_now, next_due
+from autoscaler.core.planning.window import Patience, launch_now, next_due, patience_for
 from autoscaler.core.projection import with_labels, without_dead_nodes, without_nodes
 from autoscaler.runtime.answering import Answers
 from autoscaler.runtime.availability import Availability
@@ -143,6 +145,9 @@ class Controller:
         self._planned_with: Sequence[Offering] = ()  # the offerings the last plan was made with
         # When each pod a launch is planned for was first planned so: how long it has waited for company.
         self._planned_since: dict[str, float] = {}
+        # When pods were first planned onto a new node, oldest first, over the last few batch windows: whether
+        # pods kept arriving before a launch's own (see _patience).
+        self._arrivals: list[float] = []
         self.last: ReconcileResult | None = None
         self.reporter = Reporter(
             actions=actions,
@@ -285,7 +290,7 @@ class Controller:
             waited = self._waited(launches, now)
             if window_open:
                 index = self._index.get(self._planned_with, cfg, snapshot.daemonsets)
-                patience = cfg.batch_idle_duration
+                patience = self._patience(cfg)
                 ready = launch_now(
                     launches, pods, index, decided.demand.constraints, waited=waited, patience=patience
                 )
@@ -304,11 +309,35 @@ class Controller:
             result.plan = decided
         return decided
 
+    def _patience(self, cfg: Config) -> Patience:
+        """How long each launch waits for company: ``batchIdleDuration``, or less for a node that the provider
+        says takes pods within a second, unless pods kept arriving within ``batchIdleDuration`` before the
+        launch's own (see :func:`~autoscaler.core.planning.window.patience_for`)."""
+        idle = cfg.batch_idle_duration
+        provider = self.provider
+        if not isinstance(provider, ReportsNodeLead):
+            return idle
+        arrivals, since = self._arrivals, self._planned_since
+
+        def patience(la: Launch) -> float:
+            first = min((since[k] for k in la.pods if k in since), default=math.inf)
+            # Arrivals within idle before the first of its pods, that first arrival itself not counted.
+            preceded = bisect.bisect_left(arrivals, first - 1e-6) > bisect.bisect_left(arrivals, first - idle)
+            return patience_for(idle, provider.node_lead(la.offering), preceded=preceded)
+
+        return patience
+
     def _waited(self, launches: Sequence[Launch], now: float) -> dict[str, float]:
         """Seconds each pod of ``launches`` has been planned onto a new node; pods no longer planned so are
         forgotten."""
-        since = {k: self._planned_since.get(k, now) for la in launches for k in la.pods}
+        known = self._planned_since
+        since = {k: known.get(k, now) for la in launches for k in la.pods}
+        if any(k not in known for k in since):
+            self._arrivals.append(now)
         self._planned_since = since
+        # Kept as long as a launch first planned within the last window may look back over a window before it.
+        horizon = now - 3 * max(self.config().batch_max_duration, 1.0)
+        del self._arrivals[: bisect.bisect_left(self._arrivals, horizon)]
         return {k: now - t for k, t in since.items()}
 
     def _late_failures(self, now: float) -> None:

@@ -219,6 +219,12 @@ class SimulatedProvider:
             )
         raise launch_failure(refused, message)
 
+    def node_lead(self, offering: Offering) -> float:
+        """Seconds from a launch call until the instance's Node is registered (and its GPUs reported): the
+        configured delays, since its kubelet acts as soon as they pass."""
+        s = self.settings
+        return s.launch_delay + s.registration_delay + (s.gpu_ready_delay if offering.gpu_count else 0.0)
+
     def poll_errors(self) -> list[LateFailure]:
         """The candidates a launch passed over before one took (nothing fails after a simulated launch
         returned), each reported once."""

@@ -11,7 +11,14 @@ from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, BIN_SELECTION, Launch
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.planner import PlanInput, plan
-from autoscaler.core.planning.window import fills_its_node, launch_now, next_due
+from autoscaler.core.planning.window import (
+    NODE_SETTLES,
+    SCHEDULER_FIRST_RETRY,
+    fills_its_node,
+    launch_now,
+    next_due,
+    patience_for,
+)
 from tests.builders import INSUFFICIENT_GPU, offering, pod, snapshot
 
 NOW = 1_795_168_800.0
@@ -180,3 +187,40 @@ def test_a_launch_held_for_company_goes_once_its_first_pod_waited_the_patience()
     assert launch_now([launch], pods, waited=waited, patience=1.5) == ()
     assert launch_now([launch], pods, waited=waited, patience=1.0) == (launch,)
     assert next_due([launch], waited, 1.5) == 0.5
+
+
+def test_the_patience_is_the_idle_duration_when_the_provider_does_not_say_how_soon_nodes_take_pods() -> None:
+    assert patience_for(1.0, None) == 1.0
+
+
+def test_the_patience_is_the_idle_duration_when_a_node_misses_the_schedulers_first_retry_anyway() -> None:
+    # A node taking a minute to boot is found at a later retry however long the launch waited for company.
+    assert patience_for(1.0, 60.0) == 1.0
+    assert patience_for(1.0, SCHEDULER_FIRST_RETRY - NODE_SETTLES) == 1.0
+
+
+def test_a_node_that_takes_pods_at_once_waits_only_until_it_can_still_meet_the_schedulers_first_retry() -> (
+    None
+):
+    assert patience_for(1.0, 0.0) == SCHEDULER_FIRST_RETRY - NODE_SETTLES
+    assert patience_for(1.0, 0.1) == SCHEDULER_FIRST_RETRY - NODE_SETTLES - 0.1
+    assert patience_for(0.2, 0.0) == 0.2  # a shorter batchIdleDuration still wins
+
+
+def test_pods_arriving_after_others_wait_the_whole_idle_duration_for_company_however_soon_nodes_take_pods() -> (
+    None
+):
+    assert patience_for(1.0, 0.0, preceded=True) == 1.0
+
+
+def test_each_held_launch_waits_its_own_patience() -> None:
+    pods = pods_of(*(pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(2)))
+    quick = Launch(M6I_2XLARGE, ("default/web-0",), BIN_PACKING)
+    slow = Launch(M6I_2XLARGE, ("default/web-1",), BIN_PACKING)
+    waited = {"default/web-0": 0.5, "default/web-1": 0.5}
+
+    def patience(la: Launch) -> float:
+        return 0.4 if la is quick else 1.0
+
+    assert launch_now([quick, slow], pods, waited=waited, patience=patience) == (quick,)
+    assert next_due([slow], waited, patience) == 0.5

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.config.options import Config
+from autoscaler.core.planning.window import NODE_SETTLES, SCHEDULER_FIRST_RETRY
 from autoscaler.runtime.controller import Controller, ReconcileResult
 from providers.simulated import SimulatedProvider
 from tests.builders import INSUFFICIENT_GPU, pod, snapshot
@@ -167,3 +168,43 @@ def test_a_pod_arriving_after_its_node_went_takes_the_room_left_on_it(cfg: Confi
     assert {(a.pod, a.node) for a in result.plan.launch.absorbed} == {
         (f"default/web-{i}", node.provider_id) for i in range(3)
     }
+
+
+@pytest.fixture
+def at_once(tmp_path: Path, make_config: Callable[..., Config]) -> Config:
+    """A simulated cloud whose nodes register, Ready, the moment they are launched."""
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(CATALOG)
+    delays = {"launchDelay": "0s", "registrationDelay": "0s", "gpuReadyDelay": "0s"}
+    return make_config(simulated={"catalog": str(catalog), **delays})
+
+
+def test_where_nodes_take_pods_at_once_a_held_node_goes_in_time_for_the_schedulers_first_retry(
+    at_once: Config,
+) -> None:
+    cluster, clock = StaticCluster(snapshot(*WEB[:2])), Clock()
+    ctl, provider = controller(at_once, cluster, clock)
+
+    first = ctl.reconcile_once(window_open=True)
+    clock.now += SCHEDULER_FIRST_RETRY - NODE_SETTLES
+    second = ctl.reconcile_once(window_open=True)
+
+    assert first.held == 1 and first.held_due_in == pytest.approx(SCHEDULER_FIRST_RETRY - NODE_SETTLES)
+    assert SCHEDULER_FIRST_RETRY - NODE_SETTLES < at_once.batch_idle_duration
+    assert launched(second) == [("m6i.2xlarge", ("default/web-0", "default/web-1"))]
+    assert [i.instance_type for i in provider.instances()] == ["m6i.2xlarge"]
+
+
+def test_where_nodes_take_pods_at_once_pods_arriving_soon_after_others_still_wait_the_idle_duration(
+    at_once: Config,
+) -> None:
+    cluster, clock = StaticCluster(snapshot(gpu_job("train-0"))), Clock()
+    ctl, _ = controller(at_once, cluster, clock)
+    ctl.reconcile_once(window_open=True)
+    clock.now += 0.5
+    cluster.view = snapshot(gpu_job("train-0"), *WEB[:2])
+
+    result = ctl.reconcile_once(window_open=True)
+
+    assert launched(result) == []
+    assert result.held == 1 and result.held_due_in == at_once.batch_idle_duration

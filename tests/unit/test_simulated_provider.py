@@ -16,6 +16,7 @@ from autoscaler.cloud import (
     InstanceNotFound,
     ProviderError,
     QuotaExceeded,
+    ReportsNodeLead,
     Throttled,
     available_providers,
     load_provider,
@@ -659,3 +660,15 @@ def test_bad_interruption_settings_name_the_key(
     with pytest.raises(ProviderConfigError) as caught:
         SimulatedProvider(sim_config(section), clock=clock)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_node_takes_pods_after_the_launch_and_registration_delays_and_a_gpu_node_after_its_gpus_too(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p = SimulatedProvider(
+        sim_config({"launchDelay": "2s", "registrationDelay": "3s", "gpuReadyDelay": "5s"}), clock=clock
+    )
+
+    assert isinstance(p, ReportsNodeLead)
+    assert p.node_lead(offering(p, "m5.xlarge/us-east-1a/spot")) == 5.0
+    assert p.node_lead(offering(p, "g5.xlarge/us-east-1a/spot")) == 10.0

@@ -18,12 +18,21 @@ planned with it; after it, the node goes, and later pods take whatever room it h
 open nodes of their own. A steady stream of pods is so served within about ``batchIdleDuration`` instead of
 waiting up to ``batchMaxDuration``, at the price of nodes chosen for the pods of one patience each rather than
 for the whole stream. A gang's launches go together or not at all, so a gang is never half-launched by a window.
+
+Where a node takes pods within a second of its launch call (a provider that says so, such as the simulated cloud
+without delays), the patience of pods that arrived alone (no other pod in the ``batchIdleDuration`` before them)
+is cut so that the node is ready when kube-scheduler first tries its pods again.
+The scheduler retries a pod it could not place after ``podInitialBackoffSeconds`` (1 s by default), then after
+twice as long each time: a node that turns up just after the first retry is found only at the second, two seconds
+later, so the last fraction of a second of waiting for company would cost the pods a whole back-off. Where nodes
+take longer than that to boot (every real cloud), the first retry is missed whatever the window does, and the
+patience stays ``batchIdleDuration``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from autoscaler.core.fit import Constraints
 from autoscaler.core.model import Pod
@@ -34,8 +43,36 @@ from autoscaler.core.planning.offerings import OfferingIndex
 
 # As many pods as any node could take: what a batch of them would be planned as.
 _MANY = 1 << 20
+# kube-scheduler's podInitialBackoffSeconds (its default): when it tries a pod it could not place again.
+SCHEDULER_FIRST_RETRY = 1.0
+# From the launch call to a Node the scheduler places pods on, beyond the provider's own lead: the Node's
+# registration reaching the scheduler, and the node.kubernetes.io/not-ready taint the API server puts on every
+# new Node until the node lifecycle controller has seen it Ready (0.2-0.35 s on an idle control plane).
+NODE_SETTLES = 0.6
 
-__all__ = ["fills_its_node", "launch_now", "next_due"]
+# How long a launch waits for company, in seconds: one figure for all, or one per launch.
+Patience = float | Callable[[Launch], float]
+
+__all__ = [
+    "NODE_SETTLES",
+    "SCHEDULER_FIRST_RETRY",
+    "Patience",
+    "fills_its_node",
+    "launch_now",
+    "next_due",
+    "patience_for",
+]
+
+
+def patience_for(idle: float, lead: float | None, *, preceded: bool = False) -> float:
+    """How long a launch waits for company: ``idle`` (``batchIdleDuration``), cut short when its node takes
+    pods within ``lead`` seconds of the launch call (None: not known) so soon that waiting the whole ``idle``
+    would make it miss the scheduler's first retry of its pods. Not cut when other pods were ``preceded``:
+    arriving within ``idle`` before the launch's own, as in a stream, where company is likely and waiting for
+    it buys fewer, fuller nodes."""
+    if preceded or lead is None or lead + NODE_SETTLES >= SCHEDULER_FIRST_RETRY:
+        return idle
+    return min(idle, SCHEDULER_FIRST_RETRY - NODE_SETTLES - lead)
 
 
 def fills_its_node(launch: Launch, pods: Mapping[str, Pod]) -> bool:
@@ -108,12 +145,14 @@ def launch_now(
     constraints: Mapping[str, Constraints] | None = None,
     *,
     waited: Mapping[str, float] | None = None,
-    patience: float = math.inf,
+    patience: Patience = math.inf,
 ) -> tuple[Launch, ...]:
     """The launches that need not wait longer for the batch window, in plan order: those no later pod could
     change (they fill their node and, given the offering ``index`` and the pods' ``constraints``, no node
     type holds their pods for less per pod), those whose first pod has ``waited`` (seconds, by pod key) at
-    least ``patience``, and a gang's only when every launch of that gang does."""
+    least ``patience`` (for that launch, when it is a function), and a gang's only when every launch of that
+    gang does."""
+    wait = _per_launch(patience)
 
     def settled(la: Launch) -> bool:
         if index is None or constraints is None:
@@ -123,19 +162,27 @@ def launch_now(
         return full_and_cheapest(la, pods, index, constraints)
 
     def now(la: Launch) -> bool:
-        return (waited is not None and _longest(la, waited) >= patience) or settled(la)
+        return (waited is not None and _longest(la, waited) >= wait(la)) or settled(la)
 
     held_gangs = {la.gang for la in launches if la.gang and not now(la)}
     return tuple(la for la in launches if la.gang not in held_gangs and (la.gang or now(la)))
 
 
-def next_due(held: Sequence[Launch], waited: Mapping[str, float], patience: float) -> float | None:
+def next_due(held: Sequence[Launch], waited: Mapping[str, float], patience: Patience) -> float | None:
     """Seconds until the first of the ``held`` launches has waited ``patience`` (its first pod, by
     ``waited``), or None when none is held."""
-    due = [patience - _longest(la, waited) for la in held]
+    wait = _per_launch(patience)
+    due = [wait(la) - _longest(la, waited) for la in held]
     return max(0.0, min(due)) if due else None
 
 
 def _longest(launch: Launch, waited: Mapping[str, float]) -> float:
     """How long the first of the launch's pods has waited (seconds, by pod key in ``waited``)."""
     return max((waited.get(k, 0.0) for k in launch.pods), default=0.0)
+
+
+def _per_launch(patience: Patience) -> Callable[[Launch], float]:
+    if callable(patience):
+        return patience
+    fixed: float = patience
+    return lambda _: fixed
