@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.cli.snapshot import LoadedSnapshot
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch
 from autoscaler.core.planning.planner import Plan

@@ -146,6 +146,17 @@ def test_tidal_plan_of_a_batch_the_exact_step_takes_loads_its_model(tmp_path: Pa
     assert "autoscaler.core.planning.exact" in imported_by(argv, UNUSED_BY_A_BIG_PLAN, whole=True)
 
 
+# What only validating a configuration file takes: without --config a plan starts from the built defaults.
+VALIDATOR = ("pydantic", "pydantic_core")
+
+
+def test_tidal_plan_without_a_configuration_file_does_not_import_the_configuration_validator(
+    tmp_path: Path,
+) -> None:
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
+    assert imported_by(argv, VALIDATOR) == set()
+
+
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:
     read, write = os.pipe()
     os.close(read)  # `tidal plan ... | head` once head has what it wanted

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import Node
 
 __all__ = ["TEMPLATE_LABEL", "drifted", "template_digest"]
