@@ -157,6 +157,27 @@ def test_tidal_plan_without_a_configuration_file_does_not_import_the_configurati
     assert imported_by(argv, VALIDATOR) == set()
 
 
+def test_the_command_ends_its_process_with_all_of_its_output_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Run as the command, tidal plan ends its process without freeing what it built: what it wrote must all
+    # be out first, on both streams, with the exit status main() gives in-process. A small plan: a large one
+    # goes past the stream's buffer as it is written.
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 3), "--catalog", PLAN[4], "--now", PLAN[6]]
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a user's shell runs it
+    for output in ("json", "table"):
+        assert cli.main([*argv, "--output", output]) == 0
+        wanted = capsys.readouterr()
+        done = subprocess.run(
+            [sys.executable, "-m", "autoscaler.cli.main", *argv, "--output", output],
+            cwd=REPO,
+            env=buffered,
+            capture_output=True,
+            text=True,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, wanted.out, wanted.err)
+
+
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:
     read, write = os.pipe()
     os.close(read)  # `tidal plan ... | head` once head has what it wanted
