@@ -213,6 +213,10 @@ class LoadedSnapshot:
     duplicates: Counter[str]  # objects seen again (the later copy kept), by kind
     objects: int  # objects in the snapshot
     dra: DraObjects = field(default_factory=lambda: DraObjects(served=False))  # not yet in the Snapshot
+    # The documents as parsed, kept as long as what was read from them: a command that ends its process
+    # without freeing what it built (tidal plan) leaves them to the OS too, rather than freeing a 10,000-pod
+    # document object by object as soon as it is read.
+    documents: tuple[Any, ...] = ()
 
 
 STDIN = (
@@ -244,14 +248,21 @@ def read_snapshots(paths: Iterable[str | os.PathLike[str]], stdin: TextIO | None
     names = [os.fspath(p) for p in paths]
     if names.count(STDIN) > 1:
         raise SnapshotError("--snapshot -: standard input is given more than once; it can be read only once")
+    documents = []
     for path in names:
         name, text = _read(path, stdin)
         for n, doc in enumerate(_documents(text, name)):
             if doc is None:
                 continue
             builder.add(doc, f"{name}: document {n + 1}" if n else name)
+            documents.append(doc)
     return LoadedSnapshot(
-        builder.build(), builder.skipped, builder.duplicates, builder.count, builder.build_dra()
+        builder.build(),
+        builder.skipped,
+        builder.duplicates,
+        builder.count,
+        builder.build_dra(),
+        tuple(documents),
     )
 
 
