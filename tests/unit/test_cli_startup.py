@@ -146,15 +146,16 @@ def test_tidal_plan_of_a_batch_the_exact_step_takes_loads_its_model(tmp_path: Pa
     assert "autoscaler.core.planning.exact" in imported_by(argv, UNUSED_BY_A_BIG_PLAN, whole=True)
 
 
-# What only validating a configuration file takes: without --config a plan starts from the built defaults.
-VALIDATOR = ("pydantic", "pydantic_core")
+# What only a configuration file or a YAML snapshot takes: without --config a plan starts from the built
+# defaults, and a JSON snapshot is read without a YAML reader.
+VALIDATOR_AND_YAML = ("pydantic", "pydantic_core", "yaml")
 
 
-def test_tidal_plan_without_a_configuration_file_does_not_import_the_configuration_validator(
+def test_tidal_plan_of_a_json_snapshot_without_a_configuration_file_imports_no_validator_or_yaml_reader(
     tmp_path: Path,
 ) -> None:
     argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
-    assert imported_by(argv, VALIDATOR) == set()
+    assert imported_by(argv, VALIDATOR_AND_YAML) == set()
 
 
 def test_the_command_ends_its_process_with_all_of_its_output_written(
