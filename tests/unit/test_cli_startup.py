@@ -87,13 +87,17 @@ def test_tidal_plan_as_json_imports_no_logging_library_event_loop_or_solver() ->
 
 
 # What a plan of many pending pods does without: the exact step's model and solvers (only for batches of at
-# most exactPlanMaxPods pods on new nodes) and multi-node consolidation (only for a cluster with none pending).
+# most exactPlanMaxPods pods on new nodes), multi-node consolidation (only for a cluster with none pending),
+# and the DRA devices and their CEL selectors (only for pods that name ResourceClaims).
 UNUSED_BY_A_BIG_PLAN = (
     "autoscaler.core.planning.exact",
     "autoscaler.core.planning.exact_model",
     "autoscaler.core.planning.exact_patterns",
     "autoscaler.core.planning.exact_solve",
     "autoscaler.core.disruption.multinode",
+    "autoscaler.core.dra_devices",
+    "autoscaler.core.dra_selectors",
+    "autoscaler.core.cel",
 )
 
 
@@ -134,7 +138,7 @@ def _pending_pods(tmp_path: Path, n: int) -> str:
     return str(path)
 
 
-def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_nor_multi_node_consolidation(
+def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_nor_consolidation_nor_dra_devices(
     tmp_path: Path,
 ) -> None:
     argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
