@@ -428,8 +428,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    import orjson
-
     from autoscaler.cli.catalog_files import read_catalogs
     from autoscaler.cli.render import (
         plan_to_json,
@@ -461,6 +459,8 @@ def _plan(args: argparse.Namespace) -> int:
     for line in warnings:
         _say(f"warning: {line}")
     if args.output == "json":
+        import orjson  # only here: the table goes out without it
+
         doc = plan_to_json(result)
         doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
         doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
