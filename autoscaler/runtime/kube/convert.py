@@ -132,7 +132,13 @@ def _scheduled(status: Mapping[str, Any], memo: QuantityMemo | None = None) -> C
             # Pods left pending together carry the same condition: one Condition for all of them, made from
             # plain strings only (anything else is read, and refused, as it comes).
             key = None
-            if memo is not None and all(type(v) is str or v is None for v in (state, reason, message, when)):
+            if (
+                memo is not None
+                and type(state) is str
+                and (type(message) is str or message is None)
+                and (type(reason) is str or reason is None)
+                and (type(when) is str or when is None)
+            ):
                 key = ("PodScheduled", state, reason, message, when)
                 found = memo.made.get(key)
                 if found is not None:
