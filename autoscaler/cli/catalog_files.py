@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import CatalogError, offering_templates, read_catalog_csv
 

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from typing import NoReturn
 
 from autoscaler.sim.built_in import BUILT_IN
 from autoscaler.version import __version__
@@ -427,8 +428,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    import orjson
-
     from autoscaler.cli.catalog_files import read_catalogs
     from autoscaler.cli.render import (
         plan_to_json,
@@ -448,7 +447,8 @@ def _plan(args: argparse.Namespace) -> int:
     check_cloud(config.cloud)  # an unknown cloud is named as such, not as a catalog without its rows
     now = parse_time_arg(args.now) if args.now is not None else datetime.now(UTC).timestamp()
     loaded = read_snapshots(args.snapshot)
-    explain = _pods_to_explain(args.explain or [], {p.key for p in loaded.snapshot.pods})
+    # The pods' names only to check what --explain names: a set of 10,000 of them is not free.
+    explain = _pods_to_explain(args.explain, {p.key for p in loaded.snapshot.pods}) if args.explain else []
     catalogs = read_catalogs(args.catalog, config)
     _say(f"configuration: {layers.describe()}; catalog: {catalogs.describe()}")
     for override in layers.overrides:
@@ -460,6 +460,8 @@ def _plan(args: argparse.Namespace) -> int:
     for line in warnings:
         _say(f"warning: {line}")
     if args.output == "json":
+        import orjson  # only here: the table goes out without it
+
         doc = plan_to_json(result)
         doc["skippedObjects"] = dict(sorted(loaded.skipped.items()))
         doc["duplicateObjects"] = dict(sorted(loaded.duplicates.items()))
@@ -480,7 +482,18 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(plan_to_table(result, config))
         sys.stdout.write(snapshot_footer(loaded))
+    if args.process_ends:
+        _end_process(0)
     return 0
+
+
+def _end_process(code: int) -> NoReturn:
+    """End the process once its output is out, with what it built still alive: a plan of 10,000 pods is
+    millions of objects, which freeing one by one, then the modules, would take longer than writing the plan.
+    Only for the command itself (``main()`` without arguments), whose process ends here anyway."""
+    sys.stdout.flush()  # a closed pipe raises here, and main() stops quietly as for any other write
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _pods_to_explain(wanted: Sequence[str], present: set[str]) -> list[str]:
@@ -545,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 0
         args = parser.parse_args(args_given)
+        args.process_ends = argv is None  # the console script: nothing runs in this process after main()
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is noticed where it can be handled
         return code

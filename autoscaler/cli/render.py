@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from autoscaler.cli.snapshot import LoadedSnapshot
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import BIN_PACKING, Launch
 from autoscaler.core.planning.planner import Plan
@@ -258,10 +260,25 @@ def plan_to_table(plan: Plan, config: Config) -> str:
 
 def _kinds_of_launch(launches: Sequence[Launch]) -> list[list[Launch]]:
     """Launches grouped by what they are and why (nodes for replicas of one workload are one kind)."""
-    groups: dict[tuple[object, ...], list[Launch]] = {}
-    for la in launches:
-        groups.setdefault((la.offering, la.alternatives, la.why), []).append(la)
-    return list(groups.values())
+    # Launches of one kind mostly share their offering, fallbacks and reasons as objects: each distinct trio of
+    # objects is hashed once, not each of thousands of launches (a hash of a dataclass goes over every field).
+    alike: dict[tuple[int, int, int], list[tuple[int, Launch]]] = {}
+    for i, la in enumerate(launches):
+        alike.setdefault((id(la.offering), id(la.alternatives), id(la.why)), []).append((i, la))
+    groups: dict[tuple[object, ...], list[list[tuple[int, Launch]]]] = {}
+    for same in alike.values():
+        la = same[0][1]
+        groups.setdefault((la.offering, la.alternatives, la.why), []).append(same)
+    # Equal trios of distinct objects make one kind, its launches in the order they came.
+    return [
+        [
+            la
+            for _, la in (
+                parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=itemgetter(0))
+            )
+        ]
+        for parts in groups.values()
+    ]
 
 
 def why_lines(launches: Sequence[Launch]) -> list[str]:

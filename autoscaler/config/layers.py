@@ -14,14 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config.options import (
-    Config,
-    ConfigError,
-    config_from_mapping,
-    default_config,
-    provider_sections,
-    read_document,
-)
+from autoscaler.config.defaults import default_config
+from autoscaler.config.schema import ConfigError
+from autoscaler.config.values import Config
 
 __all__ = ["LAYERED_SECTIONS", "Layers", "Override", "load_layers", "read_layers"]
 
@@ -74,6 +69,11 @@ def read_layers(paths: Sequence[PathLike]) -> Layers:
     """Read and lay ``paths`` over each other; not yet validated. A file given twice is an error: every one of
     its options would be reported as set twice, and the order it was meant to have is unknown."""
     names = [os.fspath(p) for p in paths]
+    if not names:
+        return Layers((), {})
+    # The validator's module, only for files: without one, a command starts from the defaults without it.
+    from autoscaler.config.options import provider_sections, read_document
+
     for i, name in enumerate(names):
         if name in names[:i]:
             raise ConfigError([f"{name} is given twice"], "--config")
@@ -112,4 +112,6 @@ def load_layers(paths: Sequence[PathLike]) -> tuple[Config, Layers]:
     layers = read_layers(paths)
     if not layers.files:
         return default_config(), layers
+    from autoscaler.config.options import config_from_mapping
+
     return config_from_mapping(layers.document, source=layers.source), layers

@@ -39,6 +39,7 @@ from autoscaler.config.fields import (
     integer,
     nullable,
 )
+from autoscaler.config.values import KEEP, RELEASE, WAIT
 from autoscaler.core.disruption.budgets import Budget, budget_list
 from autoscaler.core.disruption.unhealthy import ConditionRule, condition_rules
 from autoscaler.core.gpu.layouts import GpuSharing
@@ -55,10 +56,6 @@ __all__ = [
     "Section",
     "checked",
 ]
-
-KEEP = "keep"
-RELEASE = "release"
-WAIT = "wait"
 
 
 _CLUSTER_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"

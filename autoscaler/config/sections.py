@@ -17,13 +17,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from autoscaler.cloud import registered
-from autoscaler.config.fields import error_lines
 from autoscaler.config.schema import ConfigError, raw_map
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["ConfiguredProvider", "check_section", "section_model", "section_names"]
 
@@ -55,6 +55,9 @@ def _model_of(entry_point: EntryPoint, own: bool) -> type[BaseModel] | None:
         provider = entry_point.load()
     except ImportError:  # its cloud SDK is not installed: load_provider says which extra, when it is used
         return None
+    # Here, not with this module: the defaults' empty sections load no provider, and so no pydantic.
+    from pydantic import BaseModel
+
     model = getattr(provider, "settings_model", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
@@ -74,6 +77,10 @@ def check_section(name: str, value: Any) -> Mapping[str, Any]:
     section = raw_map(value, name)
     model = section_model(name) if section else None
     if model is not None:
+        from pydantic import ValidationError
+
+        from autoscaler.config.fields import error_lines
+
         try:
             model.model_validate(dict(section))
         except ValidationError as err:

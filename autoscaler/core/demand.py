@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.census import PodCensus
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints

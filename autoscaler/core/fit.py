@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.gpu.dra_demand import DRA_GPU
 from autoscaler.core.gpu.layouts import mig_resources

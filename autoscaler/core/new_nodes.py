@@ -8,7 +8,7 @@ every cloud: the well-known Kubernetes labels, tidal's labels, GPU and GPU-layou
 
 from __future__ import annotations
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.gpu.names import gpu_model_name
 from autoscaler.core.model import (
     LABEL_ARCH,

@@ -91,7 +91,7 @@ class QuantityMemo:
     snapshot reader): a cluster repeats a few hundred distinct quantities across 100,000 pods, so each is
     parsed once. Bounded: past ``max_entries`` distinct values it starts again from nothing."""
 
-    __slots__ = ("_max", "_milli", "maps")
+    __slots__ = ("_max", "_milli", "made", "maps")
 
     def __init__(self, max_entries: int = 16384) -> None:
         self._milli: dict[str | int | float, int] = {}
@@ -99,6 +99,15 @@ class QuantityMemo:
         # Whole resource maps already read (``(("cpu", "1"), ("memory", "2Gi"))`` → what they were read as), for
         # :meth:`autoscaler.core.resources.Resources.parse`: a workload's replicas all carry the same map.
         self.maps: dict[tuple[tuple[object, object], ...], object] = {}
+        # Other values replicas repeat field for field (an owner, a PodScheduled condition), by what they were
+        # read from: one immutable value for all of them. Bounded as the quantities are.
+        self.made: dict[tuple[object, ...], object] = {}
+
+    def keep_made(self, key: tuple[object, ...], value: object) -> None:
+        """Remember the value read from ``key``; bounded as the quantities are."""
+        if len(self.made) >= self._max:
+            self.made.clear()
+        self.made[key] = value
 
     def keep_map(self, key: tuple[tuple[object, object], ...], value: object) -> None:
         """Remember what the map ``key`` was read as; bounded as the quantities are."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsNodeLead
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.census import census
 from autoscaler.core.disruption.choose import progress
 from autoscaler.core.disruption.method import Method

@@ -24,7 +24,7 @@ from autoscaler.cloud import (
     ProviderError,
     ReportsInterruptions,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.disruption.drifted import template_digest
 from autoscaler.core.disruption.interrupted import interrupted
 from autoscaler.core.disruption.method import (

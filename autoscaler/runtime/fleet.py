@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.gpu.layouts import gpus_visible
 from autoscaler.core.model import TAINT_DISRUPTED, Node, Pod, Snapshot
 from autoscaler.core.offering import Instance, Offering

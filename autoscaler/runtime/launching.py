@@ -29,7 +29,7 @@ from autoscaler.cloud import (
     Refusal,
     Throttled,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.disruption.drifted import TEMPLATE_LABEL
 from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED
 from autoscaler.core.new_nodes import node_taints

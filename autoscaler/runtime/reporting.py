@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.demand import Reason
 from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.planning.planner import Plan

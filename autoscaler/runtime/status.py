@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.planning.decisions import Blocked, Hold
 from autoscaler.core.planning.planner import Plan
 from autoscaler.core.planning.queues import QueueView

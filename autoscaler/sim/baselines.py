@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.demand import select
 from autoscaler.core.disruption.choose import held_nodes
 from autoscaler.core.gpu.kai_pods import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.cloud import ProviderError
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.runtime.controller import Controller
 from autoscaler.runtime.observability.events import EventRecorder
 from autoscaler.sim.chaos_world import (

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.cloud import Attempt, LaunchFailed, Refusal, Throttled
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.disruption.method import REPLACEMENTS
 from autoscaler.core.model import TAINT_DISRUPTED, Pod, Snapshot

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.fit import AnnotationError, pod_constraints
 from autoscaler.core.model import CapacityType
 from autoscaler.core.offering import Offering

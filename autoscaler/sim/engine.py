@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import CapacityType, InstanceState
 from autoscaler.core.offering import Instance
 from autoscaler.core.planning.planner import Plan, Planner

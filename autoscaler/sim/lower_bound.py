@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.share import GpuShare
 from autoscaler.core.offering import Offering

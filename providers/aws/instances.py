@@ -9,7 +9,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import (
     LABEL_CLUSTER,
     LABEL_LAUNCH_TOKEN,

@@ -17,7 +17,7 @@ import botocore.exceptions
 import structlog
 
 from autoscaler.cloud import ProviderError
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import ON_DEMAND, SPOT
 from autoscaler.core.offering import Offering
 from autoscaler.runtime.catalog import with_templates

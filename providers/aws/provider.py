@@ -25,7 +25,7 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, RESERVED
 from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import CatalogError

@@ -36,7 +36,7 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import ON_DEMAND, RESERVED, SPOT, InstanceState
 from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates

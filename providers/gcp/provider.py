@@ -29,7 +29,7 @@ from autoscaler.cloud import (
     Throttled,
     launch_failure,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import RESERVED, CapacityType, InstanceState
 from autoscaler.core.new_nodes import node_labels as offering_node_labels
 from autoscaler.core.offering import Instance, LaunchRequest, Offering

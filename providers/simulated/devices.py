@@ -17,7 +17,8 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.core.dra import NVIDIA_DRIVER, offering_devices
+from autoscaler.core.dra import NVIDIA_DRIVER
+from autoscaler.core.dra_devices import offering_devices
 from autoscaler.core.dra_selectors import Alternatives, Version
 from autoscaler.core.gpu.dra_demand import DRA_LABEL
 from autoscaler.core.offering import Offering

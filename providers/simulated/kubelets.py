@@ -9,7 +9,7 @@ import threading
 
 import structlog
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.new_nodes import node_labels
 from autoscaler.runtime.catalog import TemplateBuilder

@@ -30,7 +30,7 @@ from autoscaler.cloud import (
     Refusal,
     launch_failure,
 )
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, SPOT
 from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates

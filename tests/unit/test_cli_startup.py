@@ -87,13 +87,17 @@ def test_tidal_plan_as_json_imports_no_logging_library_event_loop_or_solver() ->
 
 
 # What a plan of many pending pods does without: the exact step's model and solvers (only for batches of at
-# most exactPlanMaxPods pods on new nodes) and multi-node consolidation (only for a cluster with none pending).
+# most exactPlanMaxPods pods on new nodes), multi-node consolidation (only for a cluster with none pending),
+# and the DRA devices and their CEL selectors (only for pods that name ResourceClaims).
 UNUSED_BY_A_BIG_PLAN = (
     "autoscaler.core.planning.exact",
     "autoscaler.core.planning.exact_model",
     "autoscaler.core.planning.exact_patterns",
     "autoscaler.core.planning.exact_solve",
     "autoscaler.core.disruption.multinode",
+    "autoscaler.core.dra_devices",
+    "autoscaler.core.dra_selectors",
+    "autoscaler.core.cel",
 )
 
 
@@ -134,7 +138,7 @@ def _pending_pods(tmp_path: Path, n: int) -> str:
     return str(path)
 
 
-def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_nor_multi_node_consolidation(
+def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_nor_consolidation_nor_dra_devices(
     tmp_path: Path,
 ) -> None:
     argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
@@ -144,6 +148,39 @@ def test_tidal_plan_of_more_pods_than_the_exact_step_takes_imports_neither_it_no
 def test_tidal_plan_of_a_batch_the_exact_step_takes_loads_its_model(tmp_path: Path) -> None:
     argv = ["plan", "--snapshot", _pending_pods(tmp_path, 6), "--catalog", PLAN[4], "--now", PLAN[6]]
     assert "autoscaler.core.planning.exact" in imported_by(argv, UNUSED_BY_A_BIG_PLAN, whole=True)
+
+
+# What only a configuration file or a YAML snapshot takes: without --config a plan starts from the built
+# defaults, and a JSON snapshot is read without a YAML reader.
+VALIDATOR_AND_YAML = ("pydantic", "pydantic_core", "yaml")
+
+
+def test_tidal_plan_of_a_json_snapshot_without_a_configuration_file_imports_no_validator_or_yaml_reader(
+    tmp_path: Path,
+) -> None:
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 60), "--catalog", PLAN[4], "--now", PLAN[6]]
+    assert imported_by(argv, VALIDATOR_AND_YAML) == set()
+
+
+def test_the_command_ends_its_process_with_all_of_its_output_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Run as the command, tidal plan ends its process without freeing what it built: what it wrote must all
+    # be out first, on both streams, with the exit status main() gives in-process. A small plan: a large one
+    # goes past the stream's buffer as it is written.
+    argv = ["plan", "--snapshot", _pending_pods(tmp_path, 3), "--catalog", PLAN[4], "--now", PLAN[6]]
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a user's shell runs it
+    for output in ("json", "table"):
+        assert cli.main([*argv, "--output", output]) == 0
+        wanted = capsys.readouterr()
+        done = subprocess.run(
+            [sys.executable, "-m", "autoscaler.cli.main", *argv, "--output", output],
+            cwd=REPO,
+            env=buffered,
+            capture_output=True,
+            text=True,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, wanted.out, wanted.err)
 
 
 def test_a_plan_whose_reader_closed_the_pipe_stops_quietly() -> None:

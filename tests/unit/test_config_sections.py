@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from autoscaler.cloud import available_providers
-from autoscaler.config.options import ConfigError, config_from_mapping, provider_sections
+from autoscaler.config.options import ConfigError, config_from_mapping, default_config, provider_sections
 from autoscaler.config.reference import json_schema, markdown
 from autoscaler.runtime.catalog import offering_templates
 
@@ -73,6 +73,14 @@ def test_an_installed_provider_adds_its_section_to_the_configuration() -> None:
     assert "acme" in provider_sections()
     config = config_from_mapping({"cloud": "acme", "acme": {"apiUrl": "https://api.acme.example"}})
     assert config.providers["acme"] == {"apiUrl": "https://api.acme.example"}
+
+
+@pytest.mark.usefixtures("acme_installed")
+def test_the_defaults_built_without_validation_have_an_installed_providers_section_too() -> None:
+    # Past the cache: the defaults of this process may have been built before the plugin was installed.
+    config = default_config.__wrapped__()
+    assert config.providers["acme"] == {}
+    assert list(config.providers) == list(config_from_mapping({}).providers)
 
 
 @pytest.mark.usefixtures("acme_installed")

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autoscaler.core.dra import (
-    AllocationMode,
-    DeviceClass,
-    DeviceRequest,
-    DeviceSubRequest,
-    Match,
-    match_devices,
-    offering_devices,
-)
+from autoscaler.core.dra import AllocationMode, DeviceClass, DeviceRequest, DeviceSubRequest
+from autoscaler.core.dra_devices import Match, match_devices, offering_devices
 from autoscaler.core.dra_selectors import Alternatives, Unsupported, Version
 
 if TYPE_CHECKING:
-    from autoscaler.core.dra import OfferingDevices
+    from autoscaler.core.dra_devices import OfferingDevices
 
 # The DeviceClasses NVIDIA's DRA driver installs (deployments/helm/.../deviceclass-*.yaml).
 CLASSES = {

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from autoscaler.cli.main import main
-from autoscaler.cli.render import plan_to_table, plan_warnings
+from autoscaler.cli.render import _kinds_of_launch, plan_to_table, plan_warnings
 from autoscaler.core.placement.reasons import Filter
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.why import Compared, Later
@@ -356,3 +356,20 @@ def test_launch_explanations_alike_but_for_their_comparison_are_two_kinds_of_lau
     fewer = replace(why, comparing=Later(lambda: (why.compared[:1], why.cheaper_compared)))
     same = replace(why, comparing=Later(why.comparing))
     assert fewer != why and same == why and hash(same) == hash(why)
+
+
+def test_launches_of_one_kind_made_of_distinct_equal_objects_are_one_kind_in_launch_order(
+    make_config: Callable[..., Config],
+) -> None:
+    result = plan(PlanInput(snapshot(gpu_pod("infer-1")), aws_offerings(), make_config(), NOW))
+    launch, why = only_launch(result)
+    # Equal copies, not the same objects, interleaved with another kind: the planner shares its objects
+    # between the launches of a kind, but nothing says it must.
+    copy = replace(launch, pods=("default/b",), offering=replace(launch.offering), why=replace(why))
+    other = replace(launch, pods=("default/c",), why=replace(why, mode_reason="another reason"))
+    last = replace(launch, pods=("default/d",))
+    kinds = _kinds_of_launch([launch, other, copy, last])
+    assert [[la.pods for la in kind] for kind in kinds] == [
+        [launch.pods, ("default/b",), ("default/d",)],
+        [("default/c",)],
+    ]

@@ -9,11 +9,10 @@ node Ready first. A node without the label (launched before tidal wrote it) is n
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.model import Node
 
 __all__ = ["TEMPLATE_LABEL", "drifted", "template_digest"]
@@ -28,6 +27,9 @@ def template_digest(config: Config, provider_template: Mapping[str, str]) -> str
         "nodeTaints": sorted(str(t) for t in config.node_taints),
         "provider": sorted((str(k), str(v)) for k, v in provider_template.items()),
     }
+    # hashlib's OpenSSL bindings are imported only when a digest is made: tidal plan on a snapshot makes none.
+    import hashlib
+
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.demand import Demand
 from autoscaler.core.fit import AnnotationError, pod_constraints
 from autoscaler.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, Pod

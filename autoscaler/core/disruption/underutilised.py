@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.fit import AnnotationError, pod_constraints
 from autoscaler.core.model import Node, Pod
 from autoscaler.core.placement.bins import Bin

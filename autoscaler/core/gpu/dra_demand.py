@@ -5,7 +5,7 @@ Nodes whose GPUs NVIDIA's DRA driver publishes advertise no ``nvidia.com/gpu``: 
 devices from ResourceSlices. tidal plans them with a stand-in resource, ``dra.tidal.dev/gpu``: a DRA node
 offers one per GPU, a pod takes as many as its claims allocate. A pod is resolved once per plan, against every
 GPU type tidal may launch: a type satisfies it when every request of its claims matches that many of the
-type's devices (:func:`autoscaler.core.dra.match_devices`). A selector tidal cannot evaluate on a type rules that
+type's devices (:func:`autoscaler.core.dra_devices.match_devices`). A selector tidal cannot evaluate on a type rules that
 type out, so a guess never launches a node; when no type is left, the pod carries why, and is never launched
 for.
 """
@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from autoscaler.core.census import PodCensus
-from autoscaler.core.dra import NVIDIA_DRIVER, ClaimSpec, DraObjects, match_devices, offering_devices
-from autoscaler.core.dra_selectors import Unsupported
+from autoscaler.core.dra import NVIDIA_DRIVER, ClaimSpec, DraObjects
 from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.resources import MILLI
 
@@ -106,6 +105,11 @@ def _resolve(pod: Pod, found: _Found, types: tuple[DeviceType, ...]) -> Pod:
             dra_error="no GPU offering is planned for DRA: set gpuSharing.dra: true to launch GPU nodes for "
             "ResourceClaims",
         )
+    # The devices and the selectors' evaluator, only for a pod whose claims are still to allocate: a plan
+    # without one (most) does without CEL.
+    from autoscaler.core.dra_devices import match_devices, offering_devices
+    from autoscaler.core.dra_selectors import Unsupported
+
     classes = found.classes
     takes: dict[DeviceType, int] = {}
     unsupported: list[str] = []

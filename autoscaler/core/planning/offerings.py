@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.allocatable import node_allocatable
 from autoscaler.core.fit import Constraints, eligible_offerings, offering_filters
 from autoscaler.core.gpu.layouts import node_layout, with_layouts

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core import capacity_buffer, provisioning
 from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import Demand, Ignored, select

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autoscaler.config.options import KEEP, Config
+from autoscaler.config.values import KEEP, Config
 from autoscaler.core.fit import Constraints
 from autoscaler.core.model import (
     LABEL_RESERVATION_END,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
-from autoscaler.config.options import Config
+from autoscaler.config.values import Config
 from autoscaler.core.fit import Constraints, gpu_model_name, offering_filters
 from autoscaler.core.model import Pod
 from autoscaler.core.offering import Offering

@@ -9,7 +9,7 @@ the way and, for anything rarer, a path added in the ``except`` branch: decoding
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from autoscaler.core.annotations import preemptibility
 from autoscaler.core.gpu.share import (
@@ -101,7 +101,7 @@ SHARE_ANNOTATIONS = (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES)
 # --- objects ------------------------------------------------------------------------------------------
 
 
-def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
+def owner(meta: Mapping[str, Any], memo: QuantityMemo | None = None) -> OwnerRef | None:
     refs = field_maps(meta, "ownerReferences", "metadata.")
     if not refs:
         return None
@@ -110,25 +110,48 @@ def owner(meta: Mapping[str, Any]) -> OwnerRef | None:
             break
     else:
         chosen = refs[0]
-    return OwnerRef(
-        kind=str(chosen.get("kind", "")),
-        name=str(chosen.get("name", "")),
-        controller=bool(chosen.get("controller")),
-    )
+    kind, name, controller = chosen.get("kind", ""), chosen.get("name", ""), chosen.get("controller")
+    # Replicas name the same owner: one OwnerRef for all of them (read plain strings only, as a key).
+    key = ("owner", kind, name, controller) if type(kind) is str and type(name) is str else None
+    if memo is not None and key is not None:
+        found = memo.made.get(key)
+        if found is not None:
+            return cast(OwnerRef, found)
+    made = OwnerRef(kind=str(kind), name=str(name), controller=bool(controller))
+    if memo is not None and key is not None and type(controller) in (bool, type(None)):
+        memo.keep_made(key, made)
+    return made
 
 
-def _scheduled(status: Mapping[str, Any]) -> Condition | None:
+def _scheduled(status: Mapping[str, Any], memo: QuantityMemo | None = None) -> Condition | None:
     scheduled = None
     for i, cond in enumerate(field_maps(status, "conditions", "status.")):
         if cond.get("type") == "PodScheduled":
+            state, reason, message = cond.get("status", ""), cond.get("reason"), cond.get("message")
+            when = cond.get("lastTransitionTime")
+            # Pods left pending together carry the same condition: one Condition for all of them, made from
+            # plain strings only (anything else is read, and refused, as it comes).
+            key = None
+            if (
+                memo is not None
+                and type(state) is str
+                and (type(message) is str or message is None)
+                and (type(reason) is str or reason is None)
+                and (type(when) is str or when is None)
+            ):
+                key = ("PodScheduled", state, reason, message, when)
+                found = memo.made.get(key)
+                if found is not None:
+                    scheduled = cast(Condition, found)
+                    continue
             scheduled = Condition(
-                status=str(cond.get("status", "")),
-                reason=str(cond.get("reason") or ""),
-                message=str(cond.get("message") or ""),
-                last_transition=parse_timestamp(
-                    cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"
-                ),
+                status=str(state),
+                reason=str(reason or ""),
+                message=str(message or ""),
+                last_transition=parse_timestamp(when, f"status.conditions[{i}].lastTransitionTime"),
             )
+            if memo is not None and key is not None:
+                memo.keep_made(key, scheduled)
     return scheduled
 
 
@@ -212,7 +235,7 @@ def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
             if "schedulingGates" in spec
             else ()
         ),
-        scheduled=_scheduled(status),
+        scheduled=_scheduled(status, memo),
         requests=requests,
         node_selector=str_map(spec, "nodeSelector", "spec.") if "nodeSelector" in spec else {},
         affinity=required_affinity(spec) if affinity else (),
@@ -221,7 +244,7 @@ def _pod(obj: Mapping[str, Any], memo: QuantityMemo | None = None) -> Pod:
         pod_anti_affinity=pod_affinity_terms(spec, "podAntiAffinity", namespace, labels) if affinity else (),
         spread=spread_constraints(spec, labels) if "topologySpreadConstraints" in spec else (),
         host_ports=host_ports(spec),
-        owner=owner(meta),
+        owner=owner(meta, memo),
         priority=priority,
         local_storage=_local_storage(spec) if "volumes" in spec else False,
         mirror=MIRROR_ANNOTATION in annotations,
