@@ -351,8 +351,8 @@ class SimulatedProvider:
             if self.settings.spot_interruption_rate <= 0 and due.vouches(state, now):
                 # Nothing is due for the others before ``due.until``: only those launched or ended since.
                 touched = due.take_touched()
-                for record in touched:
-                    self._progress_one(state, record, now)
+                for one in touched:
+                    self._progress_one(state, one, now)
             else:
                 self._progress(state, now)
                 self._interrupt_spot(state, now)
