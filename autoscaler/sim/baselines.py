@@ -31,6 +31,7 @@ from typing import Any
 from autoscaler.config.options import Config
 from autoscaler.core.demand import select
 from autoscaler.core.disruption.choose import held_nodes
+from autoscaler.core.disruption.node_use import NodeUse
 from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SHARED_POD_NAME_LABEL,
@@ -244,6 +245,7 @@ def _plan(
     policy: str,
     prepared: _Prepared,
     rooms: NodeRooms,
+    use: NodeUse,
     snapshot: Snapshot,
     now: float,
     launching: Sequence[Launching],
@@ -292,7 +294,7 @@ def _plan(
     # the pods it was launched for.
     held = held_nodes(snapshot, draining)
     removal = scale_down(
-        snapshot, index, now, needed=needed, by_node=by_node, engine=engine, total=base, held=held
+        snapshot, index, now, needed=needed, by_node=by_node, engine=engine, total=base, held=held, use=use
     )
     return Plan(demand, plan, removal)
 
@@ -321,6 +323,7 @@ def planner_for(policy: str) -> Planner | None:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
     rooms = NodeRooms()  # the nodes' room, kept from one plan to the next
+    use = NodeUse()  # and their measure for scale-down
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
@@ -328,6 +331,7 @@ def planner_for(policy: str) -> Planner | None:
             policy,
             ready,
             rooms,
+            use,
             request.snapshot,
             request.now,
             request.launching,
