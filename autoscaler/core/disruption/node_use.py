@@ -21,6 +21,7 @@ from autoscaler.core.disruption import empty, underutilised
 from autoscaler.core.disruption.protection import without_reservations
 from autoscaler.core.disruption.protection import workload as workload_of
 from autoscaler.core.model import Node, Pod
+from autoscaler.core.planning.decisions import Block, Blocked, Hold
 
 __all__ = ["Measure", "NodeUse", "measure"]
 
@@ -35,6 +36,8 @@ class Measure:
     kept: list[Pod]  # those of them that keep the node in use
     utilization: float
     threshold: float
+    # Why the node stays when it is busy enough (its pods keep it, at or above its threshold), else None.
+    utilised: Blocked | None
 
 
 def measure(node: Node, pods: Sequence[Pod], config: Config, *, move_shares: bool) -> Measure:
@@ -46,7 +49,12 @@ def measure(node: Node, pods: Sequence[Pod], config: Config, *, move_shares: boo
         workload = without_reservations(workload)
     kept = empty.kept(workload)
     util = underutilised.utilization(node, kept)
-    return Measure(node, tuple(pods), workload, kept, util, underutilised.threshold(node, config))
+    threshold = underutilised.threshold(node, config)
+    utilised = None
+    if kept and util >= threshold:
+        detail = f"utilization {util:.2f} is at or above {threshold:.2f} ({underutilised.mode(node)})"
+        utilised = Blocked(node.name, (Block(Hold.UTILISED, detail),))
+    return Measure(node, tuple(pods), workload, kept, util, threshold, utilised)
 
 
 class NodeUse:

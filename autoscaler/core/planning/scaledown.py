@@ -163,20 +163,12 @@ def scale_down(
             if use is not None
             else measure(node, pods, index.config, move_shares=move_shares)
         )
-        workload, kept, util, threshold = m.workload, m.kept, m.utilization, m.threshold
-        if (
-            kept
-            and util >= threshold
-            and (contended or not _young_replaceable(node, kept, snapshot, index, now, total))
+        if m.utilised is not None and (
+            contended or not _young_replaceable(node, m.kept, snapshot, index, now, total)
         ):
-            mode = underutilised.mode(node)
-            blocked.append(
-                _blocked(
-                    node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
-                )
-            )
+            blocked.append(m.utilised)
             continue
-        candidates.append((util, node, workload))
+        candidates.append((m.utilization, node, m.workload))
 
     removing = {node.name for _, node, _ in candidates} | set(held)
     if engine is None:
