@@ -64,6 +64,7 @@ class NodeUse:
         self._basis: tuple[Config, bool] | None = None
         self._last: dict[str, Measure] = {}
         self._next: dict[str, Measure] = {}
+        self.measured = 0  # nodes measured (not reused) over its life
 
     def of(self, node: Node, pods: Sequence[Pod], config: Config, *, move_shares: bool) -> Measure:
         """What ``measure(node, pods, config, move_shares=...)`` gives."""
@@ -78,6 +79,7 @@ class NodeUse:
             or not all(map(is_, seen.pods, pods))
         ):
             seen = measure(node, pods, config, move_shares=move_shares)
+            self.measured += 1
         self._next[node.name] = seen
         return seen
 
