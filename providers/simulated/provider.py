@@ -16,7 +16,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any
 
 import structlog
@@ -36,6 +35,7 @@ from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
 from providers.simulated.due import DueTimes
 from providers.simulated.kubelets import Kubelets, describe_error, record_done
+from providers.simulated.listing import Listing
 from providers.simulated.node import NodeRegistrar
 from providers.simulated.node_template import template_builder
 from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
@@ -65,7 +65,6 @@ LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
-_LAUNCH_ORDER = attrgetter("created", "id")  # how instances are listed: oldest first, then by id
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 
 
@@ -104,11 +103,9 @@ class SimulatedProvider:
         )
         self.calls: list[tuple[str, str]] = []
         self._by_key: dict[str, Offering] = {}
-        # The contract view of each listed instance, rebuilt only when its state changes: clusters of
-        # thousands of nodes are listed every reconcile.
-        self._views: dict[str, Instance] = {}
-        # The last listing and the state it lists, until an instance is added, changes state or is forgotten.
-        self._listing: tuple[CloudState, list[Instance]] | None = None
+        # The contract view of each listed instance, in listing order, changed only where an instance did:
+        # clusters of thousands of nodes are listed several times a reconcile.
+        self._listing = Listing(config.cluster_name)
         # Each launch token's instance, for one state object (the in-memory one): a launch looks its token up
         # rather than at every instance.
         self._tokens: tuple[CloudState, dict[str, str]] | None = None
@@ -206,7 +203,7 @@ class SimulatedProvider:
                     state.instances[record.id] = record
                     tokens[record.token] = record.id
                     self._due_times.added(record)
-                    self._listing = None
+                    self._listing.added(state, record)
                     passed_over = [LateFailure(request.token, a) for a in refused]
                     with self._lock:  # for poll_errors (the newest only, when nobody polls)
                         self._late = (self._late + passed_over)[-LATE_KEPT:]
@@ -271,26 +268,13 @@ class SimulatedProvider:
                     f"not {self.config.cluster_name!r}; not terminating it"
                 )
             if record.state != TERMINATED:
-                self._end(record, interrupted=False)
+                self._end(state, record, interrupted=False)
 
     def instances(self) -> list[Instance]:
         """Instances tagged with this cluster, in any state; terminated ones for 10 minutes."""
         self._enter("instances", "")
         with self._store.transaction() as state:
-            listed = self._listing
-            if listed is not None and listed[0] is state:
-                return list(listed[1])
-            records = sorted(state.instances.values(), key=_LAUNCH_ORDER)
-            views: dict[str, Instance] = {}
-            for r in records:
-                if r.tags.get(LABEL_CLUSTER) != self.config.cluster_name:
-                    continue
-                view = self._views.get(r.id)
-                views[r.id] = view if view is not None and view.state == r.state else r.instance()
-            self._views = views
-            listing = list(views.values())
-            self._listing = (state, listing)
-            return list(listing)
+            return self._listing.of(state)
 
     # --- test hooks ------------------------------------------------------------------------------------
 
@@ -314,7 +298,7 @@ class SimulatedProvider:
             if record is None:
                 raise KeyError(f"no simulated instance {instance_id!r}")
             if record.state != TERMINATED:
-                self._end(record, interrupted=True)
+                self._end(state, record, interrupted=True)
             return record.instance()
 
     def warn_interruption(self, instance_id: str) -> None:
@@ -462,12 +446,12 @@ class SimulatedProvider:
             state=RUNNING if settings.launch_delay <= 0 else PENDING,
         )
 
-    def _end(self, record: InstanceRecord, *, interrupted: bool) -> None:
+    def _end(self, state: CloudState, record: InstanceRecord, *, interrupted: bool) -> None:
         record.state = TERMINATED
         record.terminated_at = self.clock()
         record.interrupted = interrupted
         self._due_times.touch(record)
-        self._listing = None
+        self._listing.changed(state, record)
         log.info("instance_terminated", instance=record.id, interrupted=interrupted)
 
     def _progress(self, state: CloudState, now: float) -> None:
@@ -484,14 +468,14 @@ class SimulatedProvider:
             and now >= r.end - BLOCK_RECLAIM
         ):
             log.info("capacity_block_reclaimed", instance=record.id, reservation=r.id)
-            self._end(record, interrupted=False)
+            self._end(state, record, interrupted=False)
         if record.state == PENDING and now >= record.running_at:
             record.state = RUNNING
-            self._listing = None
+            self._listing.changed(state, record)
             log.info("instance_running", instance=record.id)
         elif record.terminated_at is not None and now - record.terminated_at >= TERMINATED_RETENTION:
             del state.instances[record.id]
-            self._listing = None
+            self._listing.forgotten(state, record)
             log.debug("instance_forgotten", instance=record.id)
 
     def interruption_notice_at(self, record: InstanceRecord) -> float | None:
@@ -525,7 +509,7 @@ class SimulatedProvider:
                     reclaim_in=self.settings.spot_interruption_notice,
                 )
             if now >= notice_at + self.settings.spot_interruption_notice:
-                self._end(record, interrupted=True)
+                self._end(state, record, interrupted=True)
 
     def _run(self, interval: float) -> None:
         while not self._stopping.is_set():
