@@ -243,6 +243,8 @@ class Controller:
     def _offerings(self, now: float) -> Sequence[Offering]:
         offerings = self.availability.apply(self.catalog.offerings(now), now)
         # What reservations have free, as the provider counted it, less what tidal launched into them since.
+        if not self.in_flight.reserves(offerings):
+            return offerings  # no reservation to count launches into (a pass over the whole fleet)
         return self.in_flight.apply(offerings, self.fleet.launched_into_reservations(self.catalog.fetched_at))
 
     def _plan(self, snapshot: Snapshot, cfg: Config, now: float) -> Plan:

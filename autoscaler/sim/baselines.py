@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.values import Config
+from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import select
 from autoscaler.core.disruption.choose import held_nodes
+from autoscaler.core.disruption.node_use import NodeUse
 from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SHARED_POD_NAME_LABEL,
@@ -227,33 +229,42 @@ def peer_view(snapshot: Snapshot) -> Snapshot:
     """The cluster as cluster-autoscaler or Karpenter see it: no KAI queues, no GPU share in any pod's
     annotations, and the node-scale-adjuster's scaling pods as the ordinary pending pods they are to them."""
     pods = []
+    changed = False
     for p in snapshot.pods:
         if p.gpu_share is not None or p.gpu_share_error:
             p = replace(p, gpu_share=None, gpu_share_error="")
+            changed = True
         elif is_scale_adjuster_pod(p.namespace, p.labels):
             # tidal's own demand leaves scaling pods out (it plans for their pods itself); a peer acts on them.
             hidden = {SHARED_POD_NAME_LABEL, SHARED_POD_NAMESPACE_LABEL}
             if p.namespace == SCALE_ADJUST_NAMESPACE:
                 hidden.add("app")
             p = replace(p, labels={k: v for k, v in p.labels.items() if k not in hidden})
+            changed = True
         pods.append(p)
-    return replace(snapshot, pods=tuple(pods), queues=())
+    # The very pods, when none differs for a peer: what was worked out of them (a census) still holds.
+    return replace(snapshot, pods=tuple(pods) if changed else snapshot.pods, queues=())
 
 
 def _plan(
     policy: str,
     prepared: _Prepared,
     rooms: NodeRooms,
+    use: NodeUse,
     snapshot: Snapshot,
     now: float,
     launching: Sequence[Launching],
     launching_usage: Usage,
     draining: Collection[str] = (),
+    census: PodCensus | None = None,
 ) -> Plan:
+    """``census`` is that of the snapshot's pods, when the caller has it."""
     config, blind, index = prepared.config, prepared.blind, prepared.index
     snapshot = peer_view(snapshot)
-    demand = select(snapshot, blind)
-    by_node = pods_by_node(snapshot.pods)
+    if census is not None and not census.describes(snapshot.pods):
+        census = None  # a peer sees some pods otherwise
+    demand = select(snapshot, blind, census=census)
+    by_node = census.by_node if census is not None else pods_by_node(snapshot.pods)
     engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
     total = Usage(
@@ -292,7 +303,16 @@ def _plan(
     # the pods it was launched for.
     held = held_nodes(snapshot, draining)
     removal = scale_down(
-        snapshot, index, now, needed=needed, by_node=by_node, engine=engine, total=base, held=held
+        snapshot,
+        index,
+        now,
+        needed=needed,
+        by_node=by_node,
+        engine=engine,
+        total=base,
+        held=held,
+        census=census,
+        use=use,
     )
     return Plan(demand, plan, removal)
 
@@ -321,6 +341,7 @@ def planner_for(policy: str) -> Planner | None:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
     rooms = NodeRooms()  # the nodes' room, kept from one plan to the next
+    use = NodeUse()  # and their measure for scale-down
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
@@ -328,11 +349,13 @@ def planner_for(policy: str) -> Planner | None:
             policy,
             ready,
             rooms,
+            use,
             request.snapshot,
             request.now,
             request.launching,
             request.launching_usage,
             request.draining,
+            request.census,
         )
 
     return planner

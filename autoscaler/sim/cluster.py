@@ -15,6 +15,7 @@ admission plugin gives it the GPU taint's toleration: its template carries one.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -44,7 +45,7 @@ from autoscaler.sim.kai_sharing import (
 )
 from autoscaler.sim.kueue import RequestStore
 from autoscaler.sim.pdbs import blocks, budgets
-from autoscaler.sim.pods import SimPod
+from autoscaler.sim.pods import SimPod, with_scheduled
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
 from autoscaler.sim.scheduler_view import SchedulerView
@@ -209,8 +210,11 @@ class EmulatedCluster:
         self.sharing.start(running, self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
-        free = {name: b.free for name, b in sched.bins.items()}
-        nodes = [self.nodes[name] for name in sorted(free, key=lambda n: (free[n].gpus, free[n].cpu, n))]
+        by_room = sorted((b.free.gpus, b.free.cpu, name) for name, b in sched.bins.items())
+        nodes = [self.nodes[name] for _, _, name in by_room]
+        # The free GPUs and CPU each node starts the pass with, in that order: room only shrinks within a pass,
+        # so a pod needs look at no node before the first with as much of both as it requests.
+        self._free = [(gpus, cpu) for gpus, cpu, _ in by_room]
         self._resume: dict[Any, int] = {}
         used, non_preemptible = queue_use(self.queues, self.pods.values())
         units: dict[str, list[SimPod]] = defaultdict(list)
@@ -301,6 +305,11 @@ class EmulatedCluster:
             shape = _shape(p)
             resumable = not sp.gang and not p.topological
             start = self._resume.get(shape, 0) if resumable else 0
+            if p.requests.gpus > 0:  # (a pod asking no GPUs is not checked against them: no skipping)
+                cpu = p.requests.cpu
+                start = max(
+                    start, bisect_left(self._free, (p.requests.gpus, cpu) if cpu > 0 else (p.requests.gpus,))
+                )
             for i in range(start, len(nodes)):
                 name = nodes[i].name
                 if sched.rejection(p, name) is None:
@@ -349,7 +358,7 @@ class EmulatedCluster:
         for sp in unit:
             cond = sp.pod.scheduled
             if cond is None or cond.message != message:
-                sp.pod = replace(sp.pod, scheduled=Condition("False", "Unschedulable", message, now))
+                sp.pod = with_scheduled(sp.pod, Condition("False", "Unschedulable", message, now))
                 self._changed()
 
     def _bind(

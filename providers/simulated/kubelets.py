@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterable
 
 import structlog
 
@@ -35,10 +36,13 @@ class Kubelets:
         self._lock = threading.Lock()  # retry counts
         self._failures: dict[tuple[str, str], int] = {}
 
-    def due(self, state: CloudState, now: float) -> list[tuple[str, InstanceRecord]]:
-        """The API writes due by ``now``, each with a copy of its instance's record."""
+    def due(
+        self, state: CloudState, now: float, records: Iterable[InstanceRecord] | None = None
+    ) -> list[tuple[str, InstanceRecord]]:
+        """The API writes due by ``now`` (for ``records`` of the state only, when given), each with a copy of
+        its instance's record."""
         work = []
-        for record in state.instances.values():
+        for record in state.instances.values() if records is None else records:
             if record.cluster != self.config.cluster_name:
                 continue  # another cluster's kubelets register with another API server
             registered = record.registered_at

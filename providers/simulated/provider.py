@@ -16,7 +16,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any
 
 import structlog
@@ -34,7 +33,9 @@ from autoscaler.config.values import Config
 from autoscaler.core.model import LABEL_CLUSTER, LABEL_LAUNCH_TOKEN, LABEL_MANAGED, SPOT
 from autoscaler.core.offering import Instance, LaunchRequest, Offering
 from autoscaler.runtime.catalog import with_templates
+from providers.simulated.due import DueTimes
 from providers.simulated.kubelets import Kubelets, describe_error, record_done
+from providers.simulated.listing import Listing
 from providers.simulated.node import NodeRegistrar
 from providers.simulated.node_template import template_builder
 from providers.simulated.reservations import BLOCK_RECLAIM, reservation_refusal, reserved_offerings
@@ -64,7 +65,6 @@ LATE_KEPT = 1000  # refusals kept for poll_errors() between two calls
 
 TERMINATED_RETENTION = 600.0  # seconds a terminated instance is still listed, as clouds do
 MAX_CALLS = 10_000  # calls kept for assertions; the oldest half is dropped beyond this
-_LAUNCH_ORDER = attrgetter("created", "id")  # how instances are listed: oldest first, then by id
 CONTRACT_METHODS = ("offerings", "launch", "terminate", "instances")
 
 
@@ -103,9 +103,13 @@ class SimulatedProvider:
         )
         self.calls: list[tuple[str, str]] = []
         self._by_key: dict[str, Offering] = {}
-        # The contract view of each listed instance, rebuilt only when its state changes: clusters of
-        # thousands of nodes are listed every reconcile.
-        self._views: dict[str, Instance] = {}
+        # The contract view of each listed instance, in listing order, changed only where an instance did:
+        # clusters of thousands of nodes are listed several times a reconcile.
+        self._listing = Listing(config.cluster_name)
+        # Each launch token's instance, for one state object (the in-memory one): a launch looks its token up
+        # rather than at every instance.
+        self._tokens: tuple[CloudState, dict[str, str]] | None = None
+        self._due_times = DueTimes()
         for offering in self.catalog.offerings:
             self._by_key.setdefault(offering.key, offering)
         self._store: StateStore = MemoryStore()
@@ -168,11 +172,16 @@ class SimulatedProvider:
         now = self.clock()
         quota = self.settings.quota_gpus
         with self._store.transaction() as state:
-            for record in state.instances.values():
-                if record.cluster == self.config.cluster_name and record.token == request.token:
-                    log.info("launch_repeated", token=request.token, instance=record.id, state=record.state)
-                    return record.instance()
-            gpus_in_use = sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
+            tokens = self._token_index(state)
+            repeated = state.instances.get(tokens.get(request.token, ""))
+            if repeated is not None and repeated.token == request.token:
+                log.info("launch_repeated", token=request.token, instance=repeated.id, state=repeated.state)
+                return repeated.instance()
+            gpus_in_use = (
+                sum(r.offering.gpu_count for r in state.instances.values() if r.state != TERMINATED)
+                if quota is not None
+                else 0  # read only against a quota
+            )
             refused: list[Attempt] = []
             reserved = {o.reservation.id: o for o in self._reserved(state, now) if o.reservation is not None}
             for candidate in request.offerings:
@@ -192,6 +201,9 @@ class SimulatedProvider:
                 else:
                     record = self._new_record(state, request, offering, now)
                     state.instances[record.id] = record
+                    tokens[record.token] = record.id
+                    self._due_times.added(record)
+                    self._listing.added(state, record)
                     passed_over = [LateFailure(request.token, a) for a in refused]
                     with self._lock:  # for poll_errors (the newest only, when nobody polls)
                         self._late = (self._late + passed_over)[-LATE_KEPT:]
@@ -224,6 +236,17 @@ class SimulatedProvider:
         configured delays, since its kubelet acts as soon as they pass."""
         s = self.settings
         return s.launch_delay + s.registration_delay + (s.gpu_ready_delay if offering.gpu_count else 0.0)
+    def _token_index(self, state: CloudState) -> dict[str, str]:
+        """This cluster's instances by launch token (the first of a token, as a look at each would find)."""
+        known = self._tokens
+        if known is not None and known[0] is state:
+            return known[1]
+        tokens: dict[str, str] = {}
+        for record in state.instances.values():
+            if record.cluster == self.config.cluster_name:
+                tokens.setdefault(record.token, record.id)
+        self._tokens = (state, tokens)
+        return tokens
 
     def poll_errors(self) -> list[LateFailure]:
         """The candidates a launch passed over before one took (nothing fails after a simulated launch
@@ -250,21 +273,13 @@ class SimulatedProvider:
                     f"not {self.config.cluster_name!r}; not terminating it"
                 )
             if record.state != TERMINATED:
-                self._end(record, interrupted=False)
+                self._end(state, record, interrupted=False)
 
     def instances(self) -> list[Instance]:
         """Instances tagged with this cluster, in any state; terminated ones for 10 minutes."""
         self._enter("instances", "")
         with self._store.transaction() as state:
-            records = sorted(state.instances.values(), key=_LAUNCH_ORDER)
-            views: dict[str, Instance] = {}
-            for r in records:
-                if r.tags.get(LABEL_CLUSTER) != self.config.cluster_name:
-                    continue
-                view = self._views.get(r.id)
-                views[r.id] = view if view is not None and view.state == r.state else r.instance()
-            self._views = views
-            return list(views.values())
+            return self._listing.of(state)
 
     # --- test hooks ------------------------------------------------------------------------------------
 
@@ -288,7 +303,7 @@ class SimulatedProvider:
             if record is None:
                 raise KeyError(f"no simulated instance {instance_id!r}")
             if record.state != TERMINATED:
-                self._end(record, interrupted=True)
+                self._end(state, record, interrupted=True)
             return record.instance()
 
     def warn_interruption(self, instance_id: str) -> None:
@@ -319,21 +334,45 @@ class SimulatedProvider:
         """Move time-based state to ``clock()``: pending → running, Node registration, GPUs, NotReady."""
         now = self.clock()
         kubelets = self._kubelets
+        due = self._due_times
         with self._store.transaction() as state:
-            self._progress(state, now)
-            self._interrupt_spot(state, now)
-            work = kubelets.due(state, now) if kubelets is not None else []
-        if kubelets is None or not work or not self._kube_lock.acquire(blocking=False):
+            touched: list[InstanceRecord] | None = None
+            if self.settings.spot_interruption_rate <= 0 and due.vouches(state, now):
+                # Nothing is due for the others before ``due.until``: only those launched or ended since.
+                touched = due.take_touched()
+                for one in touched:
+                    self._progress_one(state, one, now)
+            else:
+                self._progress(state, now)
+                self._interrupt_spot(state, now)
+            work = kubelets.due(state, now, touched) if kubelets is not None else []
+            if not work:
+                self._settle(state, now, touched)
+        if kubelets is None or not work:
+            return
+        if not self._kube_lock.acquire(blocking=False):
+            due.forget()
             return  # another thread is already talking to the API server; it or the next advance will do it
         try:
             done = [(action, record.id) for action, record in work if kubelets.step(action, record, now)]
         finally:
             self._kube_lock.release()
-        if done:
-            with self._store.transaction() as state:
-                for action, instance_id in done:
-                    if (record := state.instances.get(instance_id)) is not None:
-                        record_done(record, action, now)
+        with self._store.transaction() as state:
+            for action, instance_id in done:
+                if (record := state.instances.get(instance_id)) is not None:
+                    record_done(record, action, now)
+            if len(done) == len(work):
+                self._settle(state, now, touched)
+            else:
+                due.forget()  # a write failed: the next advance tries it again
+
+    def _settle(self, state: CloudState, now: float, touched: list[InstanceRecord] | None) -> None:
+        """After a pass over every instance (``touched`` None) or over the touched ones: when anything is
+        next due."""
+        if touched is None:
+            self._due_times.settle(state, now, TERMINATED_RETENTION)
+        else:
+            self._due_times.include(touched, now, TERMINATED_RETENTION)
 
     def start(self, interval: float = 0.2) -> None:
         """Run :meth:`advance` every ``interval`` seconds in a daemon thread (for the live daemon)."""
@@ -412,30 +451,37 @@ class SimulatedProvider:
             state=RUNNING if settings.launch_delay <= 0 else PENDING,
         )
 
-    def _end(self, record: InstanceRecord, *, interrupted: bool) -> None:
+    def _end(self, state: CloudState, record: InstanceRecord, *, interrupted: bool) -> None:
         record.state = TERMINATED
         record.terminated_at = self.clock()
         record.interrupted = interrupted
+        self._due_times.touch(record)
+        self._listing.changed(state, record)
         log.info("instance_terminated", instance=record.id, interrupted=interrupted)
 
     def _progress(self, state: CloudState, now: float) -> None:
         for record in list(state.instances.values()):
-            r = record.offering.reservation
-            if (
-                record.state != TERMINATED
-                and r is not None
-                and r.block
-                and r.end is not None
-                and now >= r.end - BLOCK_RECLAIM
-            ):
-                log.info("capacity_block_reclaimed", instance=record.id, reservation=r.id)
-                self._end(record, interrupted=False)
-            if record.state == PENDING and now >= record.running_at:
-                record.state = RUNNING
-                log.info("instance_running", instance=record.id)
-            elif record.terminated_at is not None and now - record.terminated_at >= TERMINATED_RETENTION:
-                del state.instances[record.id]
-                log.debug("instance_forgotten", instance=record.id)
+            self._progress_one(state, record, now)
+
+    def _progress_one(self, state: CloudState, record: InstanceRecord, now: float) -> None:
+        r = record.offering.reservation
+        if (
+            record.state != TERMINATED
+            and r is not None
+            and r.block
+            and r.end is not None
+            and now >= r.end - BLOCK_RECLAIM
+        ):
+            log.info("capacity_block_reclaimed", instance=record.id, reservation=r.id)
+            self._end(state, record, interrupted=False)
+        if record.state == PENDING and now >= record.running_at:
+            record.state = RUNNING
+            self._listing.changed(state, record)
+            log.info("instance_running", instance=record.id)
+        elif record.terminated_at is not None and now - record.terminated_at >= TERMINATED_RETENTION:
+            del state.instances[record.id]
+            self._listing.forgotten(state, record)
+            log.debug("instance_forgotten", instance=record.id)
 
     def interruption_notice_at(self, record: InstanceRecord) -> float | None:
         """When ``spotInterruptionRate`` sends this instance its notice (None: never). The same for a seed and
@@ -468,7 +514,7 @@ class SimulatedProvider:
                     reclaim_in=self.settings.spot_interruption_notice,
                 )
             if now >= notice_at + self.settings.spot_interruption_notice:
-                self._end(record, interrupted=True)
+                self._end(state, record, interrupted=True)
 
     def _run(self, interval: float) -> None:
         while not self._stopping.is_set():

@@ -359,3 +359,11 @@ def test_a_catalog_file_written_from_offerings_leaves_reservations_out() -> None
     g5 = [o for o in back if o.instance_type == "g5.xlarge" and o.capacity_type == "on-demand"]
     assert [o.price for o in g5] == [1.006]  # not the reservation's 0
     assert not [o for o in back if o.capacity_type == "reserved"]
+
+
+def test_offerings_without_a_reservation_reserve_nothing_and_come_back_as_they_are() -> None:
+    offerings = aws_offerings()
+    in_flight = InFlight()
+    assert not in_flight.reserves(offerings)
+    assert in_flight.apply(offerings, {"cr-0a1b2c3d4e5f60001": 3}) is offerings
+    assert in_flight.reserves([*offerings, g5_reservation(available=2)])

@@ -672,3 +672,62 @@ def test_a_node_takes_pods_after_the_launch_and_registration_delays_and_a_gpu_no
     assert isinstance(p, ReportsNodeLead)
     assert p.node_lead(offering(p, "m5.xlarge/us-east-1a/spot")) == 5.0
     assert p.node_lead(offering(p, "g5.xlarge/us-east-1a/spot")) == 10.0
+# --- what an advance looks at --------------------------------------------------------------------------
+
+
+def kubelet_cloud(sim_config: Callable[..., Config], clock: FakeClock) -> tuple[SimulatedProvider, Any]:
+    from autoscaler.sim.cluster import EmulatedCluster
+
+    cluster = EmulatedCluster(clock)
+    registrar: Any = cluster  # the emulated cluster takes the kubelets' writes as the simulator runs it
+    return SimulatedProvider(sim_config(), clock=clock, kube=registrar), cluster
+
+
+def test_nodes_register_and_report_gpus_at_their_times_between_other_launches(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p, cluster = kubelet_cloud(sim_config, clock)
+    gpu = p.launch(request(p, "a", "g5.xlarge/us-east-1a/on-demand"))
+    clock.tick(4.9)
+    p.launch(request(p, "b", "m5.xlarge/us-east-1a/on-demand"))  # advances: nothing due yet
+    assert list(cluster.nodes) == []
+    clock.tick(0.1)  # launch delay 2 s + registration 3 s
+    p.advance()
+    assert list(cluster.nodes) == [gpu.id]
+    assert cluster.nodes[gpu.id].allocatable.gpus == 0
+    clock.tick(5)  # the GPUs are ready 5 s after registration; the second node registers too
+    p.advance()
+    assert cluster.nodes[gpu.id].allocatable.gpus == 1
+    assert len(cluster.nodes) == 2
+
+
+def test_a_node_goes_not_ready_at_the_next_advance_after_its_instance_is_terminated(
+    sim_config: Callable[..., Config], clock: FakeClock
+) -> None:
+    p, cluster = kubelet_cloud(sim_config, clock)
+    first = p.launch(request(p, "a", "m5.xlarge/us-east-1a/on-demand"))
+    second = p.launch(request(p, "b", "m5.xlarge/us-east-1a/on-demand"))
+    clock.tick(10)
+    p.advance()
+    p.advance()  # nothing more is due
+    p.terminate(second)
+    p.terminate(first)
+    p.advance()  # the same moment: the two ended instances are the only ones with something due
+    assert [cluster.nodes[i.id].ready for i in (first, second)] == [False, False]
+    assert sorted(i.state for i in p.instances()) == ["terminated", "terminated"]
+
+
+def test_the_listing_follows_launches_terminations_and_forgotten_instances(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    a = provider.launch(request(provider, "a", "m5.xlarge/us-east-1a/spot"))
+    assert [(i.id, i.state) for i in provider.instances()] == [(a.id, "pending")]
+    clock.tick(1)
+    b = provider.launch(request(provider, "b", "m5.xlarge/us-east-1a/spot"))
+    listed = provider.instances()
+    listed.clear()  # a caller's copy: the cloud's listing is not changed through it
+    assert [i.id for i in provider.instances()] == [a.id, b.id]
+    provider.terminate(a)
+    assert [(i.id, i.state) for i in provider.instances()] == [(a.id, "terminated"), (b.id, "pending")]
+    clock.tick(TERMINATED_RETENTION)
+    assert [(i.id, i.state) for i in provider.instances()] == [(b.id, "running")]

@@ -18,6 +18,8 @@ __all__ = ["interrupted"]
 
 def interrupted(snapshot: Snapshot, provider_ids: Collection[str]) -> list[Removal]:
     """The managed nodes whose instances the cloud is reclaiming, with the pods to evict."""
+    if not provider_ids:
+        return []  # the common case: no pod need be grouped by node for it
     by_node = pods_by_node(snapshot.pods)
     out = []
     for node in snapshot.nodes:

@@ -181,10 +181,19 @@ class InFlight:
         self._ids: tuple[Sequence[Offering], frozenset[str]] | None = None
         self._view: tuple[Sequence[Offering], tuple[tuple[str, int], ...], list[Offering]] | None = None
 
-    def apply(self, offerings: Sequence[Offering], launched: Mapping[str, int]) -> Sequence[Offering]:
+    def reserves(self, offerings: Sequence[Offering]) -> bool:
+        """Whether any of ``offerings`` is a reservation's: without one, :meth:`apply` gives them back as they
+        are, whatever was launched (and the caller need not count launches into reservations)."""
+        return bool(self._reservation_ids(offerings))
+
+    def _reservation_ids(self, offerings: Sequence[Offering]) -> frozenset[str]:
         if self._ids is None or self._ids[0] is not offerings:
             self._ids = (offerings, frozenset(reservations(offerings)))
-        spent = tuple(sorted((rid, n) for rid, n in launched.items() if n and rid in self._ids[1]))
+        return self._ids[1]
+
+    def apply(self, offerings: Sequence[Offering], launched: Mapping[str, int]) -> Sequence[Offering]:
+        ids = self._reservation_ids(offerings)
+        spent = tuple(sorted((rid, n) for rid, n in launched.items() if n and rid in ids))
         if not spent:
             return offerings
         if self._view is not None and self._view[0] is offerings and self._view[1] == spent:
@@ -264,10 +273,10 @@ def ending_blocks(
     listed = reservations(offerings)
     lead = config.reservations.drain_before_block_end
     out = []
-    for node in sorted(nodes, key=lambda n: n.name):
+    for node in nodes:
         if not node.managed or node.deleting:
             continue
         found = block_end(node, listed)
         if found is not None and now >= found[1] - lead:
             out.append(Ending(node.name, found[0], found[1]))
-    return out
+    return sorted(out, key=lambda e: e.node)  # the few found, not every node, put in order

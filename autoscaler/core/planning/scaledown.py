@@ -28,8 +28,8 @@ from collections.abc import Collection, Mapping, Sequence
 from autoscaler.core.census import PodCensus
 from autoscaler.core.disruption import empty, underutilised
 from autoscaler.core.disruption.method import Method, retry_after
-from autoscaler.core.disruption.protection import eviction_blocker, without_reservations
-from autoscaler.core.disruption.protection import workload as workload_of
+from autoscaler.core.disruption.node_use import NodeUse, measure
+from autoscaler.core.disruption.protection import eviction_blocker
 from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering
 from autoscaler.core.disruption.underutilised import NODE_MODE
 from autoscaler.core.model import Node, Pod, Snapshot
@@ -112,6 +112,7 @@ def scale_down(
     held: Mapping[str, Block] | None = None,
     move_shares: bool = False,
     census: PodCensus | None = None,
+    use: NodeUse | None = None,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
@@ -121,7 +122,8 @@ def scale_down(
     disruption has a say in (being replaced, a replacement, chosen by another method), with why: they are
     neither removed nor given anybody's pods here. ``move_shares``: KAI reservation pods go with the pods
     sharing their GPUs (tidal's consolidation; the baselines' leaves their nodes alone). ``census`` is that of
-    the snapshot's pods, when the caller has it."""
+    the snapshot's pods, when the caller has it. ``use`` keeps each node's measure from the last plan, when
+    the caller plans again and again."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
@@ -155,26 +157,18 @@ def scale_down(
         if keeps:
             blocked.append(_blocked(node, Hold.RESERVATION, keeps))
             continue
-        # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
-        workload = workload_of(by_node.get(node.name, ()))
-        if move_shares:
-            workload = without_reservations(workload)
-        kept = empty.kept(workload)
-        util = underutilised.utilization(node, kept)
-        threshold = underutilised.threshold(node, index.config)
-        if (
-            kept
-            and util >= threshold
-            and (contended or not _young_replaceable(node, kept, snapshot, index, now, total))
+        pods = by_node.get(node.name, ())
+        m = (
+            use.of(node, pods, index.config, move_shares=move_shares)
+            if use is not None
+            else measure(node, pods, index.config, move_shares=move_shares)
+        )
+        if m.utilised is not None and (
+            contended or not _young_replaceable(node, m.kept, snapshot, index, now, total)
         ):
-            mode = underutilised.mode(node)
-            blocked.append(
-                _blocked(
-                    node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
-                )
-            )
+            blocked.append(m.utilised)
             continue
-        candidates.append((util, node, workload))
+        candidates.append((m.utilization, node, m.workload))
 
     removing = {node.name for _, node, _ in candidates} | set(held)
     if engine is None:
@@ -257,6 +251,8 @@ def scale_down(
                 gpus=node_gpus(node),
             )
         )
+    if use is not None:
+        use.done()
     blocked.sort(key=lambda b: b.node)
     future = [t for t in wake if t > now]
     return RemovalPlan(tuple(removals), tuple(blocked), seen, min(future, default=None))

@@ -1,0 +1,74 @@
+"""The simulated cloud's listing of one cluster's instances, oldest first then by id, kept up to date as
+instances are launched, change state and are forgotten.
+
+A cluster of thousands of nodes is listed several times a reconcile, and between two listings a few instances
+change: sorting every record and walking all of them again each time cost more than the reconcile's use of the
+listing. :class:`Listing` keeps the contract view of each instance in listing order and changes only the
+entries of the instances that changed. It is kept for one state object (the in-memory one): a state read anew
+(as a shared state file is, in every transaction) is listed from scratch.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from autoscaler.core.model import LABEL_CLUSTER
+from autoscaler.core.offering import Instance
+from providers.simulated.state import CloudState, InstanceRecord
+
+__all__ = ["Listing"]
+
+_LAUNCH_ORDER = attrgetter("created", "id")  # how instances are listed: oldest first, then by id
+
+
+class Listing:
+    """Each listed instance's view, by id, in listing order."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self._state: CloudState | None = None
+        self._views: dict[str, Instance] = {}
+
+    def of(self, state: CloudState) -> list[Instance]:
+        """The instances of ``state`` tagged with this cluster, in listing order."""
+        if state is not self._state:
+            self._rebuild(state)
+        return list(self._views.values())
+
+    def _rebuild(self, state: CloudState) -> None:
+        old = self._views
+        views: dict[str, Instance] = {}
+        for r in sorted(state.instances.values(), key=_LAUNCH_ORDER):
+            if r.tags.get(LABEL_CLUSTER) != self.cluster:
+                continue
+            view = old.get(r.id)
+            views[r.id] = view if view is not None and view.state == r.state else r.instance()
+        self._views = views
+        self._state = state
+
+    def added(self, state: CloudState, record: InstanceRecord) -> None:
+        """``record`` was just added to ``state``."""
+        if state is not self._state or record.tags.get(LABEL_CLUSTER) != self.cluster:
+            return
+        views = self._views
+        # A new instance is the newest; among those launched at the same moment it goes by its id.
+        key = (record.created, record.id)
+        later: list[Instance] = []
+        while views:
+            last = views[next(reversed(views))]
+            if (last.created, last.id) <= key:
+                break
+            later.append(views.pop(last.id))
+        views[record.id] = record.instance()
+        for view in reversed(later):
+            views[view.id] = view
+
+    def changed(self, state: CloudState, record: InstanceRecord) -> None:
+        """``record`` of ``state`` changed state."""
+        if state is self._state and record.id in self._views:
+            self._views[record.id] = record.instance()
+
+    def forgotten(self, state: CloudState, record: InstanceRecord) -> None:
+        """``record`` was taken out of ``state``."""
+        if state is self._state:
+            self._views.pop(record.id, None)
