@@ -236,6 +236,7 @@ class SimulatedProvider:
         configured delays, since its kubelet acts as soon as they pass."""
         s = self.settings
         return s.launch_delay + s.registration_delay + (s.gpu_ready_delay if offering.gpu_count else 0.0)
+
     def _token_index(self, state: CloudState) -> dict[str, str]:
         """This cluster's instances by launch token (the first of a token, as a look at each would find)."""
         known = self._tokens

@@ -672,6 +672,8 @@ def test_a_node_takes_pods_after_the_launch_and_registration_delays_and_a_gpu_no
     assert isinstance(p, ReportsNodeLead)
     assert p.node_lead(offering(p, "m5.xlarge/us-east-1a/spot")) == 5.0
     assert p.node_lead(offering(p, "g5.xlarge/us-east-1a/spot")) == 10.0
+
+
 # --- what an advance looks at --------------------------------------------------------------------------
 
 
