@@ -292,7 +292,15 @@ def _plan(
     # the pods it was launched for.
     held = held_nodes(snapshot, draining)
     removal = scale_down(
-        snapshot, index, now, needed=needed, by_node=by_node, engine=engine, total=base, held=held
+        snapshot,
+        index,
+        now,
+        needed=needed,
+        by_node=by_node,
+        engine=engine,
+        total=base,
+        held=held,
+        facts=rooms.facts,
     )
     return Plan(demand, plan, removal)
 

@@ -39,6 +39,7 @@ from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaledown import scale_down
 from autoscaler.core.words import count
@@ -211,12 +212,14 @@ def disrupt(
     template: str = "",
     draining: Collection[str] = (),
     census: PodCensus | None = None,
+    facts: Mapping[str, NodeFacts] | None = None,
 ) -> RemovalPlan:
     """Every node to disrupt now, and for every other managed node what keeps it.
 
     ``template`` is the digest of the node template a node launched now gets (see
     :mod:`autoscaler.core.disruption.drifted`); ``draining`` the nodes whose drains are under way;
-    ``census`` that of the snapshot's pods, when the caller has it."""
+    ``census`` that of the snapshot's pods, when the caller has it; ``facts`` what earlier plans read of the
+    nodes (see :func:`~autoscaler.core.planning.scaledown.scale_down`)."""
     cfg = index.config
     waiting = progress(snapshot)
     held = _held(snapshot, waiting, draining)
@@ -262,6 +265,7 @@ def disrupt(
         held=held,
         move_shares=True,
         census=census,
+        facts=facts,
     )
     removals = [*state.removals, *consolidation.removals]
     if cfg.scale_down.multi_node and _quiet(snapshot, waiting, draining):

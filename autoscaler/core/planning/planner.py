@@ -125,8 +125,10 @@ def plan(request: PlanInput) -> Plan:
     by_node = (
         request.by_node if request.by_node is not None and snapshot is given else pods_by_node(snapshot.pods)
     )
+    facts = None
     if request.rooms is not None and snapshot is given:
         engine = request.rooms.engine(snapshot, index, launching=launching, by_node=by_node)
+        facts = request.rooms.facts
     else:
         engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
     base = usage(snapshot)
@@ -156,6 +158,7 @@ def plan(request: PlanInput) -> Plan:
         template=request.node_template,
         draining=request.draining,
         census=request.census,
+        facts=facts,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
     # The queue of every pod counted as demand was read by select (those of no queue are not kept there).

@@ -26,6 +26,7 @@ from autoscaler.core.placement.bins import Bin
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.cluster import launching_bin, node_bin, pods_by_node
 from autoscaler.core.planning.decisions import Launching
+from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 
 __all__ = ["NodeRooms"]
@@ -69,6 +70,7 @@ class _Kept:
     pods: tuple[Pod, ...]  # the same pods, as they were then
     room: Bin | None  # listing the pods' keys and host ports; None when no pod may go there
     anti_affine: tuple[Pod, ...]  # those of the pods with anti-affinity terms of their own
+    facts: NodeFacts  # what scale-down read of the node and its pods, filled as plans read it
 
 
 class NodeRooms:
@@ -82,6 +84,8 @@ class NodeRooms:
         # sequences is the one seen then (a grouping is shared, never changed), and needs no comparing.
         self._by_node: Mapping[str, Sequence[Pod]] | None = None
         self.worked_out = 0  # rooms worked out (not reused) over the planner's life
+        # Scale-down's facts about each node of the last engine built (of its snapshot only), by node name.
+        self.facts: Mapping[str, NodeFacts] = {}
 
     def engine(
         self,
@@ -124,9 +128,10 @@ class NodeRooms:
             else:
                 engine.add_node(room, pods, anti_affine=anti_affine)
                 room = _fresh(room)  # as the engine listed its pods, before the plan places any
-            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine)
+            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine, NodeFacts())
         self._rooms = rooms  # nodes gone are forgotten
         self._by_node = by_node
+        self.facts = {name: kept.facts for name, kept in rooms.items()}
         for la in launching:
             engine.add_node(launching_bin(la, index))
         return engine
