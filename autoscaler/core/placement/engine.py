@@ -74,11 +74,17 @@ class Engine:
         *,
         listed: bool = False,
         anti_affine: Sequence[Pod] | None = None,
+        verdicts: dict[Constraints, Rejection | None] | None = None,
     ) -> Bin:
         """A node that exists or is launching, with the pods already bound to it (their room already taken
         out of ``bin.free``). ``listed``: ``bin`` lists their keys and host ports already (a room kept from
-        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known."""
+        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known;
+        ``verdicts``: where the static filters' verdicts on this node are kept (see
+        :meth:`StaticVerdicts.adopt`), when the caller keeps them for a node whose labels, taints and cordon
+        stay the same."""
         self.bins.append(bin)
+        if verdicts is not None:
+            self._statics.adopt(bin.name, verdicts)
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
         self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
         if not listed:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autoscaler.core.model import Pod
-from autoscaler.core.planning.decisions import PlannedReplacement
+from autoscaler.core.planning.decisions import Blocked, PlannedReplacement
 
 __all__ = ["NodeFacts", "Workload"]
 
@@ -33,6 +33,8 @@ class Workload:
     # What new nodes for ``kept`` alone would be, planned without limits, with the key of that plan
     # (see :func:`autoscaler.core.disruption.replace.replacement`); None until asked for.
     unlimited: tuple[PlannedReplacement | str, tuple[object, ...]] | None = None
+    # What keeps the node, busy enough, when it is: the same every plan while its pods are.
+    utilised: Blocked | None = None
 
 
 @dataclass(slots=True)

@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import is_
 
+from autoscaler.core.fit import Constraints
 from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Bin
 from autoscaler.core.placement.engine import Engine
+from autoscaler.core.placement.reasons import Rejection
 from autoscaler.core.planning.cluster import launching_bin, node_bin, pods_by_node
 from autoscaler.core.planning.decisions import Launching
 from autoscaler.core.planning.node_facts import NodeFacts
@@ -71,6 +73,8 @@ class _Kept:
     room: Bin | None  # listing the pods' keys and host ports; None when no pod may go there
     anti_affine: tuple[Pod, ...]  # those of the pods with anti-affinity terms of their own
     facts: NodeFacts  # what scale-down read of the node and its pods, filled as plans read it
+    # The static filters' verdicts on the room, by constraints, filled as plans work them out.
+    verdicts: dict[Constraints, Rejection | None]
 
 
 class NodeRooms:
@@ -118,17 +122,27 @@ class NodeRooms:
                         node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
                     )
                 else:
-                    engine.add_node(_fresh(kept.room), pods, listed=True, anti_affine=kept.anti_affine)
+                    engine.add_node(
+                        _fresh(kept.room),
+                        pods,
+                        listed=True,
+                        anti_affine=kept.anti_affine,
+                        verdicts=kept.verdicts,
+                    )
                 continue
             room = node_bin(node, pods, snapshot, index)
             self.worked_out += 1
             anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
+            # The static verdicts read only the Node (its labels, taints, cordon, whether it is ready).
+            verdicts: dict[Constraints, Rejection | None] = (
+                kept.verdicts if kept is not None and kept.node is node else {}
+            )
             if room is None:
                 engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
             else:
-                engine.add_node(room, pods, anti_affine=anti_affine)
+                engine.add_node(room, pods, anti_affine=anti_affine, verdicts=verdicts)
                 room = _fresh(room)  # as the engine listed its pods, before the plan places any
-            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine, NodeFacts())
+            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts)
         self._rooms = rooms  # nodes gone are forgotten
         self._by_node = by_node
         self.facts = {name: kept.facts for name, kept in rooms.items()}

@@ -41,6 +41,7 @@ from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, Re
 from autoscaler.core.planning.node_facts import NodeFacts, Workload
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.quantity import format_duration
+from autoscaler.core.resources import Resources
 from autoscaler.core.timestamps import parse_time
 from autoscaler.core.words import count
 
@@ -119,23 +120,26 @@ def _young_replaceable(
     return not blocker
 
 
-def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[Pod]:
-    """Pods that wait for a place (whether or not they count as demand now)."""
+def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[tuple[bool, Resources]]:
+    """What the pods that wait for a place (whether or not they count as demand now) ask for: whether they
+    want GPUs (whole or a share), and their requests; each such pair once."""
     # A pending pod is bound to no node: the census's unbound pods hold them all, in the same order.
     pods = census.unbound if census is not None and census.describes(snapshot.pods) else snapshot.pods
-    return [p for p in pods if p.pending and not p.daemonset and not p.mirror]
+    return list(
+        dict.fromkeys(
+            (bool(p.requests.gpus or p.gpu_share is not None), p.requests)
+            for p in pods
+            if p.pending and not p.daemonset and not p.mirror
+        )
+    )
 
 
-def _wanted(node: Node, waiting: Sequence[Pod]) -> bool:
+def _wanted(node: Node, waiting: Sequence[tuple[bool, Resources]]) -> bool:
     """Whether a waiting pod could use ``node`` by its requests: GPU pods (whole GPUs or a share) a node with
     GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them)."""
     alloc = node.allocatable
-    for p in waiting:
-        if bool(p.requests.gpus or p.gpu_share is not None) != bool(alloc.gpus):
-            continue
-        if p.requests.fits_in(alloc):
-            return True
-    return False
+    gpus = bool(alloc.gpus)
+    return any(wants == gpus and requests.fits_in(alloc) for wants, requests in waiting)
 
 
 def scale_down(
@@ -207,12 +211,12 @@ def scale_down(
             and util >= threshold
             and (contended or not _young_replaceable(node, work, snapshot, index, now, total))
         ):
-            mode = underutilised.mode(node)
-            blocked.append(
-                _blocked(
+            if work.utilised is None:
+                mode = underutilised.mode(node)
+                work.utilised = _blocked(
                     node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
                 )
-            )
+            blocked.append(work.utilised)
             continue
         candidates.append((util, node, work))
 
