@@ -88,6 +88,7 @@ class Engine:
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
         self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
         if not listed:
+            bin.own()
             for pod in pods:
                 if pod.host_ports:
                     bin.ports.extend(pod.host_ports)
@@ -382,6 +383,7 @@ class Engine:
 
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
+        bin.own()
         k = fit.count
         one = self._request(pod)
         need = one if k == 1 else one.scaled(k)
@@ -419,6 +421,7 @@ class Engine:
         self.topology.place(pod, bin.name, k)
 
     def _relabel(self, bin: Bin, settled: dict[str, str]) -> None:
+        bin.own()
         before = (dict(bin.labels), dict(bin.settled))
         bin.labels.update(settled)
         bin.settled.update(settled)
@@ -448,6 +451,7 @@ class Engine:
 
     def remove_pods(self, bin: Bin, pods: Sequence[Pod]) -> None:
         """Take ``pods`` off a node that exists (they are being moved); undone with the journal."""
+        bin.own()
         freed = Resources.total((p.requests for p in pods), each={PODS: 1000})
         keys = {p.key for p in pods}
         before = (bin.free, list(bin.pods), list(bin.ports))

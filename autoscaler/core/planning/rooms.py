@@ -8,7 +8,8 @@ them are, from one reconcile to the next, the same Node object with the same pod
 are immutable values, so one that changed is a different object. :class:`NodeRooms` keeps each node's room
 with what it was worked out from and works it out again only for a node that changed, or for every node when
 the offerings, the config or the DaemonSets did. The engine is new at every plan (a plan places pods into it);
-only the rooms it starts from are kept, each handed out as a copy.
+only the rooms it starts from are kept, each handed out as a new bin that borrows the kept room's lists and
+dicts until the plan changes them (:meth:`~autoscaler.core.placement.bins.Bin.own`).
 
 The controller and the simulator's baselines each hold one and hand it to the plan
 (:class:`~autoscaler.core.planning.planner.PlanInput` ``rooms``), as they hand it the offerings' memo: what it
@@ -56,6 +57,32 @@ def _fresh(b: Bin) -> Bin:
         settled=dict(b.settled),
         devices=b.devices,
         _values=dict(b._values),
+    )
+
+
+def _lent(b: Bin) -> Bin:
+    """``b`` for an engine to fill, lending it ``b``'s lists and dicts: the engine makes them its own
+    (:meth:`Bin.own`) before it changes any, and most rooms of a plan never change."""
+    return Bin(
+        name=b.name,
+        kind=b.kind,
+        labels=b.labels,
+        taints=b.taints,
+        unschedulable=b.unschedulable,
+        free=b.free,
+        used=b.used,
+        ports=b.ports,
+        pods=b.pods,
+        mode=b.mode,
+        gang=b.gang,
+        options=b.options,
+        classes=b.classes,
+        gpus=b.gpus,
+        vcpu=b.vcpu,
+        settled=b.settled,
+        devices=b.devices,
+        _values=b._values,
+        lent=True,
     )
 
 
@@ -123,7 +150,7 @@ class NodeRooms:
                     )
                 else:
                     engine.add_node(
-                        _fresh(kept.room),
+                        _lent(kept.room),
                         pods,
                         listed=True,
                         anti_affine=kept.anti_affine,
