@@ -381,6 +381,10 @@ class Engine:
             found = self._requests[pod.requests] = request(pod)
         return found
 
+    def need(self, pod: Pod) -> Resources:
+        """What ``pod`` takes of a node, as the resources filter weighs it (its request and a pod slot)."""
+        return self._request(pod)
+
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
         bin.own()

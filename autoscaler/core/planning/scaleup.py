@@ -29,6 +29,7 @@ from autoscaler.core.model import Pod
 from autoscaler.core.offering import Offering
 from autoscaler.core.placement.bins import Bin, Kind, Option
 from autoscaler.core.placement.engine import Engine
+from autoscaler.core.placement.filters import has_room
 from autoscaler.core.placement.fits import Fit, request
 from autoscaler.core.placement.gpus import GpuSlots
 from autoscaler.core.placement.reasons import LASTING, LASTING_MESSAGES, Filter, Rejection
@@ -131,10 +132,15 @@ class _Planner:
         blocked: Callable[[Bin], Rejection | None] | None = None
         mine = -1
         fit: Fit | Rejection | None
+        # Without a skip list to keep, a node whose free room the pod does not fit is passed over unasked:
+        # the engine would reject the pod there (by that or an earlier filter), and most nodes are full.
+        need = self.engine.need(pod) if skip is None else None
         for b in bins:
             if not remaining:
                 break
             if skip is not None and b.name in skip:
+                continue
+            if need is not None and not b.new and not has_room(need, b.free):
                 continue
             if b.new:
                 if b.mode != unit.mode:
