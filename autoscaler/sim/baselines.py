@@ -39,7 +39,7 @@ from autoscaler.core.gpu.kai_pods import (
 )
 from autoscaler.core.model import CapacityType, Pod, Snapshot
 from autoscaler.core.offering import Offering
-from autoscaler.core.planning.cluster import pods_by_node, usage
+from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     Launch,
@@ -255,7 +255,7 @@ def _plan(
     demand = select(snapshot, blind)
     by_node = pods_by_node(snapshot.pods)
     engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
-    base = usage(snapshot)
+    base = rooms.usage  # usage(snapshot), counted with the rooms
     total = Usage(
         base.gpus + launching_usage.gpus,
         base.cpu_milli + launching_usage.cpu_milli,

@@ -15,7 +15,7 @@ from autoscaler.core.model import HostPort, Snapshot
 from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.planning.cluster import build_engine, pods_by_node
+from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.rooms import NodeRooms, _fresh
@@ -160,6 +160,7 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
                 seed,
                 step,
             )
+            assert rooms.usage == usage(snap), (seed, step)
 
 
 def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Callable[..., Config]) -> None:

@@ -128,10 +128,10 @@ def plan(request: PlanInput) -> Plan:
     facts = None
     if request.rooms is not None and snapshot is given:
         engine = request.rooms.engine(snapshot, index, launching=launching, by_node=by_node)
-        facts = request.rooms.facts
+        facts, base = request.rooms.facts, request.rooms.usage
     else:
         engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
-    base = usage(snapshot)
+        base = usage(snapshot)
     total = base + launching_usage
     spend = queue_costs(snapshot, index, launching, by_node=by_node)
     launch = scale_up(

@@ -27,8 +27,8 @@ from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Bin
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
-from autoscaler.core.planning.cluster import launching_bin, node_bin, pods_by_node
-from autoscaler.core.planning.decisions import Launching
+from autoscaler.core.planning.cluster import launching_bin, node_bin, node_usage, pods_by_node
+from autoscaler.core.planning.decisions import NO_USAGE, Launching, Usage
 from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 
@@ -102,6 +102,7 @@ class _Kept:
     facts: NodeFacts  # what scale-down read of the node and its pods, filled as plans read it
     # The static filters' verdicts on the room, by constraints, filled as plans work them out.
     verdicts: dict[Constraints, Rejection | None]
+    counted: tuple[int, int, int]  # what the node counts against the limits (cluster.node_usage)
 
 
 class NodeRooms:
@@ -117,6 +118,8 @@ class NodeRooms:
         self.worked_out = 0  # rooms worked out (not reused) over the planner's life
         # Scale-down's facts about each node of the last engine built (of its snapshot only), by node name.
         self.facts: Mapping[str, NodeFacts] = {}
+        # cluster.usage of the snapshot of the last engine built: its nodes counted against the limits.
+        self.usage = NO_USAGE
 
     def engine(
         self,
@@ -135,6 +138,7 @@ class NodeRooms:
         same_grouping = by_node is self._by_node
         rooms: dict[str, _Kept] = {}
         engine = Engine(index, namespaces=snapshot.namespaces)
+        gpus = cpu = managed = 0
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             pods = by_node.get(node.name, ())
             kept = self._rooms.get(node.name)
@@ -144,6 +148,8 @@ class NodeRooms:
                 and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
             ):
                 rooms[node.name] = kept
+                g, c, m = kept.counted
+                gpus, cpu, managed = gpus + g, cpu + c, managed + m
                 if kept.room is None:
                     engine.add_topology_node(
                         node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
@@ -169,10 +175,16 @@ class NodeRooms:
             else:
                 engine.add_node(room, pods, anti_affine=anti_affine, verdicts=verdicts)
                 room = _fresh(room)  # as the engine listed its pods, before the plan places any
-            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts)
+            counted = kept.counted if kept is not None and kept.node is node else node_usage(node)
+            g, c, m = counted
+            gpus, cpu, managed = gpus + g, cpu + c, managed + m
+            rooms[node.name] = _Kept(
+                node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts, counted
+            )
         self._rooms = rooms  # nodes gone are forgotten
         self._by_node = by_node
         self.facts = {name: kept.facts for name, kept in rooms.items()}
+        self.usage = Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)
         for la in launching:
             engine.add_node(launching_bin(la, index))
         return engine
