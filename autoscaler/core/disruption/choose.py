@@ -61,6 +61,14 @@ class _Pass:
         if all(b.detail != why for b in reasons):  # gangs and budgets are decided again until they agree
             reasons.append(Block(kind, why))
 
+    def add(self, node: str, block: Block) -> None:
+        """:meth:`block` with a block already made."""
+        reasons = self.blocked.get(node)
+        if reasons is None:
+            self.blocked[node] = [block]
+        elif all(b.detail != block.detail for b in reasons):
+            reasons.append(block)
+
 
 def progress(snapshot: Snapshot) -> dict[str, InProgress]:
     """The disruptions waiting for replacements, by node."""
@@ -287,7 +295,7 @@ def disrupt(
     for b in consolidation.blocked:
         if b.node not in chosen:
             for block in b.blocks:
-                state.block(b.node, block.kind, block.detail)
+                state.add(b.node, block)
     if consolidation.next_check is not None:
         state.wake.append(consolidation.next_check)
     while True:  # a budget that holds back one node of a gang holds back the whole gang

@@ -89,6 +89,8 @@ class Topology:
         self.changes += 1 + len(node.pods) - len(counted)
         for pod in counted:
             self._record(name, node, pod, 1)
+        if not self.journal.open:
+            return  # a plan's cluster as it is built: nothing to take back (and thousands of nodes)
 
         def undo() -> None:
             for pod in reversed(counted):

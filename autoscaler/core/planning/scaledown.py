@@ -125,13 +125,14 @@ def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[tuple[
     want GPUs (whole or a share), and their requests; each such pair once."""
     # A pending pod is bound to no node: the census's unbound pods hold them all, in the same order.
     pods = census.unbound if census is not None and census.describes(snapshot.pods) else snapshot.pods
-    return list(
-        dict.fromkeys(
-            (bool(p.requests.gpus or p.gpu_share is not None), p.requests)
-            for p in pods
-            if p.pending and not p.daemonset and not p.mirror
-        )
-    )
+    # By identity of the requests first: replicas share one, and hashing one by value costs more.
+    shapes: dict[tuple[int, bool], tuple[bool, Resources]] = {}
+    for p in pods:
+        if p.pending and not p.daemonset and not p.mirror:
+            key = (id(p.requests), p.gpu_share is not None)
+            if key not in shapes:
+                shapes[key] = (bool(p.requests.gpus) or key[1], p.requests)
+    return list(dict.fromkeys(shapes.values()))
 
 
 def _wanted(node: Node, waiting: Sequence[tuple[bool, Resources]]) -> bool:
