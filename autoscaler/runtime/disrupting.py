@@ -197,6 +197,8 @@ class Disruptions:
             self.metrics.cloud_error(self.provider.name, "interruptions", type(err).__name__)
             log.warning("interruptions_unavailable", error=str(err))
             return set(), []
+        if not doomed:
+            return set(), []  # most reconciles: no notice, and nothing of the cluster to look at
         draining = self.drainer.active() if self.drainer else set()
         provider_ids = {n.name: n.provider_id for n in snapshot.nodes}
         pods = {p.key: p for p in snapshot.pods}
