@@ -126,21 +126,36 @@ def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[tuple[
     # A pending pod is bound to no node: the census's unbound pods hold them all, in the same order.
     pods = census.unbound if census is not None and census.describes(snapshot.pods) else snapshot.pods
     # By identity of the requests first: replicas share one, and hashing one by value costs more.
-    shapes: dict[tuple[int, bool], tuple[bool, Resources]] = {}
-    for p in pods:
-        if p.pending and not p.daemonset and not p.mirror:
-            key = (id(p.requests), p.gpu_share is not None)
-            if key not in shapes:
-                shapes[key] = (bool(p.requests.gpus) or key[1], p.requests)
-    return list(dict.fromkeys(shapes.values()))
+    shapes = {
+        (id(p.requests), p.gpu_share is not None): p
+        for p in pods
+        if p.pending and not p.daemonset and not p.mirror
+    }
+    return list(
+        dict.fromkeys((bool(p.requests.gpus) or shared, p.requests) for (_, shared), p in shapes.items())
+    )
 
 
-def _wanted(node: Node, waiting: Sequence[tuple[bool, Resources]]) -> bool:
-    """Whether a waiting pod could use ``node`` by its requests: GPU pods (whole GPUs or a share) a node with
-    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them)."""
-    alloc = node.allocatable
-    gpus = bool(alloc.gpus)
-    return any(wants == gpus and requests.fits_in(alloc) for wants, requests in waiting)
+class _Wanted:
+    """Whether a waiting pod could use a node by its requests: GPU pods (whole GPUs or a share) a node with
+    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them). The waiting pods
+    are gathered when first asked about, and the answer kept per allocatable (nodes of one type ask alike)."""
+
+    def __init__(self, snapshot: Snapshot, census: PodCensus | None) -> None:
+        self._snapshot, self._census = snapshot, census
+        self._shapes: list[tuple[bool, Resources]] | None = None
+        self._by_alloc: dict[Resources, bool] = {}
+
+    def __call__(self, node: Node) -> bool:
+        alloc = node.allocatable
+        found = self._by_alloc.get(alloc)
+        if found is None:
+            if self._shapes is None:
+                self._shapes = _waiting(self._snapshot, self._census)
+            gpus = bool(alloc.gpus)
+            found = any(wants == gpus and requests.fits_in(alloc) for wants, requests in self._shapes)
+            self._by_alloc[alloc] = found
+        return found
 
 
 def scale_down(
@@ -227,7 +242,7 @@ def scale_down(
     targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
-    waiting = _waiting(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
+    wanted = _Wanted(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
     wake: list[float] = []
     for util, node, work in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)
@@ -258,7 +273,7 @@ def scale_down(
         seen[node.name] = since
         waited = now - since
         wait = cfg.node_unneeded_duration
-        if waiting is not None and not kept and not _wanted(node, waiting):
+        if wanted is not None and not kept and not wanted(node):
             wait = cfg.unneeded_without_demand
             wake.append(since + wait)
         if waited < wait:
