@@ -141,7 +141,12 @@ class Disruptions:
         cordoned = [r for r in removals if self._act("cordon", self.actions.cordon, r.node)]
         if not cordoned:
             return []
-        cached = pods_by_node(p for p in cache().pods if p.unreadable or (not p.daemonset and not p.mirror))
+        names = {r.node for r in cordoned}
+        cached = pods_by_node(
+            p
+            for p in cache().pods
+            if p.node_name in names and (p.unreadable or (not p.daemonset and not p.mirror))
+        )
         removed = []
         for r in cordoned:
             try:
