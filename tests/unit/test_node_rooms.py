@@ -179,6 +179,7 @@ def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Calla
         assert repr(kept.launch) == repr(fresh.launch), step
         assert repr(kept.removal) == repr(fresh.removal), step
         assert repr(kept.demand) == repr(fresh.demand), step
+        assert repr(kept.queues) == repr(fresh.queues), step
         launched += len(kept.launch.launches)
         absorbed += len(kept.launch.absorbed)
     assert launched and absorbed

@@ -1,4 +1,5 @@
-"""What scale-down reads of one node and its pods, kept with the node's room from one plan to the next.
+"""What scale-down (and the KAI queues' costs) read of one node and its pods, kept with the node's room from
+one plan to the next.
 
 At every plan scale-down looks at every managed node: which of its pods are workload, which of them keep it
 in use, how much of it they use, when they were bound (whether they are all young still), and what new nodes
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autoscaler.core.model import Pod
+from autoscaler.core.offering import Offering
 from autoscaler.core.planning.decisions import Blocked, PlannedReplacement
 
 __all__ = ["NodeFacts", "Workload"]
@@ -39,6 +41,9 @@ class Workload:
 
 @dataclass(slots=True)
 class NodeFacts:
-    """Scale-down's facts about one node, by whether reservation pods move with the pods sharing them."""
+    """Scale-down's facts about one node, by whether reservation pods move with the pods sharing them, and
+    what the KAI queues' costs read of it."""
 
     by_shares: dict[bool, Workload] = field(default_factory=dict)
+    # The node's offering (None when unknown) and the pods a queue's share of its price is counted from.
+    priced: tuple[Offering | None, list[Pod]] | None = None

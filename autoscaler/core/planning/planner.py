@@ -133,7 +133,7 @@ def plan(request: PlanInput) -> Plan:
         engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
         base = usage(snapshot)
     total = base + launching_usage
-    spend = queue_costs(snapshot, index, launching, by_node=by_node)
+    spend = queue_costs(snapshot, index, launching, by_node=by_node, facts=facts)
     launch = scale_up(
         demand, index, engine, usage=total, queue_spend=spend, now=now, launched_for=request.launched_for
     )
