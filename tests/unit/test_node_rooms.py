@@ -282,3 +282,24 @@ def test_a_room_lent_to_a_plan_is_made_its_own_before_the_engine_places_a_pod_th
     again = rooms.engine(cluster.snapshot(), offerings)
     assert rooms.worked_out == 1
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_a_lent_room_no_plan_changed_is_lent_again_and_one_a_plan_changed_is_made_anew(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for name in ("a", "b"):
+        cluster.create(node(name, cpu="8"))
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(cluster.snapshot(), offerings)
+    a, b = rooms.engine(cluster.snapshot(), offerings).bins
+    waiting = pod_from_dict(pod("api-1", cpu="1"))
+    c = pod_constraints(waiting, make_config())
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    assert engine.bins == [a, b] and engine.bins[0] is a and engine.bins[1] is b
+    fit = engine.can_add(waiting, c, a)
+    assert not isinstance(fit, Rejection)
+    engine.add(waiting, c, a, fit, [waiting.key])
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert again.bins[0] is not a and again.bins[1] is b
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))

@@ -21,6 +21,7 @@ from autoscaler.core.disruption import empty, expired, underutilised, unhealthy
 from autoscaler.core.disruption.budgets import allowed
 from autoscaler.core.disruption.drifted import drifted
 from autoscaler.core.disruption.method import (
+    DISRUPTION,
     NODE_DO_NOT_DISRUPT,
     ORDER,
     InProgress,
@@ -74,6 +75,8 @@ def progress(snapshot: Snapshot) -> dict[str, InProgress]:
     """The disruptions waiting for replacements, by node."""
     out = {}
     for node in snapshot.nodes:
+        if not node.annotations.get(DISRUPTION):
+            continue  # most nodes: no disruption written on them
         found = in_progress(node.name, node.annotations)
         if found is not None:
             out[node.name] = found

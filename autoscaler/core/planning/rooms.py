@@ -8,8 +8,9 @@ them are, from one reconcile to the next, the same Node object with the same pod
 are immutable values, so one that changed is a different object. :class:`NodeRooms` keeps each node's room
 with what it was worked out from and works it out again only for a node that changed, or for every node when
 the offerings, the config or the DaemonSets did. The engine is new at every plan (a plan places pods into it);
-only the rooms it starts from are kept, each handed out as a new bin that borrows the kept room's lists and
-dicts until the plan changes them (:meth:`~autoscaler.core.placement.bins.Bin.own`).
+only the rooms it starts from are kept, each handed out as a bin that borrows the kept room's lists and dicts
+until the plan changes them (:meth:`~autoscaler.core.placement.bins.Bin.own`); a bin no plan changed is handed
+out again as it is, one a plan changed is made anew from the kept room.
 
 The controller and the simulator's baselines each hold one and hand it to the plan
 (:class:`~autoscaler.core.planning.planner.PlanInput` ``rooms``), as they hand it the offerings' memo: what it
@@ -90,7 +91,7 @@ def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
     return len(a) == len(b) and all(map(is_, a, b))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Kept:
     """One node's room as worked out, with what it was worked out from."""
 
@@ -103,6 +104,8 @@ class _Kept:
     # The static filters' verdicts on the room, by constraints, filled as plans work them out.
     verdicts: dict[Constraints, Rejection | None]
     counted: tuple[int, int, int]  # what the node counts against the limits (cluster.node_usage)
+    # The bin lent to the last engine, lent again while no plan changed it (it is then still ``lent``).
+    live: Bin | None = None
 
 
 class NodeRooms:
@@ -155,8 +158,11 @@ class NodeRooms:
                         node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
                     )
                 else:
+                    live = kept.live
+                    if live is None or not live.lent:
+                        live = kept.live = _lent(kept.room)
                     engine.add_node(
-                        _lent(kept.room),
+                        live,
                         pods,
                         listed=True,
                         anti_affine=kept.anti_affine,
