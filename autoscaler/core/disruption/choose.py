@@ -56,19 +56,36 @@ class _Pass:
     blocked: dict[str, list[Block]] = field(default_factory=dict)
     wake: list[float] = field(default_factory=list)
     evicting: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Nodes whose reasons are, so far, exactly those of one Blocked taken over whole (see adopt).
+    whole: dict[str, Blocked] = field(default_factory=dict)
 
     def block(self, node: str, kind: Hold, why: str) -> None:
         reasons = self.blocked.setdefault(node, [])
         if all(b.detail != why for b in reasons):  # gangs and budgets are decided again until they agree
             reasons.append(Block(kind, why))
 
-    def add(self, node: str, block: Block) -> None:
-        """:meth:`block` with a block already made."""
-        reasons = self.blocked.get(node)
-        if reasons is None:
-            self.blocked[node] = [block]
-        elif all(b.detail != block.detail for b in reasons):
-            reasons.append(block)
+    def adopt(self, blocked: Blocked) -> None:
+        """:meth:`block` for each block of ``blocked``, the blocks already made."""
+        fresh = blocked.node not in self.blocked
+        reasons = self.blocked.setdefault(blocked.node, [])
+        for block in blocked.blocks:
+            if all(b.detail != block.detail for b in reasons):
+                reasons.append(block)
+        if fresh and len(reasons) == len(blocked.blocks):
+            self.whole[blocked.node] = blocked
+
+    def result(self) -> tuple[Blocked, ...]:
+        """Every node's reasons, by node name: a Blocked taken over whole, and added to since, is made anew."""
+        out = []
+        for node, reasons in sorted(self.blocked.items()):
+            same = self.whole.get(node)
+            # Reasons are only ever appended: as many as when taken over means the same ones.
+            out.append(
+                same
+                if same is not None and len(same.blocks) == len(reasons)
+                else Blocked(node, tuple(reasons))
+            )
+        return tuple(out)
 
 
 def progress(snapshot: Snapshot) -> dict[str, InProgress]:
@@ -297,8 +314,7 @@ def disrupt(
         removals += more
     for b in consolidation.blocked:
         if b.node not in chosen:
-            for block in b.blocks:
-                state.add(b.node, block)
+            state.adopt(b)
     if consolidation.next_check is not None:
         state.wake.append(consolidation.next_check)
     while True:  # a budget that holds back one node of a gang holds back the whole gang
@@ -307,7 +323,7 @@ def disrupt(
         removals = _within_budgets(removals, snapshot, index, now, len(managed), waiting, held, state)
         if len(removals) == before:
             break
-    blocked = tuple(Blocked(n, tuple(reasons)) for n, reasons in sorted(state.blocked.items()))
+    blocked = state.result()
     future = [t for t in state.wake if t > now]
     return RemovalPlan(tuple(removals), blocked, consolidation.unneeded_since, min(future, default=None))
 

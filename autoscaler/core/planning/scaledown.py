@@ -306,15 +306,18 @@ def scale_down(
         kind = f"utilization {util:.2f}, {how or f'{movable} can move'}"
         if not kept:
             method, kind = Method.EMPTY, empty.describe(workload)
+        if work.removed is None:
+            work.removed = (node_gpus(node), tuple(p.key for p in workload))
+        gpus, keys = work.removed
         removals.append(
             Removal(
                 node.name,
                 f"{kind}; unneeded for {format_duration(waited)}",
                 not workload,
-                tuple(p.key for p in workload),
+                keys,
                 method,
                 found.launches if how and found.first else (),
-                gpus=node_gpus(node),
+                gpus=gpus,
             )
         )
     blocked.sort(key=lambda b: b.node)
