@@ -86,7 +86,10 @@ class Engine:
         if verdicts is not None:
             self._statics.adopt(bin.name, verdicts)
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
-        self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
+        # A lent room's labels are its keeper's, which nobody changes (the bin copies them before it does).
+        self.topology.add_node(
+            bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine, shared=bin.lent
+        )
         if not listed:
             bin.own()
             for pod in pods:
