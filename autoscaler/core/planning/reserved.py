@@ -264,10 +264,10 @@ def ending_blocks(
     listed = reservations(offerings)
     lead = config.reservations.drain_before_block_end
     out = []
-    for node in sorted(nodes, key=lambda n: n.name):
+    for node in nodes:
         if not node.managed or node.deleting:
             continue
         found = block_end(node, listed)
         if found is not None and now >= found[1] - lead:
             out.append(Ending(node.name, found[0], found[1]))
-    return out
+    return sorted(out, key=lambda e: e.node)  # the few found, not every node, put in order
