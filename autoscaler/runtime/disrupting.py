@@ -141,7 +141,12 @@ class Disruptions:
         cordoned = [r for r in removals if self._act("cordon", self.actions.cordon, r.node)]
         if not cordoned:
             return []
-        cached = pods_by_node(p for p in cache().pods if p.unreadable or (not p.daemonset and not p.mirror))
+        names = {r.node for r in cordoned}
+        cached = pods_by_node(
+            p
+            for p in cache().pods
+            if p.node_name in names and (p.unreadable or (not p.daemonset and not p.mirror))
+        )
         removed = []
         for r in cordoned:
             try:
@@ -197,6 +202,8 @@ class Disruptions:
             self.metrics.cloud_error(self.provider.name, "interruptions", type(err).__name__)
             log.warning("interruptions_unavailable", error=str(err))
             return set(), []
+        if not doomed:
+            return set(), []  # most reconciles: no notice, and nothing of the cluster to look at
         draining = self.drainer.active() if self.drainer else set()
         provider_ids = {n.name: n.provider_id for n in snapshot.nodes}
         pods = {p.key: p for p in snapshot.pods}

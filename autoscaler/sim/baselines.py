@@ -32,7 +32,6 @@ from autoscaler.config.values import Config
 from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import select
 from autoscaler.core.disruption.choose import held_nodes
-from autoscaler.core.disruption.node_use import NodeUse
 from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
     SHARED_POD_NAME_LABEL,
@@ -41,7 +40,7 @@ from autoscaler.core.gpu.kai_pods import (
 )
 from autoscaler.core.model import CapacityType, Pod, Snapshot
 from autoscaler.core.offering import Offering
-from autoscaler.core.planning.cluster import pods_by_node, usage
+from autoscaler.core.planning.cluster import pods_by_node
 from autoscaler.core.planning.decisions import (
     BIN_SELECTION,
     Launch,
@@ -250,7 +249,6 @@ def _plan(
     policy: str,
     prepared: _Prepared,
     rooms: NodeRooms,
-    use: NodeUse,
     snapshot: Snapshot,
     now: float,
     launching: Sequence[Launching],
@@ -266,7 +264,7 @@ def _plan(
     demand = select(snapshot, blind, census=census)
     by_node = census.by_node if census is not None else pods_by_node(snapshot.pods)
     engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
-    base = usage(snapshot)
+    base = rooms.usage  # usage(snapshot), counted with the rooms
     total = Usage(
         base.gpus + launching_usage.gpus,
         base.cpu_milli + launching_usage.cpu_milli,
@@ -312,7 +310,7 @@ def _plan(
         total=base,
         held=held,
         census=census,
-        use=use,
+        facts=rooms.facts,
     )
     return Plan(demand, plan, removal)
 
@@ -340,8 +338,7 @@ def planner_for(policy: str) -> Planner | None:
     if policy not in POLICIES:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
-    rooms = NodeRooms()  # the nodes' room, kept from one plan to the next
-    use = NodeUse()  # and their measure for scale-down
+    rooms = NodeRooms()  # the nodes' room and what scale-down read of them, kept from one plan to the next
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
@@ -349,7 +346,6 @@ def planner_for(policy: str) -> Planner | None:
             policy,
             ready,
             rooms,
-            use,
             request.snapshot,
             request.now,
             request.launching,

@@ -10,15 +10,17 @@ from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from autoscaler.config.options import Config
+from autoscaler.core.fit import pod_constraints
 from autoscaler.core.model import HostPort, Snapshot
 from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
-from autoscaler.core.planning.cluster import build_engine, pods_by_node
+from autoscaler.core.placement.reasons import Rejection
+from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
 from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import PlanInput, plan
 from autoscaler.core.planning.rooms import NodeRooms, _fresh
 from autoscaler.core.resources import Resources
-from autoscaler.runtime.kube.convert import daemonset_from_dict
+from autoscaler.runtime.kube.convert import daemonset_from_dict, pod_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import JobSpec
 from tests.builders import anti_affinity, aws_offerings, daemonset, node, pod, snapshot
@@ -158,6 +160,7 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
                 seed,
                 step,
             )
+            assert rooms.usage == usage(snap), (seed, step)
 
 
 def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Callable[..., Config]) -> None:
@@ -176,6 +179,7 @@ def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Calla
         assert repr(kept.launch) == repr(fresh.launch), step
         assert repr(kept.removal) == repr(fresh.removal), step
         assert repr(kept.demand) == repr(fresh.demand), step
+        assert repr(kept.queues) == repr(fresh.queues), step
         launched += len(kept.launch.launches)
         absorbed += len(kept.launch.absorbed)
     assert launched and absorbed
@@ -192,6 +196,7 @@ def test_a_plan_that_fills_the_rooms_it_was_given_leaves_the_kept_rooms_as_they_
     cluster.schedule(0.0)
     rooms, offerings = NodeRooms(), index(make_config)
     for b in rooms.engine(cluster.snapshot(), offerings).bins:  # what a plan changes of the bins it fills
+        b.own()  # as the engine does before its first change to a bin
         b.labels["topology.kubernetes.io/zone"] = "us-east-1z"
         b.pods.append("default/placed")
         b.ports.append(HostPort(8080))
@@ -249,6 +254,52 @@ def test_a_kept_room_is_handed_out_as_a_copy_of_every_field_sharing_nothing_muta
         mine, theirs = getattr(room, f.name), getattr(copy, f.name)
         assert theirs == mine, f.name
         if f.default is not MISSING:
-            assert mine != f.default or f.name in ("taints", "classes", "devices"), f"set {f.name} here"
+            assert mine != f.default or f.name in ("taints", "classes", "devices", "lent"), (
+                f"set {f.name} here"
+            )
         if isinstance(mine, (list, dict)):
             assert theirs is not mine, f"{f.name} is shared"
+
+
+def test_a_room_lent_to_a_plan_is_made_its_own_before_the_engine_places_a_pod_there(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    cluster.create(node("a", cpu="8"))
+    cluster.submit(job("web", 1, cpu_milli=1000, duration=600.0, at=0.0), 0.0)
+    cluster.schedule(0.0)
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(cluster.snapshot(), offerings)
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    [lent] = engine.bins
+    assert lent.lent
+    waiting = pod_from_dict(pod("api-1", cpu="1"))
+    c = pod_constraints(waiting, make_config())
+    fit = engine.can_add(waiting, c, lent)
+    assert not isinstance(fit, Rejection)
+    engine.add(waiting, c, lent, fit, [waiting.key])
+    assert not lent.lent and "default/api-1" in lent.pods
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert rooms.worked_out == 1
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_a_lent_room_no_plan_changed_is_lent_again_and_one_a_plan_changed_is_made_anew(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for name in ("a", "b"):
+        cluster.create(node(name, cpu="8"))
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(cluster.snapshot(), offerings)
+    a, b = rooms.engine(cluster.snapshot(), offerings).bins
+    waiting = pod_from_dict(pod("api-1", cpu="1"))
+    c = pod_constraints(waiting, make_config())
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    assert engine.bins == [a, b] and engine.bins[0] is a and engine.bins[1] is b
+    fit = engine.can_add(waiting, c, a)
+    assert not isinstance(fit, Rejection)
+    engine.add(waiting, c, a, fit, [waiting.key])
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert again.bins[0] is not a and again.bins[1] is b
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))

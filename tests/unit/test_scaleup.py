@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Reason
+from autoscaler.core.planning.decisions import Launching
 from autoscaler.core.planning.planner import PlanInput, plan
 from tests.builders import INSUFFICIENT_GPU, aws_offerings, daemonset, node, offering, pod, podgroup, snapshot
 
@@ -320,3 +321,29 @@ def test_a_lower_fallback_price_ratio_keeps_only_the_near_priced_fallbacks(
         "g6.xlarge/us-east-1a/on-demand",
         "g6.xlarge/us-east-1b/on-demand",
     ]
+
+
+def test_a_node_coming_up_takes_the_first_of_the_pods_it_was_launched_for_that_fit_and_no_more(
+    make_config: Callable[..., Config],
+) -> None:
+    xlarge = next(
+        o for o in aws_offerings() if o.instance_type == "m6i.xlarge" and o.capacity_type == "on-demand"
+    )
+    pods = snapshot(*[pod(f"web-{i}", cpu="1500m", memory="2Gi") for i in range(1, 5)])
+    coming = Launching("launch-a", xlarge)
+    result = plan(
+        PlanInput(
+            pods,
+            aws_offerings(),
+            make_config(),
+            NOW,
+            launching=[coming],
+            launched_for={p.key: "launch-a" for p in pods.pods},
+        )
+    )
+    # 4 vCPU hold two pods of 1.5 CPU (three would need 4.5): the first two in order, the others are launched for.
+    assert [(a.pod, a.node) for a in result.launch.absorbed] == [
+        ("default/web-1", "launch-a"),
+        ("default/web-2", "launch-a"),
+    ]
+    assert sorted(p for la in result.launch.launches for p in la.pods) == ["default/web-3", "default/web-4"]

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from autoscaler.core.planning.offerings import OfferingIndex, OfferingsMemo
 from autoscaler.core.planning.planner import PlanInput, plan
+from autoscaler.core.planning.rooms import NodeRooms
 from tests.builders import aws_offerings, node, pdb, pod, snapshot
 
 if TYPE_CHECKING:
@@ -137,3 +139,17 @@ def test_the_ca_like_baseline_never_replaces_a_node_but_the_karpenter_like_one_d
         result = planner(PlanInput(objs, aws_offerings(), config, NOW))
         removed[policy] = [r.node for r in result.removal.removals]
     assert removed == {"ca-like": [], "karpenter-like": ["gpu-a"]}
+
+
+def test_a_node_whose_facts_are_kept_between_plans_still_sees_its_young_pods_grow_old(
+    make_config: Callable[..., Config],
+) -> None:
+    snap = snapshot(l4_node("gpu-a"), running_since("infer-1", "gpu-a", FIVE_MINUTES_AGO))
+    config, offerings = make_config(capacityTypes=["on-demand"]), aws_offerings()
+    rooms, memo = NodeRooms(), OfferingsMemo(OfferingIndex)
+    young = plan(PlanInput(snap, offerings, config, NOW, rooms=rooms, memo=memo))
+    facts = rooms.facts["gpu-a"].by_shares[True]
+    old = plan(PlanInput(snap, offerings, config, NOW + 2 * 3600, rooms=rooms, memo=memo))
+    assert rooms.facts["gpu-a"].by_shares[True] is facts  # read once, for both plans
+    assert [r.node for r in young.removal.removals] == ["gpu-a"]
+    assert old.removal.removals == ()

@@ -21,6 +21,7 @@ from autoscaler.core.disruption import empty, expired, underutilised, unhealthy
 from autoscaler.core.disruption.budgets import allowed
 from autoscaler.core.disruption.drifted import drifted
 from autoscaler.core.disruption.method import (
+    DISRUPTION,
     NODE_DO_NOT_DISRUPT,
     ORDER,
     InProgress,
@@ -39,6 +40,7 @@ from autoscaler.core.model import LABEL_LAUNCH_TOKEN, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaledown import scale_down
 from autoscaler.core.words import count
@@ -54,17 +56,44 @@ class _Pass:
     blocked: dict[str, list[Block]] = field(default_factory=dict)
     wake: list[float] = field(default_factory=list)
     evicting: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Nodes whose reasons are, so far, exactly those of one Blocked taken over whole (see adopt).
+    whole: dict[str, Blocked] = field(default_factory=dict)
 
     def block(self, node: str, kind: Hold, why: str) -> None:
         reasons = self.blocked.setdefault(node, [])
         if all(b.detail != why for b in reasons):  # gangs and budgets are decided again until they agree
             reasons.append(Block(kind, why))
 
+    def adopt(self, blocked: Blocked) -> None:
+        """:meth:`block` for each block of ``blocked``, the blocks already made."""
+        fresh = blocked.node not in self.blocked
+        reasons = self.blocked.setdefault(blocked.node, [])
+        for block in blocked.blocks:
+            if all(b.detail != block.detail for b in reasons):
+                reasons.append(block)
+        if fresh and len(reasons) == len(blocked.blocks):
+            self.whole[blocked.node] = blocked
+
+    def result(self) -> tuple[Blocked, ...]:
+        """Every node's reasons, by node name: a Blocked taken over whole, and added to since, is made anew."""
+        out = []
+        for node, reasons in sorted(self.blocked.items()):
+            same = self.whole.get(node)
+            # Reasons are only ever appended: as many as when taken over means the same ones.
+            out.append(
+                same
+                if same is not None and len(same.blocks) == len(reasons)
+                else Blocked(node, tuple(reasons))
+            )
+        return tuple(out)
+
 
 def progress(snapshot: Snapshot) -> dict[str, InProgress]:
     """The disruptions waiting for replacements, by node."""
     out = {}
     for node in snapshot.nodes:
+        if not node.annotations.get(DISRUPTION):
+            continue  # most nodes: no disruption written on them
         found = in_progress(node.name, node.annotations)
         if found is not None:
             out[node.name] = found
@@ -211,12 +240,14 @@ def disrupt(
     template: str = "",
     draining: Collection[str] = (),
     census: PodCensus | None = None,
+    facts: Mapping[str, NodeFacts] | None = None,
 ) -> RemovalPlan:
     """Every node to disrupt now, and for every other managed node what keeps it.
 
     ``template`` is the digest of the node template a node launched now gets (see
     :mod:`autoscaler.core.disruption.drifted`); ``draining`` the nodes whose drains are under way;
-    ``census`` that of the snapshot's pods, when the caller has it."""
+    ``census`` that of the snapshot's pods, when the caller has it; ``facts`` what earlier plans read of the
+    nodes (see :func:`~autoscaler.core.planning.scaledown.scale_down`)."""
     cfg = index.config
     waiting = progress(snapshot)
     held = _held(snapshot, waiting, draining)
@@ -262,6 +293,7 @@ def disrupt(
         held=held,
         move_shares=True,
         census=census,
+        facts=facts,
     )
     removals = [*state.removals, *consolidation.removals]
     if cfg.scale_down.multi_node and _quiet(snapshot, waiting, draining):
@@ -282,8 +314,7 @@ def disrupt(
         removals += more
     for b in consolidation.blocked:
         if b.node not in chosen:
-            for block in b.blocks:
-                state.block(b.node, block.kind, block.detail)
+            state.adopt(b)
     if consolidation.next_check is not None:
         state.wake.append(consolidation.next_check)
     while True:  # a budget that holds back one node of a gang holds back the whole gang
@@ -292,7 +323,7 @@ def disrupt(
         removals = _within_budgets(removals, snapshot, index, now, len(managed), waiting, held, state)
         if len(removals) == before:
             break
-    blocked = tuple(Blocked(n, tuple(reasons)) for n, reasons in sorted(state.blocked.items()))
+    blocked = state.result()
     future = [t for t in state.wake if t > now]
     return RemovalPlan(tuple(removals), blocked, consolidation.unneeded_since, min(future, default=None))
 

@@ -19,11 +19,13 @@ __all__ = ["interrupted"]
 def interrupted(snapshot: Snapshot, provider_ids: Collection[str]) -> list[Removal]:
     """The managed nodes whose instances the cloud is reclaiming, with the pods to evict."""
     if not provider_ids:
-        return []  # the common case: no pod need be grouped by node for it
+        return []  # no notice: the cluster's pods need no grouping
+    doomed = [n for n in snapshot.nodes if n.managed and n.provider_id and n.provider_id in provider_ids]
+    if not doomed:
+        return []
     by_node = pods_by_node(snapshot.pods)
     out = []
-    for node in snapshot.nodes:
-        if node.managed and node.provider_id and node.provider_id in provider_ids:
-            pods = tuple(p.key for p in workload(by_node.get(node.name, ())) if not untouchable(p))
-            out.append(Removal(node.name, "spot interruption", not pods, pods, Method.INTERRUPTED))
+    for node in doomed:
+        pods = tuple(p.key for p in workload(by_node.get(node.name, ())) if not untouchable(p))
+        out.append(Removal(node.name, "spot interruption", not pods, pods, Method.INTERRUPTED))
     return sorted(out, key=lambda r: r.node)

@@ -31,6 +31,7 @@ __all__ = [
     "new_nodes",
     "node_offering",
     "replacement",
+    "unlimited",
     "within_limits",
     "without",
 ]
@@ -107,7 +108,7 @@ class NewNodes:
 def new_nodes(pods: Sequence[Pod], index: OfferingIndex) -> NewNodes:
     """The cheapest new nodes for ``pods`` alone, planned by the scale-up planner without limits (once per
     offering index for the same pod shapes: a node keeps the same pods for hours)."""
-    found, _ = _unlimited(pods, index)
+    found, _ = unlimited(pods, index)
     if isinstance(found, str):
         return NewNodes(found, unreadable=True)
     if found.unplaced:
@@ -115,10 +116,12 @@ def new_nodes(pods: Sequence[Pod], index: OfferingIndex) -> NewNodes:
     return NewNodes("", found.cost, found.launches, found.usage)
 
 
-def _unlimited(
+def unlimited(
     pods: Sequence[Pod], index: OfferingIndex
 ) -> tuple[PlannedReplacement | str, tuple[object, ...]]:
-    """(the plan without limits, its memo key), or (why the pods cannot be read, ())."""
+    """(the cheapest new nodes for ``pods`` alone, planned without limits, and the key that plan is kept
+    under in the index's memo), or (why the pods cannot be read, ()). What :func:`replacement` starts from: a
+    caller that asks again about the same pods may keep it and hand it back as ``planned``."""
     try:
         constraints = {p.key: pod_constraints(p, index.config) for p in pods}
     except AnnotationError as err:
@@ -131,18 +134,26 @@ def _unlimited(
     return found, key
 
 
-def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Usage) -> Replacement:
-    """New nodes for ``pods`` (``total``: what counts against the limits with ``node`` still up)."""
+def replacement(
+    node: Node,
+    pods: Sequence[Pod],
+    index: OfferingIndex,
+    total: Usage,
+    *,
+    planned: tuple[PlannedReplacement | str, tuple[object, ...]] | None = None,
+) -> Replacement:
+    """New nodes for ``pods`` (``total``: what counts against the limits with ``node`` still up).
+    ``planned`` is :func:`unlimited` of ``pods``, when the caller kept it."""
     if any(p.topological for p in pods):
         # New nodes are planned for them alone, without the rest of the cluster their affinity or spread is
         # about: such pods only move to nodes that exist.
         return Replacement("their affinity or topology spread keeps them off new nodes")
     # The same node keeps the same pods for hours: plan its replacement once per offering index, without
     # limits; only when that plan would not fit what the limits leave is it planned again within them.
-    unlimited, key = _unlimited(pods, index)
-    if isinstance(unlimited, str):
-        return Replacement(unlimited, unreadable=True)
-    found = unlimited
+    free_plan, key = planned if planned is not None else unlimited(pods, index)
+    if isinstance(free_plan, str):
+        return Replacement(free_plan, unreadable=True)
+    found = free_plan
     if found.unplaced:
         return Replacement(f"no offering holds them ({found.unplaced})")
     memo = index.memo.replacements
@@ -163,18 +174,24 @@ def replacement(node: Node, pods: Sequence[Pod], index: OfferingIndex, total: Us
 
 
 def cheaper(
-    node: Node, pods: Sequence[Pod], index: OfferingIndex, savings: float, total: Usage
+    node: Node,
+    pods: Sequence[Pod],
+    index: OfferingIndex,
+    savings: float,
+    total: Usage,
+    *,
+    planned: tuple[PlannedReplacement | str, tuple[object, ...]] | None = None,
 ) -> tuple[str, str, Replacement]:
     """(why not, "", _) or ("", how, replacement): new nodes may take ``pods`` when they cost at least
     ``savings`` less than ``node`` (Karpenter's single-node replace).
 
     The new nodes must fit the cluster limits with ``node`` gone (``total`` is the usage with it): a
     replacement the limits forbid would leave its pods to the node that fits, the same as this one, which
-    would be replaced again, and again."""
+    would be replaced again, and again. ``planned`` as for :func:`replacement`."""
     current = node_offering(node, index)
     if current is None:
         return "nowhere to move its pods, and its price is unknown", "", Replacement()
-    found = replacement(node, pods, index, total)
+    found = replacement(node, pods, index, total, planned=planned)
     if found.blocker:
         if found.unreadable:
             return f"nowhere to move its pods ({found.blocker})", "", found

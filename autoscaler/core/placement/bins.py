@@ -121,6 +121,20 @@ class Bin:
     devices: GpuSlots | None = None
     # The options' labels, per key, once asked for (cleared whenever the options change).
     _values: dict[str, frozenset[str | None]] = field(default_factory=dict)
+    # A room lent by its keeper (see autoscaler.core.planning.rooms): its lists and dicts are the keeper's,
+    # copied by :meth:`own` before anything changes them.
+    lent: bool = field(default=False, repr=False, compare=False)
+
+    def own(self) -> None:
+        """Make the lists and dicts of a lent room this bin's own, before the first change to any of them."""
+        if self.lent:
+            self.labels = dict(self.labels)
+            self.ports = list(self.ports)
+            self.pods = list(self.pods)
+            self.options = list(self.options)
+            self.settled = dict(self.settled)
+            self._values = dict(self._values)
+            self.lent = False
 
     @property
     def new(self) -> bool:

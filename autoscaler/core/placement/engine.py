@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 from autoscaler.core.fit import Constraints
@@ -74,14 +74,24 @@ class Engine:
         *,
         listed: bool = False,
         anti_affine: Sequence[Pod] | None = None,
+        verdicts: dict[Constraints, Rejection | None] | None = None,
     ) -> Bin:
         """A node that exists or is launching, with the pods already bound to it (their room already taken
         out of ``bin.free``). ``listed``: ``bin`` lists their keys and host ports already (a room kept from
-        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known."""
+        an earlier plan); ``anti_affine``: those of them with anti-affinity terms of their own, when known;
+        ``verdicts``: where the static filters' verdicts on this node are kept (see
+        :meth:`StaticVerdicts.adopt`), when the caller keeps them for a node whose labels, taints and cordon
+        stay the same."""
         self.bins.append(bin)
+        if verdicts is not None:
+            self._statics.adopt(bin.name, verdicts)
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
-        self.topology.add_node(bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine)
+        # A lent room's labels are its keeper's, which nobody changes (the bin copies them before it does).
+        self.topology.add_node(
+            bin.name, bin.labels, bin.taints, pods, anti_affine=anti_affine, shared=bin.lent
+        )
         if not listed:
+            bin.own()
             for pod in pods:
                 if pod.host_ports:
                     bin.ports.extend(pod.host_ports)
@@ -374,8 +384,13 @@ class Engine:
             found = self._requests[pod.requests] = request(pod)
         return found
 
+    def need(self, pod: Pod) -> Resources:
+        """What ``pod`` takes of a node, as the resources filter weighs it (its request and a pod slot)."""
+        return self._request(pod)
+
     def add(self, pod: Pod, c: Constraints, bin: Bin, fit: Fit, pods: Sequence[str]) -> None:
         """Put ``fit.count`` pods like ``pod`` (named ``pods``) on ``bin``."""
+        bin.own()
         k = fit.count
         one = self._request(pod)
         need = one if k == 1 else one.scaled(k)
@@ -386,7 +401,10 @@ class Engine:
             bin.devices = fit.gpus
         elif bin.devices is not None and pod.requests.gpus:
             # Whole GPUs taken by the pod are no longer devices a share could open.
-            bin.devices = replace(bin.devices, whole=max(0, bin.devices.whole - pod.requests.gpus * k))
+            d = bin.devices  # made directly: dataclasses.replace costs more than the rest of the step
+            bin.devices = GpuSlots(
+                max(0, d.whole - pod.requests.gpus * k), d.shared, d.memory_mib, d.fraction
+            )
         if bin.new:
             bin.used = bin.used + need if bin.used else need
             bin.set_options(list(fit.options))
@@ -413,6 +431,7 @@ class Engine:
         self.topology.place(pod, bin.name, k)
 
     def _relabel(self, bin: Bin, settled: dict[str, str]) -> None:
+        bin.own()
         before = (dict(bin.labels), dict(bin.settled))
         bin.labels.update(settled)
         bin.settled.update(settled)
@@ -442,6 +461,7 @@ class Engine:
 
     def remove_pods(self, bin: Bin, pods: Sequence[Pod]) -> None:
         """Take ``pods`` off a node that exists (they are being moved); undone with the journal."""
+        bin.own()
         freed = Resources.total((p.requests for p in pods), each={PODS: 1000})
         keys = {p.key for p in pods}
         before = (bin.free, list(bin.pods), list(bin.ports))

@@ -30,6 +30,12 @@ class StaticVerdicts:
             verdicts[c] = self._verdict_of(c, bin)
         return verdicts[c]
 
+    def adopt(self, name: str, verdicts: dict[Constraints, Rejection | None]) -> None:
+        """Node ``name``'s verdicts are kept in ``verdicts`` (by constraints), filled as they are worked out:
+        a caller that hands the same dict to the next engine for the same node (the same labels, taints,
+        cordon and kind) has them worked out once for both."""
+        self._by_node[name] = verdicts
+
     def forget(self, name: str) -> None:
         """What was worked out about node ``name`` (it leaves the cluster)."""
         self._by_node.pop(name, None)

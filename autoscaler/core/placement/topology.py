@@ -71,11 +71,15 @@ class Topology:
         pods: Sequence[Pod] = (),
         *,
         anti_affine: Sequence[Pod] | None = None,
+        shared: bool = False,
     ) -> None:
         """A node (existing, launching or planned) with the labels it has for certain, and the pods that run
         there already: as :meth:`place` of each, without a step per pod for those no count reads.
-        ``anti_affine`` are those of ``pods`` with anti-affinity terms of their own, when already known."""
-        node = TopologyNode(dict(labels), tuple(taints), list(pods))
+        ``anti_affine`` are those of ``pods`` with anti-affinity terms of their own, when already known;
+        ``shared``: nobody changes ``labels`` while the topology holds them (they are kept, not copied)."""
+        node = TopologyNode(
+            labels if shared and isinstance(labels, dict) else dict(labels), tuple(taints), list(pods)
+        )
         self._nodes[name] = node
         for g in self._spread.values():
             g.add_node(name, node)
@@ -89,6 +93,8 @@ class Topology:
         self.changes += 1 + len(node.pods) - len(counted)
         for pod in counted:
             self._record(name, node, pod, 1)
+        if not self.journal.open:
+            return  # a plan's cluster as it is built: nothing to take back (and thousands of nodes)
 
         def undo() -> None:
             for pod in reversed(counted):
@@ -138,8 +144,8 @@ class Topology:
         pods = list(node.pods)
         for pod in pods:
             self._record(name, node, pod, -1)
-        before = dict(node.labels)
-        node.labels.update(labels)
+        before = node.labels
+        node.labels = {**before, **labels}  # a new mapping: the one it had may be shared (add_node)
         for g in self._spread.values():
             g.forget_node(name)
             g.add_node(name, node)
@@ -149,8 +155,7 @@ class Topology:
         def undo() -> None:
             for pod in pods:
                 self._record(name, node, pod, -1)
-            node.labels.clear()
-            node.labels.update(before)
+            node.labels = before
             for g in self._spread.values():
                 g.forget_node(name)
             for pod in pods:

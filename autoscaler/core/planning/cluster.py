@@ -187,11 +187,17 @@ def build_engine(
     return engine
 
 
+def node_usage(node: Node) -> tuple[int, int, int]:
+    """(GPUs, CPU in millicores, 1 if managed else 0): what ``node`` counts against the limits."""
+    return node_gpus(node), node.capacity.cpu or node.allocatable.cpu, int(node.managed)
+
+
 def usage(snapshot: Snapshot) -> Usage:
     """GPUs and CPUs of every node, and the number of managed nodes, as the limits count them."""
     gpus = cpu = managed = 0
     for node in snapshot.nodes:
-        gpus += node_gpus(node)
-        cpu += node.capacity.cpu or node.allocatable.cpu
-        managed += node.managed
+        g, c, m = node_usage(node)
+        gpus += g
+        cpu += c
+        managed += m
     return Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)

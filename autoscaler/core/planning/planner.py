@@ -125,13 +125,15 @@ def plan(request: PlanInput) -> Plan:
     by_node = (
         request.by_node if request.by_node is not None and snapshot is given else pods_by_node(snapshot.pods)
     )
+    facts = None
     if request.rooms is not None and snapshot is given:
         engine = request.rooms.engine(snapshot, index, launching=launching, by_node=by_node)
+        facts, base = request.rooms.facts, request.rooms.usage
     else:
         engine = build_engine(snapshot, index, launching=launching, by_node=by_node)
-    base = usage(snapshot)
+        base = usage(snapshot)
     total = base + launching_usage
-    spend = queue_costs(snapshot, index, launching, by_node=by_node)
+    spend = queue_costs(snapshot, index, launching, by_node=by_node, facts=facts)
     launch = scale_up(
         demand, index, engine, usage=total, queue_spend=spend, now=now, launched_for=request.launched_for
     )
@@ -156,6 +158,7 @@ def plan(request: PlanInput) -> Plan:
         template=request.node_template,
         draining=request.draining,
         census=request.census,
+        facts=facts,
     )
     stories = {key: pod_story(key, snapshot, demand, launch, index) for key in request.explain}
     # The queue of every pod counted as demand was read by select (those of no queue are not kept there).

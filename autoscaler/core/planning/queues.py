@@ -19,6 +19,7 @@ from autoscaler.core.census import census as take_census
 from autoscaler.core.demand import pod_gpus, pod_queue
 from autoscaler.core.model import Pod, PodGroup, Snapshot
 from autoscaler.core.planning.decisions import Launching, LaunchPlan, QueueSpend
+from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.scaledown import node_offering
 
@@ -87,10 +88,12 @@ def queue_costs(
     launching: Iterable[Launching] = (),
     *,
     by_node: Mapping[str, Sequence[Pod]] | None = None,
+    facts: Mapping[str, NodeFacts] | None = None,
 ) -> QueueSpend:
     """$/h of the nodes that exist or launch, per queue they serve (queues of no node are absent), and the
     priced nodes no pod (but DaemonSet and mirror pods) runs on yet. ``by_node`` is the snapshot's bound,
-    unfinished pods by node when already grouped."""
+    unfinished pods by node when already grouped; ``facts`` what earlier plans read of the nodes whose Node
+    and pods are this snapshot's (see :class:`~autoscaler.core.planning.node_facts.NodeFacts`)."""
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     memory = index.smallest_gpu_memory()
     if by_node is None:
@@ -102,10 +105,15 @@ def queue_costs(
     out: dict[str, float] = defaultdict(float)
     unclaimed: dict[str, float] = {}
     for node in snapshot.nodes:
-        o = node_offering(node, index)
+        known = facts.get(node.name) if facts is not None else None
+        priced = known.priced if known is not None else None
+        if priced is None:
+            priced = (node_offering(node, index), _workload(by_node.get(node.name, ())))
+            if known is not None:
+                known.priced = priced
+        o, pods = priced
         if o is None:
             continue
-        pods = _workload(by_node.get(node.name, ()))
         if pods:
             _charge(out, o.price, pods, groups, memory)
         elif not node.deleting:

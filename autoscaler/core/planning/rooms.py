@@ -8,7 +8,9 @@ them are, from one reconcile to the next, the same Node object with the same pod
 are immutable values, so one that changed is a different object. :class:`NodeRooms` keeps each node's room
 with what it was worked out from and works it out again only for a node that changed, or for every node when
 the offerings, the config or the DaemonSets did. The engine is new at every plan (a plan places pods into it);
-only the rooms it starts from are kept, each handed out as a copy.
+only the rooms it starts from are kept, each handed out as a bin that borrows the kept room's lists and dicts
+until the plan changes them (:meth:`~autoscaler.core.placement.bins.Bin.own`); a bin no plan changed is handed
+out again as it is, one a plan changed is made anew from the kept room.
 
 The controller and the simulator's baselines each hold one and hand it to the plan
 (:class:`~autoscaler.core.planning.planner.PlanInput` ``rooms``), as they hand it the offerings' memo: what it
@@ -21,11 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import is_
 
+from autoscaler.core.fit import Constraints
 from autoscaler.core.model import DaemonSet, Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Bin
 from autoscaler.core.placement.engine import Engine
-from autoscaler.core.planning.cluster import launching_bin, node_bin, pods_by_node
-from autoscaler.core.planning.decisions import Launching
+from autoscaler.core.placement.reasons import Rejection
+from autoscaler.core.planning.cluster import launching_bin, node_bin, node_usage, pods_by_node
+from autoscaler.core.planning.decisions import NO_USAGE, Launching, Usage
+from autoscaler.core.planning.node_facts import NodeFacts
 from autoscaler.core.planning.offerings import OfferingIndex
 
 __all__ = ["NodeRooms"]
@@ -56,11 +61,37 @@ def _fresh(b: Bin) -> Bin:
     )
 
 
+def _lent(b: Bin) -> Bin:
+    """``b`` for an engine to fill, lending it ``b``'s lists and dicts: the engine makes them its own
+    (:meth:`Bin.own`) before it changes any, and most rooms of a plan never change."""
+    return Bin(
+        name=b.name,
+        kind=b.kind,
+        labels=b.labels,
+        taints=b.taints,
+        unschedulable=b.unschedulable,
+        free=b.free,
+        used=b.used,
+        ports=b.ports,
+        pods=b.pods,
+        mode=b.mode,
+        gang=b.gang,
+        options=b.options,
+        classes=b.classes,
+        gpus=b.gpus,
+        vcpu=b.vcpu,
+        settled=b.settled,
+        devices=b.devices,
+        _values=b._values,
+        lent=True,
+    )
+
+
 def _same(a: Sequence[Pod], b: Sequence[Pod]) -> bool:
     return len(a) == len(b) and all(map(is_, a, b))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Kept:
     """One node's room as worked out, with what it was worked out from."""
 
@@ -69,6 +100,12 @@ class _Kept:
     pods: tuple[Pod, ...]  # the same pods, as they were then
     room: Bin | None  # listing the pods' keys and host ports; None when no pod may go there
     anti_affine: tuple[Pod, ...]  # those of the pods with anti-affinity terms of their own
+    facts: NodeFacts  # what scale-down read of the node and its pods, filled as plans read it
+    # The static filters' verdicts on the room, by constraints, filled as plans work them out.
+    verdicts: dict[Constraints, Rejection | None]
+    counted: tuple[int, int, int]  # what the node counts against the limits (cluster.node_usage)
+    # The bin lent to the last engine, lent again while no plan changed it (it is then still ``lent``).
+    live: Bin | None = None
 
 
 class NodeRooms:
@@ -82,6 +119,10 @@ class NodeRooms:
         # sequences is the one seen then (a grouping is shared, never changed), and needs no comparing.
         self._by_node: Mapping[str, Sequence[Pod]] | None = None
         self.worked_out = 0  # rooms worked out (not reused) over the planner's life
+        # Scale-down's facts about each node of the last engine built (of its snapshot only), by node name.
+        self.facts: Mapping[str, NodeFacts] = {}
+        # cluster.usage of the snapshot of the last engine built: its nodes counted against the limits.
+        self.usage = NO_USAGE
 
     def engine(
         self,
@@ -100,6 +141,7 @@ class NodeRooms:
         same_grouping = by_node is self._by_node
         rooms: dict[str, _Kept] = {}
         engine = Engine(index, namespaces=snapshot.namespaces)
+        gpus = cpu = managed = 0
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             pods = by_node.get(node.name, ())
             kept = self._rooms.get(node.name)
@@ -109,24 +151,46 @@ class NodeRooms:
                 and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
             ):
                 rooms[node.name] = kept
+                g, c, m = kept.counted
+                gpus, cpu, managed = gpus + g, cpu + c, managed + m
                 if kept.room is None:
                     engine.add_topology_node(
                         node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
                     )
                 else:
-                    engine.add_node(_fresh(kept.room), pods, listed=True, anti_affine=kept.anti_affine)
+                    live = kept.live
+                    if live is None or not live.lent:
+                        live = kept.live = _lent(kept.room)
+                    engine.add_node(
+                        live,
+                        pods,
+                        listed=True,
+                        anti_affine=kept.anti_affine,
+                        verdicts=kept.verdicts,
+                    )
                 continue
             room = node_bin(node, pods, snapshot, index)
             self.worked_out += 1
             anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
+            # The static verdicts read only the Node (its labels, taints, cordon, whether it is ready).
+            verdicts: dict[Constraints, Rejection | None] = (
+                kept.verdicts if kept is not None and kept.node is node else {}
+            )
             if room is None:
                 engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
             else:
-                engine.add_node(room, pods, anti_affine=anti_affine)
+                engine.add_node(room, pods, anti_affine=anti_affine, verdicts=verdicts)
                 room = _fresh(room)  # as the engine listed its pods, before the plan places any
-            rooms[node.name] = _Kept(node, pods, tuple(pods), room, anti_affine)
+            counted = kept.counted if kept is not None and kept.node is node else node_usage(node)
+            g, c, m = counted
+            gpus, cpu, managed = gpus + g, cpu + c, managed + m
+            rooms[node.name] = _Kept(
+                node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts, counted
+            )
         self._rooms = rooms  # nodes gone are forgotten
         self._by_node = by_node
+        self.facts = {name: kept.facts for name, kept in rooms.items()}
+        self.usage = Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)
         for la in launching:
             engine.add_node(launching_bin(la, index))
         return engine

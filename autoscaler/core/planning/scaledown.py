@@ -28,9 +28,9 @@ from collections.abc import Collection, Mapping, Sequence
 from autoscaler.core.census import PodCensus
 from autoscaler.core.disruption import empty, underutilised
 from autoscaler.core.disruption.method import Method, retry_after
-from autoscaler.core.disruption.node_use import NodeUse, measure
-from autoscaler.core.disruption.protection import eviction_blocker
-from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering
+from autoscaler.core.disruption.protection import eviction_blocker, without_reservations
+from autoscaler.core.disruption.protection import workload as workload_of
+from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering, unlimited
 from autoscaler.core.disruption.underutilised import NODE_MODE
 from autoscaler.core.model import Node, Pod, Snapshot
 from autoscaler.core.placement.bins import Kind
@@ -38,8 +38,10 @@ from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import reserved
 from autoscaler.core.planning.cluster import build_engine, node_gpus, pods_by_node, usage
 from autoscaler.core.planning.decisions import Block, Blocked, Hold, Removal, RemovalPlan, Usage
+from autoscaler.core.planning.node_facts import NodeFacts, Workload
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.quantity import format_duration
+from autoscaler.core.resources import Resources
 from autoscaler.core.timestamps import parse_time
 from autoscaler.core.words import count
 
@@ -50,52 +52,110 @@ UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 YOUNG_REPLACE_SAVINGS = 0.2
 
 
-def _young(pods: Sequence[Pod], now: float, within: float) -> bool:
-    """Every pod was bound at most ``within`` seconds ago (never, when ``within`` is 0)."""
-    if within <= 0:
-        return False
+def _bound_since(pods: Sequence[Pod]) -> float | None:
+    """When the first of ``pods`` was bound (+inf for no pod), or None when one is not known to be bound."""
+    first = float("inf")
     for p in pods:
         bound = p.scheduled
         if bound is None or bound.status != "True" or bound.last_transition is None:
-            return False
-        if now - bound.last_transition > within:
-            return False
-    return True
+            return None
+        first = min(first, bound.last_transition)
+    return first
+
+
+def _young(since: float | None, now: float, within: float) -> bool:
+    """Every pod was bound at most ``within`` seconds ago (never, when ``within`` is 0), ``since`` being
+    :func:`_bound_since` of them."""
+    return within > 0 and since is not None and now - since <= within
+
+
+def _workload(
+    node: Node, pods: Sequence[Pod], index: OfferingIndex, move_shares: bool, facts: NodeFacts | None
+) -> Workload:
+    """The node's workload and what follows from it: kept in ``facts`` (the node's, from an earlier plan of
+    the same node, pods and index) when given."""
+    found = facts.by_shares.get(move_shares) if facts is not None else None
+    if found is None:
+        # A pod tidal cannot fully read counts as workload whatever it says it is: its node is never empty.
+        workload = workload_of(pods)
+        if move_shares:
+            workload = without_reservations(workload)
+        kept = empty.kept(workload)
+        found = Workload(
+            workload,
+            kept,
+            underutilised.utilization(node, kept),
+            underutilised.threshold(node, index.config),
+            _bound_since(kept),
+        )
+        if facts is not None:
+            facts.by_shares[move_shares] = found
+    return found
+
+
+def _cheaper(
+    node: Node, work: Workload, index: OfferingIndex, savings: float, total: Usage
+) -> tuple[str, str, Replacement]:
+    """:func:`cheaper` for the node's kept pods, the plan of new nodes for them alone worked out once."""
+    # Planned only where cheaper would plan it: not for pods that keep off new nodes, nor beside a node
+    # whose price is unknown.
+    if work.unlimited is None and not any(p.topological for p in work.kept) and node_offering(node, index):
+        work.unlimited = unlimited(work.kept, index)
+    return cheaper(node, work.kept, index, savings, total, planned=work.unlimited)
 
 
 def _young_replaceable(
-    node: Node, workload: Sequence[Pod], snapshot: Snapshot, index: OfferingIndex, now: float, total: Usage
+    node: Node, work: Workload, snapshot: Snapshot, index: OfferingIndex, now: float, total: Usage
 ) -> bool:
     """A busy node of young, movable pods that new nodes hold for ``YOUNG_REPLACE_SAVINGS`` less.
 
     Only such nodes join the candidates (a busy node that stays must stay a place other pods can move to).
     """
     cfg = index.config.scale_down
-    if cfg.replace_savings >= 1.0 or not _young(workload, now, cfg.replace_young_pods_within):
+    if cfg.replace_savings >= 1.0 or not _young(work.bound_since, now, cfg.replace_young_pods_within):
         return False
-    if eviction_blocker(workload, snapshot.pdbs, {}):
+    if eviction_blocker(work.kept, snapshot.pdbs, {}):
         return False
-    blocker, _, _ = cheaper(node, workload, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
+    blocker, _, _ = _cheaper(node, work, index, min(cfg.replace_savings, YOUNG_REPLACE_SAVINGS), total)
     return not blocker
 
 
-def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[Pod]:
-    """Pods that wait for a place (whether or not they count as demand now)."""
+def _waiting(snapshot: Snapshot, census: PodCensus | None = None) -> list[tuple[bool, Resources]]:
+    """What the pods that wait for a place (whether or not they count as demand now) ask for: whether they
+    want GPUs (whole or a share), and their requests; each such pair once."""
     # A pending pod is bound to no node: the census's unbound pods hold them all, in the same order.
     pods = census.unbound if census is not None and census.describes(snapshot.pods) else snapshot.pods
-    return [p for p in pods if p.pending and not p.daemonset and not p.mirror]
+    # By identity of the requests first: replicas share one, and hashing one by value costs more.
+    shapes = {
+        (id(p.requests), p.gpu_share is not None): p
+        for p in pods
+        if p.pending and not p.daemonset and not p.mirror
+    }
+    return list(
+        dict.fromkeys((bool(p.requests.gpus) or shared, p.requests) for (_, shared), p in shapes.items())
+    )
 
 
-def _wanted(node: Node, waiting: Sequence[Pod]) -> bool:
-    """Whether a waiting pod could use ``node`` by its requests: GPU pods (whole GPUs or a share) a node with
-    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them)."""
-    alloc = node.allocatable
-    for p in waiting:
-        if bool(p.requests.gpus or p.gpu_share is not None) != bool(alloc.gpus):
-            continue
-        if p.requests.fits_in(alloc):
-            return True
-    return False
+class _Wanted:
+    """Whether a waiting pod could use a node by its requests: GPU pods (whole GPUs or a share) a node with
+    GPUs, other pods one without (a GPU node is kept for GPU work, as tidal launches them). The waiting pods
+    are gathered when first asked about, and the answer kept per allocatable (nodes of one type ask alike)."""
+
+    def __init__(self, snapshot: Snapshot, census: PodCensus | None) -> None:
+        self._snapshot, self._census = snapshot, census
+        self._shapes: list[tuple[bool, Resources]] | None = None
+        self._by_alloc: dict[Resources, bool] = {}
+
+    def __call__(self, node: Node) -> bool:
+        alloc = node.allocatable
+        found = self._by_alloc.get(alloc)
+        if found is None:
+            if self._shapes is None:
+                self._shapes = _waiting(self._snapshot, self._census)
+            gpus = bool(alloc.gpus)
+            found = any(wants == gpus and requests.fits_in(alloc) for wants, requests in self._shapes)
+            self._by_alloc[alloc] = found
+        return found
 
 
 def scale_down(
@@ -112,7 +172,7 @@ def scale_down(
     held: Mapping[str, Block] | None = None,
     move_shares: bool = False,
     census: PodCensus | None = None,
-    use: NodeUse | None = None,
+    facts: Mapping[str, NodeFacts] | None = None,
 ) -> RemovalPlan:
     """Removable managed nodes and, for every other managed node, what blocks its removal.
 
@@ -122,8 +182,9 @@ def scale_down(
     disruption has a say in (being replaced, a replacement, chosen by another method), with why: they are
     neither removed nor given anybody's pods here. ``move_shares``: KAI reservation pods go with the pods
     sharing their GPUs (tidal's consolidation; the baselines' leaves their nodes alone). ``census`` is that of
-    the snapshot's pods, when the caller has it. ``use`` keeps each node's measure from the last plan, when
-    the caller plans again and again."""
+    the snapshot's pods, when the caller has it. ``facts`` are what an earlier plan read of each node whose
+    Node and pods are the very ones of this snapshot (:attr:`~autoscaler.core.planning.rooms.NodeRooms.facts`),
+    with the same index; read and filled here."""
     cfg = index.config.scale_down
     if not cfg.enabled:
         return RemovalPlan()
@@ -134,7 +195,7 @@ def scale_down(
     removals: list[Removal] = []
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
-    candidates: list[tuple[float, Node, list[Pod]]] = []
+    candidates: list[tuple[float, Node, Workload]] = []
     listed = reserved.live(index.memo, (*index.offerings, *index.excluded))
     held = held or {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
@@ -157,18 +218,23 @@ def scale_down(
         if keeps:
             blocked.append(_blocked(node, Hold.RESERVATION, keeps))
             continue
-        pods = by_node.get(node.name, ())
-        m = (
-            use.of(node, pods, index.config, move_shares=move_shares)
-            if use is not None
-            else measure(node, pods, index.config, move_shares=move_shares)
+        work = _workload(
+            node, by_node.get(node.name, ()), index, move_shares, facts.get(node.name) if facts else None
         )
-        if m.utilised is not None and (
-            contended or not _young_replaceable(node, m.kept, snapshot, index, now, total)
+        kept, util, threshold = work.kept, work.utilization, work.threshold
+        if (
+            kept
+            and util >= threshold
+            and (contended or not _young_replaceable(node, work, snapshot, index, now, total))
         ):
-            blocked.append(m.utilised)
+            if work.utilised is None:
+                mode = underutilised.mode(node)
+                work.utilised = _blocked(
+                    node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
+                )
+            blocked.append(work.utilised)
             continue
-        candidates.append((m.utilization, node, m.workload))
+        candidates.append((util, node, work))
 
     removing = {node.name for _, node, _ in candidates} | set(held)
     if engine is None:
@@ -176,16 +242,16 @@ def scale_down(
     targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
-    waiting = _waiting(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
+    wanted = _Wanted(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
     wake: list[float] = []
-    for util, node, workload in sorted(candidates, key=lambda c: (c[0], c[1].name)):
+    for util, node, work in sorted(candidates, key=lambda c: (c[0], c[1].name)):
         since = since_map.get(node.name)
         if since is None:
             since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
         how = ""
         found = Replacement()
         hold = Hold.PODS_STAY
-        kept = empty.kept(workload)
+        workload, kept = work.pods, work.kept
         counted = dict(evicting)
         blocker = eviction_blocker(workload, snapshot.pdbs, counted)
         if not blocker and kept:
@@ -194,9 +260,9 @@ def scale_down(
                 blocker = f"{blocker}; no node is replaced while pending pods wait for a limit ({contended})"
             elif blocker and replace_ok:
                 savings = cfg.replace_savings
-                if _young(kept, now, cfg.replace_young_pods_within):
+                if _young(work.bound_since, now, cfg.replace_young_pods_within):
                     savings = min(savings, YOUNG_REPLACE_SAVINGS)
-                blocker, how, found = cheaper(node, kept, index, savings, total)
+                blocker, how, found = _cheaper(node, work, index, savings, total)
                 again = retry_after(node.annotations)
                 if not blocker and again > now:
                     hold = Hold.RETRY_LATER
@@ -207,7 +273,7 @@ def scale_down(
         seen[node.name] = since
         waited = now - since
         wait = cfg.node_unneeded_duration
-        if waiting is not None and not kept and not _wanted(node, waiting):
+        if wanted is not None and not kept and not wanted(node):
             wait = cfg.unneeded_without_demand
             wake.append(since + wait)
         if waited < wait:
@@ -240,19 +306,20 @@ def scale_down(
         kind = f"utilization {util:.2f}, {how or f'{movable} can move'}"
         if not kept:
             method, kind = Method.EMPTY, empty.describe(workload)
+        if work.removed is None:
+            work.removed = (node_gpus(node), tuple(p.key for p in workload))
+        gpus, keys = work.removed
         removals.append(
             Removal(
                 node.name,
                 f"{kind}; unneeded for {format_duration(waited)}",
                 not workload,
-                tuple(p.key for p in workload),
+                keys,
                 method,
                 found.launches if how and found.first else (),
-                gpus=node_gpus(node),
+                gpus=gpus,
             )
         )
-    if use is not None:
-        use.done()
     blocked.sort(key=lambda b: b.node)
     future = [t for t in wake if t > now]
     return RemovalPlan(tuple(removals), tuple(blocked), seen, min(future, default=None))
