@@ -167,6 +167,8 @@ class Fleet:
             | None
         )
         self._by_type = None
+        # Per-Node facts by provider id, with the Node object they were worked out from (see _node_facts).
+        self._facts: dict[str, tuple[Node, bool, bool]] = {}
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -205,6 +207,7 @@ class Fleet:
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
         busy = _busy(snapshot.pods, {nodes[i.provider_id].name for i in instances if i.provider_id in nodes})
+        facts: dict[str, tuple[Node, bool, bool]] = {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         listed_tokens = set()
@@ -229,11 +232,25 @@ class Fleet:
             pending = self._pending.get(inst.launch_token)
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
-            member = Member(
-                inst.provider_id, State.LAUNCHING, inst, node, offering, self._for.get(inst.launch_token, ())
-            )
+            pods = self._for.get(inst.launch_token, ())
+            before = self.members.get(inst.provider_id)
+            if (
+                before is not None
+                and before.instance is inst
+                and before.node is node
+                and before.offering is offering
+                and before.pods == pods
+                and before.refused is None
+                and self._state_of(before, busy, facts) == before.state
+            ):
+                # The very same facts and the same state: rebuilding would make an equal member (same
+                # history, nothing refused), so keep it. Timeouts count with time alone: still checked.
+                seen[inst.provider_id] = before
+                overdue += self._overdue(before, now)
+                continue
+            member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
             seen[inst.provider_id] = member
-            self._settle(member, self._state_of(member, busy), now)
+            self._settle(member, self._state_of(member, busy, facts), now)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
@@ -255,6 +272,7 @@ class Fleet:
             if key not in seen and before.state != State.GONE and not key.startswith("token:"):
                 log.info("fleet_member_gone", member=key, last_state=before.state.value)
         self.members = seen
+        self._facts = facts
         coming = {
             m.instance.launch_token if m.instance is not None else m.key.removeprefix("token:")
             for m in seen.values()
@@ -324,22 +342,30 @@ class Fleet:
             return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
         return []
 
-    def _state_of(self, m: Member, busy: Collection[str]) -> State:
+    def _state_of(self, m: Member, busy: Collection[str], facts: dict[str, tuple[Node, bool, bool]]) -> State:
         node = m.node
         if node is None:
             return (
                 State.GONE if m.instance is not None and m.instance.state == "stopping" else State.LAUNCHING
             )
-        if node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints):
+        draining, gpus_seen = self._node_facts(node, facts)
+        if draining:
             return State.DRAINING
-        gpu_missing = (
-            m.offering is not None
-            and m.offering.gpu_count > 0
-            and not gpus_visible(node.labels, node.allocatable, 1)
-        )
+        gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and not gpus_seen
         if not node.ready or gpu_missing:
             return State.REGISTERED
         return State.READY if node.name in busy else State.IDLE
+
+    def _node_facts(self, node: Node, facts: dict[str, tuple[Node, bool, bool]]) -> tuple[bool, bool]:
+        """Whether ``node`` is cordoned by tidal, and whether its GPUs are visible: worked out once per Node
+        object (a changed Node is a new object), as most of a large fleet's Nodes do not change between two
+        reconciles. ``facts`` collects this reconcile's, so Nodes that are gone are not kept."""
+        cached = facts.get(node.provider_id) or self._facts.get(node.provider_id)
+        if cached is None or cached[0] is not node:
+            draining = node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints)
+            cached = (node, draining, gpus_visible(node.labels, node.allocatable, 1))
+        facts[node.provider_id] = cached
+        return cached[1], cached[2]
 
     # -- what the planner needs --------------------------------------------------------------------------
 
