@@ -286,11 +286,12 @@ class Node:
     # never removed.
     unreadable: str = ""
     conditions: tuple[NodeCondition, ...] = ()
+    # Launched by tidal (it labels every node it launches). Derived once, when the Node is made: every
+    # reconcile reads it for each node of the cluster several times over.
+    managed: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def managed(self) -> bool:
-        """Launched by tidal (it labels every node it launches)."""
-        return self.labels.get(LABEL_MANAGED) == "true"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "managed", self.labels.get(LABEL_MANAGED) == "true")
 
     @property
     def gpus(self) -> int:
