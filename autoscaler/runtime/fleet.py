@@ -206,11 +206,12 @@ class Fleet:
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
-        busy = _busy(snapshot.pods, {nodes[i.provider_id].name for i in instances if i.provider_id in nodes})
+        busy = _busy(snapshot.pods) if any(i.provider_id in nodes for i in instances) else set()
         facts: dict[str, tuple[Node, bool, bool]] = {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         listed_tokens = set()
+        coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
         for inst in instances:
             listed_tokens.add(inst.launch_token)
             offering = (
@@ -225,6 +226,7 @@ class Fleet:
                     member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
                     seen[inst.provider_id] = member
                     self._settle(member, State.REGISTERED, now)
+                    _note_coming(member, coming)
                     spot = inst.capacity_type == "spot"
                     action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
@@ -246,11 +248,13 @@ class Fleet:
                 # The very same facts and the same state: rebuilding would make an equal member (same
                 # history, nothing refused), so keep it. Timeouts count with time alone: still checked.
                 seen[inst.provider_id] = before
+                _note_coming(before, coming)
                 overdue += self._overdue(before, now)
                 continue
             member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
             seen[inst.provider_id] = member
             self._settle(member, self._state_of(member, busy, facts), now)
+            _note_coming(member, coming)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
@@ -259,6 +263,7 @@ class Fleet:
                 member = Member(node.provider_id, State.REGISTERED, None, node)
                 seen[node.provider_id] = member
                 self._settle(member, State.REGISTERED, now)
+                _note_coming(member, coming)
                 overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
         # Launches the cloud has not listed yet still hold their capacity, for a bounded time.
         for token, p in list(self._pending.items()):
@@ -268,16 +273,12 @@ class Fleet:
             member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
             seen[member.key] = member
             self._settle(member, State.LAUNCHING, now)
+            _note_coming(member, coming)
         for key, before in self.members.items():
             if key not in seen and before.state != State.GONE and not key.startswith("token:"):
                 log.info("fleet_member_gone", member=key, last_state=before.state.value)
         self.members = seen
         self._facts = facts
-        coming = {
-            m.instance.launch_token if m.instance is not None else m.key.removeprefix("token:")
-            for m in seen.values()
-            if m.state in (State.LAUNCHING, State.REGISTERED)
-        }
         self._for = {t: pods for t, pods in self._for.items() if t in coming}
         return overdue
 
@@ -454,16 +455,18 @@ class Fleet:
         )
 
 
-def _busy(pods: Iterable[Pod], names: Collection[str]) -> set[str]:
-    """Which of the nodes ``names`` run a workload pod (not a DaemonSet's or a mirror pod, not finished):
-    only the fleet's own nodes are looked for, so a cluster without any costs no pass over its pods."""
-    if not names:
-        return set()
-    return {
-        p.node_name
-        for p in pods
-        if p.node_name in names and not p.finished and not p.daemonset and not p.mirror
-    }
+def _busy(pods: Iterable[Pod]) -> set[str]:
+    """The nodes that run a workload pod (not a DaemonSet's or a mirror pod, not finished). Only asked of
+    the fleet's own nodes, and only when one has registered, so a cluster without any costs no pass over
+    its pods."""
+    return {p.node_name for p in pods if p.node_name and not p.finished and not p.daemonset and not p.mirror}
+
+
+def _note_coming(member: Member, coming: set[str]) -> None:
+    """Add the launch token of ``member`` to ``coming`` if its node is still to come (not Ready yet)."""
+    if member.state is State.LAUNCHING or member.state is State.REGISTERED:
+        instance = member.instance
+        coming.add(instance.launch_token if instance is not None else member.key.removeprefix("token:"))
 
 
 def _first_history(member: Member, state: State, now: float) -> list[tuple[State, float]]:
