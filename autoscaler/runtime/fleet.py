@@ -167,7 +167,7 @@ class Fleet:
             | None
         )
         self._by_type = None
-        # Per-Node facts by provider id, with the Node object they were worked out from (see _node_facts).
+        # Per-Node facts by provider id, with the Node object they were worked out from (see _state_of).
         self._facts: dict[str, tuple[Node, bool, bool]] = {}
 
     def record_launch(
@@ -246,10 +246,12 @@ class Fleet:
                 and self._state_of(before, busy, facts) == before.state
             ):
                 # The very same facts and the same state: rebuilding would make an equal member (same
-                # history, nothing refused), so keep it. Timeouts count with time alone: still checked.
+                # history, nothing refused), so keep it. Timeouts count with time alone: still checked, for
+                # the only states that have one when nothing was refused.
                 seen[inst.provider_id] = before
-                _note_coming(before, coming)
-                overdue += self._overdue(before, now)
+                if before.state is State.LAUNCHING or before.state is State.REGISTERED:
+                    coming.add(inst.launch_token)
+                    overdue += self._overdue(before, now)
                 continue
             member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
             seen[inst.provider_id] = member
@@ -349,24 +351,20 @@ class Fleet:
             return (
                 State.GONE if m.instance is not None and m.instance.state == "stopping" else State.LAUNCHING
             )
-        draining, gpus_seen = self._node_facts(node, facts)
-        if draining:
-            return State.DRAINING
-        gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and not gpus_seen
-        if not node.ready or gpu_missing:
-            return State.REGISTERED
-        return State.READY if node.name in busy else State.IDLE
-
-    def _node_facts(self, node: Node, facts: dict[str, tuple[Node, bool, bool]]) -> tuple[bool, bool]:
-        """Whether ``node`` is cordoned by tidal, and whether its GPUs are visible: worked out once per Node
-        object (a changed Node is a new object), as most of a large fleet's Nodes do not change between two
-        reconciles. ``facts`` collects this reconcile's, so Nodes that are gone are not kept."""
+        # Whether the Node is cordoned by tidal, and whether its GPUs are visible: worked out once per Node
+        # object (a changed Node is a new object), as most of a large fleet's Nodes do not change between two
+        # reconciles. ``facts`` collects this reconcile's, so Nodes that are gone are not kept.
         cached = facts.get(node.provider_id) or self._facts.get(node.provider_id)
         if cached is None or cached[0] is not node:
             draining = node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints)
             cached = (node, draining, gpus_visible(node.labels, node.allocatable, 1))
         facts[node.provider_id] = cached
-        return cached[1], cached[2]
+        if cached[1]:
+            return State.DRAINING
+        gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and not cached[2]
+        if not node.ready or gpu_missing:
+            return State.REGISTERED
+        return State.READY if node.name in busy else State.IDLE
 
     # -- what the planner needs --------------------------------------------------------------------------
 

@@ -137,3 +137,19 @@ def test_a_refusal_on_unchanged_facts_still_ends_in_termination(make_config: Cal
     assert [o.action for o in overdue] == [Action.TERMINATE_NODELESS]
     assert refused == [(State.IDLE, State.LAUNCHING)]
     assert fleet.members[KEY].state == State.IDLE
+
+
+def test_an_unchanged_registered_member_keeps_the_pods_it_was_launched_for(
+    make_config: Callable[..., Config],
+) -> None:
+    fleet = Fleet(make_config())
+    g4dn = next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "on-demand")
+    fleet.record_launch("tok-1", g4dn, ["default/infer-0"], None, NOW - 60)
+    inst, without = instance(), snapshot(gpu_node(gpu=0))
+    for t in (NOW, NOW + 30, NOW + 60):
+        fleet.observe([inst], without, OFFERINGS, t)
+        assert fleet.launched_for() == {"default/infer-0": "ip-10-0-1-5"}
+    fleet.observe([inst], snapshot(gpu_node()), OFFERINGS, NOW + 90)
+    fleet.observe([inst], snapshot(gpu_node()), OFFERINGS, NOW + 120)
+    assert fleet.launched_for() == {}
+    assert fleet.members[KEY].pods == ()
