@@ -15,6 +15,7 @@ import enum
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import structlog
 
@@ -69,6 +70,7 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
     (State.IDLE, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
 }
 HISTORY_KEPT = 20
+_STATE = attrgetter("state")
 
 
 class Action(enum.Enum):
@@ -426,11 +428,8 @@ class Fleet:
 
     def counts(self) -> dict[str, int]:
         """Members by state, every state present (for metrics)."""
-        out = {s.value: 0 for s in State if s != State.GONE}
-        for m in self.members.values():
-            if m.state != State.GONE:
-                out[m.state.value] += 1
-        return out
+        by_state = Counter(map(_STATE, self.members.values()))  # no Python loop over a large fleet
+        return {s.value: by_state[s] for s in State if s != State.GONE}
 
     def instance_for_node(self, node_name: str) -> Instance | None:
         for m in self.members.values():
