@@ -15,6 +15,7 @@ import enum
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import structlog
 
@@ -69,6 +70,7 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
     (State.IDLE, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
 }
 HISTORY_KEPT = 20
+_STATE = attrgetter("state")
 
 
 class Action(enum.Enum):
@@ -167,6 +169,8 @@ class Fleet:
             | None
         )
         self._by_type = None
+        # Per-Node facts by provider id, with the Node object they were worked out from (see _state_of).
+        self._facts: dict[str, tuple[Node, bool, bool]] = {}
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -204,10 +208,12 @@ class Fleet:
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
-        busy = _busy(snapshot.pods, {nodes[i.provider_id].name for i in instances if i.provider_id in nodes})
+        busy = _busy(snapshot.pods) if any(i.provider_id in nodes for i in instances) else set()
+        facts: dict[str, tuple[Node, bool, bool]] = {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         listed_tokens = set()
+        coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
         for inst in instances:
             listed_tokens.add(inst.launch_token)
             offering = (
@@ -222,6 +228,7 @@ class Fleet:
                     member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
                     seen[inst.provider_id] = member
                     self._settle(member, State.REGISTERED, now)
+                    _note_coming(member, coming)
                     spot = inst.capacity_type == "spot"
                     action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
@@ -229,11 +236,29 @@ class Fleet:
             pending = self._pending.get(inst.launch_token)
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
-            member = Member(
-                inst.provider_id, State.LAUNCHING, inst, node, offering, self._for.get(inst.launch_token, ())
-            )
+            pods = self._for.get(inst.launch_token, ())
+            before = self.members.get(inst.provider_id)
+            if (
+                before is not None
+                and before.instance is inst
+                and before.node is node
+                and before.offering is offering
+                and before.pods == pods
+                and before.refused is None
+                and self._state_of(before, busy, facts) == before.state
+            ):
+                # The very same facts and the same state: rebuilding would make an equal member (same
+                # history, nothing refused), so keep it. Timeouts count with time alone: still checked, for
+                # the only states that have one when nothing was refused.
+                seen[inst.provider_id] = before
+                if before.state is State.LAUNCHING or before.state is State.REGISTERED:
+                    coming.add(inst.launch_token)
+                    overdue += self._overdue(before, now)
+                continue
+            member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
             seen[inst.provider_id] = member
-            self._settle(member, self._state_of(member, busy), now)
+            self._settle(member, self._state_of(member, busy, facts), now)
+            _note_coming(member, coming)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
@@ -242,6 +267,7 @@ class Fleet:
                 member = Member(node.provider_id, State.REGISTERED, None, node)
                 seen[node.provider_id] = member
                 self._settle(member, State.REGISTERED, now)
+                _note_coming(member, coming)
                 overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
         # Launches the cloud has not listed yet still hold their capacity, for a bounded time.
         for token, p in list(self._pending.items()):
@@ -251,15 +277,12 @@ class Fleet:
             member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
             seen[member.key] = member
             self._settle(member, State.LAUNCHING, now)
+            _note_coming(member, coming)
         for key, before in self.members.items():
             if key not in seen and before.state != State.GONE and not key.startswith("token:"):
                 log.info("fleet_member_gone", member=key, last_state=before.state.value)
         self.members = seen
-        coming = {
-            m.instance.launch_token if m.instance is not None else m.key.removeprefix("token:")
-            for m in seen.values()
-            if m.state in (State.LAUNCHING, State.REGISTERED)
-        }
+        self._facts = facts
         self._for = {t: pods for t, pods in self._for.items() if t in coming}
         return overdue
 
@@ -324,19 +347,23 @@ class Fleet:
             return [Overdue(m, Action.REPLACE_WITHOUT_GPUS, why)]
         return []
 
-    def _state_of(self, m: Member, busy: Collection[str]) -> State:
+    def _state_of(self, m: Member, busy: Collection[str], facts: dict[str, tuple[Node, bool, bool]]) -> State:
         node = m.node
         if node is None:
             return (
                 State.GONE if m.instance is not None and m.instance.state == "stopping" else State.LAUNCHING
             )
-        if node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints):
+        # Whether the Node is cordoned by tidal, and whether its GPUs are visible: worked out once per Node
+        # object (a changed Node is a new object), as most of a large fleet's Nodes do not change between two
+        # reconciles. ``facts`` collects this reconcile's, so Nodes that are gone are not kept.
+        cached = facts.get(node.provider_id) or self._facts.get(node.provider_id)
+        if cached is None or cached[0] is not node:
+            draining = node.unschedulable and any(t.key == TAINT_DISRUPTED for t in node.taints)
+            cached = (node, draining, gpus_visible(node.labels, node.allocatable, 1))
+        facts[node.provider_id] = cached
+        if cached[1]:
             return State.DRAINING
-        gpu_missing = (
-            m.offering is not None
-            and m.offering.gpu_count > 0
-            and not gpus_visible(node.labels, node.allocatable, 1)
-        )
+        gpu_missing = m.offering is not None and m.offering.gpu_count > 0 and not cached[2]
         if not node.ready or gpu_missing:
             return State.REGISTERED
         return State.READY if node.name in busy else State.IDLE
@@ -401,11 +428,8 @@ class Fleet:
 
     def counts(self) -> dict[str, int]:
         """Members by state, every state present (for metrics)."""
-        out = {s.value: 0 for s in State if s != State.GONE}
-        for m in self.members.values():
-            if m.state != State.GONE:
-                out[m.state.value] += 1
-        return out
+        by_state = Counter(map(_STATE, self.members.values()))  # no Python loop over a large fleet
+        return {s.value: by_state[s] for s in State if s != State.GONE}
 
     def instance_for_node(self, node_name: str) -> Instance | None:
         for m in self.members.values():
@@ -428,16 +452,18 @@ class Fleet:
         )
 
 
-def _busy(pods: Iterable[Pod], names: Collection[str]) -> set[str]:
-    """Which of the nodes ``names`` run a workload pod (not a DaemonSet's or a mirror pod, not finished):
-    only the fleet's own nodes are looked for, so a cluster without any costs no pass over its pods."""
-    if not names:
-        return set()
-    return {
-        p.node_name
-        for p in pods
-        if p.node_name in names and not p.finished and not p.daemonset and not p.mirror
-    }
+def _busy(pods: Iterable[Pod]) -> set[str]:
+    """The nodes that run a workload pod (not a DaemonSet's or a mirror pod, not finished). Only asked of
+    the fleet's own nodes, and only when one has registered, so a cluster without any costs no pass over
+    its pods."""
+    return {p.node_name for p in pods if p.node_name and not p.finished and not p.daemonset and not p.mirror}
+
+
+def _note_coming(member: Member, coming: set[str]) -> None:
+    """Add the launch token of ``member`` to ``coming`` if its node is still to come (not Ready yet)."""
+    if member.state is State.LAUNCHING or member.state is State.REGISTERED:
+        instance = member.instance
+        coming.add(instance.launch_token if instance is not None else member.key.removeprefix("token:"))
 
 
 def _first_history(member: Member, state: State, now: float) -> list[tuple[State, float]]:

@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from autoscaler.config.values import Config
@@ -102,8 +103,9 @@ def status_summary(
             for la in decided.launch.launches
         ][:50],
         "removals": [r.node for r in decided.removal.removals][:50],
-        # Why each managed node that is not busy stays: a PDB, do-not-disrupt, a gang, its timer...
-        "nodesKept": dict([(b.node, b.reason) for b in decided.removal.blocked if not _busy(b)][:50]),
+        # Why each managed node that is not busy stays: a PDB, do-not-disrupt, a gang, its timer... Only the
+        # first 50 are looked for: a large cluster keeps thousands of nodes for being used.
+        "nodesKept": dict(islice(((b.node, b.reason) for b in decided.removal.blocked if not _busy(b)), 50)),
         "unavailableOfferings": list(benched)[:50],
     }
     if decided.queues:

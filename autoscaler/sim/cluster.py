@@ -206,8 +206,7 @@ class EmulatedCluster:
         sched, changed = self.scheduler_view.sync(self.nodes, self.pods, self.sharing.reservations)
         if not changed and self.version == self._settled:
             return 0
-        running = [sp.pod for sp in self.pods.values() if sp.pod.node_name]
-        self.sharing.start(running, self.nodes)
+        self.sharing.start((sp.pod for sp in self.pods.values() if sp.pod.node_name), self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
         # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
         by_room = sorted((b.free.gpus, b.free.cpu, name) for name, b in sched.bins.items())
@@ -216,7 +215,12 @@ class EmulatedCluster:
         # so a pod needs look at no node before the first with as much of both as it requests.
         self._free = [(gpus, cpu) for gpus, cpu, _ in by_room]
         self._resume: dict[Any, int] = {}
-        used, non_preemptible = queue_use(self.queues, self.pods.values())
+        # Only KAI's queues weigh what their pods use (below); without them, no pass over every pod for it.
+        used, non_preemptible = (
+            queue_use(self.queues, self.pods.values())
+            if self.kai
+            else (defaultdict(float), defaultdict(float))
+        )
         units: dict[str, list[SimPod]] = defaultdict(list)
         for sp in pending:
             units[sp.gang or sp.pod.key].append(sp)

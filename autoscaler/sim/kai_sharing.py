@@ -220,7 +220,12 @@ class KaiSharing:
         self._held: list[Pod] = []  # reservation pods of the unit being placed, kept once it lands whole
         self._groups = 0
 
-    def start(self, bound: Sequence[Pod], nodes: Mapping[str, Node]) -> None:
+    def start(self, bound: Iterable[Pod], nodes: Mapping[str, Node]) -> None:
+        """Read the groups at the start of a pass: without a reservation pod there is none, whatever is
+        bound, and neither the pods nor the nodes are looked at."""
+        if not self.reservations:
+            self.gpus = SharedGpus()
+            return
         self.gpus = SharedGpus.of(
             self.reservations.values(), bound, {n: node.labels for n, node in nodes.items()}
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from autoscaler.core.model import Condition, Pod
@@ -11,6 +12,7 @@ __all__ = ["SimPod", "with_scheduled"]
 
 # Every field of a Pod, derived ones included, as its slot's descriptor.
 _SLOTS: tuple[Any, ...] = tuple(getattr(Pod, f.name) for f in fields(Pod))
+_VALUES = attrgetter(*(f.name for f in fields(Pod)))  # every field's value, in the order of _SLOTS, at once
 _SCHEDULED: Any = next(slot for slot in _SLOTS if slot.__name__ == "scheduled")
 
 
@@ -19,8 +21,8 @@ def with_scheduled(pod: Pod, scheduled: Condition) -> Pod:
     every pod still waiting whenever its message changes, thousands at a time, and nothing derived from a
     pod's fields depends on this one."""
     new: Pod = object.__new__(Pod)
-    for slot in _SLOTS:
-        slot.__set__(new, slot.__get__(pod, Pod))
+    for slot, value in zip(_SLOTS, _VALUES(pod), strict=True):
+        slot.__set__(new, value)
     _SCHEDULED.__set__(new, scheduled)
     return new
 

@@ -4,6 +4,7 @@ so a simulation can catch the planner placing shares differently from the schedu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from autoscaler.core.fit import GPU_TAINT
 from autoscaler.core.gpu.kai_pods import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
+from autoscaler.core.model import Pod
 from autoscaler.core.planning.cluster import node_devices
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.kai_sharing import SharedGpus, pod_groups
@@ -289,3 +291,26 @@ def test_the_planner_reads_a_share_on_two_devices_as_the_emulated_kai_placed_it(
         f"runai-gpu-group/{g}" for g in pod_groups(cluster.pods[key].pod.labels)
     }
     assert _planner_free(cluster, "gpu-a") == _emulated_free(cluster, "gpu-a")
+
+
+def test_a_scheduling_pass_starts_from_the_groups_kai_reserved_and_the_shares_bound_to_them() -> None:
+    cluster = cluster_with(t4_node("gpu-a", gpus=4))
+    cluster.submit(share_job("a", 3, fraction=0.3), 0.0)
+    cluster.schedule(0.0)
+    assert cluster.sharing.reservations
+    cluster.sharing.start((sp.pod for sp in cluster.pods.values() if sp.pod.node_name), cluster.nodes)
+    started = sorted(
+        (round(100 * d.free / d.memory), d.mode.value) for d in cluster.sharing.gpus.by_node["gpu-a"]
+    )
+    assert started == _emulated_free(cluster, "gpu-a")
+
+
+def test_without_reservation_pods_a_scheduling_pass_starts_with_no_groups_and_reads_no_pod() -> None:
+    cluster = cluster_with(t4_node("gpu-a"))
+
+    def bound() -> Iterator[Pod]:
+        raise AssertionError("the bound pods were read")
+        yield  # a generator
+
+    cluster.sharing.start(bound(), cluster.nodes)
+    assert (cluster.sharing.gpus.devices, cluster.sharing.gpus.by_node) == ({}, {})
