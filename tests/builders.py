@@ -415,3 +415,46 @@ def zone_spread(
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": labels},
     }
+
+
+def pending_replica(
+    i: int,
+    *,
+    message: str = INSUFFICIENT_CPU,
+    since: object = "2026-11-20T10:00:05Z",
+    controller: object = True,
+) -> dict[str, Any]:
+    """Replica ``i`` of the Deployment web (2 CPU / 4 GiB), pending as kube-scheduler left it, as the API server
+    returns it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"web-7d9f8b6c5-{i:05x}",
+            "namespace": "shop",
+            "uid": f"uid-web-{i}",
+            "creationTimestamp": "2026-11-20T10:00:00Z",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7d9f8b6c5",
+                    "controller": controller,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": since,
+                }
+            ],
+        },
+    }

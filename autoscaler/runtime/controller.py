@@ -289,7 +289,7 @@ class Controller:
         pods = {p.key: p for p in snapshot.pods} if window_open else {}
         for round_ in range(PLAN_ROUNDS):
             launches = decided.launch.launches
-            waited = self._waited(launches, now)
+            waited = self._waited(launches, now, cfg)
             if window_open:
                 index = self._index.get(self._planned_with, cfg, snapshot.daemonsets)
                 patience = self._patience(cfg)
@@ -329,7 +329,7 @@ class Controller:
 
         return patience
 
-    def _waited(self, launches: Sequence[Launch], now: float) -> dict[str, float]:
+    def _waited(self, launches: Sequence[Launch], now: float, cfg: Config) -> dict[str, float]:
         """Seconds each pod of ``launches`` has been planned onto a new node; pods no longer planned so are
         forgotten."""
         known = self._planned_since
@@ -338,7 +338,7 @@ class Controller:
             self._arrivals.append(now)
         self._planned_since = since
         # Kept as long as a launch first planned within the last window may look back over a window before it.
-        horizon = now - 3 * max(self.config().batch_max_duration, 1.0)
+        horizon = now - 3 * max(cfg.batch_max_duration, 1.0)
         del self._arrivals[: bisect.bisect_left(self._arrivals, horizon)]
         return {k: now - t for k, t in since.items()}
 

@@ -251,8 +251,8 @@ class Fleet:
                 # history, nothing refused), so keep it. Timeouts count with time alone: still checked, for
                 # the only states that have one when nothing was refused.
                 seen[inst.provider_id] = before
+                _note_coming(before, coming)
                 if before.state is State.LAUNCHING or before.state is State.REGISTERED:
-                    coming.add(inst.launch_token)
                     overdue += self._overdue(before, now)
                 continue
             member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)

@@ -16,6 +16,7 @@ import pytest
 
 from autoscaler.cli import main as cli
 from autoscaler.version import __version__
+from tests.builders import pending_replica
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = [
@@ -104,35 +105,7 @@ UNUSED_BY_A_BIG_PLAN = (
 def _pending_pods(tmp_path: Path, n: int) -> str:
     """A ``kubectl get pods -o json`` list of ``n`` pending replicas of one Deployment, as the scheduler left
     them."""
-    pods = [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"web-7d9f8b6c5-{i:05x}",
-                "namespace": "shop",
-                "uid": f"uid-web-{i}",
-                "creationTimestamp": "2026-11-20T10:00:00Z",
-                "labels": {"app": "web"},
-                "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f8b6c5", "controller": True}],
-            },
-            "spec": {
-                "containers": [{"name": "web", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]
-            },
-            "status": {
-                "phase": "Pending",
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": "0/3 nodes are available: 3 Insufficient cpu.",
-                    }
-                ],
-            },
-        }
-        for i in range(n)
-    ]
+    pods = [pending_replica(i) for i in range(n)]
     path = tmp_path / "pending.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}), encoding="utf-8")
     return str(path)

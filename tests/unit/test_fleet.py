@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 NOW = 1_795_168_800.0
 OFFERINGS = aws_offerings()
+KEY = "aws:///us-east-1a/i-0a1"  # the provider ID of instance() and gpu_node()
 G4DN = next(o for o in OFFERINGS if o.instance_type == "g4dn.xlarge" and o.capacity_type == "on-demand")
 
 

@@ -6,51 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from autoscaler.core.model import ON_DEMAND, InstanceState
-from autoscaler.core.offering import Instance
 from autoscaler.runtime.fleet import Action, Fleet, State
-from tests.builders import aws_offerings, node, pod, snapshot
+from tests.builders import pod, snapshot
+from tests.unit.test_fleet import KEY, NOW, OFFERINGS, gpu_node, instance
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
 
     from autoscaler.config.options import Config
-
-NOW = 1_795_168_800.0
-OFFERINGS = aws_offerings()
-KEY = "aws:///us-east-1a/i-0a1"
-
-
-def instance(*, created: float = NOW - 60) -> Instance:
-    return Instance(
-        id="i-0a1",
-        provider_id=KEY,
-        instance_type="g4dn.xlarge",
-        zone="us-east-1a",
-        capacity_type=ON_DEMAND,
-        state=InstanceState("running"),
-        launch_token="tok-1",
-        created=created,
-        price=0.526,
-        gpu_count=1,
-    )
-
-
-def gpu_node(*, gpu: int = 1, **kw: Any) -> dict[str, Any]:
-    obj = node(
-        "ip-10-0-1-5",
-        instance_type="g4dn.xlarge",
-        cpu="4",
-        memory="16Gi",
-        gpu=gpu,
-        managed=True,
-        ready=True,
-        gpu_label=1,
-        **kw,
-    )
-    obj["spec"]["providerID"] = KEY
-    return obj
 
 
 def test_a_member_whose_facts_are_the_same_objects_keeps_its_state_and_history(

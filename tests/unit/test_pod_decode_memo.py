@@ -3,51 +3,12 @@ condition they were left pending with), and reads anything else as decoding with
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from autoscaler.core.quantity import QuantityMemo
 from autoscaler.runtime.kube.convert import ConversionError, pod_from_dict
-
-MESSAGE = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available."
-
-
-def replica(
-    i: int, *, message: str = MESSAGE, since: object = "2026-11-20T10:00:05Z", controller: object = True
-) -> dict[str, Any]:
-    """A pending replica of the Deployment web, as the API server returns it."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"web-7d9f8b6c5-{i:05x}",
-            "namespace": "shop",
-            "uid": f"uid-web-{i}",
-            "creationTimestamp": "2026-11-20T10:00:00Z",
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-7d9f8b6c5",
-                    "controller": controller,
-                }
-            ],
-        },
-        "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": message,
-                    "lastTransitionTime": since,
-                }
-            ],
-        },
-    }
+from tests.builders import INSUFFICIENT_CPU
+from tests.builders import pending_replica as replica
 
 
 def test_replicas_read_with_one_memo_share_their_owner_and_pending_condition() -> None:
@@ -64,7 +25,7 @@ def test_a_condition_that_differs_in_its_message_or_time_is_its_own() -> None:
     other = pod_from_dict(replica(2, message="0/4 nodes are available: 4 Insufficient cpu."), memo)
     later = pod_from_dict(replica(3, since="2026-11-20T10:00:07Z"), memo)
     assert first.scheduled is not None and other.scheduled is not None and later.scheduled is not None
-    assert other.scheduled.message.startswith("0/4") and first.scheduled.message == MESSAGE
+    assert other.scheduled.message.startswith("0/4") and first.scheduled.message == INSUFFICIENT_CPU
     assert later.scheduled.last_transition == first.scheduled.last_transition + 2  # type: ignore[operator]
 
 

@@ -8,30 +8,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.core.model import Condition, Pod
+from autoscaler.core.model import Condition
 from autoscaler.runtime.kube.convert import pod_from_dict
 from autoscaler.sim.pods import with_scheduled
-from tests.builders import pod
+from tests.unit.test_pod_maker import PODS, every_field
 
-PODS = {
-    "pending": pod("web-1"),
-    "gpu, constrained": pod(
-        "train-0",
-        namespace="ml",
-        gpu=2,
-        labels={"app": "train"},
-        node_selector={"karpenter.sh/capacity-type": "spot"},
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        host_ports=[8443],
-        priority=1000,
-    ),
-    "shares a GPU": pod("infer-0", annotations={"gpu-fraction": "0.5"}, cpu="1", memory=None),
-}
 WAITING = Condition("False", "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", 120.0)
-
-
-def every_field(p: Pod) -> dict[str, Any]:
-    return {f.name: getattr(p, f.name) for f in dataclasses.fields(Pod)}
 
 
 @pytest.mark.parametrize("obj", list(PODS.values()), ids=list(PODS))
