@@ -12,7 +12,7 @@ from typing import Any
 from autoscaler.config.options import Config
 from autoscaler.core.fit import pod_constraints
 from autoscaler.core.model import HostPort, Snapshot
-from autoscaler.core.placement.bins import Bin, Kind
+from autoscaler.core.placement.bins import Bin, Kind, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
 from autoscaler.core.planning.cluster import build_engine, pods_by_node, usage
@@ -23,7 +23,7 @@ from autoscaler.core.resources import Resources
 from autoscaler.runtime.kube.convert import daemonset_from_dict, pod_from_dict
 from autoscaler.sim.cluster import EmulatedCluster
 from autoscaler.sim.scenario import JobSpec
-from tests.builders import anti_affinity, aws_offerings, daemonset, node, pod, snapshot
+from tests.builders import anti_affinity, aws_offerings, daemonset, node, pod, snapshot, zone_spread
 
 GIB = 1024**3 * 1000
 
@@ -186,7 +186,7 @@ def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Calla
     assert rooms.worked_out < 40 * len(made)  # rooms were kept, not all worked out again
 
 
-def test_a_plan_that_fills_the_rooms_it_was_given_leaves_the_kept_rooms_as_they_were(
+def test_what_a_plan_did_in_its_engine_is_taken_back_before_the_next_plan(
     make_config: Callable[..., Config],
 ) -> None:
     cluster = EmulatedCluster(lambda: 0.0)
@@ -195,15 +195,17 @@ def test_a_plan_that_fills_the_rooms_it_was_given_leaves_the_kept_rooms_as_they_
     cluster.submit(job("web", 3, cpu_milli=1000, duration=600.0, at=0.0), 0.0)
     cluster.schedule(0.0)
     rooms, offerings = NodeRooms(), index(make_config)
-    for b in rooms.engine(cluster.snapshot(), offerings).bins:  # what a plan changes of the bins it fills
-        b.own()  # as the engine does before its first change to a bin
-        b.labels["topology.kubernetes.io/zone"] = "us-east-1z"
-        b.pods.append("default/placed")
-        b.ports.append(HostPort(8080))
-        b.settled["topology.kubernetes.io/zone"] = "us-east-1z"
-        b._values["x"] = frozenset()
-        b.free = b.free - {"cpu": 1000}
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    waiting = pod_from_dict(pod("proxy-0", cpu="1", host_ports=[8080]))
+    c = pod_constraints(waiting, make_config())
+    for b in list(engine.bins):  # what a plan does: pods onto the nodes, and a node opened for more
+        fit = engine.can_add(waiting, c, b)
+        assert not isinstance(fit, Rejection)
+        engine.add(waiting, c, b, fit, [waiting.key])
+    offering = offerings.offerings[0]
+    engine.open([Option(offerings.allocatable(offering), (offering,))], mode="bin-packing")
     again = rooms.engine(cluster.snapshot(), offerings)
+    assert again is engine  # the same engine, serving again
     assert rooms.worked_out == 2
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
     assert all(not b.settled and not b._values for b in again.bins)
@@ -261,7 +263,14 @@ def test_a_kept_room_is_handed_out_as_a_copy_of_every_field_sharing_nothing_muta
             assert theirs is not mine, f"{f.name} is shared"
 
 
-def test_a_room_lent_to_a_plan_is_made_its_own_before_the_engine_places_a_pod_there(
+def _built_afresh_next(engine: Engine) -> None:
+    """Leave a count behind that a cluster built afresh would not have (a spread group, made as a plan
+    checks a spread pod): the next engine is then built afresh, lending it the kept rooms."""
+    spread = pod_from_dict(pod("spread-0", labels={"app": "s"}, spread=[zone_spread(labels={"app": "s"})]))
+    engine.topology.prepare(spread)
+
+
+def test_a_room_lent_to_an_engine_built_afresh_is_made_its_own_before_the_engine_places_a_pod_there(
     make_config: Callable[..., Config],
 ) -> None:
     cluster = EmulatedCluster(lambda: 0.0)
@@ -269,7 +278,7 @@ def test_a_room_lent_to_a_plan_is_made_its_own_before_the_engine_places_a_pod_th
     cluster.submit(job("web", 1, cpu_milli=1000, duration=600.0, at=0.0), 0.0)
     cluster.schedule(0.0)
     rooms, offerings = NodeRooms(), index(make_config)
-    rooms.engine(cluster.snapshot(), offerings)
+    _built_afresh_next(rooms.engine(cluster.snapshot(), offerings))
     engine = rooms.engine(cluster.snapshot(), offerings)
     [lent] = engine.bins
     assert lent.lent
@@ -279,7 +288,9 @@ def test_a_room_lent_to_a_plan_is_made_its_own_before_the_engine_places_a_pod_th
     assert not isinstance(fit, Rejection)
     engine.add(waiting, c, lent, fit, [waiting.key])
     assert not lent.lent and "default/api-1" in lent.pods
+    _built_afresh_next(engine)
     again = rooms.engine(cluster.snapshot(), offerings)
+    assert again is not engine
     assert rooms.worked_out == 1
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
 
@@ -291,15 +302,49 @@ def test_a_lent_room_no_plan_changed_is_lent_again_and_one_a_plan_changed_is_mad
     for name in ("a", "b"):
         cluster.create(node(name, cpu="8"))
     rooms, offerings = NodeRooms(), index(make_config)
-    rooms.engine(cluster.snapshot(), offerings)
-    a, b = rooms.engine(cluster.snapshot(), offerings).bins
+    _built_afresh_next(rooms.engine(cluster.snapshot(), offerings))
+    first = rooms.engine(cluster.snapshot(), offerings)
+    a, b = first.bins
     waiting = pod_from_dict(pod("api-1", cpu="1"))
     c = pod_constraints(waiting, make_config())
+    _built_afresh_next(first)
     engine = rooms.engine(cluster.snapshot(), offerings)
     assert engine.bins == [a, b] and engine.bins[0] is a and engine.bins[1] is b
     fit = engine.can_add(waiting, c, a)
     assert not isinstance(fit, Rejection)
     engine.add(waiting, c, a, fit, [waiting.key])
+    _built_afresh_next(engine)
     again = rooms.engine(cluster.snapshot(), offerings)
     assert again.bins[0] is not a and again.bins[1] is b
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_an_engine_serves_again_with_only_the_nodes_that_changed_put_in_anew(
+    make_config: Callable[..., Config],
+) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for name in ("c", "a", "b"):
+        cluster.create(node(name, cpu="8"))
+    rooms, offerings = NodeRooms(), index(make_config)
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    a, b, c = engine.bins
+    cluster.submit(job("web", 1, cpu_milli=1000, duration=600.0, at=0.0), 0.0)
+    cluster.schedule(0.0)  # one pod lands on a node: that node's room is worked out again
+    cluster.create(node("aa", cpu="4"))
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert again is engine
+    assert [x.name for x in again.bins] == ["a", "aa", "b", "c"]
+    assert sum(x is y for x, y in zip(again.bins, [a, None, b, c], strict=True)) == 2
+    assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_an_engine_whose_plan_left_a_spread_group_is_built_afresh(make_config: Callable[..., Config]) -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    cluster.create(node("a", cpu="8"))
+    rooms, offerings = NodeRooms(), index(make_config)
+    engine = rooms.engine(cluster.snapshot(), offerings)
+    _built_afresh_next(engine)
+    again = rooms.engine(cluster.snapshot(), offerings)
+    assert again is not engine
+    assert again.topology.idle
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))

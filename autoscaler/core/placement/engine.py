@@ -9,7 +9,7 @@ none; ``add`` commits it. Changes go through a journal, so a gang that cannot be
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -115,13 +115,36 @@ class Engine:
     def remove_node(self, name: str) -> None:
         """A node leaves, with its pods and what was worked out about it: the scheduler of a cluster that
         changes adds it again as it now is. Not journalled (never inside a trial)."""
+        self.remove_nodes((name,))
+
+    def remove_nodes(self, names: Collection[str]) -> None:
+        """:meth:`remove_node` for each of ``names`` (nodes with room or counted only), in one pass over the
+        bins. Not journalled (never inside a trial)."""
         assert not self.journal.open, "a node leaves only between trials"
-        for i, b in enumerate(self.bins):
-            if b.name == name:
-                del self.bins[i]
-                break
-        self.topology.remove_node(name)
-        self._statics.forget(name)
+        if not names:
+            return
+        gone = names if isinstance(names, (set, frozenset, dict)) else set(names)
+        self.bins = [b for b in self.bins if b.name not in gone]
+        for name in names:
+            self.topology.remove_node(name)
+            self._statics.forget(name)
+
+    def sort_nodes(self) -> None:
+        """List the bins, and the nodes the topology counts, by name: the order of a cluster built from
+        nodes sorted by name, which a cluster kept from plan to plan loses as nodes come and go (and as
+        trials take nodes out and put them back)."""
+        self.bins.sort(key=_name)
+        self.topology.sort_nodes()
+
+    def restart(self) -> bool:
+        """Ready the engine for another plan over the cluster it was built with, once every trial of the
+        last plan was taken back: nodes to launch are named from ``new-node-1`` again. False when the
+        last plan left a count behind that a cluster built afresh would not have (a spread or affinity
+        group it made): the engine must then be built afresh."""
+        if self.journal.open or not self.topology.as_built():
+            return False
+        self._new = itertools.count(1)
+        return True
 
     def open(
         self, options: Sequence[Option], *, mode: str, gang: str = "", gpus: int = 0, vcpu: int = 0
@@ -143,7 +166,7 @@ class Engine:
         certain, taints = bin.labels, bin.taints
         self.bins.append(bin)
         self.topology.add_node(name, certain, taints)
-        self.journal.log(lambda: self.bins.remove(bin))
+        self.journal.log(partial(_drop, self.bins, bin))
         return bin
 
     def open_filled(
@@ -200,7 +223,7 @@ class Engine:
             bin.ports.extend(ports)
             self.bins.append(bin)
             topology.add_node(name, bin.labels, bin.taints)
-            journal.log(partial(self.bins.remove, bin))
+            journal.log(partial(_drop, self.bins, bin))
             topology.place(pod, name, placed)
             opened.append(bin)
         return opened
@@ -480,3 +503,16 @@ class Engine:
 
 _NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)
 _NO_COMMON_OPTION = Rejection(Filter.NODE_AFFINITY, "no instance type suits both these pods and the node's")
+
+
+def _name(b: Bin) -> str:
+    return b.name
+
+
+def _drop(bins: list[Bin], bin: Bin) -> None:
+    """Take ``bin`` itself out of ``bins``, looking from the end, where a plan's newest nodes are (``remove``
+    would compare bins field by field from the start)."""
+    for i in range(len(bins) - 1, -1, -1):
+        if bins[i] is bin:
+            del bins[i]
+            return

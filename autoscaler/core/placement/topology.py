@@ -120,6 +120,25 @@ class Topology:
 
         self.journal.log(undo)
 
+    def sort_nodes(self) -> None:
+        """List the nodes by name (see :meth:`Engine.sort_nodes`)."""
+        self._nodes = dict(sorted(self._nodes.items()))
+
+    def as_built(self) -> bool:
+        """Whether the counts are those of the nodes and their pods alone, as adding them afresh makes them:
+        no group is kept (groups are made as a plan checks pods) and no anti-affinity term of a pod taken
+        back is still held at zero (those are dropped here). For a cluster kept from one plan to the next,
+        once the last plan's changes were taken back."""
+        if self._spread or self._affinity or self._anti:
+            return False
+        for term, counts in list(self._held.items()):
+            for value in [v for v, n in counts.items() if n == 0]:
+                del counts[value]
+            if not counts:
+                del self._held[term]
+        self._tracked = None
+        return True
+
     def _drop(self, name: str) -> None:
         self.changes += 1
         self._nodes.pop(name, None)

@@ -165,7 +165,7 @@ def _add(engine: Engine, index: OfferingIndex, b: Bin, g: exact.PodGroup, n: int
 
 def _close(engine: Engine, b: Bin) -> None:
     """Take a node the heuristic opened out of the plan (the journal puts it back)."""
-    at = engine.bins.index(b)
+    at = next(i for i in range(len(engine.bins) - 1, -1, -1) if engine.bins[i] is b)
     del engine.bins[at]
     engine.topology.remove_node(b.name)
     engine.journal.log(lambda: engine.bins.insert(at, b))

@@ -123,6 +123,9 @@ class NodeRooms:
         self.facts: Mapping[str, NodeFacts] = {}
         # cluster.usage of the snapshot of the last engine built: its nodes counted against the limits.
         self.usage = NO_USAGE
+        # The engine handed out last, and the journal's mark from which its plan's changes are taken back.
+        self._engine: tuple[Engine, int] | None = None
+        self._launching: list[str] = []  # the names of the launching nodes put in it
 
     def engine(
         self,
@@ -132,17 +135,27 @@ class NodeRooms:
         launching: Sequence[Launching] = (),
         by_node: Mapping[str, list[Pod]] | None = None,
     ) -> Engine:
-        """The placement engine ``build_engine(snapshot, index, launching=..., by_node=...)`` would build."""
+        """The placement engine ``build_engine(snapshot, index, launching=..., by_node=...)`` would build.
+
+        It is the engine handed out last time, once what the plan did in it is taken back and the nodes
+        that changed since are put in as they now are: the engine handed out before is not to be used
+        again after this call."""
         by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
         basis = self._basis
         if basis is None or basis[0] is not index or basis[1] != snapshot.daemonsets:
             self._rooms = {}
             self._basis = (index, tuple(snapshot.daemonsets))
+            self._engine = None
+        engine = self._restarted(snapshot)
+        fresh = engine is None
+        if engine is None:
+            engine = Engine(index, namespaces=snapshot.namespaces)
         same_grouping = by_node is self._by_node
         rooms: dict[str, _Kept] = {}
-        engine = Engine(index, namespaces=snapshot.namespaces)
+        changed: list[tuple[Node, Sequence[Pod], _Kept | None]] = []
         gpus = cpu = managed = 0
-        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        order = sorted(snapshot.nodes, key=_name)
+        for node in order:
             pods = by_node.get(node.name, ())
             kept = self._rooms.get(node.name)
             if (
@@ -153,44 +166,87 @@ class NodeRooms:
                 rooms[node.name] = kept
                 g, c, m = kept.counted
                 gpus, cpu, managed = gpus + g, cpu + c, managed + m
-                if kept.room is None:
-                    engine.add_topology_node(
-                        node.name, node.labels, node.taints, pods, anti_affine=kept.anti_affine
-                    )
-                else:
-                    live = kept.live
-                    if live is None or not live.lent:
-                        live = kept.live = _lent(kept.room)
-                    engine.add_node(
-                        live,
-                        pods,
-                        listed=True,
-                        anti_affine=kept.anti_affine,
-                        verdicts=kept.verdicts,
-                    )
-                continue
-            room = node_bin(node, pods, snapshot, index)
-            self.worked_out += 1
-            anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
-            # The static verdicts read only the Node (its labels, taints, cordon, whether it is ready).
-            verdicts: dict[Constraints, Rejection | None] = (
-                kept.verdicts if kept is not None and kept.node is node else {}
-            )
-            if room is None:
-                engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
+                if fresh:
+                    _put_kept(engine, kept, pods)
+            elif fresh:
+                kept = rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
+                g, c, m = kept.counted
+                gpus, cpu, managed = gpus + g, cpu + c, managed + m
             else:
-                engine.add_node(room, pods, anti_affine=anti_affine, verdicts=verdicts)
-                room = _fresh(room)  # as the engine listed its pods, before the plan places any
-            counted = kept.counted if kept is not None and kept.node is node else node_usage(node)
-            g, c, m = counted
-            gpus, cpu, managed = gpus + g, cpu + c, managed + m
-            rooms[node.name] = _Kept(
-                node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts, counted
-            )
+                changed.append((node, pods, kept))
+        if not fresh:
+            # Out go the nodes gone or changed and the last plan's launching ones; in come the changed as
+            # they now are, and everything is put back in the order a cluster built afresh has.
+            engine.remove_nodes({*(n for n in self._rooms if n not in rooms), *self._launching})
+            for node, on, before in changed:
+                kept = rooms[node.name] = self._work_out(engine, node, on, before, snapshot, index)
+                g, c, m = kept.counted
+                gpus, cpu, managed = gpus + g, cpu + c, managed + m
+            engine.sort_nodes()
+            if changed:
+                rooms = {node.name: rooms[node.name] for node in order}
         self._rooms = rooms  # nodes gone are forgotten
         self._by_node = by_node
         self.facts = {name: kept.facts for name, kept in rooms.items()}
         self.usage = Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)
         for la in launching:
             engine.add_node(launching_bin(la, index))
+        self._launching = [la.name for la in launching]
+        # Everything the plan does from here is journalled, and taken back before the next plan.
+        self._engine = (engine, engine.journal.mark())
         return engine
+
+    def _restarted(self, snapshot: Snapshot) -> Engine | None:
+        """The engine handed out last, with what its plan did taken back, when it can serve again."""
+        if self._engine is None:
+            return None
+        engine, mark = self._engine
+        self._engine = None
+        engine.journal.rollback(mark)
+        if engine.topology.namespaces != (snapshot.namespaces or {}) or not engine.restart():
+            return None
+        return engine
+
+    def _work_out(
+        self,
+        engine: Engine,
+        node: Node,
+        pods: Sequence[Pod],
+        kept: _Kept | None,
+        snapshot: Snapshot,
+        index: OfferingIndex,
+    ) -> _Kept:
+        """Node ``node``'s room worked out from its pods, put in ``engine``."""
+        room = node_bin(node, pods, snapshot, index)
+        self.worked_out += 1
+        anti_affine = tuple(p for p in pods if p.pod_anti_affinity)
+        # The static verdicts read only the Node (its labels, taints, cordon, whether it is ready).
+        same_node = kept is not None and kept.node is node
+        verdicts: dict[Constraints, Rejection | None] = (
+            kept.verdicts if kept is not None and same_node else {}
+        )
+        live = None
+        if room is None:
+            engine.add_topology_node(node.name, node.labels, node.taints, pods, anti_affine=anti_affine)
+        else:
+            live = engine.add_node(room, pods, anti_affine=anti_affine, verdicts=verdicts)
+            room = _fresh(room)  # as the engine listed its pods, before the plan places any
+        counted = kept.counted if kept is not None and same_node else node_usage(node)
+        return _Kept(node, pods, tuple(pods), room, anti_affine, NodeFacts(), verdicts, counted, live)
+
+
+def _name(node: Node) -> str:
+    return node.name
+
+
+def _put_kept(engine: Engine, kept: _Kept, pods: Sequence[Pod]) -> None:
+    """A node whose room was kept, put in an engine built afresh."""
+    if kept.room is None:
+        engine.add_topology_node(
+            kept.node.name, kept.node.labels, kept.node.taints, pods, anti_affine=kept.anti_affine
+        )
+        return
+    live = kept.live
+    if live is None or not live.lent:
+        live = kept.live = _lent(kept.room)
+    engine.add_node(live, pods, listed=True, anti_affine=kept.anti_affine, verdicts=kept.verdicts)

@@ -49,7 +49,7 @@ from autoscaler.core.planning.launches import launches
 from autoscaler.core.planning.newnodes import Budget, Choice, describe
 from autoscaler.core.planning.offerings import OfferingIndex
 from autoscaler.core.planning.why import mode_reason
-from autoscaler.core.resources import Resources
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 from autoscaler.core.words import count
 
 __all__ = ["describe", "pod_mode", "scale_up"]
@@ -99,6 +99,10 @@ class _Planner:
         self.cluster: list[Bin] = sorted(
             (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
         )
+        # Those with a whole GPU free as the plan starts, in the same order: the only ones a pod asking for
+        # GPUs is tried on. A plan only takes room from them (a trial undone gives back just what it took),
+        # so no node left out gains a GPU later in the plan; and most nodes of a GPU cluster are full.
+        self.gpu_room = [b for b in self.cluster if b.free.get(NVIDIA_GPU, 0) > 0]
         self.open: dict[str, list[Bin]] = {BIN_PACKING: [], BIN_SELECTION: []}
         self.absorbed: list[Ignored] = []
         self.unplaced: list[Unplaced] = []
@@ -135,6 +139,8 @@ class _Planner:
         # Without a skip list to keep, a node whose free room the pod does not fit is passed over unasked:
         # the engine would reject the pod there (by that or an earlier filter), and most nodes are full.
         need = self.engine.need(pod) if skip is None else None
+        if need is not None and bins is self.cluster and need.get(NVIDIA_GPU, 0) > 0:
+            bins = self.gpu_room
         for b in bins:
             if not remaining:
                 break
