@@ -23,6 +23,7 @@ node-scale-adjuster (:mod:`autoscaler.sim.scale_adjuster`), which they see as or
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -156,8 +157,14 @@ def _ffd(
     # Per constraints and request: the offerings a new node for such a pod may be, in the order ``choose``
     # ranks them (a burst has thousands of pods of a few shapes, and thousands of offerings to rank).
     ranked: dict[tuple[Any, Resources], list[Offering]] = {}
+    # Per key of ``ranked``: the fewest GPUs of its offerings outside reservations, and whether any is in one;
+    # once the GPU budget is spent, a pod whose every offering has more GPUs is unplaced without a look.
+    floors: dict[tuple[Any, Resources], tuple[float, bool]] = {}
+    needs: dict[Resources, Resources] = {}  # what a pod of these requests takes, a pod slot included
     for pod in order:
-        need = pod.requests + {PODS: 1000}
+        need = needs.get(pod.requests)
+        if need is None:
+            need = needs[pod.requests] = pod.requests + {PODS: 1000}
         eligible, reason = index.eligible(constraints[pod.key])
         allowed = eligible_sets.get(constraints[pod.key])
         if allowed is None:
@@ -186,12 +193,20 @@ def _ffd(
                 else:
                     holding.sort(key=price_order)
                 candidates = ranked[key] = holding
-            fitting = [
-                o
-                for o in candidates
-                if (gpus_left is None or o.gpu_count <= gpus_left)
-                and (o.reservation is None or (room is not None and room.left(o) >= 1))
-            ]
+                floors[key] = (
+                    min((o.gpu_count for o in holding if o.reservation is None), default=math.inf),
+                    any(o.reservation is not None for o in holding),
+                )
+            floor, reserved = floors[key]
+            if gpus_left is not None and gpus_left < floor and not reserved:
+                fitting = []
+            else:
+                fitting = [
+                    o
+                    for o in candidates
+                    if (gpus_left is None or o.gpu_count <= gpus_left)
+                    and (o.reservation is None or (room is not None and room.left(o) >= 1))
+                ]
             if not fitting:
                 unplaced.append(
                     Unplaced(

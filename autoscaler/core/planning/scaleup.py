@@ -96,9 +96,9 @@ class _Planner:
             spent=spent,
             reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
         )
-        self.cluster: list[Bin] = sorted(
-            (b for b in engine.bins if not b.new), key=lambda b: (b.kind == Kind.LAUNCHING, b.name)
-        )
+        # The nodes that exist by name, then those launching by name.
+        self.cluster: list[Bin] = sorted((b for b in engine.bins if b.kind == Kind.NODE), key=_name)
+        self.cluster += sorted((b for b in engine.bins if b.kind == Kind.LAUNCHING), key=_name)
         # Those with a whole GPU free as the plan starts, in the same order: the only ones a pod asking for
         # GPUs is tried on. A plan only takes room from them (a trial undone gives back just what it took),
         # so no node left out gains a GPU later in the plan; and most nodes of a GPU cluster are full.
@@ -620,6 +620,10 @@ def scale_up(
         gpus_before=usage.gpus,
         gpus_after=usage.gpus + gpus_planned,
     )
+
+
+def _name(b: Bin) -> str:
+    return b.name
 
 
 NO_FREE_ROOM = "no free room on the nodes that exist or are launching"
