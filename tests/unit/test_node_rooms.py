@@ -11,7 +11,7 @@ from typing import Any
 
 from autoscaler.config.options import Config
 from autoscaler.core.fit import pod_constraints
-from autoscaler.core.model import HostPort, Snapshot
+from autoscaler.core.model import Snapshot
 from autoscaler.core.placement.bins import Bin, Kind, Option
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.placement.reasons import Rejection
@@ -348,3 +348,64 @@ def test_an_engine_whose_plan_left_a_spread_group_is_built_afresh(make_config: C
     assert again is not engine
     assert again.topology.idle
     assert picture(again) == picture(build_engine(cluster.snapshot(), offerings))
+
+
+def test_an_engine_serving_again_names_the_anti_affinity_term_a_fresh_one_names(
+    make_config: Callable[..., Config],
+) -> None:
+    web = {"app": "web"}
+    zone_apart = [anti_affinity("topology.kubernetes.io/zone", web)]
+    host_apart = [anti_affinity("kubernetes.io/hostname", web)]
+    node_b = node("b", cpu="8")
+    guard_b = pod("guard-b", pod_anti_affinity=zone_apart, node_name="b", phase="Running", message=None)
+    before = snapshot(node_b, guard_b)
+    # Node a comes later, in the same zone, with a pod whose term keeps web pods off its host: both terms now
+    # refuse a web pod on a, and a cluster built afresh meets a's first (nodes are added by name).
+    guard_a = pod("guard-a", pod_anti_affinity=host_apart, node_name="a", phase="Running", message=None)
+    after = snapshot(node("a", cpu="8"), node_b, guard_a, guard_b)
+    after = replace(after, nodes=tuple(n if n.name == "a" else before.nodes[0] for n in after.nodes))
+    after = replace(after, pods=tuple(p if p.name == "guard-a" else before.pods[0] for p in after.pods))
+    rooms, offerings = NodeRooms(), index(make_config)
+    rooms.engine(before, offerings)
+    again = rooms.engine(after, offerings)
+    fresh = build_engine(after, offerings)
+    waiting = pod_from_dict(pod("web-0", labels=web, cpu="1"))
+    c = pod_constraints(waiting, make_config())
+    [a_again] = [b for b in again.bins if b.name == "a"]
+    [a_fresh] = [b for b in fresh.bins if b.name == "a"]
+    refused = again.can_add(waiting, c, a_again)
+    assert isinstance(refused, Rejection)
+    assert refused == fresh.can_add(waiting, c, a_fresh)
+    assert refused.key == "kubernetes.io/hostname"
+    assert rooms.worked_out == 2  # node b was kept: only a was worked out
+
+
+def test_plans_of_spread_pods_with_a_kept_engine_are_the_plans_made_without(
+    make_config: Callable[..., Config],
+) -> None:
+    web = {"app": "web"}
+    nodes = [node(f"n{i}", cpu="4", zone=z) for i, z in enumerate(("us-east-1a", "us-east-1b", "us-east-1c"))]
+    spread = [zone_spread(web)]
+    config, offerings = make_config(), aws_offerings()
+    rooms = NodeRooms()
+    for running in range(4):  # more replicas running each time, on the nodes in turn
+        placed = [
+            pod(
+                f"web-{i}",
+                labels=web,
+                spread=spread,
+                cpu="1",
+                node_name=f"n{i % 3}",
+                phase="Running",
+                message=None,
+            )
+            for i in range(running)
+        ]
+        waiting = [pod(f"web-{i}", labels=web, spread=spread, cpu="3") for i in range(running, running + 5)]
+        snap = snapshot(*nodes, *placed, *waiting)
+        kept = plan(PlanInput(snap, offerings, config, 0.0, rooms=rooms))
+        fresh = plan(PlanInput(snap, offerings, config, 0.0))
+        assert repr(kept.launch) == repr(fresh.launch), running
+        assert repr(kept.removal) == repr(fresh.removal), running
+        # Some fit the nodes there are; the spread keeps others off them.
+        assert kept.launch.absorbed and kept.launch.unplaced

@@ -123,8 +123,15 @@ class Engine:
         assert not self.journal.open, "a node leaves only between trials"
         if not names:
             return
-        gone = names if isinstance(names, (set, frozenset, dict)) else set(names)
-        self.bins = [b for b in self.bins if b.name not in gone]
+        if len(names) == 1:
+            (name,) = names
+            for i, b in enumerate(self.bins):
+                if b.name == name:
+                    del self.bins[i]
+                    break
+        else:
+            gone = names if isinstance(names, (set, frozenset, dict)) else set(names)
+            self.bins = [b for b in self.bins if b.name not in gone]
         for name in names:
             self.topology.remove_node(name)
             self._statics.forget(name)

@@ -121,23 +121,24 @@ class Topology:
         self.journal.log(undo)
 
     def sort_nodes(self) -> None:
-        """List the nodes by name (see :meth:`Engine.sort_nodes`)."""
+        """List the nodes by name (see :meth:`Engine.sort_nodes`), and count the anti-affinity terms of their
+        pods again in that order, as adding the nodes afresh counts them: the first term that keeps a pod
+        away is the one its rejection names."""
         self._nodes = dict(sorted(self._nodes.items()))
+        if self._held:
+            self._held = defaultdict(Counter)
+            self._tracked = None
+            for name, node in self._nodes.items():
+                for pod in node.pods:
+                    if pod.pod_anti_affinity:
+                        self._record(name, node, pod, 1)
 
     def as_built(self) -> bool:
-        """Whether the counts are those of the nodes and their pods alone, as adding them afresh makes them:
-        no group is kept (groups are made as a plan checks pods) and no anti-affinity term of a pod taken
-        back is still held at zero (those are dropped here). For a cluster kept from one plan to the next,
-        once the last plan's changes were taken back."""
-        if self._spread or self._affinity or self._anti:
-            return False
-        for term, counts in list(self._held.items()):
-            for value in [v for v, n in counts.items() if n == 0]:
-                del counts[value]
-            if not counts:
-                del self._held[term]
-        self._tracked = None
-        return True
+        """Whether the counts are those of the nodes and their pods alone, as adding them afresh makes them
+        (anti-affinity terms aside, which :meth:`sort_nodes` counts again): no group is kept, groups being
+        made as a plan checks pods. Asked of a cluster kept from one plan to the next, once the last plan's
+        changes were taken back."""
+        return not (self._spread or self._affinity or self._anti)
 
     def _drop(self, name: str) -> None:
         self.changes += 1

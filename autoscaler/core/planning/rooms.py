@@ -7,10 +7,15 @@ land, its GPU devices), then the launches without a Node yet. In a cluster of th
 them are, from one reconcile to the next, the same Node object with the same pod objects on it: Nodes and pods
 are immutable values, so one that changed is a different object. :class:`NodeRooms` keeps each node's room
 with what it was worked out from and works it out again only for a node that changed, or for every node when
-the offerings, the config or the DaemonSets did. The engine is new at every plan (a plan places pods into it);
-only the rooms it starts from are kept, each handed out as a bin that borrows the kept room's lists and dicts
-until the plan changes them (:meth:`~autoscaler.core.placement.bins.Bin.own`); a bin no plan changed is handed
-out again as it is, one a plan changed is made anew from the kept room.
+the offerings, the config or the DaemonSets did.
+
+It keeps the engine too. Everything a plan does in an engine goes through the engine's journal (a gang taken
+back, a trial move of a node's pods), so the plan as a whole is one more mark: before the next plan it is
+rolled back, the nodes that changed are taken out and put in again as they now are, and the engine serves
+again, in the order and with the counts an engine built afresh would have. An engine whose plan left counts
+a fresh one would not have (a spread or affinity group, made as pods with such constraints are checked) is
+built afresh instead, each kept room lent to it (:meth:`~autoscaler.core.placement.bins.Bin.own`): a bin no
+plan changed is lent again as it is, one a plan changed is made anew from the kept room.
 
 The controller and the simulator's baselines each hold one and hand it to the plan
 (:class:`~autoscaler.core.planning.planner.PlanInput` ``rooms``), as they hand it the offerings' memo: what it
