@@ -82,6 +82,7 @@ class Engine:
         ``verdicts``: where the static filters' verdicts on this node are kept (see
         :meth:`StaticVerdicts.adopt`), when the caller keeps them for a node whose labels, taints and cordon
         stay the same."""
+        assert not self.bins or not self.bins[-1].new, "nodes to launch come after every node there is"
         self.bins.append(bin)
         if verdicts is not None:
             self._statics.adopt(bin.name, verdicts)
@@ -135,6 +136,15 @@ class Engine:
         for name in names:
             self.topology.remove_node(name)
             self._statics.forget(name)
+
+    def opened(self) -> list[Bin]:
+        """The nodes to launch this plan opened, in order: they come after every node there is, so only
+        they are looked at."""
+        bins = self.bins
+        i = len(bins)
+        while i and bins[i - 1].new:
+            i -= 1
+        return bins[i:]
 
     def sort_nodes(self) -> None:
         """List the bins, and the nodes the topology counts, by name: the order of a cluster built from

@@ -59,7 +59,7 @@ def improve(engine: Engine, index: OfferingIndex, demand: Demand, usage: Usage) 
     """Replace the new nodes the heuristic opened in ``engine`` by the exact cheapest ones for their pods,
     when the batch is small enough and they are strictly cheaper; return the $/h saved (0: nothing changed)."""
     cfg = index.config
-    bins = [b for b in engine.bins if b.new and b.pods]
+    bins = [b for b in engine.opened() if b.pods]
     if not bins or cfg.exact_plan_max_pods <= 0 or cfg.queue_budgets or not engine.topology.idle:
         return 0.0
     if sum(len(b.pods) for b in bins) > cfg.exact_plan_max_pods or any(b.gang for b in bins):

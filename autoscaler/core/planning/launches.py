@@ -35,8 +35,8 @@ def launches(
     modes: dict[str, LaunchMode] = {}
     shapes: dict[tuple[object, ...], list[tuple[Option, list[Offering]]]] = {}
     last: tuple[Bin, str, Offering, tuple[tuple[Offering, ...], LaunchWhy]] | None = None
-    for b in engine.bins:
-        if not b.new or not b.pods:
+    for b in engine.opened():
+        if not b.pods:
             continue
         pods = tuple(sorted(b.pods))
         reason = mode_reasons.get(pods[0], "")
