@@ -409,3 +409,24 @@ def test_plans_of_spread_pods_with_a_kept_engine_are_the_plans_made_without(
         assert repr(kept.removal) == repr(fresh.removal), running
         # Some fit the nodes there are; the spread keeps others off them.
         assert kept.launch.absorbed and kept.launch.unplaced
+
+
+def test_a_plan_that_placed_an_anti_affine_pod_leaves_an_engine_built_afresh_next(
+    make_config: Callable[..., Config],
+) -> None:
+    cache = {"app": "cache"}
+    apart = [anti_affinity("kubernetes.io/hostname", cache)]
+    snap = snapshot(node("a", cpu="8"), pod("cache-0", labels=cache, pod_anti_affinity=apart))
+    rooms, offerings = NodeRooms(), index(make_config)
+    engine = rooms.engine(snap, offerings)
+    waiting = snap.pods[0]
+    c = pod_constraints(waiting, make_config())
+    [a] = engine.bins
+    fit = engine.can_add(waiting, c, a)  # checking its term counts the pods it selects: a group
+    assert not isinstance(fit, Rejection)
+    engine.add(waiting, c, a, fit, [waiting.key])
+    assert engine.topology.tracked_keys()
+    again = rooms.engine(snap, offerings)
+    assert again is not engine
+    assert again.topology.idle and again.topology.tracked_keys() == frozenset()
+    assert picture(again) == picture(build_engine(snap, offerings))

@@ -124,7 +124,7 @@ class Topology:
         """List the nodes by name (see :meth:`Engine.sort_nodes`), and count the anti-affinity terms of their
         pods again in that order, as adding the nodes afresh counts them: the first term that keeps a pod
         away is the one its rejection names."""
-        self._nodes = dict(sorted(self._nodes.items()))
+        self._in_order()
         if self._held:
             self._held = defaultdict(Counter)
             self._tracked = None
@@ -132,6 +132,25 @@ class Topology:
                 for pod in node.pods:
                     if pod.pod_anti_affinity:
                         self._record(name, node, pod, 1)
+
+    def tidy(self) -> None:
+        """:meth:`sort_nodes` for the same nodes with the same pods, once a plan's changes were taken back:
+        their anti-affinity terms are held in the order they were, and only the terms and domains the
+        plan's pods brought, back at zero, are dropped."""
+        self._in_order()
+        for term, counts in list(self._held.items()):
+            for value in [v for v, n in counts.items() if n == 0]:
+                del counts[value]
+            if not counts:
+                del self._held[term]
+        self._tracked = None
+
+    def _in_order(self) -> None:
+        """The nodes by name: trials take nodes out and put them back last."""
+        names = sorted(self._nodes)
+        if names != list(self._nodes):
+            nodes = self._nodes
+            self._nodes = {name: nodes[name] for name in names}
 
     def as_built(self) -> bool:
         """Whether the counts are those of the nodes and their pods alone, as adding them afresh makes them

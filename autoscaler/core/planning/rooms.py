@@ -152,15 +152,26 @@ class NodeRooms:
             self._basis = (index, tuple(snapshot.daemonsets))
             self._engine = None
         engine = self._restarted(snapshot)
-        fresh = engine is None
-        if engine is None:
-            engine = Engine(index, namespaces=snapshot.namespaces)
+        if engine is not None:
+            self._refresh(engine, snapshot, index, by_node)
+        else:
+            engine = self._build(snapshot, index, by_node)
+        self._by_node = by_node
+        for la in launching:
+            engine.add_node(launching_bin(la, index))
+        self._launching = [la.name for la in launching]
+        # Everything the plan does from here is journalled, and taken back before the next plan.
+        self._engine = (engine, engine.journal.mark())
+        return engine
+
+    def _build(
+        self, snapshot: Snapshot, index: OfferingIndex, by_node: Mapping[str, Sequence[Pod]]
+    ) -> Engine:
+        """An engine built afresh, from the kept rooms of the nodes that did not change."""
+        engine = Engine(index, namespaces=snapshot.namespaces)
         same_grouping = by_node is self._by_node
         rooms: dict[str, _Kept] = {}
-        changed: list[tuple[Node, Sequence[Pod], _Kept | None]] = []
-        gpus = cpu = managed = 0
-        order = sorted(snapshot.nodes, key=_name)
-        for node in order:
+        for node in sorted(snapshot.nodes, key=_name):
             pods = by_node.get(node.name, ())
             kept = self._rooms.get(node.name)
             if (
@@ -169,37 +180,52 @@ class NodeRooms:
                 and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
             ):
                 rooms[node.name] = kept
-                g, c, m = kept.counted
-                gpus, cpu, managed = gpus + g, cpu + c, managed + m
-                if fresh:
-                    _put_kept(engine, kept, pods)
-            elif fresh:
-                kept = rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
-                g, c, m = kept.counted
-                gpus, cpu, managed = gpus + g, cpu + c, managed + m
+                _put_kept(engine, kept, pods)
+            else:
+                rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
+        self._keep(rooms)
+        return engine
+
+    def _refresh(
+        self, engine: Engine, snapshot: Snapshot, index: OfferingIndex, by_node: Mapping[str, Sequence[Pod]]
+    ) -> None:
+        """The engine of the last plan, its plan taken back, brought to ``snapshot``: out go the nodes gone or
+        changed and the last plan's launching ones, in come the changed as they now are, and everything is
+        put back in the order of an engine built afresh."""
+        same_grouping = by_node is self._by_node
+        kept_rooms = self._rooms
+        rooms: dict[str, _Kept] = {}
+        changed: list[tuple[Node, Sequence[Pod], _Kept | None]] = []
+        for node in snapshot.nodes:
+            pods = by_node.get(node.name, ())
+            kept = kept_rooms.get(node.name)
+            if (
+                kept is not None
+                and kept.node is node
+                and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
+            ):
+                rooms[node.name] = kept
             else:
                 changed.append((node, pods, kept))
-        if not fresh:
-            # Out go the nodes gone or changed and the last plan's launching ones; in come the changed as
-            # they now are, and everything is put back in the order a cluster built afresh has.
-            engine.remove_nodes({*(n for n in self._rooms if n not in rooms), *self._launching})
-            for node, on, before in changed:
-                kept = rooms[node.name] = self._work_out(engine, node, on, before, snapshot, index)
-                g, c, m = kept.counted
-                gpus, cpu, managed = gpus + g, cpu + c, managed + m
-            engine.sort_nodes()
-            if changed:
-                rooms = {node.name: rooms[node.name] for node in order}
+        gone = [name for name in kept_rooms if name not in rooms]  # the changed among them
+        engine.remove_nodes({*gone, *self._launching})
+        if not gone and not changed:
+            engine.topology.tidy()
+            return  # the same rooms: the same facts and usage
+        for node, pods, kept in changed:
+            rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
+        engine.sort_nodes()
+        self._keep({name: rooms[name] for name in sorted(rooms)})
+
+    def _keep(self, rooms: dict[str, _Kept]) -> None:
+        """Keep ``rooms`` (by node name, in order), with what the plan reads of them."""
         self._rooms = rooms  # nodes gone are forgotten
-        self._by_node = by_node
         self.facts = {name: kept.facts for name, kept in rooms.items()}
+        gpus = cpu = managed = 0
+        for kept in rooms.values():
+            g, c, m = kept.counted
+            gpus, cpu, managed = gpus + g, cpu + c, managed + m
         self.usage = Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)
-        for la in launching:
-            engine.add_node(launching_bin(la, index))
-        self._launching = [la.name for la in launching]
-        # Everything the plan does from here is journalled, and taken back before the next plan.
-        self._engine = (engine, engine.journal.mark())
-        return engine
 
     def _restarted(self, snapshot: Snapshot) -> Engine | None:
         """The engine handed out last, with what its plan did taken back, when it can serve again."""
