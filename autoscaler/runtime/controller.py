@@ -37,7 +37,7 @@ from autoscaler.runtime.catalog import OfferingCatalog
 from autoscaler.runtime.derived import OfPods
 from autoscaler.runtime.disrupting import Disruptions
 from autoscaler.runtime.drain import DrainJob, DrainRunner, Termination
-from autoscaler.runtime.fleet import Fleet, Overdue
+from autoscaler.runtime.fleet import Fleet, Member, Overdue
 from autoscaler.runtime.gangs import Gangs
 from autoscaler.runtime.kube.convert import parse_time
 from autoscaler.runtime.launching import Launcher, LaunchOutcome
@@ -118,9 +118,9 @@ class Controller:
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
         self.launcher = Launcher(provider, self.availability, self.fleet, self.metrics, dry_run=dry_run)
         self.in_flight = InFlight()
-        # Per member key: the Node, offering and config the offering labels it lacks were worked out from,
-        # and those labels (a Node that did not change lacks the same ones; see _offering_labels).
-        self._lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
+        # The offering labels each member's Node lacks, by member key, with the fleet's members and the
+        # configuration they were worked out for (see _offering_labels).
+        self._lacking: tuple[Mapping[str, Member], Config, dict[str, dict[str, str]]] | None = None
         self.gangs = Gangs()
         self.drainer = drainer
         self.disruptions = Disruptions(
@@ -412,30 +412,46 @@ class Controller:
 
     def _offering_labels(self, cfg: Config) -> dict[str, dict[str, str]]:
         """The offering labels tidal planned with that registered Nodes still lack, by node name, whatever
-        the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land."""
+        the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land.
+
+        Worked out again only for the members the fleet's last observe changed (a member it kept has the
+        same Node and offering, so lacks the same labels), unless the configuration changed."""
+        members = self.fleet.members
+        seen = self._lacking
+        changes = self.fleet.changes_since(seen[0]) if seen is not None and seen[1] is cfg else None
+        if seen is None or changes is None:
+            lacking = {key: self._lacks(m, cfg) for key, m in members.items()}
+        else:
+            lacking = seen[2]
+            rebuilt, gone = changes
+            for key in gone:
+                lacking.pop(key, None)
+            for key in rebuilt:
+                m = members.get(key)
+                if m is not None:
+                    lacking[key] = self._lacks(m, cfg)
+        needy = {key: missing for key, missing in lacking.items() if missing}
+        self._lacking = (members, cfg, lacking)
+        if len(needy) > 1:  # in the fleet's order, as every Node is labelled in turn
+            needy = {key: needy[key] for key in members if key in needy}
         out: dict[str, dict[str, str]] = {}
-        lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
-        for key, m in self.fleet.members.items():
-            if m.node is None or m.offering is None or m.instance is None:
-                continue
-            offering = m.offering
-            if (
-                offering.zone not in ("", m.instance.zone)
-                or offering.capacity_type != m.instance.capacity_type
-            ):
-                continue
-            # Nodes are immutable values: the same Node object, offering and config lack the same labels.
-            seen = self._lacking.get(key)
-            if seen is not None and seen[0] is m.node and seen[1] is offering and seen[2] is cfg:
-                missing = seen[3]
-            else:
-                wanted = node_labels(offering, cfg)
-                missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
-            lacking[key] = (m.node, offering, cfg, missing)
-            if missing:
-                out[m.node.name] = dict(missing)
-        self._lacking = lacking  # members gone are forgotten
+        for key, missing in needy.items():
+            node = members[key].node
+            assert node is not None  # only members with a Node lack labels
+            out[node.name] = dict(missing)
         return out
+
+    @staticmethod
+    def _lacks(m: Member, cfg: Config) -> dict[str, str]:
+        """The offering labels ``m``'s Node lacks (none when it has no Node, or its instance is not of the
+        offering it was planned with)."""
+        if m.node is None or m.offering is None or m.instance is None:
+            return {}
+        offering = m.offering
+        if offering.zone not in ("", m.instance.zone) or offering.capacity_type != m.instance.capacity_type:
+            return {}
+        wanted = node_labels(offering, cfg)
+        return {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
 
     # -- timeouts and orphans ---------------------------------------------------------------------------
 

@@ -133,6 +133,14 @@ class Overdue:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """The members by Node name and by launch token (see :meth:`Fleet.member_for_token`)."""
+
+    by_node: dict[str, Member]
+    by_token: dict[str, Member]
+
+
 @dataclass(slots=True)
 class _Pending:
     """A launch whose instance the cloud has not listed yet."""
@@ -171,6 +179,13 @@ class Fleet:
         self._by_type = None
         # Per-Node facts by provider id, with the Node object they were worked out from (see _state_of).
         self._facts: dict[str, tuple[Node, bool, bool]] = {}
+        # The members by Node name and by launch token, and the ``members`` dict they were built from: built
+        # when first asked after ``members`` changed, instead of a pass over the fleet for every question.
+        self._indexed: tuple[dict[str, Member], _Index] | None = None
+        # What the last observe changed: (the members before, the members after, the keys of members it
+        # (re)built, the keys gone); and the launches forgotten since, gone at the next observe.
+        self._changes: tuple[dict[str, Member], dict[str, Member], list[str], list[str]] | None = None
+        self._forgotten: set[str] = set()
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -186,12 +201,15 @@ class Fleet:
             self.members[key] = Member(
                 key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
             )
+            self._indexed = None
 
     def forget_launch(self, token: str) -> None:
         """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
         self._pending.pop(token, None)
         self._for.pop(token, None)
-        self.members.pop(f"token:{token}", None)
+        if self.members.pop(f"token:{token}", None) is not None:
+            self._indexed = None
+            self._forgotten.add(f"token:{token}")
 
     def observe(
         self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float
@@ -212,60 +230,72 @@ class Fleet:
         facts: dict[str, tuple[Node, bool, bool]] = {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
+        rebuilt: list[str] = []  # the members made anew (a key may appear twice)
         listed_tokens = set()
         coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
+        members_get, pending_get, for_get, nodes_get = (
+            self.members.get,
+            self._pending.get,
+            self._for.get,
+            nodes.get,
+        )
         for inst in instances:
-            listed_tokens.add(inst.launch_token)
+            pid, token = inst.provider_id, inst.launch_token
+            listed_tokens.add(token)
             offering = (
                 reserved_by_id.get(inst.reservation_id)
                 or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
                 or by_type_any.get(inst.instance_type)
             )
-            node = nodes.get(inst.provider_id)
+            node = nodes_get(pid)
             if inst.state == "terminated":
                 if node is not None and node.managed:
                     # The offering goes with it so a reclaimed spot offering is benched, not bought again at once.
-                    member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
-                    seen[inst.provider_id] = member
+                    member = Member(pid, State.REGISTERED, inst, node, offering)
+                    seen[pid] = member
+                    rebuilt.append(pid)
                     self._settle(member, State.REGISTERED, now)
                     _note_coming(member, coming)
                     spot = inst.capacity_type == "spot"
                     action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
                 continue
-            pending = self._pending.get(inst.launch_token)
+            pending = pending_get(token)
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
-            pods = self._for.get(inst.launch_token, ())
-            before = self.members.get(inst.provider_id)
+            pods = for_get(token, ())
+            before = members_get(pid)
             if (
                 before is not None
                 and before.instance is inst
                 and before.node is node
                 and before.offering is offering
-                and before.pods == pods
                 and before.refused is None
-                and self._state_of(before, busy, facts) == before.state
+                and before.pods == pods
+                and self._state_of(before, busy, facts) is before.state
             ):
                 # The very same facts and the same state: rebuilding would make an equal member (same
                 # history, nothing refused), so keep it. Timeouts count with time alone: still checked, for
                 # the only states that have one when nothing was refused.
-                seen[inst.provider_id] = before
-                _note_coming(before, coming)
-                if before.state is State.LAUNCHING or before.state is State.REGISTERED:
+                seen[pid] = before
+                state = before.state
+                if state is State.LAUNCHING or state is State.REGISTERED:
+                    coming.add(token)  # as _note_coming: a member with an instance
                     overdue += self._overdue(before, now)
                 continue
-            member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
-            seen[inst.provider_id] = member
+            member = Member(pid, State.LAUNCHING, inst, node, offering, pods)
+            seen[pid] = member
+            rebuilt.append(pid)
             self._settle(member, self._state_of(member, busy, facts), now)
             _note_coming(member, coming)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
         for node in snapshot.nodes:
-            if node.managed and node.provider_id and node.provider_id not in live and not node.ready:
+            if node.managed and not node.ready and node.provider_id and node.provider_id not in live:
                 member = Member(node.provider_id, State.REGISTERED, None, node)
                 seen[node.provider_id] = member
+                rebuilt.append(node.provider_id)
                 self._settle(member, State.REGISTERED, now)
                 _note_coming(member, coming)
                 overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
@@ -276,11 +306,17 @@ class Fleet:
                 continue
             member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
             seen[member.key] = member
+            rebuilt.append(member.key)
             self._settle(member, State.LAUNCHING, now)
             _note_coming(member, coming)
+        gone = [key for key in self._forgotten if key not in seen]
         for key, before in self.members.items():
-            if key not in seen and before.state != State.GONE and not key.startswith("token:"):
-                log.info("fleet_member_gone", member=key, last_state=before.state.value)
+            if key not in seen:
+                gone.append(key)
+                if before.state != State.GONE and not key.startswith("token:"):
+                    log.info("fleet_member_gone", member=key, last_state=before.state.value)
+        self._changes = (self.members, seen, rebuilt, gone)
+        self._forgotten = set()
         self.members = seen
         self._facts = facts
         self._for = {t: pods for t, pods in self._for.items() if t in coming}
@@ -432,10 +468,41 @@ class Fleet:
         return {s.value: by_state[s] for s in State if s != State.GONE}
 
     def instance_for_node(self, node_name: str) -> Instance | None:
-        for m in self.members.values():
-            if m.node is not None and m.node.name == node_name:
-                return m.instance
-        return None
+        """The instance of the member whose Node is named ``node_name`` (None: no such member, or it has
+        no instance the cloud lists)."""
+        m = self._index().by_node.get(node_name)
+        return m.instance if m is not None else None
+
+    def changes_since(self, members: Mapping[str, Member]) -> tuple[Sequence[str], Sequence[str]] | None:
+        """What the last observe changed when ``members`` is the members it replaced: (the keys of members
+        that may have changed, new ones included; the keys of members gone); None when it is not (nothing
+        observed since, or ``members`` is older), and everything must be looked at again. A member under
+        another key is the very object it was, with the same facts and state."""
+        changes = self._changes
+        if changes is None or changes[0] is not members or changes[1] is not self.members:
+            return None
+        return changes[2], changes[3]
+
+    def member_for_token(self, token: str) -> Member | None:
+        """The member a launch with idempotency token ``token`` made: the launch itself until the cloud
+        lists its instance, then the instance's member."""
+        return self._index().by_token.get(token)
+
+    def _index(self) -> _Index:
+        indexed = self._indexed
+        if indexed is not None and indexed[0] is self.members:
+            return indexed[1]
+        index = _Index({}, {})
+        by_node, by_token = index.by_node, index.by_token
+        for key, m in self.members.items():  # the first member in order answers, as a scan would
+            if m.node is not None:
+                by_node.setdefault(m.node.name, m)
+            if key.startswith("token:"):
+                by_token.setdefault(key[6:], m)
+            if m.instance is not None:
+                by_token.setdefault(m.instance.launch_token, m)
+        self._indexed = (self.members, index)
+        return index
 
     def cost_per_hour(self) -> float:
         return round(

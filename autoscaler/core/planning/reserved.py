@@ -272,9 +272,18 @@ def ending_blocks(
     """Managed nodes whose Capacity Block ends within ``reservations.drainBeforeBlockEnd``, by name."""
     listed = reservations(offerings)
     lead = config.reservations.drain_before_block_end
+    # Only a node labelled a Capacity Block's, or in a block the provider lists, can be on one: one label
+    # read tells the others apart, which most nodes of a cluster without blocks are.
+    blocks = {rid for rid, r in listed.items() if r.block and r.end is not None}
+    block_type = ReservationKind.CAPACITY_BLOCK.value
     out = []
     for node in nodes:
         if not node.managed or node.deleting:
+            continue
+        labels = node.labels
+        if labels.get(LABEL_RESERVATION_TYPE) != block_type and (
+            not blocks or labels.get(LABEL_RESERVATION_ID, "") not in blocks
+        ):
             continue
         found = block_end(node, listed)
         if found is not None and now >= found[1] - lead:
