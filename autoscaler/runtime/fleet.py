@@ -71,6 +71,7 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
 }
 HISTORY_KEPT = 20
 _STATE = attrgetter("state")
+_KEY = attrgetter("key")
 
 
 class Action(enum.Enum):
@@ -182,6 +183,9 @@ class Fleet:
         # The members by Node name and by launch token, and the ``members`` dict they were built from: built
         # when first asked after ``members`` changed, instead of a pass over the fleet for every question.
         self._indexed: tuple[dict[str, Member], _Index] | None = None
+        # The members still coming up or without a Node, in the fleet's order, and the ``members`` dict they
+        # were picked from: what the planner asks of the fleet is about them, a few among thousands.
+        self._unready: tuple[dict[str, Member], list[Member]] | None = None
         # What the last observe changed: (the members before, the members after, the keys of members it
         # (re)built, the keys gone); and the launches forgotten since, gone at the next observe.
         self._changes: tuple[dict[str, Member], dict[str, Member], list[str], list[str]] | None = None
@@ -201,14 +205,14 @@ class Fleet:
             self.members[key] = Member(
                 key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
             )
-            self._indexed = None
+            self._indexed = self._unready = None
 
     def forget_launch(self, token: str) -> None:
         """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
         self._pending.pop(token, None)
         self._for.pop(token, None)
         if self.members.pop(f"token:{token}", None) is not None:
-            self._indexed = None
+            self._indexed = self._unready = None
             self._forgotten.add(f"token:{token}")
 
     def observe(
@@ -411,7 +415,7 @@ class Fleet:
         gives them their offering's allocatable, DaemonSets included, as it does the nodes it plans."""
         return [
             Launching(m.key, m.offering)
-            for m in sorted(self.members.values(), key=lambda m: m.key)
+            for m in sorted(self._not_ready(), key=_KEY)
             if m.state == State.LAUNCHING and m.offering is not None
         ]
 
@@ -419,7 +423,7 @@ class Fleet:
         """The node each pod a node still coming up was launched for waits on, by pod key: the launching
         member's name (as in :meth:`launching_capacity`) or its Node's, once registered and not yet Ready."""
         out: dict[str, str] = {}
-        for m in sorted(self.members.values(), key=lambda m: m.key):
+        for m in sorted(self._not_ready(), key=_KEY):
             if m.state == State.LAUNCHING and m.offering is not None:
                 name = m.key
             elif m.state == State.REGISTERED and m.node is not None:
@@ -435,7 +439,7 @@ class Fleet:
         launching, and those whose Node is gone while they still run (a termination that failed, or one
         not yet made), which cost and hold their GPUs as much as any."""
         gpus = cpu = n = 0
-        for m in self.members.values():
+        for m in self._not_ready():
             nodeless = m.node is None and m.instance is not None and m.instance.state != "terminated"
             if m.state == State.LAUNCHING or nodeless:
                 gpus += m.gpus
@@ -487,6 +491,20 @@ class Fleet:
         """The member a launch with idempotency token ``token`` made: the launch itself until the cloud
         lists its instance, then the instance's member."""
         return self._index().by_token.get(token)
+
+    def _not_ready(self) -> list[Member]:
+        """The members launching, registered but not Ready, or without a Node, in the fleet's order."""
+        unready = self._unready
+        if unready is not None and unready[0] is self.members:
+            return unready[1]
+        launching, registered = State.LAUNCHING, State.REGISTERED
+        found = [
+            m
+            for m in self.members.values()
+            if m.node is None or m.state is launching or m.state is registered
+        ]
+        self._unready = (self.members, found)
+        return found
 
     def _index(self) -> _Index:
         indexed = self._indexed
