@@ -122,6 +122,8 @@ class Controller:
         # configuration they were worked out for (see _offering_labels).
         self._lacking: tuple[Mapping[str, Member], Config, dict[str, dict[str, str]]] | None = None
         self.gangs = Gangs()
+        # Per node counted unneeded: the Node, and whether its unneeded-since annotation reads as a time.
+        self._stamped: dict[str, tuple[object, bool]] = {}
         self.drainer = drainer
         self.disruptions = Disruptions(
             provider=provider,
@@ -490,11 +492,20 @@ class Controller:
         removal = decided.removal
         nodes = {n.name: n for n in snapshot.nodes}
         # Persist "unneeded since" on the Node so every replica (and a restart) counts from the same time.
+        stamped, known = {}, self._stamped
         for name, since in removal.unneeded_since.items():
             node = nodes.get(name)
+            if node is None:
+                continue
+            # Whether its value reads as a time: the same Node object carries the same value.
+            seen = known.get(name)
+            if seen is None or seen[0] is not node:
+                seen = (node, parse_time(node.annotations.get(UNNEEDED_SINCE)) is not None)
+            stamped[name] = seen
             # A missing or mangled value is (re)written, so the count that starts now survives the next reconcile.
-            if node is not None and parse_time(node.annotations.get(UNNEEDED_SINCE)) is None:
+            if not seen[1]:
                 attempt(self.actions.annotate_node, name, {UNNEEDED_SINCE: rfc3339(since)})
+        self._stamped = stamped  # nodes no longer unneeded are forgotten
         for node in snapshot.nodes:
             if (
                 node.managed

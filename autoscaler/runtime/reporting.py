@@ -43,25 +43,19 @@ UNREADABLE = "Unreadable"
 
 @dataclass(frozen=True, slots=True)
 class _PodFacts:
-    """What the events and metrics read of every pod, gathered in one pass (kept while the pods are the same)."""
+    """What the events read of every pod (kept while the pods are the same)."""
 
     by_key: Mapping[str, Pod]
     bound_unreadable: list[Pod]  # bound pods tidal cannot fully read
-    gpus_bound: int  # GPUs requested by the pods bound to a node that have not finished
 
 
 def _pod_facts(pods: Sequence[Pod]) -> _PodFacts:
-    by_key: dict[str, Pod] = {}
-    unreadable: list[Pod] = []
-    gpus = 0
-    for p in pods:
-        by_key[p.key] = p
-        if p.node_name:
-            if p.unreadable:
-                unreadable.append(p)
-            if not p.finished:
-                gpus += p.requests.gpus
-    return _PodFacts(by_key, unreadable, gpus)
+    return _PodFacts({p.key: p for p in pods}, [p for p in pods if p.unreadable and p.node_name])
+
+
+def _gpus_bound(pods: Sequence[Pod]) -> int:
+    """GPUs requested by the pods bound to a node that have not finished (read only for the metrics)."""
+    return sum(p.requests.gpus for p in pods if p.node_name and not p.finished)
 
 
 class Reporter:
@@ -96,6 +90,7 @@ class Reporter:
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
         self._facts = OfPods(_pod_facts)
+        self._gpus_bound = OfPods(_gpus_bound)
 
     def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
         """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""
@@ -159,7 +154,7 @@ class Reporter:
         counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
         self.metrics.set_pending(dict(counts))
         self.metrics.set_nodes(self.fleet.counts())
-        requested = self._facts(snapshot.pods).gpus_bound
+        requested = self._gpus_bound(snapshot.pods)
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self.metrics.set_gpus(decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self.metrics.set_cost(self.fleet.cost_per_hour())
