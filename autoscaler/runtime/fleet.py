@@ -134,12 +134,33 @@ class Overdue:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
 class _Index:
-    """The members by Node name and by launch token (see :meth:`Fleet.member_for_token`)."""
+    """The members by Node name and by launch token (see :meth:`Fleet.member_for_token`), each worked out
+    when first asked. Where several members answer, the first in the fleet's order does, as a scan would."""
 
-    by_node: dict[str, Member]
-    by_token: dict[str, Member]
+    def __init__(self, members: dict[str, Member]) -> None:
+        self._members = members
+        self._by_node: dict[str, Member] | None = None
+        self._by_token: dict[str, Member] | None = None
+
+    @property
+    def by_node(self) -> dict[str, Member]:
+        if self._by_node is None:
+            # Built backwards, so that the first member with a name is the one left under it.
+            self._by_node = {m.node.name: m for m in reversed(self._members.values()) if m.node is not None}
+        return self._by_node
+
+    @property
+    def by_token(self) -> dict[str, Member]:
+        if self._by_token is None:
+            found: dict[str, Member] = {}
+            for key, m in self._members.items():
+                if key.startswith("token:"):
+                    found.setdefault(key[6:], m)
+                if m.instance is not None:
+                    found.setdefault(m.instance.launch_token, m)
+            self._by_token = found
+        return self._by_token
 
 
 @dataclass(slots=True)
@@ -510,15 +531,7 @@ class Fleet:
         indexed = self._indexed
         if indexed is not None and indexed[0] is self.members:
             return indexed[1]
-        index = _Index({}, {})
-        by_node, by_token = index.by_node, index.by_token
-        for key, m in self.members.items():  # the first member in order answers, as a scan would
-            if m.node is not None:
-                by_node.setdefault(m.node.name, m)
-            if key.startswith("token:"):
-                by_token.setdefault(key[6:], m)
-            if m.instance is not None:
-                by_token.setdefault(m.instance.launch_token, m)
+        index = _Index(self.members)
         self._indexed = (self.members, index)
         return index
 
