@@ -38,6 +38,8 @@ class PodCensus:
     pending_phase: tuple[Pod, ...]
     # Pods a KAI queue may count (a queue label or a PodGroup names one), in the order given.
     queue_candidates: tuple[Pod, ...]
+    # The names of the nodes that run a workload pod (bound, unfinished, neither a DaemonSet's nor a mirror).
+    busy: frozenset[str] = frozenset()
 
     def describes(self, pods: Sequence[Pod]) -> bool:
         """Whether this is the census of ``pods`` (the very sequence, not an equal one)."""
@@ -47,6 +49,7 @@ class PodCensus:
 def census(pods: Sequence[Pod]) -> PodCensus:
     """The census of ``pods``."""
     bound_to: set[str] = set()
+    busy: set[str] = set()
     by_node: dict[str, list[Pod]] = defaultdict(list)
     claims = False
     unbound: list[Pod] = []
@@ -59,6 +62,8 @@ def census(pods: Sequence[Pod]) -> PodCensus:
             bound_to.add(p.node_name)
             if not p.finished:
                 by_node[p.node_name].append(p)
+                if not p.daemonset and not p.mirror:
+                    busy.add(p.node_name)
         else:
             unbound.append(p)
         if p.phase == "Pending":
@@ -69,5 +74,12 @@ def census(pods: Sequence[Pod]) -> PodCensus:
         if group_key in p.annotations or labels.get(kai) or labels.get(runai):
             queued.append(p)
     return PodCensus(
-        pods, frozenset(bound_to), by_node, claims, tuple(unbound), tuple(pending), tuple(queued)
+        pods,
+        frozenset(bound_to),
+        by_node,
+        claims,
+        tuple(unbound),
+        tuple(pending),
+        tuple(queued),
+        frozenset(busy),
     )

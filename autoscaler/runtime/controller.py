@@ -197,7 +197,8 @@ class Controller:
             raise
         self._late_failures(now)
         offerings = self._offerings(now)
-        overdue = self.fleet.observe(instances, snapshot, offerings, now)
+        # The census of these pods is the plan's too, unless the nodes dropped below change them.
+        overdue = self.fleet.observe(instances, snapshot, offerings, now, census=self._census(snapshot.pods))
         leading = self.leader()
         result.acted = leading
         relabel = self._offering_labels(cfg)

@@ -20,6 +20,7 @@ from operator import attrgetter
 import structlog
 
 from autoscaler.config.values import Config
+from autoscaler.core.census import PodCensus
 from autoscaler.core.gpu.layouts import gpus_visible
 from autoscaler.core.model import TAINT_DISRUPTED, Node, Pod, Snapshot
 from autoscaler.core.offering import Instance, Offering
@@ -237,10 +238,17 @@ class Fleet:
             self._forgotten.add(f"token:{token}")
 
     def observe(
-        self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float
+        self,
+        instances: Iterable[Instance],
+        snapshot: Snapshot,
+        offerings: Sequence[Offering],
+        now: float,
+        *,
+        census: PodCensus | None = None,
     ) -> list[Overdue]:
         """Rebuild every member from the facts, moving states along allowed edges only; return members past
-        a timeout (counted from when they entered their state) or orphaned."""
+        a timeout (counted from when they entered their state) or orphaned. ``census``, when it is that of
+        the snapshot's pods, says which nodes run workload pods without another pass over the pods."""
         if self._by_type is None or self._by_type[0] is not offerings:
             self._by_type = (
                 offerings,
@@ -251,7 +259,11 @@ class Fleet:
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
-        busy = _busy(snapshot.pods) if any(i.provider_id in nodes for i in instances) else set()
+        busy: Collection[str] = set()
+        if census is not None and census.describes(snapshot.pods):
+            busy = census.busy
+        elif any(i.provider_id in nodes for i in instances):
+            busy = _busy(snapshot.pods)
         facts: dict[str, tuple[Node, bool, bool]] = {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []

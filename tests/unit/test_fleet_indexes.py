@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from autoscaler.core.census import census
 from autoscaler.runtime.fleet import Fleet, Member, State
 from tests.builders import pod, snapshot
 from tests.unit.test_fleet import G4DN, KEY, NOW, OFFERINGS, gpu_node, instance
@@ -159,3 +160,22 @@ def test_changes_are_unknown_for_members_older_than_the_last_observe(
     assert fleet.changes_since(oldest) is None
     fleet.members = {KEY: Member(KEY, State.IDLE)}
     assert fleet.changes_since(oldest) is None
+
+
+def test_the_census_of_the_snapshots_pods_tells_a_busy_node_as_the_pods_do(
+    make_config: Callable[..., Config],
+) -> None:
+    busy = pod("train-0", gpu=1, node_name="ip-10-0-1-5", phase="Running", message=None)
+    with_pod = snapshot(gpu_node(), busy)
+    told, read = Fleet(make_config()), Fleet(make_config())
+    told.observe([instance()], with_pod, OFFERINGS, NOW, census=census(with_pod.pods))
+    read.observe([instance()], with_pod, OFFERINGS, NOW)
+    assert told.members[KEY].state == read.members[KEY].state == State.READY
+
+
+def test_a_census_of_other_pods_is_not_used_to_tell_a_busy_node(make_config: Callable[..., Config]) -> None:
+    busy = pod("train-0", gpu=1, node_name="ip-10-0-1-5", phase="Running", message=None)
+    empty, with_pod = snapshot(gpu_node()), snapshot(gpu_node(), busy)
+    fleet = Fleet(make_config())
+    fleet.observe([instance()], empty, OFFERINGS, NOW, census=census(with_pod.pods))
+    assert fleet.members[KEY].state == State.IDLE
