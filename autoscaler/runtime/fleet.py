@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -73,6 +74,7 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
 HISTORY_KEPT = 20
 _STATE = attrgetter("state")
 _KEY = attrgetter("key")
+_TOKEN = attrgetter("launch_token")
 
 
 class Action(enum.Enum):
@@ -212,6 +214,10 @@ class Fleet:
         # (re)built, the keys gone); and the launches forgotten since, gone at the next observe.
         self._changes: tuple[dict[str, Member], dict[str, Member], list[str], list[str]] | None = None
         self._forgotten: set[str] = set()
+        # The nodes that ran workload pods at the last observe, and the members to look at again at the next
+        # (their launch was just listed).
+        self._busy: AbstractSet[str] = frozenset()
+        self._recheck: set[str] = set()
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -249,7 +255,13 @@ class Fleet:
         """Rebuild every member from the facts, moving states along allowed edges only; return members past
         a timeout (counted from when they entered their state) or orphaned. ``census``, when it is that of
         the snapshot's pods, says which nodes run workload pods without another pass over the pods."""
+        old = self.members
+        # A member whose instance, Node and launch are the very objects of the last observe, and whose state
+        # neither times out nor depends on anything else that changed, is kept without another look (see
+        # ``unchanged`` below): only when the last observe made these members, with these offerings.
+        quick = self._changes is not None and self._changes[1] is old
         if self._by_type is None or self._by_type[0] is not offerings:
+            quick = False
             self._by_type = (
                 offerings,
                 {(o.instance_type, o.zone, o.capacity_type): o for o in offerings},
@@ -259,26 +271,52 @@ class Fleet:
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
-        busy: Collection[str] = set()
+        busy: AbstractSet[str] = set()
         if census is not None and census.describes(snapshot.pods):
             busy = census.busy
         elif any(i.provider_id in nodes for i in instances):
             busy = _busy(snapshot.pods)
-        facts: dict[str, tuple[Node, bool, bool]] = {}
+        # The Nodes that became busy or idle, and the launches whose planned offering or pods may differ
+        # from what their member holds: their members are looked at again.
+        flipped = busy ^ self._busy if quick else frozenset()
+        hot = self._pending.keys() | self._for.keys()
+        recheck, self._recheck = self._recheck, set()
+        facts: dict[str, tuple[Node, bool, bool]] = self._facts if quick else {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         rebuilt: list[str] = []  # the members made anew (a key may appear twice)
-        listed_tokens = set()
+        listed_tokens = set(map(_TOKEN, instances))
         coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
         members_get, pending_get, for_get, nodes_get = (
-            self.members.get,
+            old.get,
             self._pending.get,
             self._for.get,
             nodes.get,
         )
+        launching, registered = State.LAUNCHING, State.REGISTERED
         for inst in instances:
             pid, token = inst.provider_id, inst.launch_token
-            listed_tokens.add(token)
+            if quick:
+                before = members_get(pid)
+                # Unchanged: the same instance and Node objects (the same facts about the Node, the same
+                # offering), no launch pods or planned offering to take in, nothing refused, a state without
+                # a timeout and, if it depends on the Node's pods, the same answer about them. The look below
+                # would find the same state and keep it.
+                if (
+                    before is not None
+                    and before.instance is inst
+                    and before.refused is None
+                    and not before.pods
+                    and before.state is not launching
+                    and before.state is not registered
+                    and before.node is nodes_get(pid)
+                    and token not in hot
+                    and pid not in recheck
+                    and (before.node is None or before.node.name not in flipped)
+                    and inst.state != "terminated"
+                ):
+                    seen[pid] = before
+                    continue
             offering = (
                 reserved_by_id.get(inst.reservation_id)
                 or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
@@ -298,6 +336,8 @@ class Fleet:
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
                 continue
             pending = pending_get(token)
+            if pending is not None:
+                self._recheck.add(pid)  # the launch is forgotten now: its offering is the listing's next time
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
             pods = for_get(token, ())
@@ -346,16 +386,18 @@ class Fleet:
             rebuilt.append(member.key)
             self._settle(member, State.LAUNCHING, now)
             _note_coming(member, coming)
-        gone = [key for key in self._forgotten if key not in seen]
-        for key, before in self.members.items():
-            if key not in seen:
-                gone.append(key)
-                if before.state != State.GONE and not key.startswith("token:"):
-                    log.info("fleet_member_gone", member=key, last_state=before.state.value)
-        self._changes = (self.members, seen, rebuilt, gone)
+        gone = sorted(old.keys() - seen.keys())
+        for key in gone:
+            before = old[key]
+            facts.pop(key, None)
+            if before.state != State.GONE and not key.startswith("token:"):
+                log.info("fleet_member_gone", member=key, last_state=before.state.value)
+        gone += [key for key in self._forgotten if key not in seen]
+        self._changes = (old, seen, rebuilt, gone)
         self._forgotten = set()
         self.members = seen
         self._facts = facts
+        self._busy = busy
         self._for = {t: pods for t, pods in self._for.items() if t in coming}
         return overdue
 
