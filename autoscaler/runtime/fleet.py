@@ -74,7 +74,6 @@ TRANSITIONS: Mapping[tuple[State, State], str] = {
 HISTORY_KEPT = 20
 _STATE = attrgetter("state")
 _KEY = attrgetter("key")
-_TOKEN = attrgetter("launch_token")
 
 
 class Action(enum.Enum):
@@ -285,7 +284,8 @@ class Fleet:
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
         rebuilt: list[str] = []  # the members made anew (a key may appear twice)
-        listed_tokens = set(map(_TOKEN, instances))
+        # The tokens of the instances looked at: every launch not yet listed (in ``hot``) is among them.
+        listed_tokens = set()
         coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
         members_get, pending_get, for_get, nodes_get = (
             old.get,
@@ -317,6 +317,7 @@ class Fleet:
                 ):
                     seen[pid] = before
                     continue
+            listed_tokens.add(token)
             offering = (
                 reserved_by_id.get(inst.reservation_id)
                 or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
