@@ -238,7 +238,7 @@ class Controller:
             )
             self.answers.write(decided, result.launched, now)
             self._scale_down(decided, snapshot, instances, result, now)
-            self.reporter.notify(decided, result.launched, snapshot)
+            self.reporter.notify(decided, result.launched, snapshot, self._census(snapshot.pods))
         if leading or self.reporter.nobody_leads():
             self.reporter.write_status(decided, cfg, now)
         self.reporter.record(decided, snapshot, cfg)

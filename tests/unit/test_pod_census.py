@@ -104,6 +104,17 @@ def test_a_census_names_the_nodes_that_run_workload_pods() -> None:
     assert census(pods).busy == {"cpu-b"}
 
 
+def test_a_census_finds_every_pod_by_key_and_the_bound_pods_tidal_cannot_read() -> None:
+    snap = kai_cluster()
+    odd = replace(snap.pods[0], name="odd-0", node_name="cpu-a", unreadable="spec.overhead: unknown field")
+    pods = (*snap.pods, odd, replace(odd, name="odd-pending", node_name="", phase="Pending"))
+
+    found = census(pods)
+
+    assert found.by_key == {p.key: p for p in pods}
+    assert found.bound_unreadable == (odd,)
+
+
 def test_a_census_describes_only_the_pods_it_was_taken_of() -> None:
     snap = kai_cluster()
 
