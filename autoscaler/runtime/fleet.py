@@ -216,6 +216,8 @@ class Fleet:
         # The nodes that ran workload pods at the last observe, and the members to look at again at the next
         # (their launch was just listed).
         self._busy: AbstractSet[str] = frozenset()
+        # The members by state, and the ``members`` dict counted: kept up to date as members change.
+        self._tally: tuple[dict[str, Member], Counter[State]] | None = None
         self._recheck: set[str] = set()
 
     def record_launch(
@@ -233,14 +235,19 @@ class Fleet:
                 key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
             )
             self._indexed = self._unready = None
+            if self._tally is not None and self._tally[0] is self.members:
+                self._tally[1][State.LAUNCHING] += 1
 
     def forget_launch(self, token: str) -> None:
         """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
         self._pending.pop(token, None)
         self._for.pop(token, None)
-        if self.members.pop(f"token:{token}", None) is not None:
+        forgotten = self.members.pop(f"token:{token}", None)
+        if forgotten is not None:
             self._indexed = self._unready = None
             self._forgotten.add(f"token:{token}")
+            if self._tally is not None and self._tally[0] is self.members:
+                self._tally[1][forgotten.state] -= 1
 
     def observe(
         self,
@@ -388,6 +395,7 @@ class Fleet:
             self._settle(member, State.LAUNCHING, now)
             _note_coming(member, coming)
         gone = sorted(old.keys() - seen.keys())
+        self._recount(old, seen, rebuilt, gone)
         for key in gone:
             before = old[key]
             facts.pop(key, None)
@@ -544,8 +552,30 @@ class Fleet:
 
     def counts(self) -> dict[str, int]:
         """Members by state, every state present (for metrics)."""
-        by_state = Counter(map(_STATE, self.members.values()))  # no Python loop over a large fleet
+        tally = self._tally
+        if tally is None or tally[0] is not self.members:
+            tally = self._tally = (self.members, Counter(map(_STATE, self.members.values())))
+        by_state = tally[1]
         return {s.value: by_state[s] for s in State if s != State.GONE}
+
+    def _recount(
+        self, old: dict[str, Member], seen: dict[str, Member], rebuilt: Sequence[str], gone: Sequence[str]
+    ) -> None:
+        """Bring the count by state from ``old`` to ``seen`` through the members that changed (or drop it,
+        when it did not count ``old``)."""
+        tally = self._tally
+        if tally is None or tally[0] is not old:
+            self._tally = None
+            return
+        by_state = tally[1]
+        for key in gone:
+            by_state[old[key].state] -= 1
+        for key in set(rebuilt):
+            before = old.get(key)
+            if before is not None:
+                by_state[before.state] -= 1
+            by_state[seen[key].state] += 1
+        self._tally = (seen, by_state)
 
     def instance_for_node(self, node_name: str) -> Instance | None:
         """The instance of the member whose Node is named ``node_name`` (None: no such member, or it has

@@ -179,3 +179,32 @@ def test_a_census_of_other_pods_is_not_used_to_tell_a_busy_node(make_config: Cal
     fleet = Fleet(make_config())
     fleet.observe([instance()], empty, OFFERINGS, NOW, census=census(with_pod.pods))
     assert fleet.members[KEY].state == State.IDLE
+
+
+def test_the_counts_by_state_follow_every_change_of_the_members(make_config: Callable[..., Config]) -> None:
+    fleet = Fleet(make_config())
+
+    def recounted() -> dict[str, int]:
+        return {
+            s.value: sum(1 for m in fleet.members.values() if m.state == s) for s in State if s != State.GONE
+        }
+
+    first, second = instance(), instance("i-0b2", token="tok-2")
+    busy = pod("train-0", gpu=1, node_name="ip-10-0-1-6", phase="Running", message=None)
+    steps = [
+        ([first, second], snapshot(gpu_node())),
+        ([first, second], snapshot(gpu_node(), gpu_node("ip-10-0-1-6", provider_id=OTHER), busy)),
+        ([first], snapshot(gpu_node(gpu=0))),
+        ([], snapshot()),
+    ]
+    fleet.observe([], snapshot(), OFFERINGS, NOW)
+    assert fleet.counts() == recounted()
+    for i, (instances, snap) in enumerate(steps):
+        fleet.record_launch(f"tok-new-{i}", G4DN, [f"default/infer-{i}"], None, NOW + 30 * i)
+        assert fleet.counts() == recounted()
+        if i % 2:
+            fleet.forget_launch(f"tok-new-{i}")
+            assert fleet.counts() == recounted()
+        fleet.observe(instances, snap, OFFERINGS, NOW + 30 * i + 10)
+        assert fleet.counts() == recounted()
+    assert fleet.counts()["launching"] == 2  # the two launches never forgotten, still unlisted
