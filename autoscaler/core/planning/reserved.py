@@ -226,10 +226,10 @@ def live(memo: PlanMemo, offerings: Iterable[Offering]) -> dict[str, Reservation
 def keeps(node: Node, listed: Mapping[str, Reservation], config: Config, now: float) -> str:
     """Why scale-down keeps ``node`` whatever its use: it runs in a reservation that lasts, which is paid for
     whether the node runs or not (empty string when it does not, or ``reservedNodes`` is release)."""
-    if config.reservations.reserved_nodes != KEEP:
-        return ""
     rid = node.labels.get(LABEL_RESERVATION_ID)
-    r = listed.get(rid) if rid else None
+    if not rid or config.reservations.reserved_nodes != KEEP:
+        return ""  # asked of every node: an unreserved one is told by one label read
+    r = listed.get(rid)
     if r is None:
         return ""  # not reserved, or its reservation is gone: it costs what any node costs now
     if r.block and r.end is not None and now >= r.end - config.reservations.drain_before_block_end:
