@@ -99,9 +99,9 @@ class Fleet:
         # The nodes that ran workload pods at the last observe, and the members to look at again at the next
         # (their launch was just listed).
         self._busy: AbstractSet[str] = frozenset()
+        self._recheck: set[str] = set()
         # The members by state, and the ``members`` dict counted: kept up to date as members change.
         self._tally: tuple[dict[str, Member], Counter[State]] | None = None
-        self._recheck: set[str] = set()
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -146,8 +146,8 @@ class Fleet:
         the snapshot's pods, says which nodes run workload pods without another pass over the pods."""
         old = self.members
         # A member whose instance, Node and launch are the very objects of the last observe, and whose state
-        # neither times out nor depends on anything else that changed, is kept without another look (see
-        # ``unchanged`` below): only when the last observe made these members, with these offerings.
+        # neither times out nor depends on anything else that changed, is kept without another look (the
+        # first test in the loop below): only when the last observe made these members, with these offerings.
         quick = self._changes is not None and self._changes[1] is old
         if self._by_type is None or self._by_type[0] is not offerings:
             quick = False
