@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.core import annotations as ann
 from autoscaler.core.model import QUEUE_LABELS, Pod
@@ -38,6 +38,11 @@ class PodCensus:
     pending_phase: tuple[Pod, ...]
     # Pods a KAI queue may count (a queue label or a PodGroup names one), in the order given.
     queue_candidates: tuple[Pod, ...]
+    # The names of the nodes that run a workload pod (bound, unfinished, neither a DaemonSet's nor a mirror).
+    busy: frozenset[str] = frozenset()
+    # Every pod by its key (the last of a key, were two given), and the bound pods tidal cannot fully read.
+    by_key: Mapping[str, Pod] = field(default_factory=dict)
+    bound_unreadable: tuple[Pod, ...] = ()
 
     def describes(self, pods: Sequence[Pod]) -> bool:
         """Whether this is the census of ``pods`` (the very sequence, not an equal one)."""
@@ -47,6 +52,9 @@ class PodCensus:
 def census(pods: Sequence[Pod]) -> PodCensus:
     """The census of ``pods``."""
     bound_to: set[str] = set()
+    busy: set[str] = set()
+    by_key: dict[str, Pod] = {}
+    unreadable: list[Pod] = []
     by_node: dict[str, list[Pod]] = defaultdict(list)
     claims = False
     unbound: list[Pod] = []
@@ -55,10 +63,15 @@ def census(pods: Sequence[Pod]) -> PodCensus:
     group_key = ann.POD_GROUP_ANNOTATION
     kai, runai = QUEUE_LABELS  # read inline: this runs for every pod
     for p in pods:
+        by_key[p.key] = p
         if p.node_name:
             bound_to.add(p.node_name)
+            if p.unreadable:
+                unreadable.append(p)
             if not p.finished:
                 by_node[p.node_name].append(p)
+                if not p.daemonset and not p.mirror:
+                    busy.add(p.node_name)
         else:
             unbound.append(p)
         if p.phase == "Pending":
@@ -69,5 +82,14 @@ def census(pods: Sequence[Pod]) -> PodCensus:
         if group_key in p.annotations or labels.get(kai) or labels.get(runai):
             queued.append(p)
     return PodCensus(
-        pods, frozenset(bound_to), by_node, claims, tuple(unbound), tuple(pending), tuple(queued)
+        pods,
+        frozenset(bound_to),
+        by_node,
+        claims,
+        tuple(unbound),
+        tuple(pending),
+        tuple(queued),
+        frozenset(busy),
+        by_key,
+        tuple(unreadable),
     )

@@ -37,7 +37,7 @@ from autoscaler.runtime.catalog import OfferingCatalog
 from autoscaler.runtime.derived import OfPods
 from autoscaler.runtime.disrupting import Disruptions
 from autoscaler.runtime.drain import DrainJob, DrainRunner, Termination
-from autoscaler.runtime.fleet import Fleet, Overdue
+from autoscaler.runtime.fleet import Fleet, Member, Overdue
 from autoscaler.runtime.gangs import Gangs
 from autoscaler.runtime.kube.convert import parse_time
 from autoscaler.runtime.launching import Launcher, LaunchOutcome
@@ -118,10 +118,12 @@ class Controller:
         self.availability = Availability(unavailable_for=cfg.offering_unavailable_duration, rng=rng)
         self.launcher = Launcher(provider, self.availability, self.fleet, self.metrics, dry_run=dry_run)
         self.in_flight = InFlight()
-        # Per member key: the Node, offering and config the offering labels it lacks were worked out from,
-        # and those labels (a Node that did not change lacks the same ones; see _offering_labels).
-        self._lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
+        # The offering labels each member's Node lacks, by member key, with the fleet's members and the
+        # configuration they were worked out for (see _offering_labels).
+        self._lacking: tuple[Mapping[str, Member], Config, dict[str, dict[str, str]]] | None = None
         self.gangs = Gangs()
+        # Per node counted unneeded: the Node, and whether its unneeded-since annotation reads as a time.
+        self._stamped: dict[str, tuple[object, bool]] = {}
         self.drainer = drainer
         self.disruptions = Disruptions(
             provider=provider,
@@ -195,7 +197,8 @@ class Controller:
             raise
         self._late_failures(now)
         offerings = self._offerings(now)
-        overdue = self.fleet.observe(instances, snapshot, offerings, now)
+        # The census of these pods is the plan's too, unless the nodes dropped below change them.
+        overdue = self.fleet.observe(instances, snapshot, offerings, now, census=self._census(snapshot.pods))
         leading = self.leader()
         result.acted = leading
         relabel = self._offering_labels(cfg)
@@ -235,7 +238,7 @@ class Controller:
             )
             self.answers.write(decided, result.launched, now)
             self._scale_down(decided, snapshot, instances, result, now)
-            self.reporter.notify(decided, result.launched, snapshot)
+            self.reporter.notify(decided, result.launched, snapshot, self._census(snapshot.pods))
         if leading or self.reporter.nobody_leads():
             self.reporter.write_status(decided, cfg, now)
         self.reporter.record(decided, snapshot, cfg)
@@ -412,30 +415,46 @@ class Controller:
 
     def _offering_labels(self, cfg: Config) -> dict[str, dict[str, str]]:
         """The offering labels tidal planned with that registered Nodes still lack, by node name, whatever
-        the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land."""
+        the cloud's bootstrap set: pods that select on capacity type or GPU model must be able to land.
+
+        Worked out again only for the members the fleet's last observe changed (a member it kept has the
+        same Node and offering, so lacks the same labels), unless the configuration changed."""
+        members = self.fleet.members
+        seen = self._lacking
+        changes = self.fleet.changes_since(seen[0]) if seen is not None and seen[1] is cfg else None
+        if seen is None or changes is None:
+            lacking = {key: self._lacks(m, cfg) for key, m in members.items()}
+        else:
+            lacking = seen[2]
+            rebuilt, gone = changes
+            for key in gone:
+                lacking.pop(key, None)
+            for key in rebuilt:
+                m = members.get(key)
+                if m is not None:
+                    lacking[key] = self._lacks(m, cfg)
+        needy = {key: missing for key, missing in lacking.items() if missing}
+        self._lacking = (members, cfg, lacking)
+        if len(needy) > 1:  # in the fleet's order, as every Node is labelled in turn
+            needy = {key: needy[key] for key in members if key in needy}
         out: dict[str, dict[str, str]] = {}
-        lacking: dict[str, tuple[object, object, object, dict[str, str]]] = {}
-        for key, m in self.fleet.members.items():
-            if m.node is None or m.offering is None or m.instance is None:
-                continue
-            offering = m.offering
-            if (
-                offering.zone not in ("", m.instance.zone)
-                or offering.capacity_type != m.instance.capacity_type
-            ):
-                continue
-            # Nodes are immutable values: the same Node object, offering and config lack the same labels.
-            seen = self._lacking.get(key)
-            if seen is not None and seen[0] is m.node and seen[1] is offering and seen[2] is cfg:
-                missing = seen[3]
-            else:
-                wanted = node_labels(offering, cfg)
-                missing = {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
-            lacking[key] = (m.node, offering, cfg, missing)
-            if missing:
-                out[m.node.name] = dict(missing)
-        self._lacking = lacking  # members gone are forgotten
+        for key, missing in needy.items():
+            node = members[key].node
+            assert node is not None  # only members with a Node lack labels
+            out[node.name] = dict(missing)
         return out
+
+    @staticmethod
+    def _lacks(m: Member, cfg: Config) -> dict[str, str]:
+        """The offering labels ``m``'s Node lacks (none when it has no Node, or its instance is not of the
+        offering it was planned with)."""
+        if m.node is None or m.offering is None or m.instance is None:
+            return {}
+        offering = m.offering
+        if offering.zone not in ("", m.instance.zone) or offering.capacity_type != m.instance.capacity_type:
+            return {}
+        wanted = node_labels(offering, cfg)
+        return {k: v for k, v in wanted.items() if m.node.labels.get(k) != v}
 
     # -- timeouts and orphans ---------------------------------------------------------------------------
 
@@ -474,11 +493,20 @@ class Controller:
         removal = decided.removal
         nodes = {n.name: n for n in snapshot.nodes}
         # Persist "unneeded since" on the Node so every replica (and a restart) counts from the same time.
+        stamped, known = {}, self._stamped
         for name, since in removal.unneeded_since.items():
             node = nodes.get(name)
+            if node is None:
+                continue
+            # Whether its value reads as a time: the same Node object carries the same value.
+            seen = known.get(name)
+            if seen is None or seen[0] is not node:
+                seen = (node, parse_time(node.annotations.get(UNNEEDED_SINCE)) is not None)
+            stamped[name] = seen
             # A missing or mangled value is (re)written, so the count that starts now survives the next reconcile.
-            if node is not None and parse_time(node.annotations.get(UNNEEDED_SINCE)) is None:
+            if not seen[1]:
                 attempt(self.actions.annotate_node, name, {UNNEEDED_SINCE: rfc3339(since)})
+        self._stamped = stamped  # nodes no longer unneeded are forgotten
         for node in snapshot.nodes:
             if (
                 node.managed

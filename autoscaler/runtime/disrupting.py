@@ -101,6 +101,8 @@ class Disruptions:
         """The fleet members (as :class:`~autoscaler.core.planning.decisions.Launching` names them) that are
         replacements: their room is for the pods of the node they replace, not for pending pods."""
         tokens = {t for p in waiting for t in p.tokens}
+        if not tokens:
+            return set()  # no replacement coming: no pass over the fleet
         return {
             m.key
             for m in self.fleet.members.values()
@@ -285,11 +287,13 @@ class Disruptions:
         """Move every disruption waiting for replacements on: drain the nodes whose replacements are all Ready
         (the nodes of a gang together), give up those whose replacements failed or are late, or whose pods
         gained a protection meanwhile. Returns the nodes whose drains started."""
-        if self.dry_run:
-            return []
+        if self.dry_run or not waiting:
+            return []  # nothing waits: no pass over the nodes and pods
         nodes = {n.name: n for n in snapshot.nodes}
         draining = self.drainer.active() if self.drainer else set()
         waiting = [p for p in waiting if p.node in nodes and p.node not in draining]
+        if not waiting:
+            return []
         by_node = pods_by_node(snapshot.pods)
         pods = {p.node: workload(by_node.get(p.node, ())) for p in waiting}
         members = {p.node: [self._member(t) for t in p.tokens] for p in waiting}
@@ -336,10 +340,7 @@ class Disruptions:
         return started
 
     def _member(self, token: str) -> Member | None:
-        for m in self.fleet.members.values():
-            if m.key == f"token:{token}" or (m.instance is not None and m.instance.launch_token == token):
-                return m
-        return None
+        return self.fleet.member_for_token(token)
 
     def _drain(self, p: InProgress, node: Node, pods: Sequence[Pod], cfg: Config, now: float) -> bool:
         """Hand the node to its drain, its pods as they are now; False when every drain slot is busy."""

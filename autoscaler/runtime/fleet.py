@@ -7,130 +7,45 @@ history: states move only along the edges of ``TRANSITIONS``, and the registrati
 count from when a member entered its state (a GPU node that flaps NotReady after a week gets the whole
 ``gpuReadinessTimeout`` again, not none). A member seen for the first time (after a restart) starts its
 history at its instance's creation and its Node's registration.
+
+A fleet of thousands changes in a few members between two reconciles: a member whose instance and Node are
+the very objects seen last time, whose state has no timeout and does not hang on anything else that moved,
+is kept as it was, and what is asked of the fleet (a member by Node name or launch token, the members still
+coming up, the count by state, the members the last observe changed) is kept by the fleet with its members.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from operator import attrgetter
 
 import structlog
 
 from autoscaler.config.values import Config
+from autoscaler.core.census import PodCensus
 from autoscaler.core.gpu.layouts import gpus_visible
 from autoscaler.core.model import TAINT_DISRUPTED, Node, Pod, Snapshot
 from autoscaler.core.offering import Instance, Offering
-from autoscaler.core.planning.cluster import node_gpus
 from autoscaler.core.planning.decisions import Launching, Usage
 from autoscaler.core.quantity import format_duration
+from autoscaler.runtime.members import (
+    HISTORY_KEPT,
+    TRANSITIONS,
+    Action,
+    Member,
+    MemberIndex,
+    Overdue,
+    State,
+)
+
+__all__ = ["HISTORY_KEPT", "TRANSITIONS", "Action", "Fleet", "Member", "Overdue", "State"]
 
 log = structlog.get_logger("tidal.fleet")
-
-
-class State(enum.StrEnum):
-    LAUNCHING = "launching"
-    REGISTERED = "registered"
-    READY = "ready"
-    IDLE = "idle"
-    DRAINING = "draining"
-    GONE = "gone"
-
-
-# Allowed edges, each with what causes it. Anything else is refused: the member keeps its state, the refusal
-# is logged and counted (tidal_fleet_transitions_refused_total), because it means the facts moved in a way
-# the model does not expect. A refused state is not silently adopted: timeouts keep counting from the state
-# the member was in (see Action.TERMINATE_NODELESS for the one refusal that costs money while it lasts).
-TRANSITIONS: Mapping[tuple[State, State], str] = {
-    (State.LAUNCHING, State.REGISTERED): "a Node with the instance's providerID appeared",
-    (State.LAUNCHING, State.READY): "the Node appeared already Ready between two observations",
-    (State.LAUNCHING, State.IDLE): "the Node appeared Ready and empty between two observations",
-    (
-        State.LAUNCHING,
-        State.DRAINING,
-    ): "the Node appeared already cordoned by tidal (removal before a restart)",
-    (State.LAUNCHING, State.GONE): "the instance terminated before registering (timeout, capacity, reclaim)",
-    (State.REGISTERED, State.READY): "Ready, and for GPU offerings nvidia.com/gpu allocatable > 0",
-    (State.REGISTERED, State.IDLE): "Ready and GPUs present, no workload pods",
-    (State.REGISTERED, State.DRAINING): "tidal cordoned it (GPU readiness timeout)",
-    (State.REGISTERED, State.GONE): "the instance or Node disappeared",
-    (State.READY, State.IDLE): "its last workload pod finished",
-    (State.IDLE, State.READY): "a pod was scheduled to it",
-    (State.READY, State.DRAINING): "tidal cordoned it for removal",
-    (State.IDLE, State.DRAINING): "tidal cordoned it for removal",
-    (State.DRAINING, State.READY): "removal failed and tidal uncordoned it",
-    (State.DRAINING, State.IDLE): "removal failed and tidal uncordoned it",
-    (State.DRAINING, State.REGISTERED): "the Node went NotReady while draining",
-    (State.DRAINING, State.GONE): "Node deleted and instance terminated",
-    (State.READY, State.REGISTERED): "the Node went NotReady",
-    (State.IDLE, State.REGISTERED): "the Node went NotReady",
-    (State.READY, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
-    (State.IDLE, State.GONE): "the instance disappeared (spot reclaim, manual termination)",
-}
-HISTORY_KEPT = 20
 _STATE = attrgetter("state")
-
-
-class Action(enum.Enum):
-    """What to do about a member that broke a timeout or lost its other half."""
-
-    # (terminate the instance, delete the Node, bench the offering)
-    REPLACE_UNREGISTERED = (True, False, True)  # no Node within registrationTimeout of launching
-    REPLACE_WITHOUT_GPUS = (True, True, True)  # GPUs not allocatable within gpuReadinessTimeout
-    TERMINATE_NODELESS = (True, False, False)  # its Node was deleted and never came back
-    DELETE_NODE_OF_ENDED = (False, True, False)  # the instance was terminated (reclaimed) under its Node
-    DELETE_NODE_OF_RECLAIMED_SPOT = (False, True, True)  # as above, a spot reclaim: bench the offering
-    DELETE_ORPHAN_NODE = (False, True, False)  # a NotReady managed Node with no instance behind it
-
-    @property
-    def terminate(self) -> bool:
-        return bool(self.value[0])
-
-    @property
-    def delete_node(self) -> bool:
-        return bool(self.value[1])
-
-    @property
-    def bench_offering(self) -> bool:
-        return bool(self.value[2])
-
-
-@dataclass(slots=True)
-class Member:
-    """One node tidal launched: its instance (if the cloud lists it), its Node (once registered), its state."""
-
-    key: str  # provider id, or the launch token before the cloud lists the instance
-    state: State
-    instance: Instance | None = None
-    node: Node | None = None
-    offering: Offering | None = None
-    pods: tuple[str, ...] = ()
-    history: list[tuple[State, float]] = field(default_factory=list)
-    refused: tuple[State, float] | None = None  # a state the facts showed and the model refused, since when
-
-    @property
-    def gpus(self) -> int:
-        if self.node is not None:
-            return node_gpus(self.node)
-        if self.offering is not None:
-            return self.offering.gpu_count
-        return self.instance.gpu_count if self.instance else 0
-
-    @property
-    def entered(self) -> float:
-        """When the member entered its current state (from the transition history)."""
-        return self.history[-1][1] if self.history else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Overdue:
-    """A member that broke a timeout or lost its other half, and what to do about it."""
-
-    member: Member
-    action: Action
-    reason: str
+_KEY = attrgetter("key")
 
 
 @dataclass(slots=True)
@@ -171,6 +86,22 @@ class Fleet:
         self._by_type = None
         # Per-Node facts by provider id, with the Node object they were worked out from (see _state_of).
         self._facts: dict[str, tuple[Node, bool, bool]] = {}
+        # The members by Node name and by launch token, and the ``members`` dict they were built from: built
+        # when first asked after ``members`` changed, instead of a pass over the fleet for every question.
+        self._indexed: tuple[dict[str, Member], MemberIndex] | None = None
+        # The members still coming up or without a Node, in the fleet's order, and the ``members`` dict they
+        # were picked from: what the planner asks of the fleet is about them, a few among thousands.
+        self._unready: tuple[dict[str, Member], list[Member]] | None = None
+        # What the last observe changed: (the members before, the members after, the keys of members it
+        # (re)built, the keys gone); and the launches forgotten since, gone at the next observe.
+        self._changes: tuple[dict[str, Member], dict[str, Member], list[str], list[str]] | None = None
+        self._forgotten: set[str] = set()
+        # The nodes that ran workload pods at the last observe, and the members to look at again at the next
+        # (their launch was just listed).
+        self._busy: AbstractSet[str] = frozenset()
+        self._recheck: set[str] = set()
+        # The members by state, and the ``members`` dict counted: kept up to date as members change.
+        self._tally: tuple[dict[str, Member], Counter[State]] | None = None
 
     def record_launch(
         self, token: str, offering: Offering, pods: Sequence[str], instance: Instance | None, now: float
@@ -186,19 +117,40 @@ class Fleet:
             self.members[key] = Member(
                 key, State.LAUNCHING, instance, None, offering, tuple(pods), [(State.LAUNCHING, now)]
             )
+            self._indexed = self._unready = None
+            if self._tally is not None and self._tally[0] is self.members:
+                self._tally[1][State.LAUNCHING] += 1
 
     def forget_launch(self, token: str) -> None:
         """Stop counting a launch not yet listed by the cloud (its instance was terminated on purpose)."""
         self._pending.pop(token, None)
         self._for.pop(token, None)
-        self.members.pop(f"token:{token}", None)
+        forgotten = self.members.pop(f"token:{token}", None)
+        if forgotten is not None:
+            self._indexed = self._unready = None
+            self._forgotten.add(f"token:{token}")
+            if self._tally is not None and self._tally[0] is self.members:
+                self._tally[1][forgotten.state] -= 1
 
     def observe(
-        self, instances: Iterable[Instance], snapshot: Snapshot, offerings: Sequence[Offering], now: float
+        self,
+        instances: Iterable[Instance],
+        snapshot: Snapshot,
+        offerings: Sequence[Offering],
+        now: float,
+        *,
+        census: PodCensus | None = None,
     ) -> list[Overdue]:
         """Rebuild every member from the facts, moving states along allowed edges only; return members past
-        a timeout (counted from when they entered their state) or orphaned."""
+        a timeout (counted from when they entered their state) or orphaned. ``census``, when it is that of
+        the snapshot's pods, says which nodes run workload pods without another pass over the pods."""
+        old = self.members
+        # A member whose instance, Node and launch are the very objects of the last observe, and whose state
+        # neither times out nor depends on anything else that changed, is kept without another look (the
+        # first test in the loop below): only when the last observe made these members, with these offerings.
+        quick = self._changes is not None and self._changes[1] is old
         if self._by_type is None or self._by_type[0] is not offerings:
+            quick = False
             self._by_type = (
                 offerings,
                 {(o.instance_type, o.zone, o.capacity_type): o for o in offerings},
@@ -208,64 +160,110 @@ class Fleet:
         _, by_type, by_type_any, reserved_by_id = self._by_type
         nodes = {n.provider_id: n for n in snapshot.nodes if n.provider_id}
         instances = list(instances)
-        busy = _busy(snapshot.pods) if any(i.provider_id in nodes for i in instances) else set()
-        facts: dict[str, tuple[Node, bool, bool]] = {}
+        busy: AbstractSet[str] = set()
+        if census is not None and census.describes(snapshot.pods):
+            busy = census.busy
+        elif any(i.provider_id in nodes for i in instances):
+            busy = _busy(snapshot.pods)
+        # The Nodes that became busy or idle, and the launches whose planned offering or pods may differ
+        # from what their member holds: their members are looked at again.
+        flipped = busy ^ self._busy if quick else frozenset()
+        hot = self._pending.keys() | self._for.keys()
+        recheck, self._recheck = self._recheck, set()
+        facts: dict[str, tuple[Node, bool, bool]] = self._facts if quick else {}
         seen: dict[str, Member] = {}
         overdue: list[Overdue] = []
+        rebuilt: list[str] = []  # the members made anew (a key may appear twice)
+        # The tokens of the instances looked at: every launch not yet listed (in ``hot``) is among them.
         listed_tokens = set()
         coming: set[str] = set()  # the launches whose node is not Ready yet (see _for)
+        members_get, pending_get, for_get, nodes_get = (
+            old.get,
+            self._pending.get,
+            self._for.get,
+            nodes.get,
+        )
+        launching, registered = State.LAUNCHING, State.REGISTERED
         for inst in instances:
-            listed_tokens.add(inst.launch_token)
+            pid, token = inst.provider_id, inst.launch_token
+            if quick:
+                before = members_get(pid)
+                # Unchanged: the same instance and Node objects (the same facts about the Node, the same
+                # offering), no launch pods or planned offering to take in, nothing refused, a state without
+                # a timeout and, if it depends on the Node's pods, the same answer about them. The look below
+                # would find the same state and keep it.
+                if (
+                    before is not None
+                    and before.instance is inst
+                    and before.refused is None
+                    and not before.pods
+                    and before.state is not launching
+                    and before.state is not registered
+                    and before.node is nodes_get(pid)
+                    and token not in hot
+                    and pid not in recheck
+                    and (before.node is None or before.node.name not in flipped)
+                    and inst.state != "terminated"
+                ):
+                    seen[pid] = before
+                    continue
+            listed_tokens.add(token)
             offering = (
                 reserved_by_id.get(inst.reservation_id)
                 or by_type.get((inst.instance_type, inst.zone, inst.capacity_type))
                 or by_type_any.get(inst.instance_type)
             )
-            node = nodes.get(inst.provider_id)
+            node = nodes_get(pid)
             if inst.state == "terminated":
                 if node is not None and node.managed:
                     # The offering goes with it so a reclaimed spot offering is benched, not bought again at once.
-                    member = Member(inst.provider_id, State.REGISTERED, inst, node, offering)
-                    seen[inst.provider_id] = member
+                    member = Member(pid, State.REGISTERED, inst, node, offering)
+                    seen[pid] = member
+                    rebuilt.append(pid)
                     self._settle(member, State.REGISTERED, now)
                     _note_coming(member, coming)
                     spot = inst.capacity_type == "spot"
                     action = Action.DELETE_NODE_OF_RECLAIMED_SPOT if spot else Action.DELETE_NODE_OF_ENDED
                     overdue.append(Overdue(member, action, "its instance was terminated (e.g. spot reclaim)"))
                 continue
-            pending = self._pending.get(inst.launch_token)
+            pending = pending_get(token)
+            if pending is not None:
+                self._recheck.add(pid)  # the launch is forgotten now: its offering is the listing's next time
             if pending is not None and pending.offering.key == (offering.key if offering else ""):
                 offering = pending.offering  # as planned: its GPU layout is not in the cloud's listing
-            pods = self._for.get(inst.launch_token, ())
-            before = self.members.get(inst.provider_id)
+            pods = for_get(token, ())
+            before = members_get(pid)
             if (
                 before is not None
                 and before.instance is inst
                 and before.node is node
                 and before.offering is offering
-                and before.pods == pods
                 and before.refused is None
-                and self._state_of(before, busy, facts) == before.state
+                and before.pods == pods
+                and self._state_of(before, busy, facts) is before.state
             ):
                 # The very same facts and the same state: rebuilding would make an equal member (same
                 # history, nothing refused), so keep it. Timeouts count with time alone: still checked, for
                 # the only states that have one when nothing was refused.
-                seen[inst.provider_id] = before
-                _note_coming(before, coming)
-                if before.state is State.LAUNCHING or before.state is State.REGISTERED:
+                seen[pid] = before
+                state = before.state
+                if state is State.LAUNCHING or state is State.REGISTERED:
+                    coming.add(token)  # as _note_coming: a member with an instance
                     overdue += self._overdue(before, now)
                 continue
-            member = Member(inst.provider_id, State.LAUNCHING, inst, node, offering, pods)
-            seen[inst.provider_id] = member
+            member = Member(pid, State.LAUNCHING, inst, node, offering, pods)
+            seen[pid] = member
+            rebuilt.append(pid)
             self._settle(member, self._state_of(member, busy, facts), now)
             _note_coming(member, coming)
             overdue += self._overdue(member, now)
         # Managed Nodes with no live instance behind them: the instance is gone (reclaimed, deleted by hand).
         live = set(seen)
         for node in snapshot.nodes:
-            if node.managed and node.provider_id and node.provider_id not in live and not node.ready:
+            if node.managed and not node.ready and node.provider_id and node.provider_id not in live:
                 member = Member(node.provider_id, State.REGISTERED, None, node)
                 seen[node.provider_id] = member
+                rebuilt.append(node.provider_id)
                 self._settle(member, State.REGISTERED, now)
                 _note_coming(member, coming)
                 overdue.append(Overdue(member, Action.DELETE_ORPHAN_NODE, "its instance no longer exists"))
@@ -276,13 +274,22 @@ class Fleet:
                 continue
             member = Member(f"token:{token}", State.LAUNCHING, p.instance, None, p.offering, p.pods)
             seen[member.key] = member
+            rebuilt.append(member.key)
             self._settle(member, State.LAUNCHING, now)
             _note_coming(member, coming)
-        for key, before in self.members.items():
-            if key not in seen and before.state != State.GONE and not key.startswith("token:"):
+        gone = sorted(old.keys() - seen.keys())
+        self._recount(old, seen, rebuilt, gone)
+        for key in gone:
+            before = old[key]
+            facts.pop(key, None)
+            if before.state != State.GONE and not key.startswith("token:"):
                 log.info("fleet_member_gone", member=key, last_state=before.state.value)
+        gone += [key for key in self._forgotten if key not in seen]
+        self._changes = (old, seen, rebuilt, gone)
+        self._forgotten = set()
         self.members = seen
         self._facts = facts
+        self._busy = busy
         self._for = {t: pods for t, pods in self._for.items() if t in coming}
         return overdue
 
@@ -375,7 +382,7 @@ class Fleet:
         gives them their offering's allocatable, DaemonSets included, as it does the nodes it plans."""
         return [
             Launching(m.key, m.offering)
-            for m in sorted(self.members.values(), key=lambda m: m.key)
+            for m in sorted(self._not_ready(), key=_KEY)
             if m.state == State.LAUNCHING and m.offering is not None
         ]
 
@@ -383,7 +390,7 @@ class Fleet:
         """The node each pod a node still coming up was launched for waits on, by pod key: the launching
         member's name (as in :meth:`launching_capacity`) or its Node's, once registered and not yet Ready."""
         out: dict[str, str] = {}
-        for m in sorted(self.members.values(), key=lambda m: m.key):
+        for m in sorted(self._not_ready(), key=_KEY):
             if m.state == State.LAUNCHING and m.offering is not None:
                 name = m.key
             elif m.state == State.REGISTERED and m.node is not None:
@@ -399,7 +406,7 @@ class Fleet:
         launching, and those whose Node is gone while they still run (a termination that failed, or one
         not yet made), which cost and hold their GPUs as much as any."""
         gpus = cpu = n = 0
-        for m in self.members.values():
+        for m in self._not_ready():
             nodeless = m.node is None and m.instance is not None and m.instance.state != "terminated"
             if m.state == State.LAUNCHING or nodeless:
                 gpus += m.gpus
@@ -428,14 +435,73 @@ class Fleet:
 
     def counts(self) -> dict[str, int]:
         """Members by state, every state present (for metrics)."""
-        by_state = Counter(map(_STATE, self.members.values()))  # no Python loop over a large fleet
+        tally = self._tally
+        if tally is None or tally[0] is not self.members:
+            tally = self._tally = (self.members, Counter(map(_STATE, self.members.values())))
+        by_state = tally[1]
         return {s.value: by_state[s] for s in State if s != State.GONE}
 
+    def _recount(
+        self, old: dict[str, Member], seen: dict[str, Member], rebuilt: Sequence[str], gone: Sequence[str]
+    ) -> None:
+        """Bring the count by state from ``old`` to ``seen`` through the members that changed (or drop it,
+        when it did not count ``old``)."""
+        tally = self._tally
+        if tally is None or tally[0] is not old:
+            self._tally = None
+            return
+        by_state = tally[1]
+        for key in gone:
+            by_state[old[key].state] -= 1
+        for key in set(rebuilt):
+            before = old.get(key)
+            if before is not None:
+                by_state[before.state] -= 1
+            by_state[seen[key].state] += 1
+        self._tally = (seen, by_state)
+
     def instance_for_node(self, node_name: str) -> Instance | None:
-        for m in self.members.values():
-            if m.node is not None and m.node.name == node_name:
-                return m.instance
-        return None
+        """The instance of the member whose Node is named ``node_name`` (None: no such member, or it has
+        no instance the cloud lists)."""
+        m = self._index().by_node.get(node_name)
+        return m.instance if m is not None else None
+
+    def changes_since(self, members: Mapping[str, Member]) -> tuple[Sequence[str], Sequence[str]] | None:
+        """What the last observe changed when ``members`` is the members it replaced: (the keys of members
+        that may have changed, new ones included; the keys of members gone); None when it is not (nothing
+        observed since, or ``members`` is older), and everything must be looked at again. A member under
+        another key is the very object it was, with the same facts and state."""
+        changes = self._changes
+        if changes is None or changes[0] is not members or changes[1] is not self.members:
+            return None
+        return changes[2], changes[3]
+
+    def member_for_token(self, token: str) -> Member | None:
+        """The member a launch with idempotency token ``token`` made: the launch itself until the cloud
+        lists its instance, then the instance's member."""
+        return self._index().by_token.get(token)
+
+    def _not_ready(self) -> list[Member]:
+        """The members launching, registered but not Ready, or without a Node, in the fleet's order."""
+        unready = self._unready
+        if unready is not None and unready[0] is self.members:
+            return unready[1]
+        launching, registered = State.LAUNCHING, State.REGISTERED
+        found = [
+            m
+            for m in self.members.values()
+            if m.node is None or m.state is launching or m.state is registered
+        ]
+        self._unready = (self.members, found)
+        return found
+
+    def _index(self) -> MemberIndex:
+        indexed = self._indexed
+        if indexed is not None and indexed[0] is self.members:
+            return indexed[1]
+        index = MemberIndex(self.members)
+        self._indexed = (self.members, index)
+        return index
 
     def cost_per_hour(self) -> float:
         return round(

@@ -89,6 +89,8 @@ class Gangs:
         """Terminate the nodes of gangs that could not be completed in time; returns the gangs rolled back.
         A node already running workload pods is kept: it is never killed outside the Eviction API. ``in_use``
         asks the API server itself (the cache may lag) why an instance must stay, "" when it may go."""
+        if not expired:
+            return []  # nothing to roll back: no pass over the fleet
         busy = {
             m.instance.launch_token
             for m in fleet.members.values()

@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 
 from autoscaler.config.values import Config
+from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import Reason
 from autoscaler.core.model import Pod, Snapshot
 from autoscaler.core.planning.planner import Plan
@@ -43,25 +44,19 @@ UNREADABLE = "Unreadable"
 
 @dataclass(frozen=True, slots=True)
 class _PodFacts:
-    """What the events and metrics read of every pod, gathered in one pass (kept while the pods are the same)."""
+    """What the events read of every pod (kept while the pods are the same)."""
 
     by_key: Mapping[str, Pod]
-    bound_unreadable: list[Pod]  # bound pods tidal cannot fully read
-    gpus_bound: int  # GPUs requested by the pods bound to a node that have not finished
+    bound_unreadable: Sequence[Pod]  # bound pods tidal cannot fully read
 
 
 def _pod_facts(pods: Sequence[Pod]) -> _PodFacts:
-    by_key: dict[str, Pod] = {}
-    unreadable: list[Pod] = []
-    gpus = 0
-    for p in pods:
-        by_key[p.key] = p
-        if p.node_name:
-            if p.unreadable:
-                unreadable.append(p)
-            if not p.finished:
-                gpus += p.requests.gpus
-    return _PodFacts(by_key, unreadable, gpus)
+    return _PodFacts({p.key: p for p in pods}, [p for p in pods if p.unreadable and p.node_name])
+
+
+def _gpus_bound(pods: Sequence[Pod]) -> int:
+    """GPUs requested by the pods bound to a node that have not finished (read only for the metrics)."""
+    return sum(p.requests.gpus for p in pods if p.node_name and not p.finished)
 
 
 class Reporter:
@@ -96,10 +91,19 @@ class Reporter:
         self._reasons = ReasonWindow()
         self._warned: tuple[Plan | None, list[str]] = (None, [])
         self._facts = OfPods(_pod_facts)
+        self._gpus_bound = OfPods(_gpus_bound)
 
-    def notify(self, decided: Plan, launched: list[LaunchOutcome], snapshot: Snapshot) -> None:
-        """Events on the pods a launch is for, on those no launch is for, and their cost estimates."""
-        pods = self._facts(snapshot.pods).by_key
+    def notify(
+        self,
+        decided: Plan,
+        launched: list[LaunchOutcome],
+        snapshot: Snapshot,
+        census: PodCensus | None = None,
+    ) -> None:
+        """Events on the pods a launch is for, on those no launch is for, and their cost estimates.
+        ``census``, when it is that of the snapshot's pods, spares another pass over them."""
+        facts = self._of(snapshot, census)
+        pods = facts.by_key
         for o in launched:
             if o.instance is None and not self.dry_run:
                 continue
@@ -126,12 +130,18 @@ class Reporter:
         for i in decided.demand.ignored:
             if i.reason in NOTIFY_REASONS and i.pod in pods:
                 self.events.pod(pods[i.pod], "NotTriggerScaleUp", i.detail)
-        self._unreadable(snapshot)
+        self._unreadable(snapshot, facts.bound_unreadable)
 
-    def _unreadable(self, snapshot: Snapshot) -> None:
+    def _of(self, snapshot: Snapshot, census: PodCensus | None) -> _PodFacts | PodCensus:
+        """What the events read of the snapshot's pods: its census when given one, else gathered here."""
+        if census is not None and census.describes(snapshot.pods):
+            return census
+        return self._facts(snapshot.pods)
+
+    def _unreadable(self, snapshot: Snapshot, bound_unreadable: Sequence[Pod]) -> None:
         """Say so on every running pod and Node tidal cannot fully read: each keeps a node for ever, which
         nobody would otherwise learn the reason for (a pending one is told by its NotTriggerScaleUp)."""
-        for pod in self._facts(snapshot.pods).bound_unreadable:
+        for pod in bound_unreadable:
             msg = (
                 f"tidal cannot read all of this pod ({pod.unreadable}): it never evicts it and never "
                 f"removes node {pod.node_name}"
@@ -159,7 +169,7 @@ class Reporter:
         counts.update(("unplaced", u.shortfall.value) for u in decided.launch.unplaced)
         self.metrics.set_pending(dict(counts))
         self.metrics.set_nodes(self.fleet.counts())
-        requested = self._facts(snapshot.pods).gpus_bound
+        requested = self._gpus_bound(snapshot.pods)
         requested += sum(p.requests.gpus for p in decided.demand.counted)
         self.metrics.set_gpus(decided.launch.gpus_after, requested, cfg.cluster_gpu_limit)
         self.metrics.set_cost(self.fleet.cost_per_hour())

@@ -71,7 +71,10 @@ def rfc3339(ts: float) -> str:
 
 def _busy(blocked: Blocked) -> bool:
     """The node stays only because it is used enough: nothing anyone would ask about."""
-    return all(b.kind == Hold.UTILISED for b in blocked.blocks)
+    blocks = blocked.blocks
+    if len(blocks) == 1:  # most nodes kept, thousands of them: no generator for each
+        return blocks[0].kind == Hold.UTILISED
+    return all(b.kind == Hold.UTILISED for b in blocks)
 
 
 def status_summary(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.runtime.fleet import Action, Fleet, State
 from tests.builders import pod, snapshot
-from tests.unit.test_fleet import KEY, NOW, OFFERINGS, gpu_node, instance
+from tests.unit.test_fleet import G4DN, KEY, NOW, OFFERINGS, gpu_node, instance
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -116,3 +116,41 @@ def test_an_unchanged_registered_member_keeps_the_pods_it_was_launched_for(
     fleet.observe([inst], snapshot(gpu_node()), OFFERINGS, NOW + 120)
     assert fleet.launched_for() == {}
     assert fleet.members[KEY].pods == ()
+
+
+def test_the_last_pod_leaving_an_unchanged_node_makes_it_idle(make_config: Callable[..., Config]) -> None:
+    fleet = Fleet(make_config())
+    inst = instance()
+    busy = pod("train-0", gpu=1, node_name="ip-10-0-1-5", phase="Running", message=None)
+    with_pod = snapshot(gpu_node(), busy)
+    fleet.observe([inst], with_pod, OFFERINGS, NOW)
+    fleet.observe([inst], with_pod, OFFERINGS, NOW + 30)
+    assert fleet.members[KEY].state == State.READY
+    fleet.observe([inst], replace(with_pod, pods=()), OFFERINGS, NOW + 60)  # the very same Node object
+    assert fleet.members[KEY].state == State.IDLE
+    assert fleet.members[KEY].history[-1] == (State.IDLE, NOW + 60)
+
+
+def test_an_unchanged_member_takes_the_offering_of_the_listing_once_its_launch_is_forgotten(
+    make_config: Callable[..., Config],
+) -> None:
+    fleet = Fleet(make_config())
+    planned = replace(G4DN)  # equal to the listing's offering, another object (as a plan's own copy)
+    fleet.record_launch("tok-1", planned, [], None, NOW - 60)
+    inst, snap = instance(token="tok-1"), snapshot(gpu_node())
+    fleet.observe([inst], snap, OFFERINGS, NOW)
+    assert fleet.members[KEY].offering is planned
+    fleet.observe([inst], snap, OFFERINGS, NOW + 30)
+    assert fleet.members[KEY].offering is G4DN
+    fleet.observe([inst], snap, OFFERINGS, NOW + 60)
+    assert fleet.members[KEY].offering is G4DN
+
+
+def test_a_launch_recorded_again_for_a_listed_member_is_taken_in(make_config: Callable[..., Config]) -> None:
+    fleet = Fleet(make_config())
+    inst, snap = instance(token="tok-1"), snapshot(gpu_node())
+    fleet.observe([inst], snap, OFFERINGS, NOW)
+    fleet.observe([inst], snap, OFFERINGS, NOW + 30)
+    fleet.record_launch("tok-1", G4DN, ["default/infer-0"], inst, NOW + 40)  # the cloud gave the same one
+    fleet.observe([inst], snap, OFFERINGS, NOW + 60)
+    assert fleet.members[KEY].pods == ("default/infer-0",)

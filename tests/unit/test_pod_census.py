@@ -91,6 +91,30 @@ def test_a_census_names_the_nodes_pods_are_bound_to_the_unbound_pods_and_who_a_q
     ]
 
 
+def test_a_census_names_the_nodes_that_run_workload_pods() -> None:
+    pods = snapshot(
+        pod("agent-a", node_name="cpu-a", phase="Running", owner_kind="DaemonSet", message=None),
+        pod("agent-b", node_name="cpu-b", phase="Running", owner_kind="DaemonSet", message=None),
+        pod("web-0", node_name="cpu-b", phase="Running", message=None),
+        pod("report-0", node_name="cpu-c", phase="Succeeded", message=None),
+        pod("web-1"),
+    ).pods
+
+    # cpu-a runs only its DaemonSet's agent, cpu-c only a finished pod: neither is busy.
+    assert census(pods).busy == {"cpu-b"}
+
+
+def test_a_census_finds_every_pod_by_key_and_the_bound_pods_tidal_cannot_read() -> None:
+    snap = kai_cluster()
+    odd = replace(snap.pods[0], name="odd-0", node_name="cpu-a", unreadable="spec.overhead: unknown field")
+    pods = (*snap.pods, odd, replace(odd, name="odd-pending", node_name="", phase="Pending"))
+
+    found = census(pods)
+
+    assert found.by_key == {p.key: p for p in pods}
+    assert found.bound_unreadable == (odd,)
+
+
 def test_a_census_describes_only_the_pods_it_was_taken_of() -> None:
     snap = kai_cluster()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -158,3 +159,29 @@ def test_the_taints_kubernetes_puts_on_a_joining_node_do_not_buy_a_second_node(
 
         assert again.error == "" and again.launched == []
         assert len(provider.instances()) == 1
+
+
+def test_a_labelled_node_is_labelled_again_when_the_configuration_adds_node_labels(
+    tmp_path: Path, make_config: Callable[..., Config]
+) -> None:
+    waiting = pod("infer-0", cpu="2", memory="8Gi", gpu=1, message=INSUFFICIENT_GPU)
+    controller, provider, cluster, actions, clock, _ = launched_for(tmp_path, make_config, waiting)
+    clock.now += 60
+    [instance] = provider.instances()
+    joined = node("ip-10-0-0-7", instance_type="g5.xlarge", cpu="4", memory="16Gi", managed=True)
+    joined["spec"]["providerID"] = instance.provider_id
+    cluster.view = snapshot(waiting, joined)
+    controller.reconcile_once()
+    [(_, asked)] = actions.named("label_node")
+    labelled = node(
+        "ip-10-0-0-7", instance_type="g5.xlarge", cpu="4", memory="16Gi", managed=True, labels=dict(asked)
+    )
+    labelled["spec"]["providerID"] = instance.provider_id
+    cluster.view = snapshot(waiting, labelled)
+    controller.reconcile_once()
+    assert len(actions.named("label_node")) == 1  # it has them all now
+
+    team = replace(controller.config(), node_labels={"example.com/team": "vision"})
+    controller.config = lambda: team
+    controller.reconcile_once()
+    assert actions.named("label_node")[1] == ("ip-10-0-0-7", {"example.com/team": "vision"})

@@ -226,10 +226,10 @@ def live(memo: PlanMemo, offerings: Iterable[Offering]) -> dict[str, Reservation
 def keeps(node: Node, listed: Mapping[str, Reservation], config: Config, now: float) -> str:
     """Why scale-down keeps ``node`` whatever its use: it runs in a reservation that lasts, which is paid for
     whether the node runs or not (empty string when it does not, or ``reservedNodes`` is release)."""
-    if config.reservations.reserved_nodes != KEEP:
-        return ""
     rid = node.labels.get(LABEL_RESERVATION_ID)
-    r = listed.get(rid) if rid else None
+    if not rid or config.reservations.reserved_nodes != KEEP:
+        return ""  # asked of every node: an unreserved one is told by one label read
+    r = listed.get(rid)
     if r is None:
         return ""  # not reserved, or its reservation is gone: it costs what any node costs now
     if r.block and r.end is not None and now >= r.end - config.reservations.drain_before_block_end:
@@ -272,9 +272,18 @@ def ending_blocks(
     """Managed nodes whose Capacity Block ends within ``reservations.drainBeforeBlockEnd``, by name."""
     listed = reservations(offerings)
     lead = config.reservations.drain_before_block_end
+    # Only a node labelled a Capacity Block's, or in a block the provider lists, can be on one: one label
+    # read tells the others apart, which most nodes of a cluster without blocks are.
+    blocks = {rid for rid, r in listed.items() if r.block and r.end is not None}
+    block_type = ReservationKind.CAPACITY_BLOCK.value
     out = []
     for node in nodes:
         if not node.managed or node.deleting:
+            continue
+        labels = node.labels
+        if labels.get(LABEL_RESERVATION_TYPE) != block_type and (
+            not blocks or labels.get(LABEL_RESERVATION_ID, "") not in blocks
+        ):
             continue
         found = block_end(node, listed)
         if found is not None and now >= found[1] - lead:
