@@ -32,6 +32,9 @@ class Workload:
     # When the first of ``kept`` was bound (PodScheduled True), +inf without any, None when one of them is not
     # known to be bound: they are all young at ``now`` within ``w`` when ``now - bound_since <= w``.
     bound_since: float | None
+    # Whether the node is busy: some pod keeps it in use, at or above its threshold. Such a node stays, but
+    # while its pods are all young (then it may be replaced): its verdict changes with the time only then.
+    busy: bool
     # What new nodes for ``kept`` alone would be, planned without limits, with the key of that plan
     # (see :func:`autoscaler.core.disruption.replace.replacement`); None until asked for.
     unlimited: tuple[PlannedReplacement | str, tuple[object, ...]] | None = None
@@ -49,3 +52,6 @@ class NodeFacts:
     by_shares: dict[bool, Workload] = field(default_factory=dict)
     # The node's offering (None when unknown) and the pods a queue's share of its price is counted from.
     priced: tuple[Offering | None, list[Pod]] | None = None
+    # When the node was first seen unneeded, as its annotation says (None: no readable annotation); read
+    # once, held in a one-item tuple (None until read).
+    marked: tuple[float | None] | None = None
