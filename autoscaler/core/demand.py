@@ -12,10 +12,13 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import is_
+from typing import cast
 
 from autoscaler.config.values import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.census import PodCensus
+from autoscaler.core.demand_memo import DemandMemo, Screened
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.core.gpu.layouts import mig_resources
@@ -350,6 +353,7 @@ def select(
     requested: Sequence[Gang] = (),
     standby: Sequence[Pod] = (),
     census: PodCensus | None = None,
+    memo: DemandMemo | None = None,
 ) -> Demand:
     """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
 
@@ -358,41 +362,55 @@ def select(
     ``requested`` are gangs of pods asked for ahead of time (ProvisioningRequests) and ``standby`` placeholder
     pods (CapacityBuffers): no scheduler has seen them, so they are not screened, but they count against
     the KAI queues like any pod: the requested before every pending pod (their capacity is promised first),
-    the standby after all of them. ``census`` is that of the snapshot's pods, when the caller has it."""
+    the standby after all of them. ``census`` is that of the snapshot's pods, when the caller has it.
+    ``memo`` keeps what is read of each pending pod for the next plan, which reads it again only of pods
+    that are new or changed (see :class:`~autoscaler.core.demand_memo.DemandMemo`)."""
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
     estimating: list[Pod] = []
+    if memo is not None:
+        memo.start(config)
     # Replicas of one workload have the same annotations and constraints: read them once.
-    read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
+    read: dict[tuple[object, ...], Constraints | AnnotationError] = memo.shapes if memo is not None else {}
     matched: dict[str, bool] = {}
     # What a pod's constraints read of its requests, by request (replicas ask alike).
     asked: dict[int, tuple[Resources, object]] = {}
+    known = memo.pods if memo is not None else None
+    screened: dict[int, Screened] = {}
     pending = (
         census.pending_phase if census is not None and census.describes(snapshot.pods) else snapshot.pods
     )
     for pod in pending:
         if pod.phase != "Pending":
             continue
-        verdict = _screen(pod, config, matched)
+        entry = known.get(id(pod)) if known is not None else None
+        if entry is None or entry.pod is not pod:
+            entry = Screened(pod, _screen(pod, config, matched))
+        if known is not None:
+            screened[id(pod)] = entry
+        verdict = cast("Ignored | None", entry.verdict)
         if verdict and verdict.reason != Reason.COST_ESTIMATE:
             demand.ignored.append(verdict)
             continue
-        shape = (
-            tuple(pod.annotations.items()),
-            tuple(pod.node_selector.items()),
-            pod.affinity,
-            pod.tolerations,
-            _asked(pod.requests, asked),
-            pod.dra_types,
-        )
-        found = read.get(shape)
+        found = entry.found
         if found is None:
-            try:
-                found = pod_constraints(pod, config)
-            except AnnotationError as err:
-                found = err
-            read[shape] = found
+            shape = (
+                tuple(pod.annotations.items()),
+                tuple(pod.node_selector.items()),
+                pod.affinity,
+                pod.tolerations,
+                _asked(pod.requests, asked),
+                pod.dra_types,
+            )
+            found = read.get(shape)
+            if found is None:
+                try:
+                    found = pod_constraints(pod, config)
+                except AnnotationError as err:
+                    found = err
+                read[shape] = found
+            entry.shape, entry.found = shape, found
         if isinstance(found, AnnotationError):
             demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
             continue
@@ -402,7 +420,15 @@ def select(
             estimating.append(pod)
             continue
         candidates.append(pod)
-    candidates = _in_order(candidates)
+    if memo is not None:
+        memo.pods = screened  # pods no longer pending are forgotten
+        if len(read) > 2 * len(screened) + _SHAPES_SLACK:
+            memo.shapes = {
+                e.shape: e.found for e in screened.values() if e.shape is not None and e.found is not None
+            }
+        candidates = _kept_order(candidates, memo)
+    else:
+        candidates = _in_order(candidates)
     demand.estimates = _estimates(estimating, groups)
 
     members: dict[str, list[Pod]] = defaultdict(list)
@@ -462,10 +488,48 @@ def select(
         if i.reason != Reason.COST_ESTIMATE:
             demand.constraints.pop(i.pod, None)
     for pod in [*demand.counted, *demand.standby]:
-        queue = pod_queue(pod, groups)
+        queue = _queue(pod, groups, screened)
         if queue:
             demand.queues[pod.key] = queue
     return demand
+
+
+# Shapes of pods gone a memo may hold, beyond twice its pods', before it forgets them.
+_SHAPES_SLACK = 256
+
+
+def _queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup], screened: Mapping[int, Screened]) -> str:
+    """:func:`pod_queue`, kept with what the plan read of the pod when it names no PodGroup (then only its
+    labels say)."""
+    entry = screened.get(id(pod))
+    if entry is None or entry.pod is not pod:
+        return pod_queue(pod, groups)
+    found = entry.queue
+    if found is None:
+        found = pod_queue(pod, groups)
+        if not pod.annotations.get(ann.POD_GROUP_ANNOTATION):
+            entry.queue = found
+    return found
+
+
+def _kept_order(pods: list[Pod], memo: DemandMemo) -> list[Pod]:
+    """:func:`_in_order` of ``pods``, kept in ``memo``: the same pods as the last plan's in the same order
+    are put in the same order; some of them only, when no two of those tie (then the order is the set's,
+    whatever order they came in), in the order they had."""
+    last = memo.order
+    if last is not None:
+        given, ordered, distinct = last
+        if len(given) == len(pods) and all(map(is_, given, pods)):
+            return list(ordered)
+        if distinct and len(pods) <= len(ordered):
+            wanted = {id(p): p for p in pods}
+            kept = [p for p in ordered if wanted.get(id(p)) is p]
+            if len(kept) == len(pods):
+                memo.order = (pods, kept, True)
+                return list(kept)
+    ordered = _in_order(pods)
+    memo.order = (pods, ordered, len({_tie(p) for p in pods}) == len(pods))
+    return list(ordered)
 
 
 def _request(
