@@ -12,7 +12,6 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import is_
 from typing import cast
 
 from autoscaler.config.values import Config
@@ -148,6 +147,13 @@ _IGNORE_LUNA = ann.alias(ann.IGNORE) or ann.IGNORE
 def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
     """The first reason, in a fixed order, that keeps a pending pod out of demand. ``matched`` keeps, by
     pending message, whether ``pendingPodReasonRegexp`` matches it (most pods wait with one of a few)."""
+    found = _screen_spec(pod, config)
+    return _screen_condition(pod, config, matched) if found is None else found
+
+
+def _screen_spec(pod: Pod, config: Config) -> Ignored | None:
+    """:func:`_screen` but for the PodScheduled condition (None: the condition decides): what it reads of the
+    pod stays while only the condition changes, as the scheduler rewrites it at every try."""
     key = pod.key
     if pod.node_name:
         return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
@@ -192,14 +198,21 @@ def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | Non
             Reason.COST_ESTIMATE,
             f"scheduling gate {estimate}: tidal only estimates the node it would buy, and never launches it",
         )
+    return None
+
+
+def _screen_condition(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
+    """What the pod's PodScheduled condition says of it, the last of :func:`_screen`'s questions."""
     cond = pod.scheduled
     if cond is None or cond.status != "False":
-        return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
+        return Ignored(pod.key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
     found = matched.get(cond.message)
     if found is None:
         found = matched[cond.message] = config.pending_pod_reason_regexp.search(cond.message) is not None
     if not found:
-        return Ignored(key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}")
+        return Ignored(
+            pod.key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}"
+        )
     return None
 
 
@@ -377,23 +390,32 @@ def select(
     # What a pod's constraints read of its requests, by request (replicas ask alike).
     asked: dict[int, tuple[Resources, object]] = {}
     known = memo.pods if memo is not None else None
-    screened: dict[int, Screened] = {}
+    screened: dict[str, Screened] = {}
+    # Whether every pod that counts was seen by the last plan, as it is but for its condition.
+    seen = known is not None
     pending = (
         census.pending_phase if census is not None and census.describes(snapshot.pods) else snapshot.pods
     )
     for pod in pending:
         if pod.phase != "Pending":
             continue
-        entry = known.get(id(pod)) if known is not None else None
-        if entry is None or entry.pod is not pod:
-            entry = Screened(pod, _screen(pod, config, matched))
-        if known is not None:
-            screened[id(pod)] = entry
-        verdict = cast("Ignored | None", entry.verdict)
+        if known is None:
+            verdict = _screen(pod, config, matched)
+            entry, fresh = None, True
+        else:
+            entry = known.get(pod.key)
+            if entry is None or not entry.same(pod):
+                entry = Screened(pod, _screen_spec(pod, config))
+                fresh = True
+            else:
+                fresh = False
+            screened[pod.key] = entry
+            spec = cast("Ignored | None", entry.spec)
+            verdict = _screen_condition(pod, config, matched) if spec is None else spec
         if verdict and verdict.reason != Reason.COST_ESTIMATE:
             demand.ignored.append(verdict)
             continue
-        found = entry.found
+        found = entry.found if entry is not None else None
         if found is None:
             shape = (
                 tuple(pod.annotations.items()),
@@ -410,7 +432,8 @@ def select(
                 except AnnotationError as err:
                     found = err
                 read[shape] = found
-            entry.shape, entry.found = shape, found
+            if entry is not None:
+                entry.shape, entry.found = shape, found
         if isinstance(found, AnnotationError):
             demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
             continue
@@ -420,13 +443,14 @@ def select(
             estimating.append(pod)
             continue
         candidates.append(pod)
+        seen = seen and not fresh
     if memo is not None:
         memo.pods = screened  # pods no longer pending are forgotten
         if len(read) > 2 * len(screened) + _SHAPES_SLACK:
             memo.shapes = {
                 e.shape: e.found for e in screened.values() if e.shape is not None and e.found is not None
             }
-        candidates = _kept_order(candidates, memo)
+        candidates = _kept_order(candidates, memo, seen)
     else:
         candidates = _in_order(candidates)
     demand.estimates = _estimates(estimating, groups)
@@ -498,10 +522,10 @@ def select(
 _SHAPES_SLACK = 256
 
 
-def _queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup], screened: Mapping[int, Screened]) -> str:
+def _queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup], screened: Mapping[str, Screened]) -> str:
     """:func:`pod_queue`, kept with what the plan read of the pod when it names no PodGroup (then only its
     labels say)."""
-    entry = screened.get(id(pod))
+    entry = screened.get(pod.key)
     if entry is None or entry.pod is not pod:
         return pod_queue(pod, groups)
     found = entry.queue
@@ -512,18 +536,22 @@ def _queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup], screened: Mappi
     return found
 
 
-def _kept_order(pods: list[Pod], memo: DemandMemo) -> list[Pod]:
-    """:func:`_in_order` of ``pods``, kept in ``memo``: the same pods as the last plan's in the same order
-    are put in the same order; some of them only, when no two of those tie (then the order is the set's,
-    whatever order they came in), in the order they had."""
+def _kept_order(pods: list[Pod], memo: DemandMemo, seen: bool) -> list[Pod]:
+    """:func:`_in_order` of ``pods``, kept in ``memo``. When every one of them was seen by the last plan (the
+    same pod, but for its condition, which no part of the order reads), they are put in the order they had
+    then: the same pods in the same order as given then, or some of them only when no two of those tie (then
+    the order is the set's, whatever order they came in)."""
     last = memo.order
-    if last is not None:
+    if seen and last is not None:
         given, ordered, distinct = last
-        if len(given) == len(pods) and all(map(is_, given, pods)):
-            return list(ordered)
-        if distinct and len(pods) <= len(ordered):
-            wanted = {id(p): p for p in pods}
-            kept = [p for p in ordered if wanted.get(id(p)) is p]
+        by_key = {p.key: p for p in pods}
+        if len(by_key) < len(pods):
+            pass  # two pods of one name: only a sort puts them in order
+        elif len(given) == len(pods) and all(a.key == b.key for a, b in zip(given, pods, strict=True)):
+            memo.order = (pods, [by_key[p.key] for p in ordered], distinct)
+            return list(memo.order[1])
+        elif distinct and len(pods) <= len(ordered):
+            kept = [q for p in ordered if (q := by_key.get(p.key)) is not None]
             if len(kept) == len(pods):
                 memo.order = (pods, kept, True)
                 return list(kept)

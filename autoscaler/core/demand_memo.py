@@ -12,7 +12,8 @@ stays a function of its input. Pods no longer pending are forgotten at each plan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter, is_
 
 from autoscaler.config.values import Config
 from autoscaler.core.fit import AnnotationError, Constraints
@@ -21,18 +22,38 @@ from autoscaler.core.model import Pod
 __all__ = ["DemandMemo", "Screened"]
 
 
+# Every field of a pod but its PodScheduled condition, at once: a pod whose other fields are the very same
+# objects as another's is that pod with its condition rewritten (the scheduler does so at every try).
+_REST = attrgetter(*(f.name for f in fields(Pod) if f.name != "scheduled"))
+
+
 @dataclass(slots=True)
 class Screened:
-    """What a plan read of one pending pod: why it is not demand (None when it is), and, for a pod that is
-    (or is gated for a cost estimate), the key its constraints were read under and what they are."""
+    """What a plan read of one pending pod: the reason that keeps it out of demand but for its PodScheduled
+    condition (None when only the condition may), and, for a pod that may count (or is gated for a cost
+    estimate), the key its constraints were read under and what they are."""
 
     pod: Pod
-    verdict: object  # the demand.Ignored that keeps it out, or None
+    spec: object  # the demand.Ignored, or None
+    rest: tuple[object, ...] = ()
     shape: tuple[object, ...] | None = None
     found: Constraints | AnnotationError | None = None
     # Its KAI queue by its labels (it names no PodGroup, whose queue would come first); None until read or
     # when it names a PodGroup.
     queue: str | None = None
+
+    def __post_init__(self) -> None:
+        self.rest = _REST(self.pod)
+
+    def same(self, pod: Pod) -> bool:
+        """Whether ``pod`` is this pod, or this pod with its condition rewritten (then it is kept as this
+        pod from now on): what was read of it stands."""
+        if pod is self.pod:
+            return True
+        if all(map(is_, _REST(pod), self.rest)):
+            self.pod = pod
+            return True
+        return False
 
 
 class DemandMemo:
@@ -40,8 +61,8 @@ class DemandMemo:
 
     def __init__(self) -> None:
         self.config: Config | None = None
-        # By id of the pod, the pod itself held in the entry: an id is only the same pod while it lives.
-        self.pods: dict[int, Screened] = {}
+        # By namespace/name, each entry holding the pod it was read of.
+        self.pods: dict[str, Screened] = {}
         # Constraints by the key they were read under: pods that read alike share one Constraints (its hash
         # is worked out once), the pods of this plan and of the plans before it alike.
         self.shapes: dict[tuple[object, ...], Constraints | AnnotationError] = {}

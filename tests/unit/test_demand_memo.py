@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.core.demand import Reason, select
 from autoscaler.core.demand_memo import DemandMemo
+from autoscaler.sim.pods import with_scheduled
 from tests.builders import pod, podgroup, snapshot
 
 if TYPE_CHECKING:
@@ -102,3 +103,27 @@ def test_a_pod_of_no_podgroup_keeps_its_queue_label(make_config: Callable[..., C
     config, memo = make_config(), DemandMemo()
     for _ in range(2):
         assert select(snap, config, memo=memo).queues == {"default/infer-1": "team-a"}
+
+
+def test_a_pod_whose_condition_the_scheduler_rewrote_is_matched_again_by_its_new_message(
+    make_config: Callable[..., Config],
+) -> None:
+    snap = snapshot(pod("web-1"))
+    config, memo = make_config(pendingPodReasonRegexp="Insufficient cpu"), DemandMemo()
+    first = select(snap, config, memo=memo)
+    [waiting] = snap.pods
+    assert waiting.scheduled is not None
+    other = replace(waiting.scheduled, message="0/4 nodes are available: 4 node(s) had untolerated taint.")
+    mismatched = select(with_pods(snap, (with_scheduled(waiting, other),)), config, memo=memo)
+    assert [i.reason for i in mismatched.ignored] == [Reason.REASON_MISMATCH]
+    again = replace(waiting.scheduled, message="0/5 nodes are available: 5 Insufficient cpu.")
+    matched = select(with_pods(snap, (with_scheduled(waiting, again),)), config, memo=memo)
+    assert [p.key for p in matched.counted] == ["default/web-1"]
+    assert matched.constraints["default/web-1"] is first.constraints["default/web-1"]  # read once
+
+
+def test_a_pod_rewritten_but_for_its_condition_is_read_again(make_config: Callable[..., Config]) -> None:
+    config, memo = make_config(), DemandMemo()
+    assert [p.key for p in select(snapshot(pod("web-1")), config, memo=memo).counted] == ["default/web-1"]
+    ignored = select(snapshot(pod("web-1", annotations={"tidal.dev/ignore": "true"})), config, memo=memo)
+    assert [i.reason for i in ignored.ignored] == [Reason.IGNORED]
