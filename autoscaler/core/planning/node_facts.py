@@ -2,9 +2,11 @@
 one plan to the next.
 
 At every plan scale-down looks at every managed node: which of its pods are workload, which of them keep it
-in use, how much of it they use, when they were bound (whether they are all young still), and what new nodes
-for them alone would be. All of it depends only on the Node object, the pod objects on it and the offerings'
-index (offerings and config). :class:`~autoscaler.core.planning.rooms.NodeRooms` keeps each node's room while
+in use, how much of it they use, when they were bound (whether they are all young still), what new nodes
+for them alone would be, what keeps it when it is busy, and when its annotation says it became unneeded. All
+of it depends only on the Node object, the pod objects on it and the offerings' index (offerings and config);
+what depends on the time as well (whether its pods are still young, how long it has been unneeded) is judged
+again at every plan from what is kept here. :class:`~autoscaler.core.planning.rooms.NodeRooms` keeps each node's room while
 the node and its pods stay the very same objects and the index the same; it keeps a :class:`NodeFacts` beside
 each room, empty at first and filled by the first plan that reads it.
 """
