@@ -54,6 +54,7 @@ YOUNG_REPLACE_SAVINGS = 0.2
 
 _name = attrgetter("name")
 _node_of = attrgetter("node")
+_NO_REPLACEMENT = Replacement()
 
 
 def _bound_since(pods: Sequence[Pod]) -> float | None:
@@ -270,16 +271,19 @@ def scale_down(
             found = durations[seconds] = format_duration(seconds)
         return found
 
+    # The words of a block, by what it says: nodes unneeded alike (since the same plan) share them.
+    notes: dict[tuple[Hold, str], Block] = {}
     for util, node, work in sorted(candidates, key=_candidate_order):
         since = since_map.get(node.name)
         if since is None:
             since = _marked(node, facts_of(node.name) if facts_of is not None else None) or now
         how = ""
-        found = Replacement()
+        found = _NO_REPLACEMENT
         hold = Hold.PODS_STAY
         workload, kept = work.pods, work.kept
-        counted = dict(evicting)
-        blocker = eviction_blocker(workload, snapshot.pdbs, counted)
+        # No pod to evict takes a share of any budget (most candidates, empty nodes, have none).
+        counted = dict(evicting) if workload else evicting
+        blocker = eviction_blocker(workload, snapshot.pdbs, counted) if workload else ""
         if not blocker and kept:
             if targets is None:
                 if engine is None:
@@ -310,10 +314,11 @@ def scale_down(
             wake.append(since + wait)
         if waited < wait:
             blocked.append(
-                _blocked(
+                _noted(
                     node,
                     Hold.UNNEEDED_TOO_SHORT,
                     f"unneeded for {duration(waited)} of {duration(wait)}",
+                    notes,
                 )
             )
             continue
@@ -360,6 +365,14 @@ def scale_down(
 
 def _blocked(node: Node, kind: Hold, detail: str) -> Blocked:
     return Blocked(node.name, (Block(kind, detail),))
+
+
+def _noted(node: Node, kind: Hold, detail: str, notes: dict[tuple[Hold, str], Block]) -> Blocked:
+    """:func:`_blocked`, the block shared by the nodes of one plan that say the same."""
+    block = notes.get((kind, detail))
+    if block is None:
+        block = notes[(kind, detail)] = Block(kind, detail)
+    return Blocked(node.name, (block,))
 
 
 def _marked(node: Node, facts: NodeFacts | None) -> float | None:
