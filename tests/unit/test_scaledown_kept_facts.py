@@ -97,3 +97,16 @@ def test_a_node_written_anew_counts_unneeded_from_its_new_annotation(
     rewritten = planner(snapshot(gpu_node("gpu-a", TEN_SECONDS_AGO)))
     assert rewritten.removal.removals == ()
     assert [b.reason for b in rewritten.removal.blocked] == ["unneeded for 10s of 30s"]
+
+
+def test_an_empty_node_waiting_between_plans_reports_the_wait_of_each_plan(
+    make_config: Callable[..., Config],
+) -> None:
+    planner = Planner(make_config())
+    snap = snapshot(gpu_node("gpu-a", TEN_SECONDS_AGO))
+    first = planner(snap).removal.blocked
+    same = planner(snap).removal.blocked
+    later = planner(snap, NOW + 5).removal.blocked
+    assert [b.reason for b in first] == ["unneeded for 10s of 30s"]
+    assert same[0] is first[0]  # the words of the last plan, while they hold
+    assert [b.reason for b in later] == ["unneeded for 15s of 30s"]

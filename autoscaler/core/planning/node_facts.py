@@ -42,6 +42,8 @@ class Workload:
     unlimited: tuple[PlannedReplacement | str, tuple[object, ...]] | None = None
     # What keeps the node, busy enough, when it is: the same every plan while its pods are.
     utilised: Blocked | None = None
+    # What keeps the node while it has not been unneeded for long enough, as the last plan said it.
+    waiting: Blocked | None = None
     # What a removal of the node names: its GPUs and the keys of ``pods`` (None until a removal is made).
     removed: tuple[int, tuple[str, ...]] | None = None
 

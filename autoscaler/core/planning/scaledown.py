@@ -313,14 +313,11 @@ def scale_down(
             wait = cfg.unneeded_without_demand
             wake.append(since + wait)
         if waited < wait:
-            blocked.append(
-                _noted(
-                    node,
-                    Hold.UNNEEDED_TOO_SHORT,
-                    f"unneeded for {duration(waited)} of {duration(wait)}",
-                    notes,
-                )
-            )
+            detail = f"unneeded for {duration(waited)} of {duration(wait)}"
+            note = work.waiting
+            if note is None or note.blocks[0].detail != detail:  # as the last plan said, most plans
+                note = work.waiting = _noted(node, Hold.UNNEEDED_TOO_SHORT, detail, notes)
+            blocked.append(note)
             continue
         # The unneeded clock runs from the start, but a node is never removed younger than the grace period:
         # a pod cancelled while its node launched is often followed by the next one.
