@@ -12,10 +12,12 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from autoscaler.config.values import Config
 from autoscaler.core import annotations as ann
 from autoscaler.core.census import PodCensus
+from autoscaler.core.demand_memo import DemandMemo, Screened
 from autoscaler.core.fit import AnnotationError, Constraints, pod_constraints
 from autoscaler.core.gpu.kai_pods import is_background, is_scale_adjuster_pod, scaled_pod
 from autoscaler.core.gpu.layouts import mig_resources
@@ -145,6 +147,13 @@ _IGNORE_LUNA = ann.alias(ann.IGNORE) or ann.IGNORE
 def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
     """The first reason, in a fixed order, that keeps a pending pod out of demand. ``matched`` keeps, by
     pending message, whether ``pendingPodReasonRegexp`` matches it (most pods wait with one of a few)."""
+    found = _screen_spec(pod, config)
+    return _screen_condition(pod, config, matched) if found is None else found
+
+
+def _screen_spec(pod: Pod, config: Config) -> Ignored | None:
+    """:func:`_screen` but for the PodScheduled condition (None: the condition decides): what it reads of the
+    pod stays while only the condition changes, as the scheduler rewrites it at every try."""
     key = pod.key
     if pod.node_name:
         return Ignored(key, Reason.BOUND, f"bound to {pod.node_name}, waiting for its containers")
@@ -189,14 +198,21 @@ def _screen(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | Non
             Reason.COST_ESTIMATE,
             f"scheduling gate {estimate}: tidal only estimates the node it would buy, and never launches it",
         )
+    return None
+
+
+def _screen_condition(pod: Pod, config: Config, matched: dict[str, bool]) -> Ignored | None:
+    """What the pod's PodScheduled condition says of it, the last of :func:`_screen`'s questions."""
     cond = pod.scheduled
     if cond is None or cond.status != "False":
-        return Ignored(key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
+        return Ignored(pod.key, Reason.NO_CONDITION, "the scheduler has not reported PodScheduled=False yet")
     found = matched.get(cond.message)
     if found is None:
         found = matched[cond.message] = config.pending_pod_reason_regexp.search(cond.message) is not None
     if not found:
-        return Ignored(key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}")
+        return Ignored(
+            pod.key, Reason.REASON_MISMATCH, f"pending message does not match: {cond.message[:160]}"
+        )
     return None
 
 
@@ -350,6 +366,7 @@ def select(
     requested: Sequence[Gang] = (),
     standby: Sequence[Pod] = (),
     census: PodCensus | None = None,
+    memo: DemandMemo | None = None,
 ) -> Demand:
     """Split the snapshot's pending pods into demand (singles and gangs) and ignored-with-reason.
 
@@ -358,41 +375,65 @@ def select(
     ``requested`` are gangs of pods asked for ahead of time (ProvisioningRequests) and ``standby`` placeholder
     pods (CapacityBuffers): no scheduler has seen them, so they are not screened, but they count against
     the KAI queues like any pod: the requested before every pending pod (their capacity is promised first),
-    the standby after all of them. ``census`` is that of the snapshot's pods, when the caller has it."""
+    the standby after all of them. ``census`` is that of the snapshot's pods, when the caller has it.
+    ``memo`` keeps what is read of each pending pod for the next plan, which reads it again only of pods
+    that are new or changed (see :class:`~autoscaler.core.demand_memo.DemandMemo`)."""
     demand = Demand()
     groups = {(g.namespace, g.name): g for g in snapshot.podgroups}
     candidates: list[Pod] = []
     estimating: list[Pod] = []
+    if memo is not None:
+        memo.start(config)
     # Replicas of one workload have the same annotations and constraints: read them once.
-    read: dict[tuple[object, ...], Constraints | AnnotationError] = {}
+    read: dict[tuple[object, ...], Constraints | AnnotationError] = memo.shapes if memo is not None else {}
     matched: dict[str, bool] = {}
     # What a pod's constraints read of its requests, by request (replicas ask alike).
     asked: dict[int, tuple[Resources, object]] = {}
+    known = memo.pods if memo is not None else None
+    screened: dict[str, Screened] = {}
+    # Whether every pod that counts was seen by the last plan, as it is but for its condition.
+    seen = known is not None
     pending = (
         census.pending_phase if census is not None and census.describes(snapshot.pods) else snapshot.pods
     )
     for pod in pending:
         if pod.phase != "Pending":
             continue
-        verdict = _screen(pod, config, matched)
+        if known is None:
+            verdict = _screen(pod, config, matched)
+            entry, fresh = None, True
+        else:
+            entry = known.get(pod.key)
+            if entry is None or not entry.same(pod):
+                entry = Screened(pod, _screen_spec(pod, config))
+                fresh = True
+            else:
+                fresh = False
+            screened[pod.key] = entry
+            spec = cast("Ignored | None", entry.spec)
+            verdict = _screen_condition(pod, config, matched) if spec is None else spec
         if verdict and verdict.reason != Reason.COST_ESTIMATE:
             demand.ignored.append(verdict)
             continue
-        shape = (
-            tuple(pod.annotations.items()),
-            tuple(pod.node_selector.items()),
-            pod.affinity,
-            pod.tolerations,
-            _asked(pod.requests, asked),
-            pod.dra_types,
-        )
-        found = read.get(shape)
+        found = entry.found if entry is not None else None
         if found is None:
-            try:
-                found = pod_constraints(pod, config)
-            except AnnotationError as err:
-                found = err
-            read[shape] = found
+            shape = (
+                tuple(pod.annotations.items()),
+                tuple(pod.node_selector.items()),
+                pod.affinity,
+                pod.tolerations,
+                _asked(pod.requests, asked),
+                pod.dra_types,
+            )
+            found = read.get(shape)
+            if found is None:
+                try:
+                    found = pod_constraints(pod, config)
+                except AnnotationError as err:
+                    found = err
+                read[shape] = found
+            if entry is not None:
+                entry.shape, entry.found = shape, found
         if isinstance(found, AnnotationError):
             demand.ignored.append(Ignored(pod.key, Reason.BAD_ANNOTATION, str(found)))
             continue
@@ -402,7 +443,16 @@ def select(
             estimating.append(pod)
             continue
         candidates.append(pod)
-    candidates = _in_order(candidates)
+        seen = seen and not fresh
+    if memo is not None:
+        memo.pods = screened  # pods no longer pending are forgotten
+        if len(read) > 2 * len(screened) + _SHAPES_SLACK:
+            memo.shapes = {
+                e.shape: e.found for e in screened.values() if e.shape is not None and e.found is not None
+            }
+        candidates = _kept_order(candidates, memo, seen)
+    else:
+        candidates = _in_order(candidates)
     demand.estimates = _estimates(estimating, groups)
 
     members: dict[str, list[Pod]] = defaultdict(list)
@@ -462,10 +512,52 @@ def select(
         if i.reason != Reason.COST_ESTIMATE:
             demand.constraints.pop(i.pod, None)
     for pod in [*demand.counted, *demand.standby]:
-        queue = pod_queue(pod, groups)
+        queue = _queue(pod, groups, screened)
         if queue:
             demand.queues[pod.key] = queue
     return demand
+
+
+# Shapes of pods gone a memo may hold, beyond twice its pods', before it forgets them.
+_SHAPES_SLACK = 256
+
+
+def _queue(pod: Pod, groups: Mapping[tuple[str, str], PodGroup], screened: Mapping[str, Screened]) -> str:
+    """:func:`pod_queue`, kept with what the plan read of the pod when it names no PodGroup (then only its
+    labels say)."""
+    entry = screened.get(pod.key)
+    if entry is None or entry.pod is not pod:
+        return pod_queue(pod, groups)
+    found = entry.queue
+    if found is None:
+        found = pod_queue(pod, groups)
+        if not pod.annotations.get(ann.POD_GROUP_ANNOTATION):
+            entry.queue = found
+    return found
+
+
+def _kept_order(pods: list[Pod], memo: DemandMemo, seen: bool) -> list[Pod]:
+    """:func:`_in_order` of ``pods``, kept in ``memo``. When every one of them was seen by the last plan (the
+    same pod, but for its condition, which no part of the order reads), they are put in the order they had
+    then: the same pods in the same order as given then, or some of them only when no two of those tie (then
+    the order is the set's, whatever order they came in)."""
+    last = memo.order
+    if seen and last is not None:
+        given, ordered, distinct = last
+        by_key = {p.key: p for p in pods}
+        if len(by_key) < len(pods):
+            pass  # two pods of one name: only a sort puts them in order
+        elif len(given) == len(pods) and all(a.key == b.key for a, b in zip(given, pods, strict=True)):
+            memo.order = (pods, [by_key[p.key] for p in ordered], distinct)
+            return list(memo.order[1])
+        elif distinct and len(pods) <= len(ordered):
+            kept = [q for p in ordered if (q := by_key.get(p.key)) is not None]
+            if len(kept) == len(pods):
+                memo.order = (pods, kept, True)
+                return list(kept)
+    ordered = _in_order(pods)
+    memo.order = (pods, ordered, len({_tie(p) for p in pods}) == len(pods))
+    return list(ordered)
 
 
 def _request(

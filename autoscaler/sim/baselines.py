@@ -32,6 +32,7 @@ from typing import Any
 from autoscaler.config.values import Config
 from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import select
+from autoscaler.core.demand_memo import DemandMemo
 from autoscaler.core.disruption.choose import held_nodes
 from autoscaler.core.gpu.kai_pods import (
     SCALE_ADJUST_NAMESPACE,
@@ -270,13 +271,14 @@ def _plan(
     launching_usage: Usage,
     draining: Collection[str] = (),
     census: PodCensus | None = None,
+    screened: DemandMemo | None = None,
 ) -> Plan:
     """``census`` is that of the snapshot's pods, when the caller has it."""
     config, blind, index = prepared.config, prepared.blind, prepared.index
     snapshot = peer_view(snapshot)
     if census is not None and not census.describes(snapshot.pods):
         census = None  # a peer sees some pods otherwise
-    demand = select(snapshot, blind, census=census)
+    demand = select(snapshot, blind, census=census, memo=screened)
     by_node = census.by_node if census is not None else pods_by_node(snapshot.pods)
     engine = rooms.engine(snapshot, index, launching=launching, by_node=by_node)
     base = rooms.usage  # usage(snapshot), counted with the rooms
@@ -354,6 +356,7 @@ def planner_for(policy: str) -> Planner | None:
         raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
     prepared = OfferingsMemo(lambda o, c, d: _prepare(policy, o, c, d))
     rooms = NodeRooms()  # the nodes' room and what scale-down read of them, kept from one plan to the next
+    screened = DemandMemo()  # what demand read of each pending pod, kept from one plan to the next
 
     def planner(request: PlanInput, /) -> Plan:
         ready = prepared.get(request.offerings, request.config, request.snapshot.daemonsets)
@@ -367,6 +370,7 @@ def planner_for(policy: str) -> Planner | None:
             request.launching_usage,
             request.draining,
             request.census,
+            screened,
         )
 
     return planner

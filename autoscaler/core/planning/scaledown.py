@@ -24,6 +24,7 @@ waits for KAI to delete it before the Node goes.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
 
 from autoscaler.core.census import PodCensus
 from autoscaler.core.disruption import empty, underutilised
@@ -33,7 +34,7 @@ from autoscaler.core.disruption.protection import workload as workload_of
 from autoscaler.core.disruption.replace import Replacement, cheaper, node_offering, unlimited
 from autoscaler.core.disruption.underutilised import NODE_MODE
 from autoscaler.core.model import Node, Pod, Snapshot
-from autoscaler.core.placement.bins import Kind
+from autoscaler.core.placement.bins import Bin, Kind
 from autoscaler.core.placement.engine import Engine
 from autoscaler.core.planning import reserved
 from autoscaler.core.planning.cluster import build_engine, node_gpus, pods_by_node, usage
@@ -50,6 +51,10 @@ __all__ = ["NODE_MODE", "UNNEEDED_SINCE", "YOUNG_REPLACE_SAVINGS", "node_offerin
 UNNEEDED_SINCE = "tidal.dev/unneeded-since"
 # The saving that justifies restarting pods that have only just started (capped by replaceSavings).
 YOUNG_REPLACE_SAVINGS = 0.2
+
+_name = attrgetter("name")
+_node_of = attrgetter("node")
+_NO_REPLACEMENT = Replacement()
 
 
 def _bound_since(pods: Sequence[Pod]) -> float | None:
@@ -81,12 +86,15 @@ def _workload(
         if move_shares:
             workload = without_reservations(workload)
         kept = empty.kept(workload)
+        utilization = underutilised.utilization(node, kept)
+        threshold = underutilised.threshold(node, index.config)
         found = Workload(
             workload,
             kept,
-            underutilised.utilization(node, kept),
-            underutilised.threshold(node, index.config),
+            utilization,
+            threshold,
             _bound_since(kept),
+            bool(kept) and utilization >= threshold,
         )
         if facts is not None:
             facts.by_shares[move_shares] = found
@@ -191,20 +199,27 @@ def scale_down(
     grace = index.config.new_node_grace_period
     total = total if total is not None else usage(snapshot)
     by_node = by_node if by_node is not None else pods_by_node(snapshot.pods)
-    since_map = dict(unneeded_since or {})
+    since_map = unneeded_since or {}
     removals: list[Removal] = []
     blocked: list[Blocked] = []
     seen: dict[str, float] = {}
     candidates: list[tuple[float, Node, Workload]] = []
     listed = reserved.live(index.memo, (*index.offerings, *index.excluded))
     held = held or {}
-    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+    pods_of = by_node.get
+    facts_of = facts.get if facts else None
+    young_within = cfg.replace_young_pods_within
+    # Whether a busy node may yet be replaced for its young pods (see _young_replaceable): most plans, no
+    # busy node is, and the verdict kept with its workload stands.
+    young_replace = not contended and cfg.replace_savings < 1.0 and young_within > 0
+    for node in sorted(snapshot.nodes, key=_name):
         if not node.managed or node.deleting:
             continue
-        if node.name in held:
-            blocked.append(Blocked(node.name, (held[node.name],)))
+        name = node.name
+        if name in held:
+            blocked.append(Blocked(name, (held[name],)))
             continue
-        if node.name in needed:
+        if name in needed:
             blocked.append(_blocked(node, Hold.PENDING_PODS, "pending pods will run here"))
             continue
         if node.unreadable:
@@ -214,47 +229,68 @@ def scale_down(
             continue
         if not node.ready:
             continue
-        keeps = reserved.keeps(node, listed, index.config, now)
-        if keeps:
-            blocked.append(_blocked(node, Hold.RESERVATION, keeps))
-            continue
-        work = _workload(
-            node, by_node.get(node.name, ()), index, move_shares, facts.get(node.name) if facts else None
-        )
-        kept, util, threshold = work.kept, work.utilization, work.threshold
-        if (
-            kept
-            and util >= threshold
-            and (contended or not _young_replaceable(node, work, snapshot, index, now, total))
-        ):
-            if work.utilised is None:
-                mode = underutilised.mode(node)
-                work.utilised = _blocked(
-                    node, Hold.UTILISED, f"utilization {util:.2f} is at or above {threshold:.2f} ({mode})"
-                )
-            blocked.append(work.utilised)
-            continue
-        candidates.append((util, node, work))
+        if listed:  # without a listed reservation, none keeps a node
+            keeps = reserved.keeps(node, listed, index.config, now)
+            if keeps:
+                blocked.append(_blocked(node, Hold.RESERVATION, keeps))
+                continue
+        known = facts_of(name) if facts_of is not None else None
+        work = known.by_shares.get(move_shares) if known is not None else None
+        if work is None:
+            work = _workload(node, pods_of(name, ()), index, move_shares, known)
+        if work.busy:
+            bound = work.bound_since
+            if not (
+                young_replace
+                and bound is not None
+                and now - bound <= young_within
+                and _young_replaceable(node, work, snapshot, index, now, total)
+            ):
+                if work.utilised is None:
+                    mode = underutilised.mode(node)
+                    work.utilised = _blocked(
+                        node,
+                        Hold.UTILISED,
+                        f"utilization {work.utilization:.2f} is at or above {work.threshold:.2f} ({mode})",
+                    )
+                blocked.append(work.utilised)
+                continue
+        candidates.append((work.utilization, node, work))
 
-    removing = {node.name for _, node, _ in candidates} | set(held)
-    if engine is None:
-        engine = build_engine(snapshot, index, by_node=by_node)
-    targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
+    # The nodes pods may move to, and the engine that holds them, only once a candidate has pods to move.
+    targets: list[Bin] | None = None
     evicting: dict[tuple[str, str], int] = {}
     replace_ok = cfg.replace_savings < 1.0
     wanted = _Wanted(snapshot, census) if cfg.unneeded_without_demand < cfg.node_unneeded_duration else None
     wake: list[float] = []
-    for util, node, work in sorted(candidates, key=lambda c: (c[0], c[1].name)):
+    durations: dict[float, str] = {}  # format_duration, by value: the nodes of a plan wait alike
+
+    def duration(seconds: float) -> str:
+        found = durations.get(seconds)
+        if found is None:
+            found = durations[seconds] = format_duration(seconds)
+        return found
+
+    # The words of a block, by what it says: nodes unneeded alike (since the same plan) share them.
+    notes: dict[tuple[Hold, str], Block] = {}
+    for util, node, work in sorted(candidates, key=_candidate_order):
         since = since_map.get(node.name)
         if since is None:
-            since = parse_time(node.annotations.get(UNNEEDED_SINCE)) or now
+            since = _marked(node, facts_of(node.name) if facts_of is not None else None) or now
         how = ""
-        found = Replacement()
+        found = _NO_REPLACEMENT
         hold = Hold.PODS_STAY
         workload, kept = work.pods, work.kept
-        counted = dict(evicting)
-        blocker = eviction_blocker(workload, snapshot.pdbs, counted)
+        # No pod to evict takes a share of any budget (most candidates, empty nodes, have none).
+        counted = dict(evicting) if workload else evicting
+        blocker = eviction_blocker(workload, snapshot.pdbs, counted) if workload else ""
         if not blocker and kept:
+            if targets is None:
+                if engine is None:
+                    engine = build_engine(snapshot, index, by_node=by_node)
+                removing = {c[1].name for c in candidates} | set(held)
+                targets = [b for b in engine.bins if b.kind == Kind.NODE and b.name not in removing]
+            assert engine is not None
             blocker = underutilised.move(kept, node, engine, targets, index.config)
             if blocker and replace_ok and contended:
                 blocker = f"{blocker}; no node is replaced while pending pods wait for a limit ({contended})"
@@ -266,7 +302,7 @@ def scale_down(
                 again = retry_after(node.annotations)
                 if not blocker and again > now:
                     hold = Hold.RETRY_LATER
-                    blocker = f"a replacement was given up; tried again in {format_duration(again - now)}"
+                    blocker = f"a replacement was given up; tried again in {duration(again - now)}"
         if blocker:
             blocked.append(_blocked(node, hold, blocker))
             continue
@@ -277,13 +313,11 @@ def scale_down(
             wait = cfg.unneeded_without_demand
             wake.append(since + wait)
         if waited < wait:
-            blocked.append(
-                _blocked(
-                    node,
-                    Hold.UNNEEDED_TOO_SHORT,
-                    f"unneeded for {format_duration(waited)} of {format_duration(wait)}",
-                )
-            )
+            detail = f"unneeded for {duration(waited)} of {duration(wait)}"
+            note = work.waiting
+            if note is None or note.blocks[0].detail != detail:  # as the last plan said, most plans
+                note = work.waiting = _noted(node, Hold.UNNEEDED_TOO_SHORT, detail, notes)
+            blocked.append(note)
             continue
         # The unneeded clock runs from the start, but a node is never removed younger than the grace period:
         # a pod cancelled while its node launched is often followed by the next one.
@@ -293,7 +327,7 @@ def scale_down(
                 _blocked(
                     node,
                     Hold.NEW_NODE,
-                    f"new node: {format_duration(age)} old of newNodeGracePeriod {format_duration(grace)}",
+                    f"new node: {duration(age)} old of newNodeGracePeriod {duration(grace)}",
                 )
             )
             continue
@@ -301,10 +335,11 @@ def scale_down(
         if how and found.first:
             # Its replacements run beside it for a while: the next one is planned within what is left.
             total += Usage.of(la.offering for la in found.launches)
-        method = Method.REPLACE if how else Method.UNDERUTILISED
-        movable = count(len(kept), "pod")
-        kind = f"utilization {util:.2f}, {how or f'{movable} can move'}"
-        if not kept:
+        if kept:
+            method = Method.REPLACE if how else Method.UNDERUTILISED
+            movable = count(len(kept), "pod")
+            kind = f"utilization {util:.2f}, {how or f'{movable} can move'}"
+        else:
             method, kind = Method.EMPTY, empty.describe(workload)
         if work.removed is None:
             work.removed = (node_gpus(node), tuple(p.key for p in workload))
@@ -312,7 +347,7 @@ def scale_down(
         removals.append(
             Removal(
                 node.name,
-                f"{kind}; unneeded for {format_duration(waited)}",
+                f"{kind}; unneeded for {duration(waited)}",
                 not workload,
                 keys,
                 method,
@@ -320,10 +355,33 @@ def scale_down(
                 gpus=gpus,
             )
         )
-    blocked.sort(key=lambda b: b.node)
+    blocked.sort(key=_node_of)
     future = [t for t in wake if t > now]
     return RemovalPlan(tuple(removals), tuple(blocked), seen, min(future, default=None))
 
 
 def _blocked(node: Node, kind: Hold, detail: str) -> Blocked:
     return Blocked(node.name, (Block(kind, detail),))
+
+
+def _noted(node: Node, kind: Hold, detail: str, notes: dict[tuple[Hold, str], Block]) -> Blocked:
+    """:func:`_blocked`, the block shared by the nodes of one plan that say the same."""
+    block = notes.get((kind, detail))
+    if block is None:
+        block = notes[(kind, detail)] = Block(kind, detail)
+    return Blocked(node.name, (block,))
+
+
+def _marked(node: Node, facts: NodeFacts | None) -> float | None:
+    """When the node's annotation says it was first seen unneeded (None without a readable one), read once
+    per Node when its ``facts`` are given."""
+    if facts is None:
+        return parse_time(node.annotations.get(UNNEEDED_SINCE))
+    found = facts.marked
+    if found is None:
+        found = facts.marked = (parse_time(node.annotations.get(UNNEEDED_SINCE)),)
+    return found[0]
+
+
+def _candidate_order(c: tuple[float, Node, Workload]) -> tuple[float, str]:
+    return c[0], c[1].name
