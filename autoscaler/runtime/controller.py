@@ -18,6 +18,7 @@ import structlog
 from autoscaler.cloud import CloudProvider, InstanceNotFound, ProviderError, ReportsNodeLead
 from autoscaler.config.values import Config
 from autoscaler.core.census import census
+from autoscaler.core.demand_memo import DemandMemo
 from autoscaler.core.disruption.choose import progress
 from autoscaler.core.disruption.method import Method
 from autoscaler.core.model import Snapshot
@@ -141,6 +142,8 @@ class Controller:
         self._index: OfferingsMemo[OfferingIndex] = OfferingsMemo(OfferingIndex)
         # Each node's room for pending pods, worked out again only for nodes whose Node or pods changed.
         self._rooms = NodeRooms()
+        # What demand read of each pending pod, read again only for pods that changed.
+        self._screened = DemandMemo()
         # What the plan reads of every pod (the pods on each node, bound nodes, claims, waiting pods, queue
         # candidates), gathered again only when the snapshot's pods are not those of the last plan.
         self._census = OfPods(census)
@@ -270,6 +273,7 @@ class Controller:
             by_node=pods.by_node,
             rooms=self._rooms,
             census=pods,
+            screened=self._screened,
         )
         return self.planner(request)
 

@@ -10,6 +10,7 @@ from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from autoscaler.config.options import Config
+from autoscaler.core.demand_memo import DemandMemo
 from autoscaler.core.fit import pod_constraints
 from autoscaler.core.model import Snapshot
 from autoscaler.core.placement.bins import Bin, Kind, Option
@@ -165,6 +166,7 @@ def test_after_any_sequence_of_changes_the_kept_rooms_are_the_ones_built_from_sc
 
 def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Callable[..., Config]) -> None:
     config, offerings = make_config(), aws_offerings()
+    screened = DemandMemo()  # what demand read of the pods, kept as the controller keeps it
     rng = random.Random(5)  # pods wait, some for new nodes, some for room on nodes that have it
     cluster = EmulatedCluster(lambda: 0.0)
     rooms, made = NodeRooms(), list[str]()
@@ -174,7 +176,7 @@ def test_a_plan_made_with_kept_rooms_is_the_plan_made_without(make_config: Calla
         _step(cluster, rng, now, made)
         cluster.schedule(now)  # what does not fit is marked unschedulable
         snap = cluster.snapshot()
-        kept = plan(PlanInput(snap, offerings, config, now, rooms=rooms))
+        kept = plan(PlanInput(snap, offerings, config, now, rooms=rooms, screened=screened))
         fresh = plan(PlanInput(snap, offerings, config, now))
         assert repr(kept.launch) == repr(fresh.launch), step
         assert repr(kept.removal) == repr(fresh.removal), step

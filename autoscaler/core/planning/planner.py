@@ -10,6 +10,7 @@ from autoscaler.config.values import Config
 from autoscaler.core import capacity_buffer, provisioning
 from autoscaler.core.census import PodCensus
 from autoscaler.core.demand import Demand, Ignored, select
+from autoscaler.core.demand_memo import DemandMemo
 from autoscaler.core.disruption.choose import disrupt
 from autoscaler.core.gpu.dra_demand import resolve_claims
 from autoscaler.core.model import Pod, Snapshot
@@ -72,7 +73,9 @@ class PlanInput:
     resolves pods' ResourceClaims (those pods are then new ones). ``rooms`` keeps each node's room for pending
     pods from the last plan made with it (:class:`~autoscaler.core.planning.rooms.NodeRooms`), worked out again
     only for the nodes that changed; not used either when pods' ResourceClaims are resolved. ``census`` is
-    :func:`~autoscaler.core.census.census` of the snapshot's pods, kept with them by the caller.
+    :func:`~autoscaler.core.census.census` of the snapshot's pods, kept with them by the caller. ``screened``
+    keeps what demand read of each pending pod at the last plan made with it
+    (:class:`~autoscaler.core.demand_memo.DemandMemo`), read again only for pods that changed.
     """
 
     snapshot: Snapshot
@@ -92,6 +95,7 @@ class PlanInput:
     by_node: Mapping[str, list[Pod]] | None = None
     rooms: NodeRooms | None = None
     census: PodCensus | None = None
+    screened: DemandMemo | None = None
 
 
 class Planner(Protocol):
@@ -120,6 +124,7 @@ def plan(request: PlanInput) -> Plan:
         requested=requests.gangs,
         standby=buffers.pods,
         census=request.census,
+        memo=request.screened,
     )
     # The caller's grouping is of the pods it gave: pods whose claims were resolved just now are new ones.
     by_node = (
