@@ -48,7 +48,8 @@ from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.pods import SimPod, with_scheduled
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
-from autoscaler.sim.scheduler_view import SchedulerView
+from autoscaler.sim.scheduler_view import Room, SchedulerView
+from autoscaler.sim.tables import NodeTable, PodTable
 from autoscaler.sim.workload import job_pods, restarted
 
 __all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
@@ -72,8 +73,8 @@ class EmulatedCluster:
         self.kai = kai
         self.namespaces = dict(namespaces or {})
         self.queues = {q.name: q for q in queues}
-        self.nodes: dict[str, Node] = {}
-        self.pods: dict[str, SimPod] = {}
+        self.nodes = NodeTable()
+        self.pods = PodTable()
         self.done: list[SimPod] = []
         self.cut: list[SimPod] = []  # runs ended early by an eviction or a lost node (each pod restarted)
         self.succeeded: dict[str, Pod] = {}  # finished gang members, kept as a Job keeps its pods
@@ -96,6 +97,11 @@ class EmulatedCluster:
         # which a pass last bound nothing (another pass over the same cluster would bind nothing either).
         self.scheduler_view = SchedulerView(self.namespaces)
         self._settled = -1
+        # Within a pass: the nodes in its order, as the view gives them and (when asked) as Nodes; where each
+        # pod shape resumes its search (see ``_place``).
+        self._room: list[Room] = []
+        self._ordered: list[Node] | None = None
+        self._resume: dict[Any, int] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -168,7 +174,7 @@ class EmulatedCluster:
 
     def finish_due(self, now: float) -> int:
         """Pods whose containers exited by ``now`` leave the cluster."""
-        done = [sp for sp in self.pods.values() if sp.started is not None and sp.started + sp.duration <= now]
+        done = self.pods.due(now)
         for sp in done:
             sp.ended = sp.started + sp.duration if sp.started is not None else now
             self.done.append(sp)
@@ -181,8 +187,7 @@ class EmulatedCluster:
         return len(done)
 
     def next_finish(self) -> float | None:
-        times = [sp.started + sp.duration for sp in self.pods.values() if sp.started is not None]
-        return min(times) if times else None
+        return self.pods.next_end()
 
     def _recreate(self, sp: SimPod, now: float) -> None:
         """What a Job controller does when its pod was evicted or its node vanished: a new pending pod."""
@@ -199,7 +204,7 @@ class EmulatedCluster:
     def schedule(self, now: float) -> int:
         """One pass: admit by queue, place what fits (gangs whole), explain the rest. Returns pods bound."""
         self._release_reservations()
-        pending = [sp for sp in self.pods.values() if not sp.pod.node_name]
+        pending = list(self.pods.waiting.values())
         scaling = [p for p in self.scaling.values() if p.pending]
         if not pending and not scaling:
             return 0
@@ -208,13 +213,12 @@ class EmulatedCluster:
             return 0
         self.sharing.start((sp.pod for sp in self.pods.values() if sp.pod.node_name), self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
-        # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
-        by_room = sorted((b.free.gpus, b.free.cpu, name) for name, b in sched.bins.items())
-        nodes = [self.nodes[name] for _, _, name in by_room]
-        # The free GPUs and CPU each node starts the pass with, in that order: room only shrinks within a pass,
-        # so a pod needs look at no node before the first with as much of both as it requests.
-        self._free = [(gpus, cpu) for gpus, cpu, _ in by_room]
-        self._resume: dict[Any, int] = {}
+        # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs. Each
+        # node with the free GPUs and CPU it starts the pass with: room only shrinks within a pass, so a pod
+        # needs look at no node before the first with as much of both as it requests.
+        self._room = self.scheduler_view.by_room()
+        self._ordered = None
+        self._resume = {}
         # Only KAI's queues weigh what their pods use (below); without them, no pass over every pod for it.
         used, non_preemptible = (
             queue_use(self.queues, self.pods.values())
@@ -234,12 +238,7 @@ class EmulatedCluster:
             ),
         )
         bound = 0
-        running_members: dict[str, int] = defaultdict(int)
-        for sp in self.pods.values():
-            if sp.gang and sp.pod.node_name:
-                running_members[sp.gang] += 1
-        for pod in self.succeeded.values():
-            running_members[pod.annotations["pod-group-name"]] += 1
+        running_members = self._running_members() if any(u[0].gang for u in order) else {}
         for unit in order:
             # A gang starts only whole; a member restarted after the rest started joins them alone.
             if (
@@ -253,9 +252,9 @@ class EmulatedCluster:
                 if hold:
                     self._pending(unit, hold, now)
                     continue
-            placed = self._place(unit, nodes, sched, now)
+            placed = self._place(unit, sched, now)
             if placed is None:
-                self._pending(unit, self._no_room(unit[0], nodes), now)
+                self._pending(unit, self._no_room(unit[0]), now)
                 continue
             for sp, node, groups, device_share in placed:
                 self._bind(sp, node, now, groups, device_share)
@@ -265,7 +264,7 @@ class EmulatedCluster:
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
         scaled = bool(scaling) and run_scaling_pods(
-            self.scaling, nodes, sched, now, self._no_room_default(True, nodes)
+            self.scaling, self._in_order(), sched, now, self._no_room_default(True, len(self._room))
         )
         if scaled:
             self._changed()
@@ -276,9 +275,24 @@ class EmulatedCluster:
             self._settled = self.version
         return bound
 
-    def _place(
-        self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler, now: float
-    ) -> list[Placed] | None:
+    def _running_members(self) -> dict[str, int]:
+        """How many pods of each gang run or ran to completion."""
+        running_members: dict[str, int] = defaultdict(int)
+        for sp in self.pods.values():
+            if sp.gang and sp.pod.node_name:
+                running_members[sp.gang] += 1
+        for pod in self.succeeded.values():
+            running_members[pod.annotations["pod-group-name"]] += 1
+        return running_members
+
+    def _in_order(self) -> list[Node]:
+        """The Nodes pods may be bound to, in the pass's order (worked out once a pass, when first asked)."""
+        if self._ordered is None:
+            self._ordered = [self.nodes[name] for _, _, name in self._room]
+        return self._ordered
+
+    def _place(self, unit: list[SimPod], sched: ClusterScheduler, now: float) -> list[Placed] | None:
+        room = self._room
         first = unit[0].pod
         # A pod whose shape found no room earlier in this pass finds none now: no node is tried again.
         if (
@@ -286,14 +300,14 @@ class EmulatedCluster:
             and first.gpu_share is None
             and not unit[0].gang
             and not first.topological
-            and self._resume.get(_shape(first), 0) >= len(nodes)
+            and self._resume.get(_shape(first), 0) >= len(room)
         ):
             return None
         mark, shares = sched.mark(), self.sharing.mark()
         placed: list[Placed] = []
         for sp in unit:
             if sp.pod.gpu_share is not None:
-                found = self.sharing.place(sp.pod, nodes, self.nodes, sched, now)
+                found = self.sharing.place(sp.pod, self._in_order(), self.nodes, sched, now)
                 if found is not None:
                     placed.append((sp, *found))
                     continue
@@ -311,11 +325,12 @@ class EmulatedCluster:
             start = self._resume.get(shape, 0) if resumable else 0
             if p.requests.gpus > 0:  # (a pod asking no GPUs is not checked against them: no skipping)
                 cpu = p.requests.cpu
+                # (Each entry of ``room`` starts with its GPUs and CPU: the first not below these.)
                 start = max(
-                    start, bisect_left(self._free, (p.requests.gpus, cpu) if cpu > 0 else (p.requests.gpus,))
+                    start, bisect_left(room, (p.requests.gpus, cpu) if cpu > 0 else (p.requests.gpus,))
                 )
-            for i in range(start, len(nodes)):
-                name = nodes[i].name
+            for i in range(start, len(room)):
+                name = room[i][2]
                 if sched.rejection(p, name) is None:
                     sched.bind(p, name)
                     placed.append((sp, name, {}, 0.0))
@@ -324,7 +339,7 @@ class EmulatedCluster:
                     break
             else:
                 if resumable:
-                    self._resume[shape] = len(nodes)
+                    self._resume[shape] = len(room)
                 if sp.gang:
                     sched.rollback(mark)
                     self.sharing.rollback(shares)
@@ -341,21 +356,21 @@ class EmulatedCluster:
         if self.sharing.release(live, self.nodes):
             self._changed()
 
-    def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
-        if not nodes:
+    def _no_room(self, sp: SimPod) -> str:
+        n = len(self._room)
+        if not n:
             return "no nodes available to schedule pods"
-        n = len(nodes)
         if self.kai or sp.pod.gpu_share is not None:
             if sp.gpus or sp.pod.gpu_share is not None:
                 return "No node in the default node-pool has GPU resources"
             return f"0/{n} nodes are available: {n} node(s) didn't have enough resources: CPU cores."
-        return self._no_room_default(sp.gpus > 0, nodes)
+        return self._no_room_default(sp.gpus > 0, n)
 
     @staticmethod
-    def _no_room_default(gpu: bool, nodes: list[Node]) -> str:
-        if not nodes:
+    def _no_room_default(gpu: bool, n: int) -> str:
+        """Why a pod fits none of ``n`` nodes, as kube-scheduler says it."""
+        if not n:
             return "no nodes available to schedule pods"
-        n = len(nodes)
         return f"0/{n} nodes are available: {n} Insufficient {'nvidia.com/gpu' if gpu else 'cpu'}."
 
     def _pending(self, unit: list[SimPod], message: str, now: float) -> None:
@@ -374,6 +389,7 @@ class EmulatedCluster:
         )
         sp.started = now
         sp.device_share = device_share
+        self.pods.bound(sp)
 
     # -- kubelets (the simulated provider's NodeRegistrar) ----------------------------------------------
 
@@ -414,7 +430,7 @@ class EmulatedCluster:
         self.nodes[name] = replace(
             node, ready=False, taints=(*node.taints, Taint("node.kubernetes.io/unreachable", "", "NoExecute"))
         )
-        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+        for sp in self.pods.on(name):
             self._recreate(sp, now)  # NoExecute: the pods are gone with the machine
         self._release_reservations()
         self._changed()
@@ -455,9 +471,8 @@ class EmulatedCluster:
         """The pods bound to ``node_name`` that would be lost with it, as the API server would list them."""
         return sorted(
             sp.pod.key
-            for sp in self.pods.values()
-            if sp.pod.node_name == node_name
-            and (sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror))
+            for sp in self.pods.on(node_name)
+            if sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror)
         )
 
     def node_for(self, provider_id: str) -> str | None:
@@ -468,7 +483,7 @@ class EmulatedCluster:
         node = self.nodes.pop(name, None)
         if node is None:
             return False
-        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+        for sp in self.pods.on(name):
             self._recreate(sp, self.clock())
         self._release_reservations()
         self._changed()
@@ -487,6 +502,7 @@ class EmulatedCluster:
         if sp is not None:
             merged = {**sp.pod.annotations, **annotations}
             sp.pod = replace(sp.pod, annotations={k: v for k, v in merged.items() if v is not None})
+            self.pods.replaced(sp)
             self._changed()
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
