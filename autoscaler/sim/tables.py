@@ -59,12 +59,14 @@ class PodTable(dict[str, SimPod]):
     """Pods by key, with those waiting for a node, those bound to each node, and when each bound one finishes.
 
     ``moved`` names the nodes whose bound pods changed (one left, arrived or was replaced there) since the
-    scheduler last took them; a pod bound by the scheduler's own pass is not among them (it counted it)."""
+    scheduler last took them; a pod bound by the scheduler's own pass is not among them (it counted it).
+    ``generation`` counts the changes to which pods are bound: what is summed over them holds while it stays."""
 
     def __init__(self) -> None:
         super().__init__()
         self.waiting: dict[str, SimPod] = {}  # in the table's order
         self.moved: set[str] = set()
+        self.generation = 0
         self._on: dict[str, dict[str, SimPod]] = {}
         self._seq: dict[str, int] = {}  # each key's place in the dict's order
         self._count = itertools.count()
@@ -141,6 +143,7 @@ class PodTable(dict[str, SimPod]):
         if not node:
             self.waiting[key] = sp
             return
+        self.generation += 1
         self._on.setdefault(node, {})[key] = sp
         if sp.started is not None:
             heapq.heappush(self._ends, (sp.started + sp.duration, next(self._pushed), sp))
@@ -151,6 +154,7 @@ class PodTable(dict[str, SimPod]):
         if not node:
             self.waiting.pop(key, None)
             return
+        self.generation += 1
         here = self._on.get(node)
         if here is not None:
             here.pop(key, None)

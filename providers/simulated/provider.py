@@ -282,6 +282,13 @@ class SimulatedProvider:
         with self._store.transaction() as state:
             return self._listing.of(state)
 
+    def live_ids(self) -> set[str]:
+        """The ids of :meth:`instances` not terminated, without building the list (the simulator asks before
+        and after every reconcile which instances ended)."""
+        self._enter("instances", "")
+        with self._store.transaction() as state:
+            return self._listing.live_ids(state)
+
     # --- test hooks ------------------------------------------------------------------------------------
 
     def fail_capacity(
