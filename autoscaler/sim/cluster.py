@@ -101,7 +101,10 @@ class EmulatedCluster:
         # pod shape resumes its search (see ``_place``).
         self._room: list[Room] = []
         self._ordered: list[Node] | None = None
-        self._resume: dict[Any, int] = {}
+        self._resume: dict[int, int] = {}
+        self._shapes: dict[
+            tuple[object, ...], int
+        ] = {}  # each pod shape met so far, numbered (see _shape_of)
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -300,7 +303,7 @@ class EmulatedCluster:
             and first.gpu_share is None
             and not unit[0].gang
             and not first.topological
-            and self._resume.get(_shape(first), 0) >= len(room)
+            and self._resume.get(self._shape_of(unit[0]), 0) >= len(room)
         ):
             return None
         mark, shares = sched.mark(), self.sharing.mark()
@@ -320,7 +323,7 @@ class EmulatedCluster:
             # constraints will not take the next one either, so each shape resumes where the last stopped
             # (not for pods whose place depends on other pods: spread and affinity change as pods land).
             p = sp.pod
-            shape = _shape(p)
+            shape = self._shape_of(sp)
             resumable = not sp.gang and not p.topological
             start = self._resume.get(shape, 0) if resumable else 0
             if p.requests.gpus > 0:  # (a pod asking no GPUs is not checked against them: no skipping)
@@ -348,6 +351,12 @@ class EmulatedCluster:
         self.sharing.commit(shares)
         # A non-gang unit is one pod; a gang lands only whole.
         return placed or None
+
+    def _shape_of(self, sp: SimPod) -> int:
+        """``sp``'s shape (see :func:`_shape`), by number: worked out once a pod, and cheap to look up."""
+        if sp.shape < 0:
+            sp.shape = self._shapes.setdefault(_shape(sp.pod), len(self._shapes))
+        return sp.shape
 
     def _release_reservations(self) -> None:
         if not self.sharing.reservations:
