@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from autoscaler.core.model import (
@@ -53,6 +54,8 @@ from autoscaler.sim.tables import NodeTable, PodTable
 from autoscaler.sim.workload import job_pods, restarted
 
 __all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
+
+_POD = attrgetter("pod")  # a SimPod's Kubernetes pod
 
 # Where a pod of a unit landed: the pod, its node, the GPU-group labels the binder adds, its part of a device.
 Placed = tuple[SimPod, str, dict[str, str], float]
@@ -102,9 +105,8 @@ class EmulatedCluster:
         self._room: list[Room] = []
         self._ordered: list[Node] | None = None
         self._resume: dict[int, int] = {}
-        self._shapes: dict[
-            tuple[object, ...], int
-        ] = {}  # each pod shape met so far, numbered (see _shape_of)
+        # Each pod shape met so far, numbered (see _shape_of).
+        self._shapes: dict[tuple[object, ...], int] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class EmulatedCluster:
             )
             snap = Snapshot(
                 pods=(
-                    *(sp.pod for sp in self.pods.values()),
+                    *map(_POD, self.pods.values()),
                     *self.succeeded.values(),
                     *self.sharing.reservations.values(),
                     *self.scaling.values(),
@@ -148,6 +150,8 @@ class EmulatedCluster:
         self._changed()
 
     def _pdbs(self) -> tuple[DisruptionBudget, ...]:
+        if not self.budgets:
+            return ()  # (no pass over every pod for none)
         return budgets(self.budgets, (sp.pod for sp in self.pods.values()))
 
     def set_condition(self, name: str, kind: str, status: str, now: float) -> bool:
@@ -469,7 +473,7 @@ class EmulatedCluster:
         sp = self.pods.get(f"{namespace}/{name}")
         if sp is None:
             return EvictionResult.GONE
-        if blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
+        if self.budgets and blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
             return EvictionResult.BLOCKED  # HTTP 429: a budget allows no disruption now
         self._recreate(sp, self.clock())
         self._release_reservations()
