@@ -262,7 +262,8 @@ class Simulation:
         """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
         self.cluster.schedule(t)
         if self.adjuster is not None:
-            pods = [sp.pod for sp in self.cluster.pods.values()]
+            # (It acts on unschedulable pods only, and every bound pod was scheduled: the waiting ones do.)
+            pods = [sp.pod for sp in self.cluster.pods.waiting.values()]
             if self.adjuster.adjust(pods, self.cluster.scaling, t):
                 self.cluster.touch()
 
@@ -442,7 +443,7 @@ class Simulation:
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
         if self.adjuster is not None:
             wakeup = self.adjuster.wakeup(t)
-            if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
+            if wakeup is not None and self.cluster.pods.waiting:
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         times += [at for at in self._interruptions_due(live).values() if at != float("inf")]
