@@ -779,3 +779,16 @@ def test_a_cloud_that_looks_only_at_what_is_due_writes_the_nodes_one_that_looks_
         clock.tick(1.5)
     assert len(kept.nodes) == 12  # the last two launches are still coming up
     assert [n.ready for n in kept.nodes.values()].count(False) == 2
+
+
+def test_instances_launched_at_one_moment_are_listed_by_id_after_the_older_ones(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    first = provider.launch(request(provider, "first", "m5.xlarge/us-east-1a/spot"))
+    clock.tick(1)
+    batch = [provider.launch(request(provider, f"t{i}", "m5.xlarge/us-east-1a/spot")) for i in range(8)]
+    assert [i.id for i in batch] != sorted(i.id for i in batch)  # launched out of id order
+    assert [i.id for i in provider.instances()] == [first.id, *sorted(i.id for i in batch)]
+    clock.tick(1)
+    last = provider.launch(request(provider, "last", "m5.xlarge/us-east-1a/spot"))
+    assert [i.id for i in provider.instances()] == [first.id, *sorted(i.id for i in batch), last.id]
