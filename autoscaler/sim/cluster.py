@@ -105,6 +105,7 @@ class EmulatedCluster:
         self._room: list[Room] = []
         self._ordered: list[Node] | None = None
         self._resume: dict[int, int] = {}
+        self._unschedulable: dict[str, Condition] = {}  # by message, for the pods this pass leaves waiting
         # Each pod shape met so far, numbered (see _shape_of).
         self._shapes: dict[tuple[object, ...], int] = {}
 
@@ -226,6 +227,7 @@ class EmulatedCluster:
         self._room = self.scheduler_view.by_room()
         self._ordered = None
         self._resume = {}
+        self._unschedulable = {}
         # Only KAI's queues weigh what their pods use (below); without them, no pass over every pod for it.
         used, non_preemptible = (
             queue_use(self.queues, self.pods.values())
@@ -390,7 +392,11 @@ class EmulatedCluster:
         for sp in unit:
             cond = sp.pod.scheduled
             if cond is None or cond.message != message:
-                sp.pod = with_scheduled(sp.pod, Condition("False", "Unschedulable", message, now))
+                # One condition (a value) for every pod a pass gives the same message.
+                new = self._unschedulable.get(message)
+                if new is None:
+                    new = self._unschedulable[message] = Condition("False", "Unschedulable", message, now)
+                sp.pod = with_scheduled(sp.pod, new)
                 self._changed()
 
     def _bind(
