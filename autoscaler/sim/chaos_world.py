@@ -131,9 +131,7 @@ class ChaosCluster(EmulatedCluster):
         return result
 
     def delete_node(self, name: str) -> bool:
-        victims = [
-            sp.pod.key for sp in self.pods.values() if sp.pod.node_name == name and _lost_with_node(sp)
-        ]
+        victims = [sp.pod.key for sp in self.pods.on(name) if _lost_with_node(sp)]
         if victims:
             self.ledger.breach(KILLED, f"Node {name} deleted with {', '.join(victims[:3])} bound to it")
         return super().delete_node(name)
@@ -403,4 +401,5 @@ def mark_pods(
             annotations={**sp.pod.annotations, **annotations},
             unreadable=UNREADABLE if unreadable else "",
         )
+        cluster.pods.replaced(sp)
     cluster._changed()

@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from autoscaler.core.model import (
@@ -48,10 +49,13 @@ from autoscaler.sim.pdbs import blocks, budgets
 from autoscaler.sim.pods import SimPod, with_scheduled
 from autoscaler.sim.scale_adjuster import run_scaling_pods
 from autoscaler.sim.scenario import JobSpec, QueueSpec
-from autoscaler.sim.scheduler_view import SchedulerView
+from autoscaler.sim.scheduler_view import Room, SchedulerView
+from autoscaler.sim.tables import NodeTable, PodTable
 from autoscaler.sim.workload import job_pods, restarted
 
 __all__ = ["EmulatedCluster", "SimPod", "held_by_queue"]
+
+_POD = attrgetter("pod")  # a SimPod's Kubernetes pod
 
 # Where a pod of a unit landed: the pod, its node, the GPU-group labels the binder adds, its part of a device.
 Placed = tuple[SimPod, str, dict[str, str], float]
@@ -72,8 +76,8 @@ class EmulatedCluster:
         self.kai = kai
         self.namespaces = dict(namespaces or {})
         self.queues = {q.name: q for q in queues}
-        self.nodes: dict[str, Node] = {}
-        self.pods: dict[str, SimPod] = {}
+        self.nodes = NodeTable()
+        self.pods = PodTable()
         self.done: list[SimPod] = []
         self.cut: list[SimPod] = []  # runs ended early by an eviction or a lost node (each pod restarted)
         self.succeeded: dict[str, Pod] = {}  # finished gang members, kept as a Job keeps its pods
@@ -96,6 +100,14 @@ class EmulatedCluster:
         # which a pass last bound nothing (another pass over the same cluster would bind nothing either).
         self.scheduler_view = SchedulerView(self.namespaces)
         self._settled = -1
+        # Within a pass: the nodes in its order, as the view gives them and (when asked) as Nodes; where each
+        # pod shape resumes its search (see ``_place``).
+        self._room: list[Room] = []
+        self._ordered: list[Node] | None = None
+        self._resume: dict[int, int] = {}
+        self._unschedulable: dict[str, Condition] = {}  # by message, for the pods this pass leaves waiting
+        # Each pod shape met so far, numbered (see _shape_of).
+        self._shapes: dict[tuple[object, ...], int] = {}
 
     # -- the ClusterView -------------------------------------------------------------------------------
 
@@ -107,7 +119,7 @@ class EmulatedCluster:
             )
             snap = Snapshot(
                 pods=(
-                    *(sp.pod for sp in self.pods.values()),
+                    *map(_POD, self.pods.values()),
                     *self.succeeded.values(),
                     *self.sharing.reservations.values(),
                     *self.scaling.values(),
@@ -139,6 +151,8 @@ class EmulatedCluster:
         self._changed()
 
     def _pdbs(self) -> tuple[DisruptionBudget, ...]:
+        if not self.budgets:
+            return ()  # (no pass over every pod for none)
         return budgets(self.budgets, (sp.pod for sp in self.pods.values()))
 
     def set_condition(self, name: str, kind: str, status: str, now: float) -> bool:
@@ -168,7 +182,7 @@ class EmulatedCluster:
 
     def finish_due(self, now: float) -> int:
         """Pods whose containers exited by ``now`` leave the cluster."""
-        done = [sp for sp in self.pods.values() if sp.started is not None and sp.started + sp.duration <= now]
+        done = self.pods.due(now)
         for sp in done:
             sp.ended = sp.started + sp.duration if sp.started is not None else now
             self.done.append(sp)
@@ -181,8 +195,7 @@ class EmulatedCluster:
         return len(done)
 
     def next_finish(self) -> float | None:
-        times = [sp.started + sp.duration for sp in self.pods.values() if sp.started is not None]
-        return min(times) if times else None
+        return self.pods.next_end()
 
     def _recreate(self, sp: SimPod, now: float) -> None:
         """What a Job controller does when its pod was evicted or its node vanished: a new pending pod."""
@@ -199,7 +212,7 @@ class EmulatedCluster:
     def schedule(self, now: float) -> int:
         """One pass: admit by queue, place what fits (gangs whole), explain the rest. Returns pods bound."""
         self._release_reservations()
-        pending = [sp for sp in self.pods.values() if not sp.pod.node_name]
+        pending = list(self.pods.waiting.values())
         scaling = [p for p in self.scaling.values() if p.pending]
         if not pending and not scaling:
             return 0
@@ -208,13 +221,13 @@ class EmulatedCluster:
             return 0
         self.sharing.start((sp.pod for sp in self.pods.values() if sp.pod.node_name), self.nodes)
         # Bin-packing placement (KAI's default, and kube-scheduler with MostAllocated): the fullest node that
-        # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs.
-        by_room = sorted((b.free.gpus, b.free.cpu, name) for name, b in sched.bins.items())
-        nodes = [self.nodes[name] for _, _, name in by_room]
-        # The free GPUs and CPU each node starts the pass with, in that order: room only shrinks within a pass,
-        # so a pod needs look at no node before the first with as much of both as it requests.
-        self._free = [(gpus, cpu) for gpus, cpu, _ in by_room]
-        self._resume: dict[Any, int] = {}
+        # fits first, so a one-GPU pod takes a one-GPU node rather than a slot a 4-GPU gang member needs. Each
+        # node with the free GPUs and CPU it starts the pass with: room only shrinks within a pass, so a pod
+        # needs look at no node before the first with as much of both as it requests.
+        self._room = self.scheduler_view.by_room()
+        self._ordered = None
+        self._resume = {}
+        self._unschedulable = {}
         # Only KAI's queues weigh what their pods use (below); without them, no pass over every pod for it.
         used, non_preemptible = (
             queue_use(self.queues, self.pods.values())
@@ -234,12 +247,7 @@ class EmulatedCluster:
             ),
         )
         bound = 0
-        running_members: dict[str, int] = defaultdict(int)
-        for sp in self.pods.values():
-            if sp.gang and sp.pod.node_name:
-                running_members[sp.gang] += 1
-        for pod in self.succeeded.values():
-            running_members[pod.annotations["pod-group-name"]] += 1
+        running_members = self._running_members() if any(u[0].gang for u in order) else {}
         for unit in order:
             # A gang starts only whole; a member restarted after the rest started joins them alone.
             if (
@@ -253,9 +261,9 @@ class EmulatedCluster:
                 if hold:
                     self._pending(unit, hold, now)
                     continue
-            placed = self._place(unit, nodes, sched, now)
+            placed = self._place(unit, sched, now)
             if placed is None:
-                self._pending(unit, self._no_room(unit[0], nodes), now)
+                self._pending(unit, self._no_room(unit[0]), now)
                 continue
             for sp, node, groups, device_share in placed:
                 self._bind(sp, node, now, groups, device_share)
@@ -265,7 +273,7 @@ class EmulatedCluster:
                     if not sp.preemptible:
                         non_preemptible[q] += sp.gpus
         scaled = bool(scaling) and run_scaling_pods(
-            self.scaling, nodes, sched, now, self._no_room_default(True, nodes)
+            self.scaling, self._in_order(), sched, now, self._no_room_default(True, len(self._room))
         )
         if scaled:
             self._changed()
@@ -276,9 +284,24 @@ class EmulatedCluster:
             self._settled = self.version
         return bound
 
-    def _place(
-        self, unit: list[SimPod], nodes: list[Node], sched: ClusterScheduler, now: float
-    ) -> list[Placed] | None:
+    def _running_members(self) -> dict[str, int]:
+        """How many pods of each gang run or ran to completion."""
+        running_members: dict[str, int] = defaultdict(int)
+        for sp in self.pods.values():
+            if sp.gang and sp.pod.node_name:
+                running_members[sp.gang] += 1
+        for pod in self.succeeded.values():
+            running_members[pod.annotations["pod-group-name"]] += 1
+        return running_members
+
+    def _in_order(self) -> list[Node]:
+        """The Nodes pods may be bound to, in the pass's order (worked out once a pass, when first asked)."""
+        if self._ordered is None:
+            self._ordered = [self.nodes[name] for _, _, name in self._room]
+        return self._ordered
+
+    def _place(self, unit: list[SimPod], sched: ClusterScheduler, now: float) -> list[Placed] | None:
+        room = self._room
         first = unit[0].pod
         # A pod whose shape found no room earlier in this pass finds none now: no node is tried again.
         if (
@@ -286,14 +309,14 @@ class EmulatedCluster:
             and first.gpu_share is None
             and not unit[0].gang
             and not first.topological
-            and self._resume.get(_shape(first), 0) >= len(nodes)
+            and self._resume.get(self._shape_of(unit[0]), 0) >= len(room)
         ):
             return None
         mark, shares = sched.mark(), self.sharing.mark()
         placed: list[Placed] = []
         for sp in unit:
             if sp.pod.gpu_share is not None:
-                found = self.sharing.place(sp.pod, nodes, self.nodes, sched, now)
+                found = self.sharing.place(sp.pod, self._in_order(), self.nodes, sched, now)
                 if found is not None:
                     placed.append((sp, *found))
                     continue
@@ -306,16 +329,17 @@ class EmulatedCluster:
             # constraints will not take the next one either, so each shape resumes where the last stopped
             # (not for pods whose place depends on other pods: spread and affinity change as pods land).
             p = sp.pod
-            shape = _shape(p)
+            shape = self._shape_of(sp)
             resumable = not sp.gang and not p.topological
             start = self._resume.get(shape, 0) if resumable else 0
             if p.requests.gpus > 0:  # (a pod asking no GPUs is not checked against them: no skipping)
                 cpu = p.requests.cpu
+                # (Each entry of ``room`` starts with its GPUs and CPU: the first not below these.)
                 start = max(
-                    start, bisect_left(self._free, (p.requests.gpus, cpu) if cpu > 0 else (p.requests.gpus,))
+                    start, bisect_left(room, (p.requests.gpus, cpu) if cpu > 0 else (p.requests.gpus,))
                 )
-            for i in range(start, len(nodes)):
-                name = nodes[i].name
+            for i in range(start, len(room)):
+                name = room[i][2]
                 if sched.rejection(p, name) is None:
                     sched.bind(p, name)
                     placed.append((sp, name, {}, 0.0))
@@ -324,7 +348,7 @@ class EmulatedCluster:
                     break
             else:
                 if resumable:
-                    self._resume[shape] = len(nodes)
+                    self._resume[shape] = len(room)
                 if sp.gang:
                     sched.rollback(mark)
                     self.sharing.rollback(shares)
@@ -334,6 +358,12 @@ class EmulatedCluster:
         # A non-gang unit is one pod; a gang lands only whole.
         return placed or None
 
+    def _shape_of(self, sp: SimPod) -> int:
+        """``sp``'s shape (see :func:`_shape`), by number: worked out once a pod, and cheap to look up."""
+        if sp.shape < 0:
+            sp.shape = self._shapes.setdefault(_shape(sp.pod), len(self._shapes))
+        return sp.shape
+
     def _release_reservations(self) -> None:
         if not self.sharing.reservations:
             return  # the common case, a cluster without shared GPUs: no need to read every pod's groups
@@ -341,28 +371,32 @@ class EmulatedCluster:
         if self.sharing.release(live, self.nodes):
             self._changed()
 
-    def _no_room(self, sp: SimPod, nodes: list[Node]) -> str:
-        if not nodes:
+    def _no_room(self, sp: SimPod) -> str:
+        n = len(self._room)
+        if not n:
             return "no nodes available to schedule pods"
-        n = len(nodes)
         if self.kai or sp.pod.gpu_share is not None:
             if sp.gpus or sp.pod.gpu_share is not None:
                 return "No node in the default node-pool has GPU resources"
             return f"0/{n} nodes are available: {n} node(s) didn't have enough resources: CPU cores."
-        return self._no_room_default(sp.gpus > 0, nodes)
+        return self._no_room_default(sp.gpus > 0, n)
 
     @staticmethod
-    def _no_room_default(gpu: bool, nodes: list[Node]) -> str:
-        if not nodes:
+    def _no_room_default(gpu: bool, n: int) -> str:
+        """Why a pod fits none of ``n`` nodes, as kube-scheduler says it."""
+        if not n:
             return "no nodes available to schedule pods"
-        n = len(nodes)
         return f"0/{n} nodes are available: {n} Insufficient {'nvidia.com/gpu' if gpu else 'cpu'}."
 
     def _pending(self, unit: list[SimPod], message: str, now: float) -> None:
         for sp in unit:
             cond = sp.pod.scheduled
             if cond is None or cond.message != message:
-                sp.pod = with_scheduled(sp.pod, Condition("False", "Unschedulable", message, now))
+                # One condition (a value) for every pod a pass gives the same message.
+                new = self._unschedulable.get(message)
+                if new is None:
+                    new = self._unschedulable[message] = Condition("False", "Unschedulable", message, now)
+                sp.pod = with_scheduled(sp.pod, new)
                 self._changed()
 
     def _bind(
@@ -374,6 +408,7 @@ class EmulatedCluster:
         )
         sp.started = now
         sp.device_share = device_share
+        self.pods.bound(sp)
 
     # -- kubelets (the simulated provider's NodeRegistrar) ----------------------------------------------
 
@@ -414,7 +449,7 @@ class EmulatedCluster:
         self.nodes[name] = replace(
             node, ready=False, taints=(*node.taints, Taint("node.kubernetes.io/unreachable", "", "NoExecute"))
         )
-        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+        for sp in self.pods.on(name):
             self._recreate(sp, now)  # NoExecute: the pods are gone with the machine
         self._release_reservations()
         self._changed()
@@ -444,7 +479,7 @@ class EmulatedCluster:
         sp = self.pods.get(f"{namespace}/{name}")
         if sp is None:
             return EvictionResult.GONE
-        if blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
+        if self.budgets and blocks(self.budgets, [sp.pod for sp in self.pods.values()], sp.pod):
             return EvictionResult.BLOCKED  # HTTP 429: a budget allows no disruption now
         self._recreate(sp, self.clock())
         self._release_reservations()
@@ -455,9 +490,8 @@ class EmulatedCluster:
         """The pods bound to ``node_name`` that would be lost with it, as the API server would list them."""
         return sorted(
             sp.pod.key
-            for sp in self.pods.values()
-            if sp.pod.node_name == node_name
-            and (sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror))
+            for sp in self.pods.on(node_name)
+            if sp.pod.unreadable or not (sp.pod.daemonset or sp.pod.mirror)
         )
 
     def node_for(self, provider_id: str) -> str | None:
@@ -468,7 +502,7 @@ class EmulatedCluster:
         node = self.nodes.pop(name, None)
         if node is None:
             return False
-        for sp in [sp for sp in self.pods.values() if sp.pod.node_name == name]:
+        for sp in self.pods.on(name):
             self._recreate(sp, self.clock())
         self._release_reservations()
         self._changed()
@@ -487,6 +521,7 @@ class EmulatedCluster:
         if sp is not None:
             merged = {**sp.pod.annotations, **annotations}
             sp.pod = replace(sp.pod, annotations={k: v for k, v in merged.items() if v is not None})
+            self.pods.replaced(sp)
             self._changed()
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:

@@ -163,6 +163,7 @@ class Simulation:
             if x is not None
         }
         self._reasons: tuple[Plan | None, dict[str, str]] = (None, {})
+        self._use: tuple[int, float, dict[str, float]] = (-1, 0.0, {})  # see _bound_use
         # Spot nodes interrupted at their type's published rate: the rate by instance type, and when each
         # node's interruption comes (drawn once, when it is first seen).
         self._spot_rates = {
@@ -261,12 +262,27 @@ class Simulation:
         """The schedulers bind what fits; then the scale-adjuster, if one runs, reacts to what still waits."""
         self.cluster.schedule(t)
         if self.adjuster is not None:
-            pods = [sp.pod for sp in self.cluster.pods.values()]
+            # (It acts on unschedulable pods only, and every bound pod was scheduled: the waiting ones do.)
+            pods = [sp.pod for sp in self.cluster.pods.waiting.values()]
             if self.adjuster.adjust(pods, self.cluster.scaling, t):
                 self.cluster.touch()
 
     def _last_plan(self) -> Plan | None:
         return self.controller.last.plan if self.controller.last else None
+
+    def _bound_use(self) -> tuple[float, dict[str, float]]:
+        """The GPUs bound pods use, in all and by queue: summed again only once a pod was bound or left."""
+        pods = self.cluster.pods
+        if self._use[0] != pods.generation:
+            used = 0.0
+            by_queue: dict[str, float] = dict.fromkeys(self.record.queues, 0.0)
+            for sp in pods.values():
+                if sp.pod.node_name:
+                    used += sp.gpus
+                    if sp.queue:
+                        by_queue[sp.queue] = by_queue.get(sp.queue, 0) + sp.gpus
+            self._use = (pods.generation, used, by_queue)
+        return self._use[1], dict(self._use[2])
 
     def _waiting_reasons(self) -> dict[str, str]:
         """Why the last plan left pods waiting; worked out once per plan, not at every sample."""
@@ -299,7 +315,7 @@ class Simulation:
 
     def _reconcile(self, t: float, *, window_open: bool = False) -> None:
         rec = self.record
-        before = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
+        before = self.provider.live_ids()
         result = self.controller.reconcile_once(window_open=window_open)
         rec.reconciles += 1
         if not window_open:  # the window's own reconcile is still to come
@@ -324,7 +340,7 @@ class Simulation:
             desc = ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items()))
             self._say(f"launch {desc} for {count(sum(len(o.launch.pods) for o in launched), 'pod')}")
             rec.markers.append((t, LAUNCH, len(launched)))
-        after = {i.id for i in self.provider.instances() if i.state != InstanceState.TERMINATED}
+        after = self.provider.live_ids()
         for gone in sorted(before - after):
             self.record.ended.setdefault(gone, t)
         removed = len(before - after)
@@ -403,12 +419,16 @@ class Simulation:
         finish = self.cluster.next_finish()
         if finish is not None:
             times.append(finish)
-        for inst in live:
-            for delay in (
-                LAUNCH_DELAY,
-                LAUNCH_DELAY + REGISTRATION_DELAY,
-                LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY,
-            ):
+        delays = (
+            LAUNCH_DELAY,
+            LAUNCH_DELAY + REGISTRATION_DELAY,
+            LAUNCH_DELAY + REGISTRATION_DELAY + GPU_READY_DELAY,
+        )
+        # The simulated cloud lists instances oldest first: those still coming up are at the end.
+        for inst in reversed(live):
+            if inst.created + delays[-1] <= t:
+                break
+            for delay in delays:
                 if inst.created + delay > t:
                     times.append(inst.created + delay)
         if self.cluster.version != self._last_version:
@@ -423,7 +443,7 @@ class Simulation:
             times.append(t + self.config.scan_interval)  # removals left for the next periodic reconcile
         if self.adjuster is not None:
             wakeup = self.adjuster.wakeup(t)
-            if wakeup is not None and any(not sp.pod.node_name for sp in self.cluster.pods.values()):
+            if wakeup is not None and self.cluster.pods.waiting:
                 times.append(wakeup)
         times += [x.at for x in interruptions] + [o.at for o in outages] + [o.until for o in outages]
         times += [at for at in self._interruptions_due(live).values() if at != float("inf")]
@@ -443,16 +463,10 @@ class Simulation:
         live = [i for i in self.provider.instances() if i.state != InstanceState.TERMINATED]
         gpus_up = sum(i.gpu_count for i in live)
         spot_gpus = sum(i.gpu_count for i in live if i.capacity_type == CapacityType.SPOT)
-        used = 0.0
-        by_queue: dict[str, float] = dict.fromkeys(rec.queues, 0.0)
+        used, by_queue = self._bound_use()
         pending: dict[str, int] = {}
         verdicts = self._waiting_reasons()
-        for sp in self.cluster.pods.values():
-            if sp.pod.node_name:
-                used += sp.gpus
-                if sp.queue:
-                    by_queue[sp.queue] = by_queue.get(sp.queue, 0) + sp.gpus
-                continue
+        for sp in self.cluster.pods.waiting.values():
             if held_by_queue(sp.pod):
                 kind = queue_hold(sp)
                 if sp.pod.key in rec.launched_for:

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from operator import attrgetter
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from autoscaler.core.model import Condition, Pod
 
 __all__ = ["SimPod", "with_scheduled"]
 
-# Every field of a Pod, derived ones included, as its slot's descriptor.
-_SLOTS: tuple[Any, ...] = tuple(getattr(Pod, f.name) for f in fields(Pod))
-_VALUES = attrgetter(*(f.name for f in fields(Pod)))  # every field's value, in the order of _SLOTS, at once
-_SCHEDULED: Any = next(slot for slot in _SLOTS if slot.__name__ == "scheduled")
+
+def _copier() -> Callable[[Pod, Condition], Pod]:
+    """``replace(pod, scheduled=...)`` written out slot by slot, as dataclasses write their ``__init__``: the
+    emulated scheduler rewrites the condition of every pod still waiting whenever its message changes,
+    thousands at a time, and nothing derived from a pod's fields depends on this one. (A loop over the slots
+    costs three times as much as the statements one after the other.)"""
+    env: dict[str, Any] = {"new_pod": object.__new__, "Pod": Pod}
+    lines = ["def with_scheduled(pod, scheduled):", "    new = new_pod(Pod)"]
+    for i, f in enumerate(fields(Pod)):  # every field, derived ones included
+        env[f"set{i}"] = getattr(Pod, f.name).__set__
+        lines.append(f"    set{i}(new, {'scheduled' if f.name == 'scheduled' else 'pod.' + f.name})")
+    lines.append("    return new")
+    exec("\n".join(lines), env)  # the source is built above from Pod's own fields, nothing else
+    copy: Callable[[Pod, Condition], Pod] = env["with_scheduled"]
+    return copy
 
 
-def with_scheduled(pod: Pod, scheduled: Condition) -> Pod:
-    """``replace(pod, scheduled=scheduled)``, slot by slot: the emulated scheduler rewrites the condition of
-    every pod still waiting whenever its message changes, thousands at a time, and nothing derived from a
-    pod's fields depends on this one."""
-    new: Pod = object.__new__(Pod)
-    for slot, value in zip(_SLOTS, _VALUES(pod), strict=True):
-        slot.__set__(new, value)
-    _SCHEDULED.__set__(new, scheduled)
-    return new
+with_scheduled = _copier()
+"""A copy of ``pod`` whose ``PodScheduled`` condition is ``scheduled``."""
 
 
 @dataclass(slots=True)
@@ -42,6 +46,9 @@ class SimPod:
     ended: float | None = None
     held_seconds: float = 0.0
     device_share: float = 0.0  # for a memory share once bound: the part of its device(s) it was given
+    # The emulated scheduler's number for the pod's requests and node constraints, which stay the same however
+    # the pod is rewritten (its condition, labels, annotations, node); -1 until it is first placed.
+    shape: int = field(default=-1, compare=False, repr=False)
 
     @property
     def gpus(self) -> float:

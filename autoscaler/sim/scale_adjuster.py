@@ -108,8 +108,8 @@ class ScaleAdjuster:
         return self.last_deletion + self.cool_down
 
     def adjust(self, pods: Sequence[Pod], scaling: MutableMapping[str, Pod], now: float) -> bool:
-        """One pass over ``pods`` (the cluster's, in creation order) and ``scaling`` (its scaling pods, changed
-        in place); whether anything changed."""
+        """One pass over ``pods`` (the cluster's, in creation order: all of them, or at least those not bound)
+        and ``scaling`` (its scaling pods, changed in place); whether anything changed."""
         # Each scaling pod's sharing pod, looked up by key (no scaling pod: nothing to look up).
         by_key = {p.key: p for p in pods} if scaling else {}
         changed = False

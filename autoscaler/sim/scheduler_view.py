@@ -5,19 +5,26 @@ each cycle works on a copy that only the changed nodes are refreshed in. The emu
 one :class:`~autoscaler.core.placement.scheduler.ClusterScheduler` lives as long as the cluster, the pods a
 pass binds are counted as it binds them, and before the next pass only the nodes that changed (a Node
 replaced, created or deleted; a pod that left, arrived or changed there; a KAI reservation pod released) are
-taken out and put back as they now are. What changed is found by comparing objects: Nodes and pods are
-immutable values, so one that was replaced is a different object, however it was replaced.
+taken out and put back as they now are. The cluster's tables note which Nodes were written and which nodes'
+pods changed (:mod:`autoscaler.sim.tables`), so finding them costs what changed, not the cluster's size.
+
+The pass goes through the nodes fullest first; that order is kept too: only the nodes whose room changed since
+the last pass (by a binding or a refresh) move in it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping
 
 from autoscaler.core.model import Node, Pod
 from autoscaler.core.placement.scheduler import ClusterScheduler
-from autoscaler.sim.pods import SimPod
+from autoscaler.sim.tables import NodeTable, PodTable
 
-__all__ = ["SchedulerView"]
+__all__ = ["Room", "SchedulerView"]
+
+Room = tuple[int, int, str]
+"""A node's place in the pass's order: its free GPUs, its free CPU (millicores), its name."""
 
 
 def eligible(node: Node) -> bool:
@@ -25,86 +32,119 @@ def eligible(node: Node) -> bool:
     return node.ready and not node.deleting
 
 
+class _NotingScheduler(ClusterScheduler):
+    """A :class:`ClusterScheduler` that notes the nodes whose room may have changed: added, removed or bound
+    to (a trial taken back restores room on nodes it bound to, so they are noted already)."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        eligible: Iterable[str] | None = None,
+    ) -> None:
+        self.noted: set[str] = set()
+        super().__init__(nodes, pods, namespaces=namespaces, eligible=eligible)
+
+    def add_node(self, node: Node, pods: Iterable[Pod], *, eligible: bool = True) -> None:
+        super().add_node(node, pods, eligible=eligible)
+        self.noted.add(node.name)
+
+    def remove_node(self, name: str) -> None:
+        super().remove_node(name)
+        self.noted.add(name)
+
+    def bind(self, pod: Pod, node: str) -> None:
+        super().bind(pod, node)
+        self.noted.add(node)
+
+
 class SchedulerView:
     """A :class:`ClusterScheduler` kept in step with the cluster's Nodes, pods and KAI reservation pods."""
 
     def __init__(self, namespaces: Mapping[str, Mapping[str, str]]) -> None:
         self.namespaces = namespaces
-        self._sched: ClusterScheduler | None = None
-        # What the scheduler counts, as it was when last brought up to date: each Node, and each pod by key.
-        self._nodes: dict[str, Node] = {}
-        self._pods: dict[str, Pod] = {}
-        self._reserved: dict[str, Pod] = {}
+        self._sched: _NotingScheduler | None = None
+        self._held: set[str] = set()  # the nodes the scheduler holds (those pods may be bound to or not)
+        self._reserved: dict[str, Pod] = {}  # the reservation pods it counts, by key
+        # Every node pods may be bound to, fullest first (see ``by_room``), and each one's place there.
+        self._room: list[Room] = []
+        self._room_of: dict[str, Room] = {}
 
     def sync(
-        self, nodes: Mapping[str, Node], pods: Mapping[str, SimPod], reservations: Mapping[str, Pod]
+        self, nodes: NodeTable, pods: PodTable, reservations: Mapping[str, Pod]
     ) -> tuple[ClusterScheduler, bool]:
-        """The scheduler as the cluster now is, and whether anything changed since the last pass ended."""
+        """The scheduler as the cluster now is, and whether any node changed since the last pass ended."""
         if self._sched is None:
             bound = [sp.pod for sp in pods.values() if sp.pod.node_name]
-            self._sched = ClusterScheduler(
+            self._sched = _NotingScheduler(
                 nodes.values(),
                 (*bound, *reservations.values()),
                 namespaces=self.namespaces,
                 eligible=[n.name for n in nodes.values() if eligible(n)],
             )
+            self._held = set(nodes)
             self.settle(nodes, pods, reservations)
             return self._sched, True
-        stale: set[str] = set()
-        changed = False
-        for name, node in nodes.items():
-            if self._nodes.get(name) is not node:
-                stale.add(name)
-        stale.update(name for name in self._nodes if name not in nodes)
-        for key, sp in pods.items():
-            seen = self._pods.get(key)
-            if seen is not sp.pod:
-                changed = True
-                if seen is not None and seen.node_name:
-                    stale.add(seen.node_name)
-                if sp.pod.node_name:
-                    stale.add(sp.pod.node_name)
-        for key, p in self._pods.items():
-            if key not in pods:
-                changed = True
-                if p.node_name:
-                    stale.add(p.node_name)
-        for key, r in reservations.items():
-            if self._reserved.get(key) is not r:
-                stale.add(r.node_name)
-        stale.update(r.node_name for key, r in self._reserved.items() if key not in reservations)
+        stale = nodes.changed | pods.moved
+        if reservations or self._reserved:
+            for key, r in reservations.items():
+                if self._reserved.get(key) is not r:
+                    stale.add(r.node_name)
+            stale.update(r.node_name for key, r in self._reserved.items() if key not in reservations)
         if stale:
             self._refresh(stale, nodes, pods, reservations)
         self.settle(nodes, pods, reservations)
-        return self._sched, changed or bool(stale)
+        return self._sched, bool(stale)
 
     def _refresh(
-        self,
-        names: set[str],
-        nodes: Mapping[str, Node],
-        pods: Mapping[str, SimPod],
-        reservations: Mapping[str, Pod],
+        self, names: set[str], nodes: NodeTable, pods: PodTable, reservations: Mapping[str, Pod]
     ) -> None:
         """Take the ``names`` nodes out of the scheduler and put back those that still exist, as they are."""
         assert self._sched is not None
-        on: dict[str, list[Pod]] = {name: [] for name in names}
-        for sp in pods.values():
-            if sp.pod.node_name in on:
-                on[sp.pod.node_name].append(sp.pod)
+        on: dict[str, list[Pod]] = {name: [sp.pod for sp in pods.on(name)] for name in names}
         for r in reservations.values():
             if r.node_name in on:
                 on[r.node_name].append(r)
         for name in sorted(names):
-            if name in self._nodes:
+            if name in self._held:
                 self._sched.remove_node(name)
-        for name, node in nodes.items():
-            if name in names:
-                self._sched.add_node(node, on[name], eligible=eligible(node))
+                self._held.discard(name)
+        for name in nodes.in_order(names):
+            node = nodes[name]
+            self._sched.add_node(node, on[name], eligible=eligible(node))
+            self._held.add(name)
 
-    def settle(
-        self, nodes: Mapping[str, Node], pods: Mapping[str, SimPod], reservations: Mapping[str, Pod]
-    ) -> None:
+    def settle(self, nodes: NodeTable, pods: PodTable, reservations: Mapping[str, Pod]) -> None:
         """The scheduler now counts the cluster as it is (after a pass: what it bound, it counted)."""
-        self._nodes = dict(nodes)
-        self._pods = {key: sp.pod for key, sp in pods.items()}
+        nodes.changed.clear()
+        pods.moved.clear()
         self._reserved = dict(reservations)
+
+    def by_room(self) -> list[Room]:
+        """The nodes pods may be bound to, fullest first: by free GPUs, then free CPU, then name, as the
+        scheduler counts them now. The list is the view's own, kept for the next pass: read it, do not change
+        it; a pass that binds pods leaves it as it was when the pass began."""
+        sched = self._sched
+        assert sched is not None
+        noted = sched.noted
+        if not noted:
+            return self._room
+        room, room_of, bins = self._room, self._room_of, sched.bins
+        if len(noted) * 8 > len(room):  # many moved: sorting anew costs less than moving each
+            room_of.clear()
+            for name, b in bins.items():
+                room_of[name] = (b.free.gpus, b.free.cpu, name)
+            self._room = sorted(room_of.values())
+        else:
+            for name in noted:
+                old = room_of.pop(name, None)
+                if old is not None:
+                    del room[bisect_left(room, old)]
+                kept = bins.get(name)
+                if kept is not None:
+                    key = room_of[name] = (kept.free.gpus, kept.free.cpu, name)
+                    insort(room, key)
+        noted.clear()
+        return self._room

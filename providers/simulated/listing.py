@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from autoscaler.core.model import LABEL_CLUSTER
 from autoscaler.core.offering import Instance
-from providers.simulated.state import CloudState, InstanceRecord
+from providers.simulated.state import TERMINATED, CloudState, InstanceRecord
 
 __all__ = ["Listing"]
 
@@ -28,12 +28,26 @@ class Listing:
         self.cluster = cluster
         self._state: CloudState | None = None
         self._views: dict[str, Instance] = {}
+        self._live: set[str] = set()  # the listed instances not terminated
+        # Whether an instance was added out of listing order since the views were last put in order.
+        self._unordered = False
 
     def of(self, state: CloudState) -> list[Instance]:
         """The instances of ``state`` tagged with this cluster, in listing order."""
         if state is not self._state:
             self._rebuild(state)
+        elif self._unordered:
+            # Instances launched at one moment are listed by id: a batch of them is put in order once, when
+            # next listed, rather than each one moved past the others as it comes.
+            self._views = {v.id: v for v in sorted(self._views.values(), key=_LAUNCH_ORDER)}
+            self._unordered = False
         return list(self._views.values())
+
+    def live_ids(self, state: CloudState) -> set[str]:
+        """The ids of the instances of ``state`` tagged with this cluster and not terminated (a copy)."""
+        if state is not self._state:
+            self._rebuild(state)
+        return set(self._live)
 
     def _rebuild(self, state: CloudState) -> None:
         old = self._views
@@ -44,6 +58,8 @@ class Listing:
             view = old.get(r.id)
             views[r.id] = view if view is not None and view.state == r.state else r.instance()
         self._views = views
+        self._live = {i for i, view in views.items() if view.state != TERMINATED}
+        self._unordered = False
         self._state = state
 
     def added(self, state: CloudState, record: InstanceRecord) -> None:
@@ -52,23 +68,24 @@ class Listing:
             return
         views = self._views
         # A new instance is the newest; among those launched at the same moment it goes by its id.
-        key = (record.created, record.id)
-        later: list[Instance] = []
-        while views:
+        if views and not self._unordered:
             last = views[next(reversed(views))]
-            if (last.created, last.id) <= key:
-                break
-            later.append(views.pop(last.id))
+            self._unordered = (last.created, last.id) > (record.created, record.id)
         views[record.id] = record.instance()
-        for view in reversed(later):
-            views[view.id] = view
+        if record.state != TERMINATED:
+            self._live.add(record.id)
 
     def changed(self, state: CloudState, record: InstanceRecord) -> None:
         """``record`` of ``state`` changed state."""
         if state is self._state and record.id in self._views:
             self._views[record.id] = record.instance()
+            if record.state == TERMINATED:
+                self._live.discard(record.id)
+            else:
+                self._live.add(record.id)
 
     def forgotten(self, state: CloudState, record: InstanceRecord) -> None:
         """``record`` was taken out of ``state``."""
         if state is self._state:
             self._views.pop(record.id, None)
+            self._live.discard(record.id)

@@ -282,6 +282,13 @@ class SimulatedProvider:
         with self._store.transaction() as state:
             return self._listing.of(state)
 
+    def live_ids(self) -> set[str]:
+        """The ids of :meth:`instances` not terminated, without building the list (the simulator asks before
+        and after every reconcile which instances ended)."""
+        self._enter("instances", "")
+        with self._store.transaction() as state:
+            return self._listing.live_ids(state)
+
     # --- test hooks ------------------------------------------------------------------------------------
 
     def fail_capacity(
@@ -338,9 +345,9 @@ class SimulatedProvider:
         due = self._due_times
         with self._store.transaction() as state:
             touched: list[InstanceRecord] | None = None
-            if self.settings.spot_interruption_rate <= 0 and due.vouches(state, now):
-                # Nothing is due for the others before ``due.until``: only those launched or ended since.
-                touched = due.take_touched()
+            if self.settings.spot_interruption_rate <= 0 and due.knows(state):
+                # Only the instances something is due for by now, and those launched or ended since.
+                touched = due.take_due(state, now)
                 for one in touched:
                     self._progress_one(state, one, now)
             else:
@@ -373,7 +380,7 @@ class SimulatedProvider:
         if touched is None:
             self._due_times.settle(state, now, TERMINATED_RETENTION)
         else:
-            self._due_times.include(touched, now, TERMINATED_RETENTION)
+            self._due_times.include(state, touched, now, TERMINATED_RETENTION)
 
     def start(self, interval: float = 0.2) -> None:
         """Run :meth:`advance` every ``interval`` seconds in a daemon thread (for the live daemon)."""

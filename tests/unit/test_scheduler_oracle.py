@@ -138,7 +138,8 @@ def test_the_simulators_scheduler_binds_where_the_real_scheduler_did(
     bound = {}
     for node in nodes:
         cluster = EmulatedCluster(lambda: 0.0, namespaces=namespaces)
-        cluster.nodes = {n.name: n for n in nodes}
+        for n in nodes:
+            cluster.nodes[n.name] = n
         for p in existing:
             cluster.pods[p.key] = SimPod(p, "existing", "", "", 1e9, True, 0.0, started=0.0)
         cluster.pods[pod.key] = SimPod(pod, "case", "", "", 1e9, True, 0.0)

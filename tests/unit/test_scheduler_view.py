@@ -107,3 +107,27 @@ def test_the_kept_picture_is_the_one_built_from_scratch() -> None:
     assert {n: sorted(b.pods) for n, b in kept.bins.items()} == {
         n: sorted(b.pods) for n, b in fresh.bins.items()
     }
+
+
+def fresh_order(sched: ClusterScheduler) -> list[tuple[int, int, str]]:
+    return sorted((b.free.gpus, b.free.cpu, name) for name, b in sched.bins.items())
+
+
+def test_the_kept_order_of_nodes_is_the_one_sorted_from_scratch_after_binds_finishes_and_deletions() -> None:
+    cluster = EmulatedCluster(lambda: 0.0)
+    for i in range(40):  # enough nodes that a few changed ones are moved, not all sorted anew
+        cluster.create(node(f"n{i:02d}", cpu=("4", "8", "16")[i % 3]))
+    view = cluster.scheduler_view
+    for step in range(12):
+        t = 10.0 * step
+        cluster.finish_due(t)
+        cluster.submit(job(f"j{step}", 1 + step % 3, cpu_milli=1000 * (1 + step % 4), duration=25.0), t)
+        if step == 4:
+            cluster.cordon("n07")
+        if step == 6:
+            cluster.delete_node("n11")
+        if step == 8:
+            cluster.create(node("late", cpu="2"))
+        cluster.schedule(t)
+        kept, _ = view.sync(cluster.nodes, cluster.pods, cluster.sharing.reservations)
+        assert view.by_room() == fresh_order(kept)

@@ -733,3 +733,62 @@ def test_the_listing_follows_launches_terminations_and_forgotten_instances(
     assert [(i.id, i.state) for i in provider.instances()] == [(a.id, "terminated"), (b.id, "pending")]
     clock.tick(TERMINATED_RETENTION)
     assert [(i.id, i.state) for i in provider.instances()] == [(b.id, "running")]
+
+
+def test_the_live_ids_are_those_of_the_listing_not_terminated(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    a = provider.launch(request(provider, "a", "m5.xlarge/us-east-1a/spot"))
+    clock.tick(1)
+    b = provider.launch(request(provider, "b", "m5.xlarge/us-east-1a/spot"))
+    assert provider.live_ids() == {a.id, b.id}
+    provider.terminate(a)
+    assert provider.live_ids() == {b.id} == {i.id for i in provider.instances() if i.state != "terminated"}
+    clock.tick(TERMINATED_RETENTION)
+    provider.interrupt(b.id)
+    assert provider.live_ids() == set()
+
+
+def test_a_cloud_that_looks_only_at_what_is_due_writes_the_nodes_one_that_looks_at_every_instance_writes(
+    sim_config: Callable[..., Config], clock: FakeClock, tmp_path: Path
+) -> None:
+    from autoscaler.sim.cluster import EmulatedCluster
+
+    delays = {"launchDelay": "2s", "registrationDelay": "3s", "gpuReadyDelay": "5s"}
+    kept, whole = EmulatedCluster(clock), EmulatedCluster(clock)
+    registrar: Any = kept
+    in_memory = SimulatedProvider(sim_config(delays), clock=clock, kube=registrar)
+    registrar = whole  # a state file is read anew in every transaction: each advance looks at every instance
+    on_file = SimulatedProvider(
+        sim_config({**delays, "stateFile": str(tmp_path / "cloud.json")}), clock=clock, kube=registrar
+    )
+    for step in range(40):
+        for p in (in_memory, on_file):
+            if step % 3 == 0:
+                shape = "g5.xlarge/us-east-1a/on-demand" if step % 2 else "m5.xlarge/us-east-1a/on-demand"
+                p.launch(request(p, f"t{step}", shape))
+            if step in (12, 25):
+                p.terminate(next(i for i in p.instances() if i.state != "terminated"))
+            p.advance()
+        assert [(n.name, n.ready, n.allocatable.gpus) for n in kept.nodes.values()] == [
+            (n.name, n.ready, n.allocatable.gpus) for n in whole.nodes.values()
+        ]
+        assert [(i.id, i.state) for i in in_memory.instances()] == [
+            (i.id, i.state) for i in on_file.instances()
+        ]
+        clock.tick(1.5)
+    assert len(kept.nodes) == 12  # the last two launches are still coming up
+    assert [n.ready for n in kept.nodes.values()].count(False) == 2
+
+
+def test_instances_launched_at_one_moment_are_listed_by_id_after_the_older_ones(
+    provider: SimulatedProvider, clock: FakeClock
+) -> None:
+    first = provider.launch(request(provider, "first", "m5.xlarge/us-east-1a/spot"))
+    clock.tick(1)
+    batch = [provider.launch(request(provider, f"t{i}", "m5.xlarge/us-east-1a/spot")) for i in range(8)]
+    assert [i.id for i in batch] != sorted(i.id for i in batch)  # launched out of id order
+    assert [i.id for i in provider.instances()] == [first.id, *sorted(i.id for i in batch)]
+    clock.tick(1)
+    last = provider.launch(request(provider, "last", "m5.xlarge/us-east-1a/spot"))
+    assert [i.id for i in provider.instances()] == [first.id, *sorted(i.id for i in batch), last.id]
