@@ -15,7 +15,7 @@ the last pass (by a binding or a refresh) move in it.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from autoscaler.core.model import Node, Pod
 from autoscaler.core.placement.scheduler import ClusterScheduler
@@ -51,9 +51,9 @@ class _NotingScheduler(ClusterScheduler):
         super().add_node(node, pods, eligible=eligible)
         self.noted.add(node.name)
 
-    def remove_node(self, name: str) -> None:
-        super().remove_node(name)
-        self.noted.add(name)
+    def remove_nodes(self, names: Sequence[str]) -> None:
+        super().remove_nodes(names)
+        self.noted.update(names)
 
     def bind(self, pod: Pod, node: str) -> None:
         super().bind(pod, node)
@@ -107,10 +107,9 @@ class SchedulerView:
         for r in reservations.values():
             if r.node_name in on:
                 on[r.node_name].append(r)
-        for name in sorted(names):
-            if name in self._held:
-                self._sched.remove_node(name)
-                self._held.discard(name)
+        leaving = sorted(name for name in names if name in self._held)
+        self._sched.remove_nodes(leaving)
+        self._held.difference_update(leaving)
         for name in nodes.in_order(names):
             node = nodes[name]
             self._sched.add_node(node, on[name], eligible=eligible(node))

@@ -63,8 +63,13 @@ class ClusterScheduler:
 
     def remove_node(self, name: str) -> None:
         """A node leaves with its pods (to be added again as it now is, when it changed)."""
-        self.bins.pop(name, None)
-        self.engine.remove_node(name)
+        self.remove_nodes((name,))
+
+    def remove_nodes(self, names: Sequence[str]) -> None:
+        """:meth:`remove_node` for each of ``names``, in one pass over the engine's nodes."""
+        for name in names:
+            self.bins.pop(name, None)
+        self.engine.remove_nodes(names)
 
     def _c(self, pod: Pod) -> Constraints:
         key = (tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)

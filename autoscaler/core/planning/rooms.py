@@ -125,7 +125,8 @@ class NodeRooms:
         self._by_node: Mapping[str, Sequence[Pod]] | None = None
         self.worked_out = 0  # rooms worked out (not reused) over the planner's life
         # Scale-down's facts about each node of the last engine built (of its snapshot only), by node name.
-        self.facts: Mapping[str, NodeFacts] = {}
+        self._facts: dict[str, NodeFacts] = {}
+        self.facts: Mapping[str, NodeFacts] = self._facts
         # cluster.usage of the snapshot of the last engine built: its nodes counted against the limits.
         self.usage = NO_USAGE
         # The engine handed out last, and the journal's mark from which its plan's changes are taken back.
@@ -191,36 +192,49 @@ class NodeRooms:
     ) -> None:
         """The engine of the last plan, its plan taken back, brought to ``snapshot``: out go the nodes gone or
         changed and the last plan's launching ones, in come the changed as they now are, and everything is
-        put back in the order of an engine built afresh."""
+        put back in the order of an engine built afresh. The rooms, facts and usage kept change by what
+        changed."""
         same_grouping = by_node is self._by_node
-        kept_rooms = self._rooms
-        rooms: dict[str, _Kept] = {}
+        rooms, facts = self._rooms, self._facts
         changed: list[tuple[Node, Sequence[Pod], _Kept | None]] = []
+        listed = 0  # kept rooms of nodes still listed
         for node in snapshot.nodes:
             pods = by_node.get(node.name, ())
-            kept = kept_rooms.get(node.name)
-            if (
-                kept is not None
-                and kept.node is node
-                and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
-            ):
-                rooms[node.name] = kept
-            else:
+            kept = rooms.get(node.name)
+            if kept is None:
                 changed.append((node, pods, kept))
-        gone = [name for name in kept_rooms if name not in rooms]  # the changed among them
-        engine.remove_nodes({*gone, *self._launching})
-        if not gone and not changed:
+                continue
+            listed += 1
+            if not (
+                kept.node is node and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
+            ):
+                changed.append((node, pods, kept))
+        leaving = [node.name for node, _, kept in changed if kept is not None]
+        if listed < len(rooms):  # some nodes are gone too
+            names = {node.name for node in snapshot.nodes}
+            leaving += [name for name in rooms if name not in names]
+        engine.remove_nodes({*leaving, *self._launching})
+        if not changed and not leaving:
             engine.topology.tidy()
             return  # the same rooms: the same facts and usage
+        gpus, cpu, managed = self.usage.gpus, self.usage.cpu_milli, self.usage.managed_nodes
+        for name in leaving:
+            g, c, m = rooms.pop(name).counted
+            gpus, cpu, managed = gpus - g, cpu - c, managed - m
+            del facts[name]
         for node, pods, kept in changed:
-            rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
+            kept = rooms[node.name] = self._work_out(engine, node, pods, kept, snapshot, index)
+            facts[node.name] = kept.facts
+            g, c, m = kept.counted
+            gpus, cpu, managed = gpus + g, cpu + c, managed + m
+        self.usage = Usage(gpus=gpus, cpu_milli=cpu, managed_nodes=managed)
         engine.sort_nodes()
-        self._keep({name: rooms[name] for name in sorted(rooms)})
 
     def _keep(self, rooms: dict[str, _Kept]) -> None:
-        """Keep ``rooms`` (by node name, in order), with what the plan reads of them."""
+        """Keep ``rooms`` (by node name), with what the plan reads of them."""
         self._rooms = rooms  # nodes gone are forgotten
-        self.facts = {name: kept.facts for name, kept in rooms.items()}
+        self._facts = {name: kept.facts for name, kept in rooms.items()}
+        self.facts = self._facts
         gpus = cpu = managed = 0
         for kept in rooms.values():
             g, c, m = kept.counted
