@@ -64,6 +64,8 @@ class Engine:
         self._singles: dict[Constraints, frozenset[Constraints]] = {}
         self._share_fits: dict[tuple[GpuSlots, int, GpuShare, int], tuple[GpuSlots, int, int]] = {}
         self._new = itertools.count(1)
+        # The nodes (that exist or launch) with a whole GPU free when they were put in, by name.
+        self._gpus_free: dict[str, Bin] = {}
 
     # -- building the cluster --------------------------------------------------------------------------
 
@@ -84,6 +86,8 @@ class Engine:
         stay the same."""
         assert not self.bins or not self.bins[-1].new, "nodes to launch come after every node there is"
         self.bins.append(bin)
+        if bin.free.get(NVIDIA_GPU, 0) > 0:
+            self._gpus_free[bin.name] = bin
         if verdicts is not None:
             self._statics.adopt(bin.name, verdicts)
         pods = pods if isinstance(pods, (list, tuple)) else list(pods)
@@ -136,6 +140,12 @@ class Engine:
         for name in names:
             self.topology.remove_node(name)
             self._statics.forget(name)
+            self._gpus_free.pop(name, None)
+
+    def with_free_gpus(self) -> list[Bin]:
+        """The nodes that exist or launch that had a whole GPU free when they were put in: between plans (a
+        plan's changes taken back, as a kept engine's are) those with one free now."""
+        return list(self._gpus_free.values())
 
     def opened(self) -> list[Bin]:
         """The nodes to launch this plan opened, in order: they come after every node there is, so only

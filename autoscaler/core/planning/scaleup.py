@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from autoscaler.core.demand import Claim, Demand, Gang, Ignored, Reason
 from autoscaler.core.fit import Constraints
@@ -97,12 +98,12 @@ class _Planner:
             reserved=reserved.ReservedRoom.of(index.offerings, cfg, now),
         )
         # The nodes that exist by name, then those launching by name.
-        self.cluster: list[Bin] = sorted((b for b in engine.bins if b.kind == Kind.NODE), key=_name)
-        self.cluster += sorted((b for b in engine.bins if b.kind == Kind.LAUNCHING), key=_name)
-        # Those with a whole GPU free as the plan starts, in the same order: the only ones a pod asking for
-        # GPUs is tried on. A plan only takes room from them (a trial undone gives back just what it took),
-        # so no node left out gains a GPU later in the plan; and most nodes of a GPU cluster are full.
-        self.gpu_room = [b for b in self.cluster if b.free.get(NVIDIA_GPU, 0) > 0]
+        self.cluster: list[Bin] = _by_kind_and_name(engine.bins)
+        # Those that had a whole GPU free when put in the engine, in the same order: the only ones a pod
+        # asking for GPUs is tried on. A plan only takes room from them (a trial undone gives back just what
+        # it took), so no node left out gains a GPU later in the plan; and most nodes of a GPU cluster are
+        # full.
+        self.gpu_room = _by_kind_and_name(engine.with_free_gpus())
         self.open: dict[str, list[Bin]] = {BIN_PACKING: [], BIN_SELECTION: []}
         self.absorbed: list[Ignored] = []
         self.unplaced: list[Unplaced] = []
@@ -622,8 +623,14 @@ def scale_up(
     )
 
 
-def _name(b: Bin) -> str:
-    return b.name
+def _by_kind_and_name(bins: Sequence[Bin]) -> list[Bin]:
+    """Nodes that exist by name, then nodes launching by name (nodes to launch left out)."""
+    node, launching = Kind.NODE, Kind.LAUNCHING
+    nodes = sorted([b for b in bins if b.kind is node], key=_NAME)
+    return nodes + sorted([b for b in bins if b.kind is launching], key=_NAME)
+
+
+_NAME = attrgetter("name")
 
 
 NO_FREE_ROOM = "no free room on the nodes that exist or are launching"
