@@ -25,7 +25,9 @@ def without_dead_nodes(
     and it is not bought twice when their controllers make them again. ``census`` is that of the snapshot's
     pods, when the caller has it."""
     terminated = {i.provider_id for i in instances if i.state == "terminated" and i.provider_id}
-    dead = {n.name for n in snapshot.nodes if n.managed and n.provider_id in terminated}
+    dead = (
+        {n.name for n in snapshot.nodes if n.managed and n.provider_id in terminated} if terminated else set()
+    )
     orphaned = _orphaned(snapshot, now, census)
     if not dead and not orphaned:
         return snapshot

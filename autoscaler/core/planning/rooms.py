@@ -205,10 +205,12 @@ class NodeRooms:
                 changed.append((node, pods, kept))
                 continue
             listed += 1
-            if not (
-                kept.node is node and ((same_grouping and kept.listed is pods) or _same(kept.pods, pods))
-            ):
+            if kept.node is not node:
                 changed.append((node, pods, kept))
+            elif not (same_grouping and kept.listed is pods):
+                was = kept.pods  # the pods' very objects, as _same compares them (inlined: once per node)
+                if len(was) != len(pods) or not all(map(is_, was, pods)):
+                    changed.append((node, pods, kept))
         leaving = [node.name for node, _, kept in changed if kept is not None]
         if listed < len(rooms):  # some nodes are gone too
             names = {node.name for node in snapshot.nodes}
