@@ -286,9 +286,9 @@ def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finis
     ]
 
 
-def test_a_mangled_unneeded_since_annotation_the_cache_still_shows_is_rewritten_again(
-    config: Callable[..., Config],
-) -> None:
+def _reconciled_twice(config: Callable[..., Config], unneeded_since: str) -> CallRecorder:
+    """Two reconciles, ten seconds apart, over the very same idle managed Node carrying ``unneeded_since``
+    (a write made by the first has not reached the cache yet); what the controller did."""
     cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -296,33 +296,25 @@ def test_a_mangled_unneeded_since_annotation_the_cache_still_shows_is_rewritten_
         "ip-10-0-0-9",
         instance_type="m6i.2xlarge",
         managed=True,
-        annotations={"tidal.dev/unneeded-since": "yesterday"},
+        annotations={"tidal.dev/unneeded-since": unneeded_since},
     )
     actions = CallRecorder()
     ctl = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions)
-
     ctl.reconcile_once()
     clock.now += 10
-    ctl.reconcile_once()  # the very same Node: the write did not reach the cache yet
+    ctl.reconcile_once()
+    return actions
+
+
+def test_a_mangled_unneeded_since_annotation_the_cache_still_shows_is_rewritten_again(
+    config: Callable[..., Config],
+) -> None:
+    actions = _reconciled_twice(config, "yesterday")
 
     assert [name for name, _ in actions.named("annotate_node")] == ["ip-10-0-0-9", "ip-10-0-0-9"]
 
 
 def test_a_well_formed_unneeded_since_annotation_is_never_rewritten(config: Callable[..., Config]) -> None:
-    cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
-    clock = Clock()
-    provider = SimulatedProvider(cfg, clock=clock)
-    idle = node(
-        "ip-10-0-0-9",
-        instance_type="m6i.2xlarge",
-        managed=True,
-        annotations={"tidal.dev/unneeded-since": "2026-11-20T09:58:00Z"},
-    )
-    actions = CallRecorder()
-    ctl = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions)
-
-    ctl.reconcile_once()
-    clock.now += 10
-    ctl.reconcile_once()
+    actions = _reconciled_twice(config, "2026-11-20T09:58:00Z")
 
     assert actions.named("annotate_node") == []
