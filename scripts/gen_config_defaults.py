@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from autoscaler.config.generated import write_or_check
 from autoscaler.config.options import _defaults, provider_sections, validated_defaults
 
 __all__ = ["OUTPUT", "main", "render"]
@@ -149,17 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
     args = parser.parse_args(argv)
     text = render()
-    if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-        if current != text:
-            print(
-                f"{OUTPUT.relative_to(REPO)} is out of date: run python scripts/gen_config_defaults.py",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(
+        OUTPUT,
+        text,
+        check=args.check,
+        shown_as=f"{OUTPUT.relative_to(REPO)}",
+        regenerate="python scripts/gen_config_defaults.py",
+    )
 
 
 if __name__ == "__main__":

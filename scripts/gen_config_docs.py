@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from autoscaler.config.generated import write_or_check
 from autoscaler.config.reference import SourceError, markdown, parse
 from autoscaler.config.reference import render as render_options
 
@@ -37,14 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     except SourceError as err:
         print(err, file=sys.stderr)
         return 2
-    if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT.relative_to(REPO)} is out of date: run tidal config docs", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(
+        OUTPUT, text, check=args.check, shown_as=f"{OUTPUT.relative_to(REPO)}", regenerate="tidal config docs"
+    )
 
 
 if __name__ == "__main__":

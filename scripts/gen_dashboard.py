@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autoscaler.config.generated import write_or_check
+
 OUTPUT = Path(__file__).resolve().parents[1] / "charts" / "tidal" / "files" / "tidal-dashboard.json"
 
 JOB = 'job="$job"'
@@ -412,14 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
     args = parser.parse_args(argv)
     text = render()
-    if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT} is out of date: run python scripts/gen_dashboard.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(
+        OUTPUT, text, check=args.check, shown_as=str(OUTPUT), regenerate="python scripts/gen_dashboard.py"
+    )
 
 
 if __name__ == "__main__":

@@ -267,18 +267,7 @@ def test_an_empty_node_whose_deletion_fails_is_put_back_in_service(config: Calla
 def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finish(
     config: Callable[..., Config], mangled: str
 ) -> None:
-    cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
-    clock = Clock()
-    provider = SimulatedProvider(cfg, clock=clock)
-    idle = node(
-        "ip-10-0-0-9",
-        instance_type="m6i.2xlarge",
-        managed=True,
-        annotations={"tidal.dev/unneeded-since": mangled},
-    )
-    actions = CallRecorder()
-
-    controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions).reconcile_once()
+    actions = _reconciled(config, mangled, times=1)
 
     # Left alone, the planner would read "now" again on every reconcile and the node would never go.
     assert actions.named("annotate_node") == [
@@ -286,9 +275,9 @@ def test_a_mangled_unneeded_since_annotation_is_rewritten_so_the_count_can_finis
     ]
 
 
-def _reconciled_twice(config: Callable[..., Config], unneeded_since: str) -> CallRecorder:
-    """Two reconciles, ten seconds apart, over the very same idle managed Node carrying ``unneeded_since``
-    (a write made by the first has not reached the cache yet); what the controller did."""
+def _reconciled(config: Callable[..., Config], unneeded_since: str, *, times: int) -> CallRecorder:
+    """``times`` reconciles, ten seconds apart, over the very same idle managed Node carrying
+    ``unneeded_since`` (a write made by one has not reached the cache by the next); what the controller did."""
     cfg = config(scaleDown={"nodeUnneededDuration": "5m"})
     clock = Clock()
     provider = SimulatedProvider(cfg, clock=clock)
@@ -300,21 +289,21 @@ def _reconciled_twice(config: Callable[..., Config], unneeded_since: str) -> Cal
     )
     actions = CallRecorder()
     ctl = controller(cfg, provider, StaticCluster(snapshot(idle)), actions=actions)
-    ctl.reconcile_once()
-    clock.now += 10
-    ctl.reconcile_once()
+    for _ in range(times):
+        ctl.reconcile_once()
+        clock.now += 10
     return actions
 
 
 def test_a_mangled_unneeded_since_annotation_the_cache_still_shows_is_rewritten_again(
     config: Callable[..., Config],
 ) -> None:
-    actions = _reconciled_twice(config, "yesterday")
+    actions = _reconciled(config, "yesterday", times=2)
 
     assert [name for name, _ in actions.named("annotate_node")] == ["ip-10-0-0-9", "ip-10-0-0-9"]
 
 
 def test_a_well_formed_unneeded_since_annotation_is_never_rewritten(config: Callable[..., Config]) -> None:
-    actions = _reconciled_twice(config, "2026-11-20T09:58:00Z")
+    actions = _reconciled(config, "2026-11-20T09:58:00Z", times=2)
 
     assert actions.named("annotate_node") == []

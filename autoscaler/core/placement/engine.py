@@ -25,7 +25,7 @@ from autoscaler.core.placement.journal import Journal
 from autoscaler.core.placement.reasons import Filter, Rejection
 from autoscaler.core.placement.static_verdicts import StaticVerdicts
 from autoscaler.core.placement.topology import Topology
-from autoscaler.core.resources import NVIDIA_GPU, PODS, Resources
+from autoscaler.core.resources import NVIDIA_GPU, Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,24 +508,6 @@ class Engine:
                     settled[key] = value
         if settled:
             self._relabel(bin, settled)
-
-    def remove_pods(self, bin: Bin, pods: Sequence[Pod]) -> None:
-        """Take ``pods`` off a node that exists (they are being moved); undone with the journal."""
-        bin.own()
-        freed = Resources.total((p.requests for p in pods), each={PODS: 1000})
-        keys = {p.key for p in pods}
-        before = (bin.free, list(bin.pods), list(bin.ports))
-        bin.free = bin.free + freed
-        bin.pods = [k for k in bin.pods if k not in keys]
-        for p in pods:
-            for port in p.host_ports:
-                bin.ports.remove(port)
-            self.topology.remove(p, bin.name)
-
-        def undo() -> None:
-            bin.free, bin.pods, bin.ports = before
-
-        self.journal.log(undo)
 
 
 _NO_SHARED_GPU = Rejection(Filter.NODE_RESOURCES_FIT, "Insufficient GPU share (KAI GPU sharing)", NVIDIA_GPU)

@@ -214,18 +214,6 @@ class Topology:
 
         self.journal.log(undo)
 
-    def remove(self, pod: Pod, name: str) -> None:
-        """A pod leaves node ``name`` (it is being moved)."""
-        node = self._nodes[name]
-        node.pods.remove(pod)
-        self._record(name, node, pod, -1)
-
-        def undo() -> None:
-            node.pods.append(pod)
-            self._record(name, node, pod, 1)
-
-        self.journal.log(undo)
-
     def _record(self, name: str, node: TopologyNode, pod: Pod, delta: int) -> None:
         self.changes += 1
         if not (self._spread or self._affinity or self._anti or pod.pod_anti_affinity):
